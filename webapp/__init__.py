@@ -1,0 +1,1 @@
+"""jobreport: per-job usage reports for Slurm clusters."""

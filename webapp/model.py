@@ -1,0 +1,294 @@
+"""The report model: immutable records every source, detector and renderer shares.
+
+Units are bytes and seconds (floats) until a template formats them; datetimes are
+UTC-aware. ``None`` always means "unknown", never zero.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+
+# 123, array task 123_4, het component 123+1. Anything else is refused before any query.
+JOB_ID_RE = re.compile(r"^(?P<job>[0-9]{1,10})(?:_(?P<task>[0-9]{1,10})|\+(?P<het>[0-9]{1,4}))?$")
+
+
+class InvalidJobId(ValueError):
+    """The text is not a Slurm job id of a form we accept."""
+
+
+class JobNotFound(LookupError):
+    """No source knows this job."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id} not found")
+        self.job_id = job_id
+
+
+class SourceUnavailable(RuntimeError):
+    """A data source could not be reached or answered nonsense."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"{source} unavailable: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class JobId:
+    """A parsed job id: the numeric job plus an optional array task or het offset."""
+
+    job: int
+    array_task: int | None = None
+    het_offset: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> JobId:
+        m = JOB_ID_RE.match(str(text).strip())
+        if not m:
+            raise InvalidJobId(f"invalid job id {text!r}: expected 123, 123_4 or 123+1")
+        task, het = m.group("task"), m.group("het")
+        return cls(int(m.group("job")), int(task) if task else None, int(het) if het else None)
+
+    def __str__(self) -> str:
+        if self.array_task is not None:
+            return f"{self.job}_{self.array_task}"
+        if self.het_offset is not None:
+            return f"{self.job}+{self.het_offset}"
+        return str(self.job)
+
+
+class Severity(str, Enum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem a detector saw, with the numbers behind it and what to do next time."""
+
+    name: str
+    severity: Severity
+    message: str
+    advice: str
+    evidence: dict[str, float | int | str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A source that failed or had no data for this job, and why."""
+
+    source: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Series:
+    """One time series: ``points`` are (unix seconds, value) pairs, sorted by time."""
+
+    label: str
+    points: tuple[tuple[float, float], ...]
+
+    @property
+    def values(self) -> list[float]:
+        return [v for _, v in self.points]
+
+    def max(self) -> float | None:
+        return max(self.values) if self.points else None
+
+    def mean(self) -> float | None:
+        return sum(self.values) / len(self.points) if self.points else None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One job step from sacct (``batch``, ``extern``, ``0``, ...)."""
+
+    step_id: str
+    name: str
+    state: str
+    exit_code: str
+    elapsed_seconds: float | None
+    total_cpu_seconds: float | None
+    max_rss_bytes: int | None
+    cpus: int | None
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AccountingJob:
+    """What the accounting database (restricted view) knows about one job."""
+
+    cluster: str
+    job_id: str
+    job: int
+    array_job: int | None
+    array_task: int | None
+    het_job: int | None
+    het_offset: int | None
+    uid: int
+    user: str | None
+    account: str | None
+    partition: str | None
+    job_name: str | None
+    state: str
+    exit_code: str
+    submit_time: datetime | None
+    start_time: datetime | None
+    end_time: datetime | None
+    cpus: int | None
+    memory_requested_bytes: int | None
+    time_limit_seconds: float | None
+    nodes: tuple[str, ...]
+    node_list: str
+    work_dir: str | None
+    gpus: int
+
+
+@dataclass(frozen=True)
+class SacctJob:
+    """One job (allocation + its steps) as sacct reports it."""
+
+    job_id: str
+    job_name: str | None
+    user: str | None
+    account: str | None
+    partition: str | None
+    state: str
+    exit_code: str
+    elapsed_seconds: float | None
+    time_limit_seconds: float | None
+    cpus: int | None
+    memory_requested_bytes: int | None
+    gpus: int
+    start_time: datetime | None
+    end_time: datetime | None
+    node_list: str
+    work_dir: str | None
+    steps: tuple[Step, ...]
+
+    @property
+    def total_cpu_seconds(self) -> float | None:
+        """TotalCPU summed over steps (the allocation line reads 0 with -X)."""
+        values = [s.total_cpu_seconds for s in self.steps if s.total_cpu_seconds is not None]
+        return sum(values) if values else None
+
+    @property
+    def max_rss_bytes(self) -> int | None:
+        values = [s.max_rss_bytes for s in self.steps if s.max_rss_bytes is not None]
+        return max(values) if values else None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What Prometheus recorded while the job ran (the exporter's jobs_* metrics)."""
+
+    cpu_cores: tuple[Series, ...] = ()  # cores busy, one series per node
+    cpu_per_core: tuple[Series, ...] = ()  # 0..1 busy, one series per node/core (v1 only)
+    memory_rss: tuple[Series, ...] = ()  # bytes, per node
+    memory_limit_bytes: int | None = None
+    memory_max_usage_bytes: int | None = None  # includes page cache
+    gpu_utilization: tuple[Series, ...] = ()  # 0..1, one per GPU
+    gpu_memory_used: tuple[Series, ...] = ()  # bytes, one per GPU
+    gpu_memory_total_bytes: int | None = None
+    read_bytes: float | None = None
+    write_bytes: float | None = None
+    read_syscalls: float | None = None
+    write_syscalls: float | None = None
+    io_read_rate: tuple[Series, ...] = ()  # bytes/s per node
+    io_write_rate: tuple[Series, ...] = ()
+    processes_max: float | None = None
+    threads_max: float | None = None
+    open_files_max: float | None = None
+    open_files_limit_ratio_max: float | None = None
+    scratch_in_use: bool | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.cpu_cores or self.memory_rss or self.gpu_utilization)
+
+
+@dataclass(frozen=True)
+class ArrayTask:
+    """One task of an array job, reduced to the numbers the summary compares."""
+
+    job_id: str
+    state: str
+    elapsed_seconds: float | None
+    cpu_efficiency: float | None
+    memory_peak_bytes: int | None
+
+
+@dataclass(frozen=True)
+class ArraySummary:
+    """Percentiles over an array's tasks and the request to use next time."""
+
+    tasks: tuple[ArrayTask, ...]
+    elapsed_p50: float | None
+    elapsed_p95: float | None
+    memory_peak_p50: float | None
+    memory_peak_p95: float | None
+    cpu_efficiency_p50: float | None
+    cpu_efficiency_p95: float | None
+    outliers: tuple[str, ...]
+    suggested_mem: str | None
+    suggested_time: str | None
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """Everything known about one job, from every source, after precedence is applied."""
+
+    job_id: str
+    cluster: str
+    user: str | None = None
+    uid: int | None = None
+    account: str | None = None
+    job_name: str | None = None
+    partition: str | None = None
+    nodes: tuple[str, ...] = ()
+    work_dir: str | None = None
+    # request
+    cpus: int | None = None
+    memory_requested_bytes: int | None = None
+    gpus: int = 0
+    time_limit_seconds: float | None = None
+    # outcome
+    state: str | None = None
+    exit_code: str | None = None
+    submit_time: datetime | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    elapsed_seconds: float | None = None
+    # usage
+    cpu_seconds: float | None = None
+    memory_peak_bytes: int | None = None
+    usage: Usage = field(default_factory=Usage)
+    steps: tuple[Step, ...] = ()
+    array: ArraySummary | None = None
+    gaps: tuple[Gap, ...] = ()
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def cpu_efficiency(self) -> float | None:
+        """seff's formula: TotalCPU / (elapsed x allocated CPUs)."""
+        if not self.cpu_seconds or not self.elapsed_seconds or not self.cpus:
+            return 0.0 if self.cpu_seconds == 0 and self.elapsed_seconds else None
+        return self.cpu_seconds / (self.elapsed_seconds * self.cpus)
+
+    @property
+    def memory_efficiency(self) -> float | None:
+        """seff's formula: MaxRSS / requested memory."""
+        if self.memory_peak_bytes is None or not self.memory_requested_bytes:
+            return None
+        return self.memory_peak_bytes / self.memory_requested_bytes
+
+    @property
+    def running(self) -> bool:
+        return self.state in ("RUNNING", "PENDING", "SUSPENDED")
+
+    def gap_for(self, source: str) -> Gap | None:
+        return next((g for g in self.gaps if g.source == source), None)

@@ -169,6 +169,7 @@ class SacctJob:
     node_list: str
     work_dir: str | None
     steps: tuple[Step, ...]
+    cancelled_by: int | None = None  # uid from sacct's "CANCELLED by <uid>"
 
     @property
     def total_cpu_seconds(self) -> float | None:

@@ -15,6 +15,11 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_CLUSTER": ("demo", "Slurm cluster name (selects rows of the accounting view)."),
     "JOBREPORT_PROMETHEUS_URL": ("http://127.0.0.1:9090", "Prometheus-compatible HTTP API."),
     "JOBREPORT_PROMETHEUS_TIMEOUT": ("10", "Seconds before a Prometheus query gives up."),
+    "JOBREPORT_SCRAPE_INTERVAL": ("30", "Prometheus scrape interval of the exporters (seconds)."),
+    "JOBREPORT_PROMETHEUS_NODE_LABEL": (
+        "instance",
+        "Label naming the node in jobs_* series (empty: do not filter by node).",
+    ),
     "JOBREPORT_DB_URL": (
         "mysql://jobreport:jobreport@127.0.0.1:3306/jobreport",
         "Accounting view, read as the restricted user.",
@@ -84,6 +89,8 @@ class Settings:
     cluster: str = "demo"
     prometheus_url: str = "http://127.0.0.1:9090"
     prometheus_timeout: float = 10.0
+    scrape_interval: float = 30.0
+    prometheus_node_label: str = "instance"
     db_url: str = "mysql://jobreport:jobreport@127.0.0.1:3306/jobreport"
     sacct: str = "sacct"
     sacct_timeout: float = 30.0
@@ -118,6 +125,8 @@ class Settings:
             cluster=_str(env, "JOBREPORT_CLUSTER"),
             prometheus_url=_str(env, "JOBREPORT_PROMETHEUS_URL").rstrip("/"),
             prometheus_timeout=_float(env, "JOBREPORT_PROMETHEUS_TIMEOUT"),
+            scrape_interval=_float(env, "JOBREPORT_SCRAPE_INTERVAL"),
+            prometheus_node_label=_str(env, "JOBREPORT_PROMETHEUS_NODE_LABEL"),
             db_url=_str(env, "JOBREPORT_DB_URL"),
             sacct=_str(env, "JOBREPORT_SACCT"),
             sacct_timeout=_float(env, "JOBREPORT_SACCT_TIMEOUT"),

@@ -1,0 +1,9 @@
+-- The views the report service reads. SQL SECURITY DEFINER: they run with the definer's
+-- rights, so the reader needs no grant on slurm_acct_db at all.
+CREATE OR REPLACE DEFINER = 'jobreport_definer'@'localhost' SQL SECURITY DEFINER
+VIEW jobreport.jobs AS
+{branches};
+
+CREATE OR REPLACE DEFINER = 'jobreport_definer'@'localhost' SQL SECURITY DEFINER
+VIEW jobreport.tres AS
+SELECT id, type, name FROM `{acct_db}`.`tres_table` WHERE deleted = 0;

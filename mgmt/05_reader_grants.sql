@@ -1,0 +1,2 @@
+GRANT SELECT ON jobreport.jobs TO 'jobreport'@'{reader_host}';
+GRANT SELECT ON jobreport.tres TO 'jobreport'@'{reader_host}';

@@ -1,0 +1,121 @@
+"""`jobreport db-setup`: create the restricted accounting user and the views it reads.
+
+The SQL lives next to this module as numbered files a DBA can read; this module only
+fills in validated identifiers and runs them in order (or prints them with ``--print``).
+Identifiers cannot be bound parameters in DDL, so they are checked against a strict
+pattern instead; the password is quoted by the driver's escaper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from importlib import resources
+from urllib.parse import urlsplit
+
+IDENT_RE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+HOST_RE = re.compile(r"^[A-Za-z0-9_.%:-]{1,255}$")
+
+
+def _sql(name: str) -> str:
+    return resources.files("mgmt").joinpath(name).read_text()
+
+
+def _check(pattern: re.Pattern[str], value: str, what: str) -> str:
+    if not pattern.match(value):
+        raise ValueError(f"invalid {what} {value!r}")
+    return value
+
+
+def _quote(text: str) -> str:
+    from pymysql.converters import escape_string
+
+    return "'" + escape_string(text) + "'"
+
+
+def split_statements(script: str) -> list[str]:
+    """Split on ``;`` at line ends, dropping ``--`` comment lines.
+
+    >>> split_statements("-- c\\nSELECT 1;\\nSELECT 2;")
+    ['SELECT 1', 'SELECT 2']
+    """
+    lines = [ln for ln in script.splitlines() if not ln.lstrip().startswith("--")]
+    parts = re.split(r";\s*$", "\n".join(lines), flags=re.M)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def build_statements(
+    clusters: Sequence[str], reader_password: str, reader_hosts: Sequence[str], acct_db: str
+) -> list[str]:
+    """Every statement db-setup runs, in order."""
+    clusters = [_check(IDENT_RE, c, "cluster name") for c in clusters]
+    hosts = [_check(HOST_RE, h, "reader host") for h in reader_hosts]
+    acct_db = _check(IDENT_RE, acct_db, "accounting database name")
+    if not clusters:
+        raise ValueError("at least one --cluster is needed")
+    out: list[str] = []
+    for host in hosts:
+        out += split_statements(
+            _sql("01_schema_and_users.sql").format(
+                reader_host=host, reader_password=_quote(reader_password)
+            )
+        )
+    for cluster in clusters:
+        out += split_statements(_sql("02_definer_grants.sql").format(cluster=cluster, acct_db=acct_db))
+    branch = _sql("03_job_view_branch.sql")
+    branches = "\nUNION ALL\n".join(
+        "\n".join(ln for ln in branch.format(cluster=c, acct_db=acct_db).splitlines()
+                  if not ln.lstrip().startswith("--"))
+        for c in clusters
+    )
+    out += split_statements(_sql("04_views.sql").format(branches=branches, acct_db=acct_db))
+    for host in hosts:
+        out += split_statements(_sql("05_reader_grants.sql").format(reader_host=host))
+    return out
+
+
+def reader_password_from_url(db_url: str) -> str:
+    password = urlsplit(db_url).password
+    if not password:
+        raise ValueError("JOBREPORT_DB_URL has no password for the restricted user")
+    return password
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", action="append", required=True,
+                        help="Slurm cluster name; repeat for several (one UNION branch each)")
+    parser.add_argument("--print", action="store_true", dest="print_only",
+                        help="print the SQL instead of running it")
+    parser.add_argument("--reader-host", action="append", default=None,
+                        help="host part of the restricted user (default: localhost and 127.0.0.1)")
+    parser.add_argument("--acct-db", default="slurm_acct_db", help="slurmdbd's StorageLoc")
+    parser.add_argument("--admin-socket", default="/run/mysqld/mysqld.sock",
+                        help="MariaDB socket to connect to as --admin-user")
+    parser.add_argument("--admin-user", default="root",
+                        help="administrator (unix-socket authentication by default)")
+    parser.add_argument("--admin-password", default=None, help="administrator password, if any")
+
+
+def run(args: argparse.Namespace, db_url: str) -> int:
+    statements = build_statements(
+        args.cluster,
+        reader_password_from_url(db_url),
+        args.reader_host or ["localhost", "127.0.0.1"],
+        args.acct_db,
+    )
+    if args.print_only:
+        print(";\n\n".join(statements) + ";")
+        return 0
+    import pymysql
+
+    conn = pymysql.connect(unix_socket=args.admin_socket, user=args.admin_user,
+                           password=args.admin_password or "", autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for stmt in statements:
+                cur.execute(stmt)
+    finally:
+        conn.close()
+    print(f"jobreport views ready for cluster(s): {', '.join(args.cluster)}")
+    return 0

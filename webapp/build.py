@@ -1,0 +1,162 @@
+"""Build a ``JobReport`` from the three sources and attach the detectors' findings.
+
+Precedence when sources disagree (documented in the README):
+- identity and request (user, account, partition, CPUs, memory, GPUs, time limit, nodes):
+  the accounting view, then sacct;
+- outcome (state, exit code, times): the accounting view, then sacct; elapsed from
+  sacct's Elapsed, else end - start;
+- CPU time and peak memory: sacct's steps (TotalCPU, MaxRSS: what seff uses), peak memory
+  falling back to the largest RSS Prometheus saw;
+- time series, I/O, open files, threads, scratch, GPUs: Prometheus only.
+A source that fails becomes a ``Gap``; only a job no source knows is ``JobNotFound``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from webapp.model import (
+    AccountingJob,
+    Gap,
+    JobId,
+    JobNotFound,
+    JobReport,
+    SacctJob,
+    SourceUnavailable,
+    Usage,
+)
+from webapp.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def build_report(job_id: JobId, cluster: str, accounting: Any, sacct: Any, prometheus: Any,
+                 now: datetime | None = None, strict_accounting: bool = False) -> JobReport:
+    """Join the sources for one job. ``strict_accounting`` re-raises an accounting outage."""
+    gaps: list[Gap] = []
+    acct: AccountingJob | None = None
+    sj: SacctJob | None = None
+    not_found = 0
+    try:
+        acct = accounting.job(job_id)
+    except JobNotFound:
+        not_found += 1
+    except SourceUnavailable as exc:
+        if strict_accounting:
+            raise
+        gaps.append(Gap(exc.source, exc.reason))
+    try:
+        sj = sacct.job(str(job_id))
+    except JobNotFound:
+        not_found += 1
+    except SourceUnavailable as exc:
+        gaps.append(Gap(exc.source, exc.reason))
+    if acct is None and sj is None:
+        if not_found:
+            raise JobNotFound(str(job_id))
+        raise SourceUnavailable("accounting", "; ".join(f"{g.source}: {g.reason}" for g in gaps))
+
+    now = now or datetime.now(UTC)
+    start = _first(acct and acct.start_time, sj and sj.start_time)
+    end = _first(acct and acct.end_time, sj and sj.end_time)
+    elapsed = sj.elapsed_seconds if sj and sj.elapsed_seconds is not None else None
+    if elapsed is None and start:
+        elapsed = ((end or now) - start).total_seconds()
+    nodes = (acct.nodes if acct and acct.nodes else ()) or _nodes_from_sacct(sj)
+
+    usage = Usage()
+    if start is None:
+        gaps.append(Gap("prometheus", "the job has not started: no metrics yet"))
+    else:
+        try:
+            usage = prometheus.usage(str(job_id), start, end or now, nodes)
+            if usage.empty:
+                gaps.append(Gap("prometheus", "no metrics kept for this job "
+                                "(not scraped, or older than the retention)"))
+        except SourceUnavailable as exc:
+            gaps.append(Gap(exc.source, exc.reason))
+
+    peak = sj.max_rss_bytes if sj else None
+    if peak is None and usage.memory_rss:
+        peak = int(max(s.max() or 0 for s in usage.memory_rss))
+
+    return JobReport(
+        job_id=str(job_id),
+        cluster=acct.cluster if acct else cluster,
+        user=_first(acct and acct.user, sj and sj.user),
+        uid=acct.uid if acct else None,
+        account=_first(acct and acct.account, sj and sj.account),
+        job_name=_first(acct and acct.job_name, sj and sj.job_name),
+        partition=_first(acct and acct.partition, sj and sj.partition),
+        nodes=nodes,
+        work_dir=_first(acct and acct.work_dir, sj and sj.work_dir),
+        cpus=_first(acct and acct.cpus, sj and sj.cpus),
+        memory_requested_bytes=_first(acct and acct.memory_requested_bytes,
+                                      sj and sj.memory_requested_bytes),
+        gpus=_first(acct and acct.gpus, sj and sj.gpus) or 0,
+        time_limit_seconds=_first(acct and acct.time_limit_seconds, sj and sj.time_limit_seconds),
+        state=_first(sj and sj.state, acct and acct.state),
+        exit_code=_first(acct and acct.exit_code, sj and sj.exit_code),
+        submit_time=acct.submit_time if acct else None,
+        start_time=start,
+        end_time=end,
+        elapsed_seconds=elapsed,
+        cpu_seconds=sj.total_cpu_seconds if sj else None,
+        memory_peak_bytes=peak,
+        usage=usage,
+        steps=sj.steps if sj else (),
+        gaps=tuple(gaps),
+    )
+
+
+def _nodes_from_sacct(sj: SacctJob | None) -> tuple[str, ...]:
+    from webapp.sources.accounting import expand_nodelist
+
+    return expand_nodelist(sj.node_list) if sj else ()
+
+
+class ReportService:
+    """The sources wired from settings; what the CLI, the web app and the mailer call."""
+
+    def __init__(self, settings: Settings, accounting: Any = None, sacct: Any = None,
+                 prometheus: Any = None) -> None:
+        from webapp.detectors.thresholds import Thresholds
+        from webapp.sources.accounting import AccountingSource
+        from webapp.sources.prometheus import PrometheusSource
+        from webapp.sources.sacct import SacctSource
+
+        self.settings = settings
+        self.thresholds = Thresholds.from_overrides(settings.thresholds)
+        self.accounting = accounting or AccountingSource(settings.db_url, settings.cluster)
+        self.sacct = sacct or SacctSource(settings.sacct, timeout=settings.sacct_timeout,
+                                          cluster=settings.cluster)
+        self.prometheus = prometheus or PrometheusSource(
+            settings.prometheus_url, timeout=settings.prometheus_timeout,
+            scrape_interval=settings.scrape_interval, node_label=settings.prometheus_node_label)
+
+    def build(self, job_id: str, strict_accounting: bool = True) -> JobReport:
+        """The full report with findings. Raises InvalidJobId, JobNotFound, SourceUnavailable."""
+        from webapp.arrays import summarize_array
+        from webapp.detectors import detect_all
+
+        jid = JobId.parse(job_id)
+        report = build_report(jid, self.settings.cluster, self.accounting, self.sacct,
+                              self.prometheus, strict_accounting=strict_accounting)
+        if jid.array_task is None and jid.het_offset is None:
+            try:
+                tasks = self.sacct.array(str(jid))
+            except (JobNotFound, SourceUnavailable):
+                tasks = ()
+            if len(tasks) > 1:
+                report = dataclasses.replace(report, array=summarize_array(tasks))
+        return dataclasses.replace(report, findings=detect_all(report, self.thresholds))
+
+    def ended_jobs(self, since: datetime) -> list[str]:
+        return self.accounting.ended_since(since)

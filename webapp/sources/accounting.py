@@ -1,0 +1,228 @@
+"""Accounting source: the restricted ``jobreport.jobs`` view, through pymysql.
+
+Only the view db-setup creates is read, only with bound parameters. Rows become
+``AccountingJob`` records; decoding Slurm's integers lives in the pure ``parse_*``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from webapp.model import AccountingJob, JobId, JobNotFound, SourceUnavailable
+
+# enum job_states in slurm/slurm.h; the high bits are flags and are masked off.
+JOB_STATES = {
+    0: "PENDING", 1: "RUNNING", 2: "SUSPENDED", 3: "COMPLETED", 4: "CANCELLED", 5: "FAILED",
+    6: "TIMEOUT", 7: "NODE_FAIL", 8: "PREEMPTED", 9: "BOOT_FAIL", 10: "DEADLINE",
+    11: "OUT_OF_MEMORY",
+}
+MEM_PER_CPU = 0x8000000000000000
+NO_VAL32 = {0xFFFFFFFE, 0xFFFFFFFF}
+
+COLUMNS = (
+    "cluster, job_id, array_job_id, array_task_id, het_job_id, het_job_offset, uid, user,"
+    " account, `partition`, job_name, state, exit_code, submit_time, start_time, end_time,"
+    " cpus, mem_req, timelimit, nodelist, work_dir, tres_alloc, tres_req"
+)
+QUERIES = {
+    "job": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND job_id = %s"
+    " ORDER BY submit_time DESC LIMIT 1",
+    "array_task": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND array_job_id = %s"
+    " AND array_task_id = %s ORDER BY submit_time DESC LIMIT 1",
+    "het": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND het_job_id = %s"
+    " AND het_job_offset = %s ORDER BY submit_time DESC LIMIT 1",
+    "array_tasks": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND array_job_id = %s"
+    " ORDER BY array_task_id",
+    "ended_since": "SELECT job_id, array_job_id, array_task_id, het_job_id, het_job_offset"
+    " FROM jobs WHERE cluster = %s AND end_time >= %s ORDER BY end_time",
+    "tres": "SELECT id, type, name FROM tres",
+}
+
+
+def parse_state(value: int) -> str:
+    """Slurm's state integer, flags masked: ``3`` -> ``COMPLETED``."""
+    return JOB_STATES.get(int(value) & 0xFF, f"UNKNOWN({value})")
+
+
+def parse_exit_code(status: int) -> str:
+    """A wait(2) status as sacct shows it, ``code:signal``: ``768`` -> ``3:0``."""
+    status = int(status)
+    return f"{(status >> 8) & 0xFF}:{status & 0x7F}"
+
+
+def parse_tres(text: str | None, names: Mapping[int, str]) -> dict[str, float]:
+    """``1=2,2=500,4=1,1001=1`` -> ``{"cpu": 2, "mem": 500, "node": 1, "gres/gpu": 1}``."""
+    out: dict[str, float] = {}
+    for part in filter(None, (text or "").split(",")):
+        key, _, value = part.partition("=")
+        try:
+            out[names.get(int(key), key)] = float(value)
+        except ValueError:
+            continue
+    return out
+
+
+def parse_mem_req(mem_req: int, cpus: int | None, nodes: int) -> int | None:
+    """``mem_req`` (MB, per node or per CPU with the MEM_PER_CPU bit) -> bytes per job."""
+    mem_req = int(mem_req or 0)
+    if mem_req & MEM_PER_CPU:
+        per_cpu = mem_req & ~MEM_PER_CPU
+        return per_cpu * (cpus or 1) * 2**20 if per_cpu else None
+    return mem_req * max(nodes, 1) * 2**20 if mem_req else None
+
+
+def expand_nodelist(text: str | None) -> tuple[str, ...]:
+    """``node[01-03,07],gpu1`` -> ``("node01", "node02", "node03", "node07", "gpu1")``."""
+    if not text or text in ("None assigned", "(null)"):
+        return ()
+    out: list[str] = []
+    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?", text):
+        prefix, ranges = m.group(1), m.group(2)
+        if not ranges:
+            out.append(prefix)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            if not hi:
+                out.append(prefix + lo)
+                continue
+            out.extend(f"{prefix}{i:0{len(lo)}d}" for i in range(int(lo), int(hi) + 1))
+    return tuple(out)
+
+
+def _time(value: int | None) -> datetime | None:
+    return datetime.fromtimestamp(int(value), UTC) if value else None
+
+
+def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> AccountingJob:
+    """One row of the ``jobs`` view -> ``AccountingJob``."""
+    alloc = parse_tres(row["tres_alloc"], tres_names)
+    nodes = expand_nodelist(row["nodelist"])
+    cpus = int(alloc["cpu"]) if "cpu" in alloc else (int(row["cpus"]) if row["cpus"] else None)
+    if "mem" in alloc:
+        mem = int(alloc["mem"] * 2**20)
+    else:
+        mem = parse_mem_req(row["mem_req"], cpus, len(nodes))
+    limit = row["timelimit"]
+    array_task, het = row["array_task_id"], row["het_job_offset"]
+    if array_task is not None and row["array_job_id"]:
+        job_id = f"{row['array_job_id']}_{array_task}"
+    elif het is not None and row["het_job_id"]:
+        job_id = f"{row['het_job_id']}+{het}"
+    else:
+        job_id = str(row["job_id"])
+    return AccountingJob(
+        cluster=row["cluster"],
+        job_id=job_id,
+        job=int(row["job_id"]),
+        array_job=row["array_job_id"],
+        array_task=array_task,
+        het_job=row["het_job_id"],
+        het_offset=het,
+        uid=int(row["uid"]),
+        user=row["user"] or None,
+        account=row["account"] or None,
+        partition=row["partition"] or None,
+        job_name=row["job_name"],
+        state=parse_state(row["state"]),
+        exit_code=parse_exit_code(row["exit_code"] or 0),
+        submit_time=_time(row["submit_time"]),
+        start_time=_time(row["start_time"]),
+        end_time=_time(row["end_time"]),
+        cpus=cpus,
+        memory_requested_bytes=mem,
+        time_limit_seconds=None if limit is None or int(limit) in NO_VAL32 else int(limit) * 60.0,
+        nodes=nodes,
+        node_list=row["nodelist"] or "",
+        work_dir=row["work_dir"] or None,
+        gpus=int(sum(v for k, v in alloc.items() if k == "gres/gpu" or k.startswith("gres/gpu:"))),
+    )
+
+
+def connect_from_url(url: str, timeout: float = 5.0) -> Any:
+    """``mysql://user:pass@host:port/db`` (or ``?unix_socket=/path``) -> a pymysql connection."""
+    import pymysql
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("mysql", "mariadb"):
+        raise ValueError(f"JOBREPORT_DB_URL must start with mysql://, not {parts.scheme!r}")
+    query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
+    return pymysql.connect(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=unquote(parts.username or ""),
+        password=unquote(parts.password or ""),
+        database=(parts.path or "/jobreport").lstrip("/") or "jobreport",
+        unix_socket=query.get("unix_socket"),
+        connect_timeout=timeout,
+        read_timeout=timeout,
+        cursorclass=pymysql.cursors.DictCursor,
+    )
+
+
+class AccountingSource:
+    """Jobs from the restricted view. ``connect`` is injectable (tests, pools)."""
+
+    name = "accounting"
+
+    def __init__(self, db_url: str, cluster: str,
+                 connect: Callable[[], Any] | None = None) -> None:
+        self.cluster = cluster
+        self._connect = connect or (lambda: connect_from_url(db_url))
+        self._tres: dict[int, str] | None = None
+
+    def _query(self, name: str, *params: object) -> list[dict[str, Any]]:
+        import pymysql
+
+        try:
+            conn = self._connect()
+        except pymysql.MySQLError as exc:
+            raise SourceUnavailable(self.name, f"cannot connect: {exc.args[-1]}") from exc
+        try:
+            with conn.cursor() as cur:
+                cur.execute(QUERIES[name], params)
+                return list(cur.fetchall())
+        except pymysql.MySQLError as exc:
+            raise SourceUnavailable(self.name, f"query {name} failed: {exc.args[-1]}") from exc
+        finally:
+            conn.close()
+
+    def tres_names(self) -> dict[int, str]:
+        if self._tres is None:
+            names = {1: "cpu", 2: "mem", 3: "energy", 4: "node", 5: "billing"}
+            for row in self._query("tres"):
+                names[int(row["id"])] = f"{row['type']}/{row['name']}" if row["name"] else row["type"]
+            self._tres = names
+        return self._tres
+
+    def job(self, job_id: JobId) -> AccountingJob:
+        """The job's latest record (a requeued job keeps its id); JobNotFound if none."""
+        if job_id.array_task is not None:
+            rows = self._query("array_task", self.cluster, job_id.job, job_id.array_task)
+        elif job_id.het_offset is not None:
+            rows = self._query("het", self.cluster, job_id.job, job_id.het_offset)
+        else:
+            rows = self._query("job", self.cluster, job_id.job)
+        if not rows:
+            raise JobNotFound(str(job_id))
+        return parse_row(rows[0], self.tres_names())
+
+    def array_tasks(self, array_job: int) -> tuple[AccountingJob, ...]:
+        names = self.tres_names()
+        return tuple(parse_row(r, names) for r in self._query("array_tasks", self.cluster, array_job))
+
+    def ended_since(self, since: datetime) -> list[str]:
+        """Ids of jobs that ended at or after ``since``, oldest first."""
+        out = []
+        for r in self._query("ended_since", self.cluster, int(since.timestamp())):
+            if r["array_task_id"] is not None and r["array_job_id"]:
+                out.append(f"{r['array_job_id']}_{r['array_task_id']}")
+            elif r["het_job_offset"] is not None and r["het_job_id"]:
+                out.append(f"{r['het_job_id']}+{r['het_job_offset']}")
+            else:
+                out.append(str(r["job_id"]))
+        return out

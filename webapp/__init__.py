@@ -1,1 +1,45 @@
 """jobreport: per-job usage reports for Slurm clusters."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from webapp.settings import Settings, SettingsError
+
+
+def create_app(settings: Settings | None = None, service=None) -> Flask:
+    """The web app: settings from JOBREPORT_* unless given; the report service is built
+    on first use unless given (tests pass a fake)."""
+    from webapp import auth, errors, views
+    from webapp.renderers import html
+
+    settings = Settings.from_env() if settings is None else settings
+    if not settings.secret_key:
+        raise SettingsError("JOBREPORT_SECRET_KEY is empty: set it to a long random string "
+                            "(e.g. python3 -c 'import secrets; print(secrets.token_hex(32))') "
+                            "before starting the web app; it signs the session cookies")
+    app = Flask(__name__, template_folder=str(html.TEMPLATES), static_folder=None)
+    app.config.update(
+        SECRET_KEY=settings.secret_key,
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        JOBREPORT_SETTINGS=settings,
+    )
+    app.extensions["jobreport.service"] = service
+    app.jinja_env.trim_blocks = True
+    app.jinja_env.lstrip_blocks = True
+    html.install_filters(app.jinja_env)
+    app.jinja_env.globals.update(csrf_token=auth.csrf_token, auth_mode=settings.auth)
+    app.context_processor(lambda: {"user": getattr(_g(), "user", None)})
+    app.before_request(auth.load_user)
+    app.after_request(views.security_headers)
+    app.register_blueprint(auth.bp)
+    app.register_blueprint(views.bp)
+    errors.register(app)
+    return app
+
+
+def _g():
+    from flask import g
+
+    return g

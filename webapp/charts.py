@@ -1,0 +1,223 @@
+"""Plots of a report's time series as matplotlib figures, SVG strings or PDF files.
+
+Pure functions of a ``JobReport``. Figures are built with ``matplotlib.figure.Figure``
+and the Agg canvas, never ``pyplot``: nothing is registered globally, so there is no
+figure to leak and concurrent requests in one process do not share state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from webapp.model import JobReport, Series  # noqa: E402
+
+GIB = 1024**3
+MIB = 1024**2
+MAX_LEGEND = 8
+SIZE = (7.5, 2.8)  # inches
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One rendered plot: ``name`` is stable (css id, file name), ``summary`` is alt text."""
+
+    name: str
+    title: str
+    summary: str
+    svg: str
+
+
+def _time_axis(report: JobReport, series: Sequence[Series]) -> tuple[float, float, str]:
+    """Origin (unix s), divisor and unit label for the x axis."""
+    starts = [s.points[0][0] for s in series if s.points]
+    ends = [s.points[-1][0] for s in series if s.points]
+    origin = report.start_time.timestamp() if report.start_time else min(starts, default=0.0)
+    span = max(ends, default=origin) - origin
+    if span > 3 * 3600:
+        return origin, 3600.0, "hours since start"
+    return origin, 60.0, "minutes since start"
+
+
+def _figure(title: str) -> tuple[Figure, object]:
+    fig = Figure(figsize=SIZE)
+    fig.subplots_adjust(left=0.08, right=0.98, top=0.88, bottom=0.17)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.set_title(title, fontsize=10, loc="left")
+    ax.grid(True, alpha=0.3)
+    ax.tick_params(labelsize=8)
+    return fig, ax
+
+
+def _lines(ax, report: JobReport, series: Sequence[Series], scale: float = 1.0, **kw) -> None:
+    origin, div, unit = _time_axis(report, series)
+    for i, s in enumerate(series):
+        xs = [(t - origin) / div for t, _ in s.points]
+        ys = [v / scale for _, v in s.points]
+        ax.plot(xs, ys, label=s.label if i < MAX_LEGEND else None, **kw)
+    ax.set_xlabel(unit, fontsize=8)
+
+
+def _legend(ax) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper right", ncols=2)
+
+
+def cpu_figure(report: JobReport) -> tuple[Figure, str] | None:
+    """Cores busy per node, against the allocated CPUs."""
+    series = report.usage.cpu_cores
+    if not any(s.points for s in series):
+        return None
+    fig, ax = _figure("CPU: cores busy per node")
+    _lines(ax, report, series, linewidth=1.2)
+    if report.cpus:
+        ax.axhline(report.cpus, color="tab:red", linestyle="--", linewidth=1,
+                   label=f"allocated ({report.cpus})")
+    ax.set_ylabel("cores", fontsize=8)
+    ax.set_ylim(bottom=0)
+    _legend(ax)
+    peak = max(s.max() or 0.0 for s in series)
+    return fig, f"Peak {peak:.1f} cores busy of {report.cpus or '?'} allocated."
+
+
+def cpu_core_figure(report: JobReport) -> tuple[Figure, str] | None:
+    """Busy fraction of every allocated core (cgroup v1 nodes only)."""
+    series = report.usage.cpu_per_core
+    if not any(s.points for s in series):
+        return None
+    fig, ax = _figure("CPU: busy per core")
+    _lines(ax, report, series, scale=0.01, linewidth=0.8, alpha=0.8)
+    ax.set_ylabel("% busy", fontsize=8)
+    ax.set_ylim(0, 105)
+    _legend(ax)
+    idle = sum(1 for s in series if (s.mean() or 0.0) < 0.05)
+    return fig, f"{len(series)} cores plotted; {idle} were idle (under 5% on average)."
+
+
+def memory_figure(report: JobReport) -> tuple[Figure, str] | None:
+    """Resident memory per node against the request and the cgroup limit."""
+    usage = report.usage
+    if not any(s.points for s in usage.memory_rss):
+        return None
+    fig, ax = _figure("Memory: resident set per node")
+    _lines(ax, report, usage.memory_rss, scale=GIB, linewidth=1.2)
+    if report.memory_requested_bytes:
+        ax.axhline(report.memory_requested_bytes / GIB, color="tab:orange", linestyle="--",
+                   linewidth=1, label="requested")
+    if usage.memory_limit_bytes and usage.memory_limit_bytes != report.memory_requested_bytes:
+        ax.axhline(usage.memory_limit_bytes / GIB, color="tab:red", linestyle=":",
+                   linewidth=1, label="limit")
+    ax.set_ylabel("GiB", fontsize=8)
+    ax.set_ylim(bottom=0)
+    _legend(ax)
+    peak = max(s.max() or 0.0 for s in usage.memory_rss)
+    req = report.memory_requested_bytes
+    of = f" of {req / GIB:.1f} GiB requested" if req else ""
+    return fig, f"Peak resident memory {peak / GIB:.2f} GiB{of}."
+
+
+def gpu_figure(report: JobReport) -> tuple[Figure, str] | None:
+    """Utilization of every allocated GPU."""
+    series = report.usage.gpu_utilization
+    if not any(s.points for s in series):
+        return None
+    fig, ax = _figure("GPU utilization per GPU")
+    _lines(ax, report, series, scale=0.01, linewidth=1.2)
+    ax.set_ylabel("% busy", fontsize=8)
+    ax.set_ylim(0, 105)
+    _legend(ax)
+    means = ", ".join(f"{s.label} {100 * (s.mean() or 0.0):.0f}%" for s in series[:MAX_LEGEND])
+    return fig, f"Mean utilization: {means}."
+
+
+def io_figure(report: JobReport) -> tuple[Figure, str] | None:
+    """Read and write throughput per node."""
+    usage = report.usage
+    if not any(s.points for s in (*usage.io_read_rate, *usage.io_write_rate)):
+        return None
+    fig, ax = _figure("I/O: read and write rate per node")
+    _lines(ax, report, [Series(f"read {s.label}", s.points) for s in usage.io_read_rate],
+           scale=MIB, linewidth=1.2)
+    _lines(ax, report, [Series(f"write {s.label}", s.points) for s in usage.io_write_rate],
+           scale=MIB, linewidth=1.2, linestyle="--")
+    ax.set_ylabel("MiB/s", fontsize=8)
+    ax.set_ylim(bottom=0)
+    _legend(ax)
+    total = (usage.read_bytes or 0.0) + (usage.write_bytes or 0.0)
+    return fig, f"{(usage.read_bytes or 0) / MIB:.0f} MiB read, " \
+        f"{(usage.write_bytes or 0) / MIB:.0f} MiB written ({total / MIB:.0f} MiB in all)."
+
+
+FIGURES: tuple[tuple[str, str, Callable[[JobReport], tuple[Figure, str] | None]], ...] = (
+    ("cpu", "CPU per node", cpu_figure),
+    ("cpu-cores", "CPU per core", cpu_core_figure),
+    ("memory", "Memory", memory_figure),
+    ("gpu", "GPU utilization", gpu_figure),
+    ("io", "I/O", io_figure),
+)
+
+
+def to_svg(fig: Figure) -> str:
+    """The figure as an inline ``<svg>`` element (no XML prolog or doctype)."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def to_file(fig: Figure, path: str) -> None:
+    """Write the figure in the format the file name's extension names (pdf, png)."""
+    fig.savefig(path, metadata={"CreationDate": None} if path.endswith(".pdf") else None)
+
+
+def svg_charts(report: JobReport) -> list[Chart]:
+    """Every plot the report has data for, as SVG."""
+    out = []
+    for name, title, build in FIGURES:
+        built = build(report)
+        if built is not None:
+            out.append(Chart(name, title, built[1], to_svg(built[0])))
+    return out
+
+
+class ChartCache:
+    """LRU of rendered charts keyed by a digest of the data they plot.
+
+    An ended job's series never change, and SVG rendering is the slowest part of a page,
+    so repeated views of one report cost a digest instead of a matplotlib run.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._items: OrderedDict[str, list[Chart]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(report: JobReport) -> str:
+        parts = (report.job_id, report.cpus, report.memory_requested_bytes,
+                 report.start_time, report.usage)
+        return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+    def get(self, report: JobReport) -> list[Chart]:
+        key = self.key(report)
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        charts = svg_charts(report)
+        with self._lock:
+            self._items[key] = charts
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return charts

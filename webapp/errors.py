@@ -1,0 +1,55 @@
+"""Error pages: one template for HTML, JSON for .json URLs, plain text for .txt and .pdf."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, jsonify, make_response, render_template, request
+from werkzeug.exceptions import HTTPException
+
+from webapp.model import InvalidJobId, JobNotFound, SourceUnavailable
+
+log = logging.getLogger(__name__)
+
+SOURCE_NAMES = {"accounting": "The accounting database"}
+
+
+def error_response(code: int, title: str, message: str):
+    """The error in the format the URL asked for."""
+    if request.path.endswith(".json"):
+        return jsonify(error=title, message=message, status=code), code
+    if request.path.endswith((".txt", ".pdf")):
+        return f"{code} {title}: {message}\n", code, {"Content-Type": "text/plain; charset=utf-8"}
+    return render_template("errors/error.html", code=code, title=title, message=message), code
+
+
+def invalid_job_id(exc: InvalidJobId):
+    return error_response(400, "Bad Request", f"{exc}.")
+
+
+def job_not_found(exc: JobNotFound):
+    return error_response(404, "Not Found", f"No job {exc.job_id} is known to the accounting "
+                                             "database.")
+
+
+def source_unavailable(exc: SourceUnavailable):
+    log.error("%s", exc)
+    what = SOURCE_NAMES.get(exc.source, f"The {exc.source} source")
+    response = make_response(error_response(
+        503, "Service Unavailable",
+        f"{what} is unavailable right now, so no report can be built. Try again in a few "
+        "minutes; if it persists, tell the cluster administrators."))
+    response.headers["Retry-After"] = "60"
+    return response
+
+
+def http_error(exc: HTTPException):
+    return error_response(exc.code or 500, exc.name, exc.description or exc.name)
+
+
+def register(app: Flask) -> None:
+    """Install the handlers on the app."""
+    app.register_error_handler(InvalidJobId, invalid_job_id)
+    app.register_error_handler(JobNotFound, job_not_found)
+    app.register_error_handler(SourceUnavailable, source_unavailable)
+    app.register_error_handler(HTTPException, http_error)

@@ -1,0 +1,132 @@
+"""HTML report: the template context shared by the web page, the PDF and the email.
+
+``render(report)`` gives a standalone page (``jobreport show --format html``); the web
+view renders the same ``report.html`` with the app's chrome (user, logout, links).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from webapp.charts import Chart, ChartCache
+from webapp.model import Finding, Gap, JobReport, Severity
+
+TEMPLATES = Path(__file__).resolve().parent.parent.parent / "templates"
+SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
+CHARTS = ChartCache()
+
+
+def format_bytes(n: float | None) -> str:
+    """1536 -> '1.5 KiB'; None -> 'unknown'."""
+    if n is None:
+        return "unknown"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} PiB"  # not reached
+
+
+def format_duration(seconds: float | None) -> str:
+    """3725 -> '1:02:05', 90000 -> '1-01:00:00' (Slurm's D-HH:MM:SS)."""
+    if seconds is None:
+        return "unknown"
+    total = int(round(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}" if days else clock
+
+
+def format_percent(ratio: float | None) -> str:
+    """0.213 -> '21%'; None -> 'unknown'."""
+    return "unknown" if ratio is None else f"{100 * ratio:.0f}%"
+
+
+def format_time(when: datetime | None) -> str:
+    """A UTC-aware datetime as '2026-11-22 13:00:00 UTC'."""
+    return "unknown" if when is None else when.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def gap_text(gap: Gap) -> str:
+    """The visible note for a source that failed; Prometheus gaps say 'metrics unavailable'."""
+    if gap.source == "prometheus":
+        return f"Metrics unavailable (Prometheus): {gap.reason}. Plots and usage numbers " \
+            "from the exporter are missing from this report."
+    return f"Data from {gap.source} unavailable: {gap.reason}."
+
+
+def summary_rows(report: JobReport) -> list[tuple[str, str]]:
+    """Label/value pairs of the summary table, plain text (every renderer escapes)."""
+    def of(used: str, asked: str, ratio: float | None) -> str:
+        return f"{used} of {asked} ({format_percent(ratio)})" if ratio is not None else used
+
+    cpu_used = "unknown" if report.cpu_seconds is None else format_duration(report.cpu_seconds)
+    return [
+        ("Job", f"{report.job_id} on {report.cluster}"),
+        ("Name", report.job_name or "unknown"),
+        ("User", f"{report.user or 'unknown'} (account {report.account or 'unknown'})"),
+        ("Partition", report.partition or "unknown"),
+        ("Nodes", ", ".join(report.nodes) or "unknown"),
+        ("State", f"{report.state or 'unknown'} (exit code {report.exit_code or 'unknown'})"),
+        ("Submitted", format_time(report.submit_time)),
+        ("Started", format_time(report.start_time)),
+        ("Ended", format_time(report.end_time)),
+        ("Elapsed", f"{format_duration(report.elapsed_seconds)} of "
+                    f"{format_duration(report.time_limit_seconds)} time limit"),
+        ("CPUs", f"{report.cpus or 'unknown'} allocated; CPU time {cpu_used}; "
+                 f"efficiency {format_percent(report.cpu_efficiency)}"),
+        ("Memory", of(format_bytes(report.memory_peak_bytes),
+                      format_bytes(report.memory_requested_bytes), report.memory_efficiency)
+         + " peak of requested"),
+        ("GPUs", str(report.gpus)),
+        ("Work directory", report.work_dir or "unknown"),
+    ]
+
+
+def sorted_findings(report: JobReport) -> list[Finding]:
+    """Most severe first, stable otherwise."""
+    return sorted(report.findings, key=lambda f: SEVERITY_ORDER.get(f.severity, 9))
+
+
+def context(report: JobReport, charts: list[Chart] | None = None) -> dict[str, Any]:
+    """Everything report.html, email/report.* and the PDF need, computed once."""
+    return {
+        "report": report,
+        "summary": summary_rows(report),
+        "findings": sorted_findings(report),
+        "gaps": [gap_text(g) for g in report.gaps],
+        "charts": CHARTS.get(report) if charts is None else charts,
+    }
+
+
+def install_filters(env: Environment) -> None:
+    """The formatting filters every template may use."""
+    env.filters.update(bytes=format_bytes, duration=format_duration,
+                       percent=format_percent, time=format_time)
+
+
+def environment() -> Environment:
+    """A Jinja environment on templates/ with autoescape for .html (not for .txt)."""
+    env = Environment(loader=FileSystemLoader(TEMPLATES),
+                      autoescape=select_autoescape(("html", "xml")),
+                      trim_blocks=True, lstrip_blocks=True)
+    install_filters(env)
+    return env
+
+
+_ENV: Environment | None = None
+
+
+def render(report: JobReport) -> str:
+    """A standalone HTML page of the report (no login chrome, no links)."""
+    global _ENV
+    if _ENV is None:
+        _ENV = environment()
+    return _ENV.get_template("report.html").render(standalone=True, **context(report))

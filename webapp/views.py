@@ -1,0 +1,134 @@
+"""Web pages: the lookup form, a job's report in four formats, and the health check."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from flask import (
+    Blueprint,
+    Flask,
+    Response,
+    abort,
+    current_app,
+    g,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+
+from webapp import auth
+from webapp.model import JobId, JobReport
+from webapp.renderers import html
+from webapp.settings import Settings
+
+bp = Blueprint("views", __name__)
+log = logging.getLogger(__name__)
+_service_lock = threading.Lock()
+
+
+def get_service():
+    """The app's report service, built on first use (so the app starts without a DB)."""
+    ext = current_app.extensions
+    if ext.get("jobreport.service") is None:
+        with _service_lock:
+            if ext.get("jobreport.service") is None:
+                from webapp.build import ReportService
+
+                ext["jobreport.service"] = ReportService(auth.settings())
+    return ext["jobreport.service"]
+
+
+def load_report(job_id: str) -> JobReport:
+    """Build the report and check the user may see it (400, 404, 403, 503 otherwise)."""
+    canonical = str(JobId.parse(job_id))
+    report = get_service().build(canonical)
+    if not auth.can_view(g.user, report):
+        log.warning("user %s denied job %s of %s", g.user, canonical, report.user)
+        abort(403, description=f"Job {canonical} belongs to another user; only its owner "
+                               "and support staff may see it.")
+    return report
+
+
+@bp.get("/")
+def index():
+    """Job lookup form; ?job=ID redirects to that job's page."""
+    job = request.args.get("job", "").strip()
+    if job:
+        return redirect(url_for("views.job", job_id=str(JobId.parse(job))))
+    return render_template("index.html")
+
+
+@bp.get("/jobs/<job_id>")
+def job(job_id: str):
+    """The report as an HTML page with findings and inline SVG plots."""
+    report = load_report(job_id)
+    links = [(fmt.upper(), url_for(f"views.job_{fmt}", job_id=report.job_id))
+             for fmt in ("pdf", "json", "txt")]
+    return render_template("report.html", links=links, **html.context(report))
+
+
+@bp.get("/jobs/<job_id>.pdf")
+def job_pdf(job_id: str):
+    """The report as a PDF, one section per page."""
+    from webapp.renderers import pdf
+
+    report = load_report(job_id)
+    started = time.perf_counter()
+    body = pdf.render(report)
+    log.info("pdf for job %s rendered in %.2f s", report.job_id, time.perf_counter() - started)
+    return Response(body, mimetype="application/pdf", headers={
+        "Content-Disposition": f'inline; filename="job-{report.job_id}.pdf"'})
+
+
+@bp.get("/jobs/<job_id>.json")
+def job_json(job_id: str):
+    """The report as JSON (the same document `jobreport show --format json` prints)."""
+    from webapp.renderers import json as json_renderer
+
+    return Response(json_renderer.render(load_report(job_id)), mimetype="application/json")
+
+
+@bp.get("/jobs/<job_id>.txt")
+def job_txt(job_id: str):
+    """The report as plain text."""
+    from webapp.renderers import text
+
+    return Response(text.render(load_report(job_id)), mimetype="text/plain")
+
+
+@bp.get("/healthz")
+def healthz():
+    """Liveness for the load balancer: no login, no database."""
+    return {"status": "ok"}
+
+
+def security_headers(response: Response) -> Response:
+    """No scripts at all, no framing, no sniffing; reports are private."""
+    response.headers.setdefault(
+        "Content-Security-Policy",
+        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    response.headers.setdefault("Referrer-Policy", "same-origin")
+    if request.endpoint != "views.healthz":
+        response.headers.setdefault("Cache-Control", "private, no-store")
+    return response
+
+
+def split_bind(bind: str) -> tuple[str, int]:
+    """'127.0.0.1:8000' -> ('127.0.0.1', 8000); '[::1]:8000' works too."""
+    host, _, port = bind.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def run_serve(settings: Settings, host: str | None = None, port: int | None = None) -> None:
+    """`jobreport serve`: the Flask development server (gunicorn in production)."""
+    from webapp import create_app
+
+    default_host, default_port = split_bind(settings.bind)
+    app: Flask = create_app(settings)
+    app.run(host=host or default_host, port=port or default_port, threaded=True)

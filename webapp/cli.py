@@ -1,0 +1,145 @@
+"""The ``jobreport`` command line: show, serve, email, outbox, db-setup."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from webapp.model import InvalidJobId, JobNotFound, SourceUnavailable
+from webapp.settings import Settings, SettingsError
+
+FORMATS = ("text", "json", "html", "pdf")
+
+
+def _render(report, fmt: str) -> str | bytes:
+    if fmt == "json":
+        from webapp.renderers import json as renderer
+    elif fmt == "html":
+        from webapp.renderers import html as renderer
+    elif fmt == "pdf":
+        from webapp.renderers import pdf as renderer
+    else:
+        from webapp.renderers import text as renderer
+    return renderer.render(report)
+
+
+def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    from webapp.build import ReportService
+
+    report = ReportService(settings).build(args.job_id, strict_accounting=False)
+    out = _render(report, args.format)
+    if args.output:
+        mode = "wb" if isinstance(out, bytes) else "w"
+        with open(args.output, mode) as fh:
+            fh.write(out)
+    elif isinstance(out, bytes):
+        sys.stdout.buffer.write(out)
+    else:
+        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    from webapp.views import run_serve
+
+    host, _, port = settings.bind.rpartition(":")
+    run_serve(settings, args.host or host, args.port or int(port))
+    return 0
+
+
+def cmd_email(args: argparse.Namespace, settings: Settings) -> int:
+    from webapp.mailer import run_email
+
+    return run_email(args, settings)
+
+
+def cmd_outbox(args: argparse.Namespace, settings: Settings) -> int:
+    from webapp.outbox import run_outbox
+
+    return run_outbox(args, settings)
+
+
+def cmd_db_setup(args: argparse.Namespace, settings: Settings) -> int:
+    from mgmt.setup import run
+
+    return run(args, settings.db_url)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jobreport",
+        description="Per-job usage reports for Slurm: joins Prometheus, the accounting "
+        "database and sacct. Settings come from JOBREPORT_* environment variables.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    show = sub.add_parser("show", help="print one job's report",
+                          description="Print one job's report (123, 123_4 or 123+1).")
+    show.add_argument("job_id", metavar="JOBID")
+    show.add_argument("--format", choices=FORMATS, default="text", help="output format")
+    show.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    show.set_defaults(func=cmd_show)
+
+    serve = sub.add_parser("serve", help="run the web app (development server)",
+                           description="Run the web app; use gunicorn 'webapp:create_app()' "
+                           "in production.")
+    serve.add_argument("--host", help="address to bind (default from JOBREPORT_BIND)")
+    serve.add_argument("--port", type=int, help="port (default from JOBREPORT_BIND)")
+    serve.set_defaults(func=cmd_serve)
+
+    email = sub.add_parser("email", help="email reports to job owners",
+                           description="Email one job's report, or every job that ended "
+                           "recently (for cron), through the durable outbox.")
+    try:
+        from webapp.mailer import add_email_arguments
+    except ImportError:  # delivery not installed in this deployable
+        add_email_arguments = None
+    if add_email_arguments:
+        add_email_arguments(email)
+    email.set_defaults(func=cmd_email)
+
+    outbox = sub.add_parser("outbox", help="show pending and failed emails",
+                            description="Show the outbox's pending and failed emails.")
+    try:
+        from webapp.outbox import add_outbox_arguments
+    except ImportError:
+        add_outbox_arguments = None
+    if add_outbox_arguments:
+        add_outbox_arguments(outbox)
+    outbox.set_defaults(func=cmd_outbox)
+
+    from mgmt.setup import add_arguments as add_db_setup_arguments
+
+    db_setup = sub.add_parser("db-setup", help="create the restricted accounting user and view",
+                              description="Create schema jobreport, a SQL SECURITY DEFINER view "
+                              "over the accounting tables and a user that can read only it. "
+                              "Idempotent.")
+    add_db_setup_arguments(db_setup)
+    db_setup.set_defaults(func=cmd_db_setup)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        settings = Settings.from_env()
+        return args.func(args, settings)
+    except InvalidJobId as exc:
+        print(f"jobreport: {exc}", file=sys.stderr)
+        return 2
+    except JobNotFound as exc:
+        print(f"jobreport: job {exc.job_id} not found", file=sys.stderr)
+        return 1
+    except (SourceUnavailable, SettingsError, ValueError) as exc:
+        print(f"jobreport: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

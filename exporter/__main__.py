@@ -1,0 +1,92 @@
+"""jobs-exporter: per-job Slurm usage metrics for Prometheus.
+
+``jobs-exporter --once`` prints one exposition; otherwise /metrics is served on --listen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import resource
+import sys
+import threading
+from collections.abc import Sequence
+
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+
+from exporter.registry import JobsCollector
+from exporter.settings import Settings, SettingsError, parse_listen
+
+log = logging.getLogger("exporter")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="jobs-exporter",
+        description="Export per-job usage of Slurm jobs on this node as Prometheus metrics. "
+        "Defaults come from JOBREPORT_EXPORTER_* environment variables.",
+    )
+    p.add_argument("--listen", metavar="ADDR:PORT", help="serve /metrics here (default :9306)")
+    p.add_argument("--cgroup-root", metavar="DIR", help="cgroup mount point (/sys/fs/cgroup)")
+    p.add_argument("--proc-root", metavar="DIR", help="procfs mount point (/proc)")
+    p.add_argument(
+        "--scratch",
+        metavar="PATH",
+        action="append",
+        help="scratch directory for jobs_scratch_in_use (repeatable)",
+    )
+    p.add_argument("--node-name", metavar="NAME", help="Slurm NodeName (short hostname)")
+    p.add_argument("--gpu-alloc-dir", metavar="DIR", help="prolog's per-job GPU files")
+    p.add_argument("--no-gpus", action="store_true", help="do not use NVML")
+    p.add_argument("--once", action="store_true", help="print one scrape to stdout and exit")
+    return p
+
+
+def settings_from(args: argparse.Namespace, base: Settings) -> Settings:
+    changes: dict[str, object] = {}
+    for field in ("listen", "cgroup_root", "proc_root", "node_name", "gpu_alloc_dir"):
+        value = getattr(args, field)
+        if value is not None:
+            changes[field] = value
+    if args.scratch:
+        changes["scratch"] = tuple(args.scratch)
+    if args.no_gpus:
+        changes["gpus"] = "off"
+    return dataclasses.replace(base, **changes)
+
+
+def _raise_nofile_limit() -> None:
+    # The fd cache keeps 3 files per job process open; use the hard limit we are allowed.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = settings_from(args, Settings.from_env())
+        host, port = parse_listen(settings.listen)
+    except (SettingsError, ValueError) as exc:
+        parser.error(str(exc))
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    _raise_nofile_limit()
+    registry = CollectorRegistry()
+    registry.register(JobsCollector(settings))
+    if args.once:
+        sys.stdout.buffer.write(generate_latest(registry))
+        return 0
+    start_http_server(port, addr=host, registry=registry)
+    log.info("serving /metrics on %s:%d (node %s)", host, port, settings.effective_node_name)
+    threading.Event().wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

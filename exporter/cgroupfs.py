@@ -1,0 +1,341 @@
+"""Slurm job cgroups: discovery and reading. The ONLY module that knows cgroup v1 from v2.
+
+v1 (Debian builds with multiple-slurmd):
+    <root>/<controller>/slurm_<NodeName>/uid_<uid>/job_<id>/step_<s>/task_<n>
+  falling back to <root>/<controller>/slurm/...; other nodes' slurm_<other> are ignored.
+v2 (Slurm >= 22.05 with systemd):
+    <root>/system.slice/<NodeName>_slurmstepd.scope/job_<id>/step_<s>/{slurm,user/task_<n>}
+  falling back to <root>/system.slice/slurmstepd.scope/...
+
+PIDs are only in leaf cgroups; job-level counters include all children. Job directories
+vanish the moment a job ends, so every reader may raise FileNotFoundError (see GONE);
+callers skip that job. Optional files (absent on some kernels) come back as None.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from exporter import procfs
+
+log = logging.getLogger(__name__)
+
+GONE = procfs.GONE
+V1_CONTROLLERS = ("cpuacct", "memory", "cpuset")
+PRESSURE_RESOURCES = ("cpu", "memory", "io")
+MEMORY_EVENTS = ("oom", "oom_kill", "max", "high")
+# v1 reports "no limit" as PAGE_COUNTER_MAX pages (9223372036854771712 with 4 KiB pages).
+_V1_UNLIMITED = 1 << 62
+_NS = 1e-9
+_US = 1e-6
+_USER_HZ = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: str
+    uid: int | None
+    version: int  # 1 or 2
+    dirs: Mapping[str, str]  # v1: controller -> job dir; v2: {"unified": job dir}
+    pids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CpuUsage:
+    user_seconds: float
+    system_seconds: float
+    per_core_seconds: Mapping[int, float] | None  # v1 only
+    cpuset: frozenset[int] | None
+    throttled_seconds: float | None  # v2 only (needs the cpu controller)
+
+
+@dataclass(frozen=True)
+class MemoryUsage:
+    rss: int
+    cache: int
+    usage: int
+    max_usage: int | None  # v2: memory.peak exists only on kernels >= 6.8
+    limit: int | None  # None: unlimited
+    events: Mapping[str, int] | None  # v2 only
+
+
+# ---------------------------------------------------------------- parsers (pure)
+
+
+def parse_flat_keyed(text: str) -> dict[str, int]:
+    """Parse ``key value`` lines (memory.stat, cpu.stat, memory.events, cpuacct.stat).
+
+    ``total_rss 311296``
+    ``usage_usec 126686``
+    """
+    out = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if value:
+            out[key] = int(value)
+    return out
+
+
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """Parse a cpuset list.
+
+    ``0-3,8,10-11``
+    ``0``
+    """
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(cpus)
+
+
+def parse_percpu(text: str) -> dict[int, float]:
+    """Parse cpuacct.usage_percpu (ns per possible CPU) into seconds per core.
+
+    ``824004970909 822349906515 839802105223 ``
+    """
+    return {core: int(ns) * _NS for core, ns in enumerate(text.split())}
+
+
+def parse_pressure_total(text: str) -> float:
+    """Seconds some task waited, from a PSI file's ``some`` line.
+
+    ``some avg10=0.26 avg60=1.01 avg300=1.54 total=8646200``
+    ``full avg10=0.00 avg60=0.00 avg300=0.00 total=0``
+    """
+    for line in text.splitlines():
+        if line.startswith("some "):
+            for field in line.split()[1:]:
+                key, _, value = field.partition("=")
+                if key == "total":
+                    return int(value) * _US
+    raise ValueError("no 'some ... total=' line in pressure file")
+
+
+def parse_pids(text: str) -> list[int]:
+    """Parse cgroup.procs / tasks: one id per line."""
+    return [int(line) for line in text.split()]
+
+
+# ---------------------------------------------------------------- I/O helpers
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read()
+    except OSError as exc:
+        if exc.errno == errno.ENODEV:  # read through a cgroup removed under us
+            raise FileNotFoundError(exc.errno, exc.strerror, path) from None
+        raise
+
+
+def _read_optional(path: str) -> str | None:
+    """None when the file does not exist (old kernel, controller not enabled)."""
+    try:
+        return _read(path)
+    except FileNotFoundError:
+        if not os.path.isdir(os.path.dirname(path)):
+            raise  # the cgroup itself is gone: the job ended
+        return None
+    except OSError as exc:
+        if exc.errno == errno.EOPNOTSUPP:  # PSI compiled in but disabled (psi=0)
+            return None
+        raise
+
+
+# ---------------------------------------------------------------- discovery
+
+
+def discover_jobs(cgroup_root: str, proc_root: str, node_name: str) -> list[Job]:
+    """Every running job of this node, with its PIDs. Empty when no Slurm root exists."""
+    v1_roots = _v1_roots(cgroup_root, node_name)
+    if v1_roots:
+        return _discover_v1(v1_roots, proc_root)
+    for scope in (f"{node_name}_slurmstepd.scope", "slurmstepd.scope"):
+        path = f"{cgroup_root}/system.slice/{scope}"
+        if os.path.isdir(path):
+            return _discover_v2(path, proc_root)
+    return []
+
+
+def _v1_roots(cgroup_root: str, node_name: str) -> dict[str, str]:
+    for name in (f"slurm_{node_name}", "slurm"):
+        roots = {c: f"{cgroup_root}/{c}/{name}" for c in V1_CONTROLLERS}
+        roots = {c: p for c, p in roots.items() if os.path.isdir(p)}
+        if roots:
+            return roots
+    return {}
+
+
+def _scan(path: str, prefix: str) -> list[tuple[str, str]]:
+    """(suffix, path) of the subdirectories named ``<prefix><suffix>``."""
+    with os.scandir(path) as it:
+        return [
+            (e.name[len(prefix) :], e.path)
+            for e in it
+            if e.name.startswith(prefix) and e.is_dir(follow_symlinks=False)
+        ]
+
+
+def _discover_v1(roots: dict[str, str], proc_root: str) -> list[Job]:
+    # cpuacct and memory go down to task_N (where the PIDs are); cpuset stops at step_*.
+    main = next(c for c in ("cpuacct", "memory", "cpuset") if c in roots)
+    jobs = []
+    for uid_text, uid_dir in _scan(roots[main], "uid_"):
+        try:
+            job_dirs = _scan(uid_dir, "job_")
+        except GONE:
+            continue
+        uid = int(uid_text) if uid_text.isdigit() else None
+        for job_id, job_dir in job_dirs:
+            rel = os.path.relpath(job_dir, roots[main])
+            try:
+                pids = _leaf_pids(job_dir, proc_root, skip=())
+            except GONE:
+                continue
+            dirs = {c: f"{root}/{rel}" for c, root in roots.items()}
+            jobs.append(Job(job_id, uid, 1, dirs, pids))
+    return sorted(jobs, key=_job_order)
+
+
+def _discover_v2(scope: str, proc_root: str) -> list[Job]:
+    jobs = []
+    for job_id, job_dir in _scan(scope, "job_"):
+        try:
+            # step_*/slurm holds slurmstepd itself (root), not the user's processes.
+            pids = _leaf_pids(job_dir, proc_root, skip=("slurm",))
+            uid = _v2_uid(job_dir, proc_root, pids)
+        except GONE:
+            continue
+        jobs.append(Job(job_id, uid, 2, {"unified": job_dir}, pids))
+    return sorted(jobs, key=_job_order)
+
+
+def _v2_uid(job_dir: str, proc_root: str, pids: tuple[int, ...]) -> int | None:
+    # The uid is not in a v2 path: take the owner of the job's processes ...
+    for pid in pids:
+        uid = procfs.read_uid(proc_root, pid)
+        if uid is not None:
+            return uid
+    # ... or, with no readable process, the directory's owner (Slurm may chown it).
+    return os.stat(job_dir).st_uid
+
+
+def _leaf_pids(job_dir: str, proc_root: str, skip: tuple[str, ...]) -> tuple[int, ...]:
+    pids: set[int] = set()
+    stack = [job_dir]
+    while stack:
+        path = stack.pop()
+        with os.scandir(path) as it:
+            subdirs = [e.path for e in it if e.is_dir(follow_symlinks=False) and e.name not in skip]
+        if subdirs:
+            stack.extend(subdirs)
+        else:
+            pids.update(_read_leaf(path, proc_root))
+    return tuple(sorted(pids))
+
+
+def _read_leaf(path: str, proc_root: str) -> list[int]:
+    try:
+        return parse_pids(_read(f"{path}/cgroup.procs"))
+    except FileNotFoundError:
+        if not os.path.exists(f"{path}/tasks"):
+            raise
+    # Only a `tasks` file (some captures): it lists thread ids; fold them into processes.
+    out = []
+    for tid in parse_pids(_read(f"{path}/tasks")):
+        tgid = procfs.read_status_field(proc_root, tid, "Tgid")
+        if tgid is not None:
+            out.append(int(tgid))
+    return out
+
+
+def _job_order(job: Job) -> tuple[int, str]:
+    return (int(job.job_id) if job.job_id.isdigit() else 0, job.job_id)
+
+
+# ---------------------------------------------------------------- readers
+
+
+def read_cpu(job: Job) -> CpuUsage:
+    if job.version == 1:
+        acct, cpuset = job.dirs.get("cpuacct"), job.dirs.get("cpuset")
+        if acct is None:
+            raise FileNotFoundError(f"job {job.job_id}: no cpuacct cgroup")
+        user_ns = _read_optional(f"{acct}/cpuacct.usage_user")
+        if user_ns is not None:
+            user = int(user_ns) * _NS
+            system = int(_read(f"{acct}/cpuacct.usage_sys")) * _NS
+        else:  # kernels before 4.16: only USER_HZ ticks in cpuacct.stat
+            ticks = parse_flat_keyed(_read(f"{acct}/cpuacct.stat"))
+            user, system = ticks["user"] / _USER_HZ, ticks["system"] / _USER_HZ
+        percpu = _read_optional(f"{acct}/cpuacct.usage_percpu")
+        cpus = _read_optional(f"{cpuset}/cpuset.cpus") if cpuset else None
+        return CpuUsage(
+            user_seconds=user,
+            system_seconds=system,
+            per_core_seconds=parse_percpu(percpu) if percpu is not None else None,
+            cpuset=parse_cpu_list(cpus) if cpus else None,
+            throttled_seconds=None,
+        )
+    path = job.dirs["unified"]
+    stat = parse_flat_keyed(_read(f"{path}/cpu.stat"))
+    cpus = _read_optional(f"{path}/cpuset.cpus.effective")
+    throttled = stat.get("throttled_usec")
+    return CpuUsage(
+        user_seconds=stat["user_usec"] * _US,
+        system_seconds=stat["system_usec"] * _US,
+        per_core_seconds=None,  # v2 has no per-core accounting; never estimated
+        cpuset=parse_cpu_list(cpus) if cpus else None,
+        throttled_seconds=throttled * _US if throttled is not None else None,
+    )
+
+
+def read_memory(job: Job) -> MemoryUsage:
+    if job.version == 1:
+        path = job.dirs.get("memory")
+        if path is None:
+            raise FileNotFoundError(f"job {job.job_id}: no memory cgroup")
+        stat = parse_flat_keyed(_read(f"{path}/memory.stat"))
+        limit = int(_read(f"{path}/memory.limit_in_bytes"))
+        return MemoryUsage(
+            rss=stat["total_rss"],  # what sacct reports as MaxRSS; includes children
+            cache=stat["total_cache"],
+            usage=int(_read(f"{path}/memory.usage_in_bytes")),
+            max_usage=int(_read(f"{path}/memory.max_usage_in_bytes")),
+            limit=limit if limit < _V1_UNLIMITED else None,
+            events=None,
+        )
+    path = job.dirs["unified"]
+    stat = parse_flat_keyed(_read(f"{path}/memory.stat"))
+    limit = _read(f"{path}/memory.max").strip()
+    peak = _read_optional(f"{path}/memory.peak")
+    events = parse_flat_keyed(_read(f"{path}/memory.events"))
+    return MemoryUsage(
+        rss=stat["anon"],
+        cache=stat["file"],
+        usage=int(_read(f"{path}/memory.current")),
+        max_usage=int(peak) if peak is not None else None,
+        limit=None if limit == "max" else int(limit),
+        events={k: events[k] for k in MEMORY_EVENTS if k in events},
+    )
+
+
+def read_pressure(job: Job) -> dict[str, float] | None:
+    """Seconds tasks waited per resource (PSI ``some``); None on v1 or without PSI."""
+    if job.version == 1:
+        return None
+    path = job.dirs["unified"]
+    out = {}
+    for resource in PRESSURE_RESOURCES:
+        text = _read_optional(f"{path}/{resource}.pressure")
+        if text is not None:
+            out[resource] = parse_pressure_total(text)
+    return out or None

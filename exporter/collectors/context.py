@@ -1,0 +1,16 @@
+"""What every collector is constructed with: settings and the shared readers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+from exporter.procfs import ProcReader
+from exporter.settings import Settings
+
+
+@dataclass
+class CollectorContext:
+    settings: Settings
+    procs: ProcReader
+    nvml: ModuleType | object | None = None  # a pynvml-compatible module; None: import pynvml

@@ -1,0 +1,33 @@
+"""Whether a job uses a scratch directory: any process with its cwd or an open file there."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from exporter import procfs
+from exporter.collectors.context import CollectorContext
+from exporter.scrape import ScrapedJob
+
+
+class ScratchCollector:
+    name = "scratch"
+
+    def __init__(self, context: CollectorContext):
+        self.context = context
+        self.prefixes = procfs.normalize_prefixes(context.settings.scratch)
+
+    def collect(self, jobs: Iterable[ScrapedJob]) -> Iterator[Metric]:
+        if not self.prefixes:
+            return  # no scratch configured: nothing to say
+        in_use = GaugeMetricFamily(
+            "jobs_scratch_in_use",
+            "1 when a process of the job has its working directory or an open file on scratch.",
+            labels=["jobid"],
+        )
+        root = self.context.settings.proc_root
+        for job in jobs:
+            used = procfs.uses_scratch(root, job.pids, self.prefixes)
+            in_use.add_metric([job.job_id], 1 if used else 0)
+        yield in_use

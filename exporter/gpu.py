@@ -1,0 +1,118 @@
+"""NVIDIA GPUs through NVML (nvidia-ml-py's ``pynvml``) and Slurm's GPU allocation per job.
+
+GPUs are attributed to jobs by ALLOCATION (SLURM_JOB_GPUS), never by the processes
+running on them: an allocated, idle GPU is reported at 0 %, which is the point.
+
+Indexes: SLURM_JOB_GPUS holds the index of the gres.conf entry, which for
+``File=/dev/nvidia[0-N]`` is the device minor number. That is neither CUDA's default
+order (fastest first) nor necessarily NVML's enumeration, so each NVML handle is keyed by
+nvmlDeviceGetMinorNumber; where a driver cannot report it, by its position in PCI bus id
+order (nvmlDeviceGetPciInfo), which is what nvidia-smi and CUDA_DEVICE_ORDER=PCI_BUS_ID use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    index: int
+    utilization_ratio: float
+    memory_used_bytes: int
+    memory_total_bytes: int
+    power_watts: float | None  # None: the board does not report power
+
+
+def parse_gpu_list(text: str) -> tuple[int, ...]:
+    """Parse SLURM_JOB_GPUS / a prolog file.
+
+    ``0,1``
+    ``0-1,3``
+    """
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return tuple(sorted(out))
+
+
+def read_allocation_file(alloc_dir: str, job_id: str) -> tuple[int, ...] | None:
+    """GPUs the prolog recorded for ``job_id``; None when there is no file."""
+    try:
+        with open(os.path.join(alloc_dir, job_id), encoding="ascii") as f:
+            return parse_gpu_list(f.read())
+    except FileNotFoundError:
+        return None
+
+
+def load_nvml() -> ModuleType | None:
+    """The pynvml module, or None when nvidia-ml-py is not installed."""
+    try:
+        return importlib.import_module("pynvml")
+    except ImportError:
+        return None
+
+
+class Nvml:
+    """This node's GPUs by physical index. ``start()`` returns False when there is no driver."""
+
+    def __init__(self, nvml: Any):
+        self.nvml = nvml
+        self.handles: dict[int, Any] = {}
+
+    def start(self) -> bool:
+        try:
+            self.nvml.nvmlInit()
+            count = self.nvml.nvmlDeviceGetCount()
+            handles = [self.nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        except self.nvml.NVMLError as exc:
+            log.info("GPU collector disabled: NVML unavailable (%s)", exc)
+            return False
+        self.handles = self._by_physical_index(handles)
+        log.info("GPU collector enabled: %d GPU(s), indexes %s", count, sorted(self.handles))
+        return True
+
+    def _by_physical_index(self, handles: list[Any]) -> dict[int, Any]:
+        try:
+            by_minor = {self.nvml.nvmlDeviceGetMinorNumber(h): h for h in handles}
+            if len(by_minor) == len(handles):
+                return by_minor
+        except self.nvml.NVMLError:
+            pass
+        bus_ids = [_text(self.nvml.nvmlDeviceGetPciInfo(h).busId) for h in handles]
+        ordered = sorted(zip(bus_ids, range(len(handles)), strict=True))
+        return {pos: handles[i] for pos, (_bus, i) in enumerate(ordered)}
+
+    def read(self, index: int) -> GpuReading | None:
+        """Current readings of GPU ``index``; None when there is no such GPU."""
+        handle = self.handles.get(index)
+        if handle is None:
+            return None
+        util = self.nvml.nvmlDeviceGetUtilizationRates(handle)
+        mem = self.nvml.nvmlDeviceGetMemoryInfo(handle)
+        try:
+            power: float | None = self.nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0  # mW
+        except self.nvml.NVMLError:
+            power = None
+        return GpuReading(
+            index=index,
+            utilization_ratio=util.gpu / 100.0,
+            memory_used_bytes=int(mem.used),
+            memory_total_bytes=int(mem.total),
+            power_watts=power,
+        )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

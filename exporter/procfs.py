@@ -1,0 +1,309 @@
+"""Per-process facts from /proc: pure ``parse_*`` functions and the ``read_*`` I/O around them.
+
+A process can exit between any two reads; every reader returns None (or skips it)
+on FileNotFoundError/ProcessLookupError instead of failing the scrape.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import resource
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+# Errors that mean "this process (or its cgroup) is gone": skip it, never fail.
+GONE = (FileNotFoundError, ProcessLookupError)
+_GONE_ERRNOS = {errno.ENOENT, errno.ESRCH, errno.ENODEV}
+_READ_SIZE = 8192
+
+
+@dataclass(frozen=True)
+class StatFields:
+    num_threads: int
+    starttime: int  # clock ticks after boot; identifies the process across pid reuse
+
+
+@dataclass(frozen=True)
+class IoCounters:
+    read_bytes: int
+    write_bytes: int
+    syscr: int
+    syscw: int
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    pid: int
+    threads: int
+    open_files: int | None  # None: fd directory unreadable (not root)
+    open_files_limit: int | None  # soft RLIMIT_NOFILE; None: unlimited or unreadable
+    io: IoCounters | None  # None: /proc/<pid>/io unreadable
+
+
+def parse_stat(text: str) -> StatFields:
+    """Parse /proc/<pid>/stat.
+
+    ``26231 (vim) R 5392 7446 5392 34835 7446 4218880 32533 309516 ...``
+    comm may contain spaces and parentheses, so split at the LAST ``)``.
+    """
+    rest = text[text.rindex(")") + 2 :].split()
+    # rest[0] is field 3 (state); num_threads is field 20, starttime field 22.
+    return StatFields(num_threads=int(rest[17]), starttime=int(rest[19]))
+
+
+def parse_io(text: str) -> IoCounters:
+    """Parse /proc/<pid>/io.
+
+    ``rchar: 750339``
+    ``read_bytes: 1024``
+    """
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            values[key.strip()] = int(value)
+    return IoCounters(
+        read_bytes=values["read_bytes"],
+        write_bytes=values["write_bytes"],
+        syscr=values["syscr"],
+        syscw=values["syscw"],
+    )
+
+
+def parse_nofile_limit(text: str) -> int | None:
+    """Soft "Max open files" from /proc/<pid>/limits; None when unlimited or absent.
+
+    ``Limit                     Soft Limit           Hard Limit           Units``
+    ``Max open files            2048                 4096                 files``
+    """
+    for line in text.splitlines():
+        if line.startswith("Max open files"):
+            soft = line[len("Max open files") :].split()[0]
+            return None if soft == "unlimited" else int(soft)
+    return None
+
+
+def parse_status_field(text: str, key: str) -> str | None:
+    """First value of ``key`` in /proc/<pid>/status.
+
+    ``Tgid:\\t26231``
+    ``Uid:\\t1000\\t1000\\t1000\\t0``  (real, effective, saved, fs: the first is the owner)
+    """
+    prefix = key + ":"
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            fields = line[len(prefix) :].split()
+            return fields[0] if fields else None
+    return None
+
+
+def parse_environ_var(data: bytes, name: str) -> str | None:
+    """Value of ``name`` in /proc/<pid>/environ (NUL-separated ``KEY=value``)."""
+    prefix = name.encode() + b"="
+    for item in data.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix) :].decode(errors="replace")
+    return None
+
+
+def normalize_prefixes(paths: Iterable[str]) -> tuple[str, ...]:
+    return tuple(os.path.normpath(p) for p in paths if p)
+
+
+def path_under(path: str, prefixes: Iterable[str]) -> bool:
+    """True when ``path`` is one of ``prefixes`` or below one, on whole path components.
+
+    ``/scratch2/x`` is not under ``/scratch``; a deleted file (``/scratch/x (deleted)``)
+    still is.
+    """
+    if not path.startswith("/"):
+        return False  # socket:[123], pipe:[456], anon_inode:...
+    for prefix in prefixes:
+        if prefix == "/" or path == prefix or path.startswith(prefix + "/"):
+            return True
+    return False
+
+
+def _is_gone(exc: OSError) -> bool:
+    return isinstance(exc, GONE) or exc.errno in _GONE_ERRNOS
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="ascii", errors="replace") as f:
+        return f.read()
+
+
+def read_status_field(proc_root: str, pid: int, key: str) -> str | None:
+    try:
+        return parse_status_field(_read_text(f"{proc_root}/{pid}/status"), key)
+    except OSError as exc:
+        if _is_gone(exc):
+            return None
+        raise
+
+
+def read_uid(proc_root: str, pid: int) -> int | None:
+    value = read_status_field(proc_root, pid, "Uid")
+    return int(value) if value is not None else None
+
+
+def read_environ_var(proc_root: str, pid: int, name: str) -> str | None:
+    try:
+        with open(f"{proc_root}/{pid}/environ", "rb") as f:
+            return parse_environ_var(f.read(), name)
+    except OSError as exc:
+        if _is_gone(exc) or isinstance(exc, PermissionError):
+            return None
+        raise
+
+
+def uses_scratch(proc_root: str, pids: Iterable[int], prefixes: tuple[str, ...]) -> bool:
+    """True when any process has its cwd or an open file under one of ``prefixes``.
+
+    Stops at the first hit, so a busy job costs one readlink, an idle one all of them.
+    """
+    if not prefixes:
+        return False
+    for pid in pids:
+        base = f"{proc_root}/{pid}"
+        try:
+            if path_under(os.readlink(f"{base}/cwd"), prefixes):
+                return True
+            fd_dir = f"{base}/fd"
+            for name in os.listdir(fd_dir):
+                try:
+                    if path_under(os.readlink(f"{fd_dir}/{name}"), prefixes):
+                        return True
+                except OSError as exc:
+                    if not _is_gone(exc):
+                        raise  # a closed fd is normal; anything else is a real problem
+        except OSError as exc:
+            if not (_is_gone(exc) or isinstance(exc, PermissionError)):
+                raise
+    return False
+
+
+class ProcReader:
+    """Reads ProcessSamples; optionally keeps /proc/<pid>/{stat,io,limits} open between scrapes.
+
+    A cached fd stays bound to the process it was opened for: once that process exits,
+    pread fails with ESRCH, even if the pid was reused, so a reused pid is never read
+    through a stale fd. The starttime check is a second guard. Not thread-safe: the
+    caller serialises scrapes.
+    """
+
+    _FILES = ("stat", "io", "limits")
+
+    def __init__(self, proc_root: str, cache: bool = True, max_cached: int | None = None):
+        self.proc_root = proc_root
+        self.cache = cache
+        if max_cached is None:
+            soft, _hard = _nofile_limits()
+            max_cached = max(0, (soft - 256) // len(self._FILES))
+        self.max_cached = max_cached
+        self._open: dict[int, tuple[int, list[int | None]]] = {}  # pid -> (starttime, fds)
+
+    def read(self, pid: int) -> ProcessSample | None:
+        """One process's sample, or None when it has exited."""
+        try:
+            if self.cache:
+                texts = self._read_cached(pid)
+            else:
+                texts = [self._read_path(pid, name) for name in self._FILES]
+            if texts is None or texts[0] is None:
+                return None
+            stat = parse_stat(texts[0])
+            open_files = self._count_fds(pid)
+        except OSError as exc:
+            if _is_gone(exc):
+                self._forget(pid)
+                return None
+            raise
+        return ProcessSample(
+            pid=pid,
+            threads=stat.num_threads,
+            open_files=open_files,
+            open_files_limit=parse_nofile_limit(texts[2]) if texts[2] else None,
+            io=parse_io(texts[1]) if texts[1] else None,
+        )
+
+    def sweep(self, live: set[int]) -> None:
+        """Close cached fds of processes not seen in this scrape."""
+        for pid in [p for p in self._open if p not in live]:
+            self._forget(pid)
+
+    def close(self) -> None:
+        self.sweep(set())
+
+    def _read_path(self, pid: int, name: str) -> str | None:
+        try:
+            return _read_text(f"{self.proc_root}/{pid}/{name}")
+        except PermissionError:
+            if name == "stat":
+                raise
+            return None  # io/limits of another user's process when not root
+
+    def _count_fds(self, pid: int) -> int | None:
+        try:
+            return len(os.listdir(f"{self.proc_root}/{pid}/fd"))
+        except PermissionError:
+            return None
+
+    def _read_cached(self, pid: int) -> list[str | None] | None:
+        entry = self._open.get(pid)
+        if entry is not None:
+            try:
+                texts = [_pread(fd) for fd in entry[1]]
+                if texts[0] is not None and parse_stat(texts[0]).starttime == entry[0]:
+                    return texts
+            except OSError as exc:
+                if not _is_gone(exc):
+                    raise
+            self._forget(pid)  # exited or pid reused: reopen by path below
+        if len(self._open) >= self.max_cached:
+            return [self._read_path(pid, name) for name in self._FILES]
+        fds = [self._open_fd(pid, name) for name in self._FILES]
+        try:
+            texts = [_pread(fd) for fd in fds]
+        except OSError:
+            _close_all(fds)
+            raise
+        if texts[0] is None:
+            _close_all(fds)
+            return None
+        self._open[pid] = (parse_stat(texts[0]).starttime, fds)
+        return texts
+
+    def _open_fd(self, pid: int, name: str) -> int | None:
+        try:
+            return os.open(f"{self.proc_root}/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+        except PermissionError:
+            if name == "stat":
+                raise
+            return None
+
+    def _forget(self, pid: int) -> None:
+        entry = self._open.pop(pid, None)
+        if entry is not None:
+            _close_all(entry[1])
+
+
+def _pread(fd: int | None) -> str | None:
+    if fd is None:
+        return None
+    return os.pread(fd, _READ_SIZE, 0).decode("ascii", errors="replace")
+
+
+def _close_all(fds: list[int | None]) -> None:
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
+
+
+def _nofile_limits() -> tuple[int, int]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft, hard

@@ -1,0 +1,131 @@
+"""The collectors that run, and JobsCollector: discovers jobs once per scrape, then times
+each collector; one failing collector is logged and reported as success=0, never fails
+the scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+import pwd
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from exporter import cgroupfs
+from exporter.collectors.context import CollectorContext
+from exporter.collectors.cpu import CpuCollector
+from exporter.collectors.gpu import GpuCollector
+from exporter.collectors.io import IoCollector
+from exporter.collectors.memory import MemoryCollector
+from exporter.collectors.pressure import PressureCollector
+from exporter.collectors.processes import ProcessesCollector
+from exporter.collectors.scratch import ScratchCollector
+from exporter.procfs import ProcReader
+from exporter.scrape import ScrapedJob
+from exporter.settings import Settings
+
+log = logging.getLogger(__name__)
+
+COLLECTORS = (
+    CpuCollector,
+    MemoryCollector,
+    ProcessesCollector,
+    IoCollector,
+    ScratchCollector,
+    GpuCollector,
+    PressureCollector,
+)
+
+Discover = Callable[[str, str, str], list[cgroupfs.Job]]
+
+
+class JobsCollector:
+    """A prometheus_client collector producing every ``jobs_*`` family of one scrape."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        collectors: Sequence[type] = COLLECTORS,
+        nvml: Any = None,
+        discover: Discover = cgroupfs.discover_jobs,
+    ):
+        self.settings = settings
+        self.node_name = settings.effective_node_name
+        self.procs = ProcReader(settings.proc_root, cache=settings.fd_cache)
+        context = CollectorContext(settings=settings, procs=self.procs, nvml=nvml)
+        self.collectors = [cls(context) for cls in collectors]
+        self.discover = discover
+        self._lock = threading.Lock()  # the HTTP server is threaded; the fd cache is not
+        self._users: dict[int, str] = {}
+
+    def describe(self) -> list[Metric]:
+        return []  # families vary with the jobs present; don't scrape at registration
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            families = self._scrape()
+        yield from families
+
+    def _scrape(self) -> list[Metric]:
+        duration = GaugeMetricFamily(
+            "jobs_scrape_collector_duration_seconds",
+            "Time the collector took in the last scrape, in seconds.",
+            labels=["collector"],
+        )
+        success = GaugeMetricFamily(
+            "jobs_scrape_collector_success",
+            "1 when the collector succeeded in the last scrape, 0 when it failed.",
+            labels=["collector"],
+        )
+        out: list[Metric] = []
+
+        def run(name: str, step: Callable[[], list[Metric]]) -> None:
+            start = time.perf_counter()
+            try:
+                out.extend(step())
+                ok = 1
+            except Exception:
+                log.exception("collector %s failed", name)
+                ok = 0
+            duration.add_metric([name], time.perf_counter() - start)
+            success.add_metric([name], ok)
+
+        jobs: list[ScrapedJob] = []
+
+        def discovery() -> list[Metric]:
+            found = self.discover(
+                self.settings.cgroup_root, self.settings.proc_root, self.node_name
+            )
+            jobs.extend(ScrapedJob(j, self.procs) for j in found)
+            return [self._info(found)]
+
+        run("discovery", discovery)
+        for collector in self.collectors:
+            run(collector.name, lambda c=collector: list(c.collect(jobs)))
+        self.procs.sweep({pid for job in jobs for pid in job.pids})
+        out.extend((duration, success))
+        return out
+
+    def _info(self, jobs: list[cgroupfs.Job]) -> GaugeMetricFamily:
+        info = GaugeMetricFamily(
+            "jobs_info",
+            "Identity of a job running on this node; always 1.",
+            labels=["jobid", "user", "uid"],
+        )
+        for job in jobs:
+            uid = "" if job.uid is None else str(job.uid)
+            info.add_metric([job.job_id, self._user(job.uid), uid], 1)
+        return info
+
+    def _user(self, uid: int | None) -> str:
+        if uid is None:
+            return ""
+        if uid not in self._users:
+            try:
+                self._users[uid] = pwd.getpwuid(uid).pw_name
+            except KeyError:  # no passwd entry (e.g. LDAP down): show the number
+                return str(uid)
+        return self._users[uid]

@@ -1,0 +1,98 @@
+"""Settings of jobs-exporter, read once from ``JOBREPORT_EXPORTER_*`` environment variables.
+
+Command-line flags override them (see ``__main__``). Every variable is listed in
+``SETTINGS_DOC`` and in exporter/README.md; a test checks that the two agree.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# name -> (default, one-line description); exporter/README.md mirrors this table.
+SETTINGS_DOC: dict[str, tuple[str, str]] = {
+    "JOBREPORT_EXPORTER_LISTEN": ("0.0.0.0:9306", "Address:port serving /metrics."),
+    "JOBREPORT_EXPORTER_CGROUP_ROOT": (
+        "/sys/fs/cgroup",
+        "Where the cgroup hierarchies are mounted.",
+    ),
+    "JOBREPORT_EXPORTER_PROC_ROOT": ("/proc", "Where procfs is mounted."),
+    "JOBREPORT_EXPORTER_NODE_NAME": (
+        "",
+        "Slurm NodeName (empty: short hostname); picks slurm_<NodeName>.",
+    ),
+    "JOBREPORT_EXPORTER_SCRATCH": (
+        "",
+        "Colon-separated scratch directories for jobs_scratch_in_use.",
+    ),
+    "JOBREPORT_EXPORTER_GPUS": ("auto", "`auto` (use NVML when a driver is present) or `off`."),
+    "JOBREPORT_EXPORTER_GPU_ALLOC_DIR": (
+        "/run/jobs-exporter/gpus",
+        "Directory where the Slurm prolog writes one file per job with SLURM_JOB_GPUS.",
+    ),
+    "JOBREPORT_EXPORTER_FD_CACHE": ("1", "1 keeps /proc/<pid>/{stat,io} open between scrapes."),
+    "JOBREPORT_EXPORTER_LOG_LEVEL": ("INFO", "Python logging level."),
+}
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value we cannot use."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    listen: str = "0.0.0.0:9306"
+    cgroup_root: str = "/sys/fs/cgroup"
+    proc_root: str = "/proc"
+    node_name: str = ""
+    scratch: tuple[str, ...] = ()
+    gpus: str = "auto"
+    gpu_alloc_dir: str = "/run/jobs-exporter/gpus"
+    fd_cache: bool = True
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+
+        def get(name: str) -> str:
+            return env.get(name, SETTINGS_DOC[name][0])
+
+        gpus = get("JOBREPORT_EXPORTER_GPUS")
+        if gpus not in ("auto", "off"):
+            raise SettingsError(f"JOBREPORT_EXPORTER_GPUS={gpus!r} is not auto or off")
+        fd_cache = get("JOBREPORT_EXPORTER_FD_CACHE")
+        if fd_cache not in ("0", "1"):
+            raise SettingsError(f"JOBREPORT_EXPORTER_FD_CACHE={fd_cache!r} is not 0 or 1")
+        listen = get("JOBREPORT_EXPORTER_LISTEN")
+        try:
+            parse_listen(listen)
+        except ValueError as exc:
+            raise SettingsError(f"JOBREPORT_EXPORTER_LISTEN: {exc}") from None
+        return cls(
+            listen=listen,
+            cgroup_root=get("JOBREPORT_EXPORTER_CGROUP_ROOT"),
+            proc_root=get("JOBREPORT_EXPORTER_PROC_ROOT"),
+            node_name=get("JOBREPORT_EXPORTER_NODE_NAME"),
+            scratch=tuple(p for p in get("JOBREPORT_EXPORTER_SCRATCH").split(":") if p),
+            gpus=gpus,
+            gpu_alloc_dir=get("JOBREPORT_EXPORTER_GPU_ALLOC_DIR"),
+            fd_cache=fd_cache == "1",
+            log_level=get("JOBREPORT_EXPORTER_LOG_LEVEL"),
+        )
+
+    @property
+    def effective_node_name(self) -> str:
+        # Slurm's default NodeName is the short hostname (what `slurmd -N` defaults to).
+        return self.node_name or socket.gethostname().split(".", 1)[0]
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """Split ``ADDR:PORT`` (``:9306`` means all addresses; IPv6 as ``[::]:9306``)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{value!r} is not ADDR:PORT")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)

@@ -13,6 +13,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from webapp.charts import Chart, ChartCache
+from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent
 from webapp.model import Finding, Gap, JobReport, Severity
 
 TEMPLATES = Path(__file__).resolve().parent.parent.parent / "templates"
@@ -20,38 +21,9 @@ SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 CHARTS = ChartCache()
 
 
-def format_bytes(n: float | None) -> str:
-    """1536 -> '1.5 KiB'; None -> 'unknown'."""
-    if n is None:
-        return "unknown"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} PiB"  # not reached
-
-
-def format_duration(seconds: float | None) -> str:
-    """3725 -> '1:02:05', 90000 -> '1-01:00:00' (Slurm's D-HH:MM:SS)."""
-    if seconds is None:
-        return "unknown"
-    total = int(round(seconds))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    clock = f"{hours:d}:{minutes:02d}:{secs:02d}"
-    return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}" if days else clock
-
-
-def format_percent(ratio: float | None) -> str:
-    """0.213 -> '21%'; None -> 'unknown'."""
-    return "unknown" if ratio is None else f"{100 * ratio:.0f}%"
-
-
 def format_time(when: datetime | None) -> str:
     """A UTC-aware datetime as '2026-11-22 13:00:00 UTC'."""
-    return "unknown" if when is None else when.strftime("%Y-%m-%d %H:%M:%S %Z")
+    return UNKNOWN if when is None else when.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def gap_text(gap: Gap) -> str:

@@ -1,0 +1,56 @@
+"""Allocated GPUs that did no work at all (judged per GPU, whether or not a process held it)."""
+
+from __future__ import annotations
+
+from webapp.detectors.measures import gpu_series, long_enough
+from webapp.detectors.thresholds import Thresholds
+from webapp.formatting import format_percent
+from webapp.model import Finding, JobReport, Severity
+
+
+class IdleGpuDetector:
+    name = "gpu_idle"
+
+    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+        series = gpu_series(report)
+        if not report.gpus or not series or not long_enough(report, t.min_runtime_seconds):
+            return ()
+        idle = [s for s in series if (s.mean() or 0.0) < t.gpu_idle]
+        if not idle:
+            return ()
+        allocated = max(report.gpus, len(series))
+        used = allocated - len(idle)
+        labels = ", ".join(s.label for s in idle)
+        if used == 0:
+            message = (
+                f"None of the {allocated} allocated GPU(s) did any work: utilisation stayed "
+                f"below {format_percent(t.gpu_idle)} for the whole job."
+            )
+            advice = (
+                "If the program is meant to use a GPU, check that it was built with GPU support "
+                "and sees the device (CUDA_VISIBLE_DEVICES); otherwise submit it without "
+                "--gres=gpu / --gpus so the GPU stays free for others."
+            )
+        else:
+            message = (
+                f"{len(idle)} of {allocated} allocated GPUs stayed idle for the whole job "
+                f"(GPU {labels})."
+            )
+            advice = (
+                f"Ask for `--gres=gpu:{used}` next time, or make the program spread its work "
+                "over every GPU (one process per GPU, e.g. torchrun / DistributedDataParallel)."
+            )
+        return (
+            Finding(
+                name=self.name,
+                severity=Severity.CRITICAL,
+                message=message,
+                advice=advice,
+                evidence={
+                    "gpus_allocated": allocated,
+                    "gpus_idle": len(idle),
+                    "idle_gpus": labels,
+                    "idle_max_utilization": max((s.max() or 0.0) for s in idle),
+                },
+            ),
+        )

@@ -1,0 +1,43 @@
+"""Quantities several detectors read off a report, each None when its inputs are missing."""
+
+from __future__ import annotations
+
+from webapp.model import JobReport, Series
+
+ENDED_OK = frozenset({"COMPLETED"})
+
+
+def busy_cores(report: JobReport) -> float | None:
+    """Cores busy on average: TotalCPU / elapsed, else the mean of the cpu_cores series."""
+    if report.cpu_seconds is not None and report.elapsed_seconds:
+        return report.cpu_seconds / report.elapsed_seconds
+    means = [s.mean() for s in report.usage.cpu_cores if s.points]
+    return sum(m for m in means if m is not None) if means else None
+
+
+def per_core_means(report: JobReport) -> list[float]:
+    """Mean busy fraction of each core that has data (cgroup v1 only)."""
+    return [m for s in report.usage.cpu_per_core if (m := s.mean()) is not None]
+
+
+def gpu_series(report: JobReport) -> list[Series]:
+    """Utilisation series of allocated GPUs that have at least one point."""
+    return [s for s in report.usage.gpu_utilization if s.points]
+
+
+def long_enough(report: JobReport, min_seconds: float) -> bool:
+    """Efficiency verdicts need a job that ran for a while."""
+    return report.elapsed_seconds is not None and report.elapsed_seconds >= min_seconds
+
+
+def memory_limit(report: JobReport) -> int | None:
+    """The memory ceiling of one node: the cgroup limit, else the request split per node."""
+    if report.usage.memory_limit_bytes:
+        return report.usage.memory_limit_bytes
+    if report.memory_requested_bytes:
+        return report.memory_requested_bytes // max(1, len(report.nodes))
+    return None
+
+
+def step_states(report: JobReport) -> set[str]:
+    return {s.state for s in report.steps}

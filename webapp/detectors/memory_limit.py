@@ -1,0 +1,66 @@
+"""Killed for memory, or close to it."""
+
+from __future__ import annotations
+
+from webapp.detectors.advice import next_mem
+from webapp.detectors.measures import memory_limit, step_states
+from webapp.detectors.thresholds import Thresholds
+from webapp.formatting import format_bytes, format_percent
+from webapp.model import Finding, JobReport, Severity
+
+OOM = "OUT_OF_MEMORY"
+
+
+class OutOfMemoryDetector:
+    name = "out_of_memory"
+
+    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+        peak, limit = report.memory_peak_bytes, memory_limit(report)
+        oom = report.state == OOM or OOM in step_states(report)
+        if oom:
+            # The peak of a killed job is the limit, not its need: grow the limit itself.
+            base = max(peak or 0, limit or 0)
+            advice = (
+                f"Ask for `--mem={next_mem(base, t.oom_growth)}` next time "
+                f"({format_percent(t.oom_growth - 1)} more than the limit it hit), or reduce "
+                "what the program holds in memory at once."
+                if base
+                else "Ask for more memory with --mem next time."
+            )
+            steps = [s.step_id for s in report.steps if s.state == OOM]
+            where = f" (step {', '.join(steps)})" if steps else ""
+            return (
+                Finding(
+                    name=self.name,
+                    severity=Severity.CRITICAL,
+                    message=(
+                        f"The job ran out of memory{where} and the kernel killed it at its "
+                        f"{format_bytes(limit)} limit."
+                    ),
+                    advice=advice,
+                    evidence={
+                        "memory_peak_bytes": peak if peak is not None else "n/a",
+                        "memory_limit_bytes": limit if limit is not None else "n/a",
+                    },
+                ),
+            )
+        if not peak or not limit or peak / limit < t.memory_near_limit:
+            return ()
+        mem = next_mem(peak, t.memory_margin)
+        return (
+            Finding(
+                name="memory_near_limit",
+                severity=Severity.WARNING,
+                message=(
+                    f"Peak memory {format_bytes(peak)} reached {format_percent(peak / limit)} "
+                    f"of the {format_bytes(limit)} limit; a slightly larger input would have "
+                    "been killed."
+                ),
+                advice=f"Ask for `--mem={mem}` next time to keep a safety margin.",
+                evidence={
+                    "memory_peak_bytes": peak,
+                    "memory_limit_bytes": limit,
+                    "suggested_mem": mem,
+                },
+            ),
+        )

@@ -1,0 +1,51 @@
+"""A serial program on a multi-core allocation: one core busy, the others idle."""
+
+from __future__ import annotations
+
+from webapp.detectors.measures import busy_cores, long_enough, per_core_means
+from webapp.detectors.thresholds import Thresholds
+from webapp.model import Finding, JobReport, Severity
+
+_BUSY, _IDLE = 0.5, 0.1  # per-core mean above/below which a core counts as busy/idle
+
+
+def looks_serial(report: JobReport, t: Thresholds) -> bool:
+    """True when the job used about one core out of two or more."""
+    if not report.cpus or report.cpus < 2:
+        return False
+    cores = per_core_means(report)
+    if len(cores) >= 2:
+        busy = [m for m in cores if m >= _BUSY]
+        return len(busy) == 1 and all(m < _IDLE for m in cores if m < _BUSY)
+    used = busy_cores(report)
+    return used is not None and 0.75 <= used <= t.serial_cores_max
+
+
+class SerialOnManyCoresDetector:
+    name = "serial_on_many_cores"
+
+    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+        if report.running or not long_enough(report, t.min_runtime_seconds):
+            return ()
+        if not looks_serial(report, t):
+            return ()
+        used = busy_cores(report)
+        return (
+            Finding(
+                name=self.name,
+                severity=Severity.WARNING,
+                message=(
+                    f"The job had {report.cpus} cores but kept about one busy: the program ran "
+                    "serially and the other cores sat idle."
+                ),
+                advice=(
+                    "Ask for `--cpus-per-task=1` (and `--ntasks=1`) next time, or make the "
+                    "program parallel: set OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK for threaded "
+                    "code, launch MPI code with srun, or run independent pieces as a job array."
+                ),
+                evidence={
+                    "cpus": report.cpus,
+                    "busy_cores": round(used, 3) if used is not None else "n/a",
+                },
+            ),
+        )

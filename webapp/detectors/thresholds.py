@@ -1,0 +1,59 @@
+"""Detector thresholds: one frozen record, overridable by name from settings.
+
+Defaults follow what sites already tell their users (Princeton's jobstats, the Alliance /
+Calcul Québec job-efficiency pages): a GPU below 1 % is idle, below 15 % is underused;
+CPU efficiency under 65 % and memory use under 70 % of the request are worth a note when
+the waste is large enough to matter. Ratios are 0..1, sizes bytes, durations seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    # GPUs (mean utilisation over the job, per allocated GPU)
+    gpu_idle: float = 0.01
+    gpu_util_low: float = 0.15
+    # CPUs
+    cpu_efficiency_low: float = 0.65
+    serial_cores_max: float = 1.25  # "about one core busy" on a multi-core allocation
+    oversubscription_ratio: float = 1.25  # threads (or busy cores) per allocated core
+    oversubscription_busy: float = 0.9  # threads only hurt when the cores are busy
+    # memory
+    memory_efficiency_low: float = 0.70
+    memory_waste_min_bytes: float = 2 * GIB  # below this a generous request is harmless
+    memory_near_limit: float = 0.90
+    memory_margin: float = 1.2  # headroom added to the peak in --mem advice
+    oom_growth: float = 1.5  # an OOM-killed job's peak is the limit; ask for this much more
+    # time
+    time_used_low: float = 0.10
+    time_waste_min_seconds: float = 3600.0
+    time_margin: float = 1.3
+    timeout_growth: float = 1.5
+    short_job_seconds: float = 300.0
+    min_runtime_seconds: float = 300.0  # efficiency verdicts on shorter jobs are noise
+    # I/O and files
+    io_heavy_bytes: float = 10 * GIB
+    io_small_request_bytes: float = 4096.0  # mean bytes per read/write call
+    io_many_syscalls: float = 1_000_000.0
+    open_files_many: float = 1000.0
+    open_files_ratio_high: float = 0.8
+
+    @classmethod
+    def from_overrides(cls, overrides: Mapping[str, float]) -> Thresholds:
+        """Defaults with ``overrides`` applied; an unknown name is a ValueError naming it."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown threshold(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        bad = sorted(k for k, v in overrides.items() if not float(v) >= 0)
+        if bad:
+            raise ValueError(f"threshold(s) {', '.join(bad)} must be a number >= 0")
+        return replace(cls(), **{k: float(v) for k, v in overrides.items()})

@@ -1,0 +1,68 @@
+"""Numbers as people and Slurm read them: bytes, durations, percentages, ``--mem``/``--time``.
+
+The model keeps bytes and seconds; only renderers and advice texts call these.
+``None`` (unknown) formats as ``n/a`` rather than as zero.
+"""
+
+from __future__ import annotations
+
+import math
+
+GIB = 1024**3
+MIB = 1024**2
+UNKNOWN = "n/a"
+_BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def format_bytes(n: float | None) -> str:
+    """``1.5 GiB``, ``512 MiB``, ``12 GiB`` (1024-based, like Slurm and the kernel)."""
+    if n is None:
+        return UNKNOWN
+    value, unit = float(n), 0
+    while abs(value) >= 1024 and unit < len(_BINARY) - 1:
+        value /= 1024
+        unit += 1
+    if unit == 0:
+        return f"{int(value)} B"
+    return f"{value:.1f} {_BINARY[unit]}" if abs(value) < 10 else f"{value:.0f} {_BINARY[unit]}"
+
+
+def slurm_mem(n: float) -> str:
+    """A ``--mem`` value at least ``n`` bytes: whole G from ~1 GiB up, else 100M steps."""
+    if n > 1000 * MIB:
+        return f"{math.ceil(n / GIB - 1e-9)}G"
+    return f"{max(1, math.ceil(n / (100 * MIB) - 1e-9)) * 100}M"
+
+
+def slurm_time(seconds: float) -> str:
+    """A ``--time`` value: ``HH:MM:SS``, or ``D-HH:MM:SS`` from one day up."""
+    total = max(0, math.ceil(seconds - 1e-9))
+    days, rest = divmod(total, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return f"{days}-{h:02d}:{m:02d}:{s:02d}" if days else f"{h:02d}:{m:02d}:{s:02d}"
+
+
+def format_duration(seconds: float | None) -> str:
+    """``45s``, ``12m 05s``, ``1h 02m``, ``2d 03h``: the two largest units."""
+    if seconds is None:
+        return UNKNOWN
+    total = round(seconds)
+    if total < 60:
+        return f"{seconds:.0f}s" if seconds >= 1 or seconds == 0 else f"{seconds:.2f}s"
+    days, rest = divmod(total, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    if days:
+        return f"{days}d {h:02d}h"
+    if h:
+        return f"{h}h {m:02d}m"
+    return f"{m}m {s:02d}s"
+
+
+def format_percent(ratio: float | None) -> str:
+    """``12%`` for 0.12; one decimal below 10 % so that 0.4 % does not read as 0 %."""
+    if ratio is None:
+        return UNKNOWN
+    pct = ratio * 100
+    return f"{pct:.1f}%" if abs(pct) < 10 and pct != 0 else f"{pct:.0f}%"

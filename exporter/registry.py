@@ -51,6 +51,7 @@ class JobsCollector:
         collectors: Sequence[type] = COLLECTORS,
         nvml: Any = None,
         discover: Discover = cgroupfs.discover_jobs,
+        user_name: Callable[[int], str] | None = None,
     ):
         self.settings = settings
         self.node_name = settings.effective_node_name
@@ -59,6 +60,7 @@ class JobsCollector:
         self.collectors = [cls(context) for cls in collectors]
         self.discover = discover
         self._lock = threading.Lock()  # the HTTP server is threaded; the fd cache is not
+        self._user_name = user_name or _passwd_name
         self._users: dict[int, str] = {}
 
     def describe(self) -> list[Metric]:
@@ -125,7 +127,11 @@ class JobsCollector:
             return ""
         if uid not in self._users:
             try:
-                self._users[uid] = pwd.getpwuid(uid).pw_name
-            except KeyError:  # no passwd entry (e.g. LDAP down): show the number
+                self._users[uid] = self._user_name(uid)
+            except KeyError:  # no passwd entry (e.g. LDAP down): show the number, retry later
                 return str(uid)
         return self._users[uid]
+
+
+def _passwd_name(uid: int) -> str:
+    return pwd.getpwuid(uid).pw_name

@@ -6,6 +6,7 @@ view renders the same ``report.html`` with the app's chrome (user, logout, links
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from webapp.model import Finding, Gap, JobReport, Severity
 TEMPLATES = Path(__file__).resolve().parent.parent.parent / "templates"
 SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 CHARTS = ChartCache()
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
 
 
 def format_time(when: datetime | None) -> str:
@@ -34,8 +36,17 @@ def gap_text(gap: Gap) -> str:
     return f"Data from {gap.source} unavailable: {gap.reason}."
 
 
+def one_line(text: str) -> str:
+    """Control characters (CR, LF, tab, ...) as single spaces: every value stays one line."""
+    return _CONTROL.sub(" ", text)
+
+
 def summary_rows(report: JobReport) -> list[tuple[str, str]]:
-    """Label/value pairs of the summary table, plain text (every renderer escapes)."""
+    """Label/value pairs of the summary table, one line each, not escaped (renderers do)."""
+    return [(label, one_line(value)) for label, value in _summary_rows(report)]
+
+
+def _summary_rows(report: JobReport) -> list[tuple[str, str]]:
     def of(used: str, asked: str, ratio: float | None) -> str:
         return f"{used} of {asked} ({format_percent(ratio)})" if ratio is not None else used
 

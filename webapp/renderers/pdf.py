@@ -137,7 +137,7 @@ def compile_tex(tex_path: str) -> None:
     workdir, name = os.path.split(tex_path)
     common = ["-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape"]
     if shutil.which("latexmk"):
-        commands = [["latexmk", "-pdf", "-quiet", *[f"-pdflatex=pdflatex {' '.join(common)} %O %S"],
+        commands = [["latexmk", "-pdf", "-quiet", f"-pdflatex=pdflatex {' '.join(common)} %O %S",
                      name]]
     else:
         commands = [["pdflatex", *common, name]] * 2
@@ -148,7 +148,8 @@ def compile_tex(tex_path: str) -> None:
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.CalledProcessError as exc:
-            raise PdfError(f"{command[0]} failed: {exc.output.decode(errors='replace')[-2000:]}")
+            tail = exc.output.decode(errors="replace")[-2000:]
+            raise PdfError(f"{command[0]} failed: {tail}") from exc
         except subprocess.TimeoutExpired:
             raise PdfError(f"{command[0]} took longer than {COMPILE_TIMEOUT} s") from None
 

@@ -1,0 +1,68 @@
+"""The report as an email: text and HTML alternatives plus the PDF, to the job's owner.
+
+Headers are built with ``email.message.EmailMessage`` (policy ``default``, which also
+refuses CR/LF in header values); every piece of Slurm text that reaches a header is
+stripped of control characters first, so a job name cannot add a header.
+"""
+
+from __future__ import annotations
+
+import re
+from email.message import EmailMessage
+from email.policy import default
+from email.utils import formatdate, make_msgid
+
+from webapp.model import JobReport
+from webapp.renderers import html
+
+SUBJECT_NAME_MAX = 60
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
+_env = None
+
+
+def header_text(text: object, limit: int | None = None) -> str:
+    """Slurm text made safe for a header: control characters (CR, LF, ...) become spaces."""
+    clean = _CONTROL.sub(" ", str(text)).strip()
+    if limit is not None and len(clean) > limit:
+        clean = clean[: limit - 1] + "…"
+    return clean
+
+
+def subject(report: JobReport) -> str:
+    """'Job 123 (name) on demo: 2 findings'."""
+    name = f" ({header_text(report.job_name, SUBJECT_NAME_MAX)})" if report.job_name else ""
+    count = len(report.findings)
+    what = f"{count} finding{'s' if count != 1 else ''}" if count else "no problems found"
+    return header_text(f"Job {report.job_id}{name} on {report.cluster}: {what}")
+
+
+def _address(addr: str) -> str:
+    if _CONTROL.search(addr) or "@" not in addr:
+        raise ValueError(f"not a usable email address: {addr!r}")
+    return addr
+
+
+def render(report: JobReport, to_addr: str, from_addr: str, *, message_id: str | None = None,
+           pdf: bytes | None = None) -> EmailMessage:
+    """The message, PDF attached (rendered here unless ``pdf`` is given)."""
+    global _env
+    if _env is None:
+        _env = html.environment()
+    context = html.context(report, charts=[])
+    msg = EmailMessage(policy=default)
+    msg["From"] = _address(from_addr)
+    msg["To"] = _address(to_addr)
+    msg["Subject"] = subject(report)
+    msg["Date"] = formatdate(localtime=False, usegmt=True)
+    msg["Message-ID"] = message_id or make_msgid(domain=from_addr.rpartition("@")[2] or None)
+    msg["Auto-Submitted"] = "auto-generated"  # RFC 3834: no vacation replies
+    msg["X-Jobreport-Job"] = header_text(report.job_id)
+    msg.set_content(_env.get_template("email/report.txt").render(**context))
+    msg.add_alternative(_env.get_template("email/report.html").render(**context), subtype="html")
+    if pdf is None:
+        from webapp.renderers import pdf as pdf_renderer
+
+        pdf = pdf_renderer.render(report)
+    msg.add_attachment(pdf, maintype="application", subtype="pdf",
+                       filename=f"job-{header_text(report.job_id)}.pdf")
+    return msg

@@ -1,0 +1,76 @@
+"""Settings from JOBREPORT_EXPORTER_*, CLI overrides, --once, and the README table."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from exporter.__main__ import build_parser, main, settings_from
+from exporter.settings import SETTINGS_DOC, Settings, SettingsError
+from tests.exporter_scrape import FIXTURES, ROOT
+
+
+def test_defaults():
+    s = Settings.from_env({})
+    assert s.listen == "0.0.0.0:9306"
+    assert s.cgroup_root == "/sys/fs/cgroup" and s.proc_root == "/proc"
+    assert s.scratch == () and s.fd_cache
+
+
+def test_from_env():
+    s = Settings.from_env(
+        {
+            "JOBREPORT_EXPORTER_SCRATCH": "/scratch:/tmp/s",
+            "JOBREPORT_EXPORTER_NODE_NAME": "n1",
+            "JOBREPORT_EXPORTER_GPUS": "off",
+            "JOBREPORT_EXPORTER_FD_CACHE": "0",
+        }
+    )
+    assert s.scratch == ("/scratch", "/tmp/s")
+    assert s.effective_node_name == "n1" and s.gpus == "off" and not s.fd_cache
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("JOBREPORT_EXPORTER_GPUS", "yes"),
+        ("JOBREPORT_EXPORTER_FD_CACHE", "true"),
+        ("JOBREPORT_EXPORTER_LISTEN", "9306"),
+    ],
+)
+def test_bad_values_name_the_variable(name, value):
+    with pytest.raises(SettingsError, match=name):
+        Settings.from_env({name: value})
+
+
+def test_cli_overrides_env():
+    env = Settings.from_env(
+        {"JOBREPORT_EXPORTER_SCRATCH": "/a", "JOBREPORT_EXPORTER_NODE_NAME": "x"}
+    )
+    args = build_parser().parse_args(["--scratch", "/b", "--scratch", "/c", "--node-name", "y"])
+    s = settings_from(args, env)
+    assert s.scratch == ("/b", "/c") and s.node_name == "y"
+
+
+def test_every_setting_is_documented_in_readme():
+    readme = (ROOT / "exporter" / "README.md").read_text()
+    for name in SETTINGS_DOC:
+        assert f"`{name}`" in readme, f"{name} missing from exporter/README.md"
+
+
+def test_once_prints_exposition(capsys, monkeypatch):
+    tree = FIXTURES / "v2-samples"
+    monkeypatch.setenv("JOBREPORT_EXPORTER_GPUS", "off")
+    rc = main(["--once", "--cgroup-root", str(tree / "cgroup"), "--proc-root", str(tree / "proc")])
+    assert rc == 0
+    assert 'jobs_cpu_seconds_total{jobid="4",mode="user"}' in capsys.readouterr().out
+
+
+def test_console_script_help():
+    exe = pathlib.Path(sys.executable).parent / "jobs-exporter"
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True)
+    for flag in ("--listen", "--cgroup-root", "--proc-root", "--scratch", "--node-name", "--once"):
+        assert flag in out.stdout

@@ -1,0 +1,282 @@
+"""Flask client tests of every route, login, CSRF, ownership and error pages."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from werkzeug.security import generate_password_hash
+
+from tests.test_web_support import HTML_PAYLOAD, FakeService, default_service, sample_report
+from webapp import create_app
+from webapp.renderers import html
+from webapp.settings import Settings, SettingsError
+
+PASSWORD = "correct horse"
+
+
+@pytest.fixture
+def web_settings(tmp_path) -> Settings:
+    pw = tmp_path / "passwords"
+    hashed = generate_password_hash(PASSWORD)
+    pw.write_text(f"# user:hash\nalice:{hashed}\nbob:{hashed}\nstaffer:{hashed}\n")
+    return Settings(secret_key="test-secret", password_file=str(pw),
+                    staff=frozenset({"staffer"}), outbox=str(tmp_path / "outbox.sqlite"))
+
+
+@pytest.fixture
+def app(web_settings):
+    app = create_app(web_settings, default_service())
+    app.testing = True
+    return app
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+def token(client, path: str = "/login") -> str:
+    page = client.get(path).get_data(as_text=True)
+    return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+
+
+def login(client, user: str = "alice", password: str = PASSWORD, next_url: str = "/"):
+    return client.post("/login", data={"username": user, "password": password,
+                                       "csrf_token": token(client), "next": next_url})
+
+
+def test_secret_key_required(web_settings):
+    from dataclasses import replace
+
+    with pytest.raises(SettingsError, match="JOBREPORT_SECRET_KEY"):
+        create_app(replace(web_settings, secret_key=""), FakeService())
+
+
+def test_healthz_needs_no_login(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.get_json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize("path", ["/", "/jobs/4242"])
+def test_pages_redirect_to_login(client, path):
+    response = client.get(path)
+    assert response.status_code == 302
+    assert response.location.startswith("/login?next=")
+    assert path in response.location
+
+
+@pytest.mark.parametrize("path", ["/jobs/4242.json", "/jobs/4242.txt", "/jobs/4242.pdf"])
+def test_raw_formats_answer_401(client, path):
+    assert client.get(path).status_code == 401
+
+
+def test_login_then_back_to_the_page(client):
+    response = login(client, next_url="/jobs/4242")
+    assert response.status_code == 302 and response.location == "/jobs/4242"
+    page = client.get("/jobs/4242")
+    assert page.status_code == 200
+    assert "Signed in as alice" in page.get_data(as_text=True)
+
+
+def test_wrong_password_and_unknown_user(client):
+    for user, password in (("alice", "nope"), ("mallory", PASSWORD)):
+        response = login(client, user, password)
+        assert response.status_code == 401
+        assert "Wrong user name or password" in response.get_data(as_text=True)
+    assert client.get("/").status_code == 302
+
+
+def test_login_refuses_open_redirect(client):
+    assert login(client, next_url="//evil.example/").location == "/"
+    assert login(client, next_url="https://evil.example/").location == "/"
+
+
+def test_logout(client):
+    login(client)
+    response = client.post("/logout", data={"csrf_token": token(client, "/")})
+    assert response.status_code == 302 and response.location == "/login"
+    assert client.get("/jobs/4242").status_code == 302
+
+
+def test_csrf_login_without_token_is_400(client):
+    client.get("/login")
+    response = client.post("/login", data={"username": "alice", "password": PASSWORD})
+    assert response.status_code == 400
+    assert "security token" in response.get_data(as_text=True)
+
+
+def test_csrf_logout_with_wrong_token_is_400(client):
+    login(client)
+    assert client.post("/logout").status_code == 400
+    assert client.post("/logout", data={"csrf_token": "forged"}).status_code == 400
+    assert client.get("/jobs/4242").status_code == 200  # still logged in
+
+
+def test_lookup_form_and_redirect(client):
+    login(client)
+    page = client.get("/").get_data(as_text=True)
+    assert '<form class="lookup" method="get"' in page and 'name="job"' in page
+    response = client.get("/?job=4242")
+    assert response.status_code == 302 and response.location == "/jobs/4242"
+    assert client.get("/?job=6002%2B1").location in ("/jobs/6002+1", "/jobs/6002%2B1")
+    assert client.get("/?job=42;drop").status_code == 400
+
+
+def test_job_page(client):
+    login(client)
+    response = client.get("/jobs/4242")
+    page = response.get_data(as_text=True)
+    assert response.status_code == 200
+    assert "train-model" in page
+    for text in ("GPU gpu1 was idle for the whole job.", "Request --gres=gpu:1.",
+                 "Ask for --mem=4G next time.", "The job used 21% of its 8 allocated CPUs."):
+        assert text in page
+    assert page.index("GPU gpu1 was idle") < page.index("21% of its 8")  # critical first
+    for plot in ("cpu", "cpu-cores", "memory", "gpu", "io"):
+        assert f'id="plot-{plot}"' in page
+    assert page.count("<svg") == 5
+    assert "<script" not in page  # works with JavaScript off: there is none
+    for fmt in ("pdf", "json", "txt"):
+        assert f'href="/jobs/4242.{fmt}"' in page
+    assert "default-src 'none'" in response.headers["Content-Security-Policy"]
+
+
+def test_het_and_array_ids(client):
+    login(client)
+    assert client.get("/jobs/6002+1").status_code == 200
+    assert client.get("/jobs/6000_1").status_code == 200
+
+
+def test_other_users_job_is_403(client):
+    login(client, "alice")
+    response = client.get("/jobs/5000")
+    assert response.status_code == 403
+    assert "belongs to another user" in response.get_data(as_text=True)
+    assert client.get("/jobs/5000.json").status_code == 403
+    assert client.get("/jobs/5000.pdf").status_code == 403
+
+
+def test_staff_see_every_job(client):
+    login(client, "staffer")
+    assert client.get("/jobs/5000").status_code == 200
+    assert client.get("/jobs/4242").status_code == 200
+
+
+def test_unknown_job_is_404_naming_the_id(client):
+    login(client)
+    response = client.get("/jobs/987654")
+    assert response.status_code == 404
+    assert "No job 987654" in response.get_data(as_text=True)
+    assert client.get("/jobs/987654.json").get_json()["status"] == 404
+
+
+@pytest.mark.parametrize("job", ["abc", "12x", "1_2_3", "99999999999"])
+def test_malformed_id_is_400(client, job):
+    login(client)
+    response = client.get(f"/jobs/{job}")
+    assert response.status_code == 400
+    assert "invalid job id" in response.get_data(as_text=True)
+    assert client.get(f"/jobs/{job}.txt").status_code == 400
+
+
+def test_accounting_down_is_503(web_settings):
+    client = create_app(web_settings, FakeService(down=True)).test_client()
+    login(client)
+    response = client.get("/jobs/4242")
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == "60"
+    assert "The accounting database is unavailable" in response.get_data(as_text=True)
+    assert client.get("/jobs/4242.json").get_json()["status"] == 503
+
+
+def test_prometheus_gap_still_renders_with_a_note(client):
+    login(client)
+    response = client.get("/jobs/4243")
+    page = response.get_data(as_text=True)
+    assert response.status_code == 200
+    assert "Metrics unavailable (Prometheus): connection refused" in page
+    assert "<svg" not in page
+    assert "No time series recorded" in page
+
+
+def test_html_in_job_name_is_escaped(client):
+    login(client)
+    page = client.get("/jobs/6000_1").get_data(as_text=True)
+    assert HTML_PAYLOAD not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_json_route(client):
+    login(client)
+    response = client.get("/jobs/4242.json")
+    assert response.status_code == 200 and response.mimetype == "application/json"
+    assert "4242" in json.dumps(json.loads(response.get_data(as_text=True)))
+
+
+def test_txt_route(client):
+    login(client)
+    response = client.get("/jobs/4242.txt")
+    assert response.status_code == 200 and response.mimetype == "text/plain"
+    assert "4242" in response.get_data(as_text=True)
+
+
+def test_pdf_route(client):
+    login(client)
+    response = client.get("/jobs/4243.pdf")
+    assert response.status_code == 200 and response.mimetype == "application/pdf"
+    assert response.data.startswith(b"%PDF")
+    assert 'filename="job-4243.pdf"' in response.headers["Content-Disposition"]
+
+
+@pytest.fixture
+def proxy_client(web_settings):
+    from dataclasses import replace
+
+    return create_app(replace(web_settings, auth="remote-user"), default_service()).test_client()
+
+
+def test_remote_user_header(proxy_client):
+    response = proxy_client.get("/jobs/4242", headers={"X-Remote-User": "alice"})
+    assert response.status_code == 200
+    assert "Log out" not in response.get_data(as_text=True)
+    assert proxy_client.get("/jobs/5000", headers={"X-Remote-User": "alice"}).status_code == 403
+
+
+def test_remote_user_environ(proxy_client):
+    environ = {"REMOTE_USER": "bob"}
+    assert proxy_client.get("/jobs/5000", environ_base=environ).status_code == 200
+    assert proxy_client.get("/jobs/4242", environ_base=environ).status_code == 403
+
+
+def test_remote_user_missing_is_401(proxy_client):
+    assert proxy_client.get("/jobs/4242").status_code == 401
+    assert proxy_client.get("/healthz").status_code == 200
+    assert proxy_client.get("/login").status_code == 404
+
+
+def test_service_built_lazily(web_settings, monkeypatch):
+    import webapp.build
+
+    made = []
+
+    class Service(FakeService):
+        def __init__(self, s):
+            made.append(s)
+            super().__init__({"4242": sample_report()})
+
+    monkeypatch.setattr(webapp.build, "ReportService", Service)
+    client = create_app(web_settings).test_client()
+    assert made == []
+    login(client)
+    assert client.get("/jobs/4242").status_code == 200
+    assert made == [web_settings]
+
+
+def test_standalone_render():
+    page = html.render(sample_report(name=HTML_PAYLOAD))
+    assert page.startswith("<!doctype html>")
+    assert "Log out" not in page and "<svg" in page
+    assert HTML_PAYLOAD not in page

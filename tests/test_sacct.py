@@ -256,6 +256,7 @@ def test_hb_steps_gpus_and_every_time_format():
     # MM:SS.mmm on a step; HH:MM:SS elapsed
     assert jobs["7478253"].steps[0].total_cpu_seconds == pytest.approx(0.225)
     assert jobs["7478253"].elapsed_seconds == 66
+    assert jobs["7478253"].steps[2].tasks == 11  # NTasks: MaxRSS is per task
     # NODE_FAIL never started: Start None, no nodes, no steps
     nf = jobs["7336818"]
     assert nf.state == "NODE_FAIL" and nf.start_time is None and nf.steps == ()
@@ -402,8 +403,9 @@ def _noheader(name: str) -> str:
 
 
 def test_source_argv_and_job():
-    runner = Runner("1|1|busy|alice|research|debug|COMPLETED|0:0|00:00:08|UNLIMITED|00:08.002|1|1|"
-                    "500M||billing=1,cpu=1,mem=500M,node=1|1795870442|1795870450|vm|/tmp\n")
+    line = dict(JobID="1", JobIDRaw="1", JobName="busy", User="alice", State="COMPLETED",
+                Elapsed="00:00:08", Start="1795870442", End="1795870450", NodeList="vm")
+    runner = Runner("|".join(line.get(f, "") for f in FIELDS) + "\n")
     src = SacctSource("/usr/bin/sacct", runner=runner, cluster="demo")
     job = src.job("1")
     assert job.user == "alice" and job.end_time == datetime.fromtimestamp(1795870450, UTC)

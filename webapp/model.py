@@ -116,6 +116,7 @@ class Step:
     max_rss_bytes: int | None
     cpus: int | None
     nodes: tuple[str, ...] = ()
+    tasks: int | None = None  # NTasks: MaxRSS is per task, so the step used up to MaxRSS x tasks
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from webapp.model import JobId, JobNotFound, SacctJob, SourceUnavailable, Step
 log = logging.getLogger(__name__)
 
 # What SacctSource asks for. JobIDRaw finds an array task by its own numeric id;
-# NNodes multiplies old per-node ReqMem ("100Gn").
+# NNodes multiplies old per-node ReqMem ("100Gn"); NTasks scales per-task MaxRSS.
 FIELDS: tuple[str, ...] = (
     "JobID", "JobIDRaw", "JobName", "User", "Account", "Partition", "State", "ExitCode",
-    "Elapsed", "Timelimit", "TotalCPU", "AllocCPUS", "NNodes", "ReqMem", "MaxRSS",
+    "Elapsed", "Timelimit", "TotalCPU", "AllocCPUS", "NNodes", "NTasks", "ReqMem", "MaxRSS",
     "AllocTRES", "Start", "End", "NodeList", "WorkDir",
 )  # fmt: skip
 
@@ -243,7 +243,8 @@ class _Row:
         for name in (
             "jobid", "jobidraw", "jobname", "user", "account", "partition", "state",
             "exitcode", "elapsed", "timelimit", "timelimitraw", "totalcpu", "alloccpus",
-            "nnodes", "reqmem", "maxrss", "alloctres", "start", "end", "nodelist", "workdir",
+            "nnodes", "ntasks", "reqmem", "maxrss", "alloctres", "start", "end", "nodelist",
+            "workdir",
         ):  # fmt: skip
             setattr(self, name, cols.get(name, -1))
         if self.jobid < 0:
@@ -308,6 +309,7 @@ def _step(step_id: str, p: list[str], r: _Row) -> Step:
         max_rss_bytes=parse_memory(p[r.maxrss]),
         cpus=_int(p[r.alloccpus]),
         nodes=parse_nodelist(p[r.nodelist]),
+        tasks=_int(p[r.ntasks]),
     )
 
 

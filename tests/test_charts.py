@@ -1,0 +1,54 @@
+"""Charts: one SVG per plot with data, nothing for missing data, cached by content."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import matplotlib
+
+from tests.test_web_support import gap_report, sample_report
+from webapp import charts
+from webapp.model import Series, Usage
+
+
+def test_every_plot_renders_as_inline_svg():
+    rendered = charts.svg_charts(sample_report())
+    assert [c.name for c in rendered] == ["cpu", "cpu-cores", "memory", "gpu", "io"]
+    for chart in rendered:
+        assert chart.svg.startswith("<svg") and chart.svg.rstrip().endswith("</svg>")
+        assert chart.summary
+
+
+def test_no_data_no_plot():
+    assert charts.svg_charts(gap_report()) == []
+    only_cpu = replace(sample_report(), usage=Usage(cpu_cores=sample_report().usage.cpu_cores))
+    assert [c.name for c in charts.svg_charts(only_cpu)] == ["cpu"]
+
+
+def test_memory_summary_names_the_request():
+    _, summary = charts.memory_figure(sample_report())
+    assert "of 16.0 GiB requested" in summary
+
+
+def test_agg_backend_and_no_pyplot_figures():
+    charts.svg_charts(sample_report())
+    assert matplotlib.get_backend().lower() == "agg"
+    import matplotlib.pyplot as plt
+
+    assert plt.get_fignums() == []
+
+
+def test_labels_are_escaped_in_svg():
+    hostile = Series("--><script>alert(1)</script>", ((0.0, 1.0), (60.0, 2.0)))
+    report = replace(sample_report(), usage=Usage(cpu_cores=(hostile,)))
+    svg = charts.svg_charts(report)[0].svg
+    assert "<script>" not in svg
+
+
+def test_cache_hits_by_content():
+    cache = charts.ChartCache(size=2)
+    first = cache.get(sample_report())
+    assert cache.get(sample_report()) is first
+    assert cache.get(sample_report(n=10)) is not first
+    cache.get(sample_report(n=11))
+    assert cache.get(sample_report()) is not first  # evicted (LRU of 2)

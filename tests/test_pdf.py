@@ -1,4 +1,4 @@
-"""PDF renderer: one section per page, "Page X of Y", findings and hostile text printed literally."""
+"""PDF renderer: a section per page, "Page X of Y", findings, hostile text printed literally."""
 
 from __future__ import annotations
 

@@ -261,6 +261,7 @@ class JobReport:
     # outcome
     state: str | None = None
     exit_code: str | None = None
+    cancelled_by: int | None = None  # uid that cancelled the job (sacct's "CANCELLED by N")
     submit_time: datetime | None = None
     start_time: datetime | None = None
     end_time: datetime | None = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from webapp.model import JobReport, Series
 
 ENDED_OK = frozenset({"COMPLETED"})
@@ -37,6 +39,21 @@ def memory_limit(report: JobReport) -> int | None:
     if report.memory_requested_bytes:
         return report.memory_requested_bytes // max(1, len(report.nodes))
     return None
+
+
+def peak_per_node(report: JobReport) -> float | None:
+    """Peak memory of the busiest node, as seff estimates it.
+
+    sacct's MaxRSS is the largest single task; a step with N tasks on a node may have
+    used up to N times that (seff prints it as "estimated maximum").
+    """
+    estimates = [
+        s.max_rss_bytes * math.ceil((s.tasks or 1) / max(1, len(s.nodes)))
+        for s in report.steps
+        if s.max_rss_bytes
+    ]
+    values = [v for v in (*estimates, report.memory_peak_bytes) if v]
+    return max(values) if values else None
 
 
 def step_states(report: JobReport) -> set[str]:

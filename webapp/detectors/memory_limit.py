@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from webapp.detectors.advice import next_mem
-from webapp.detectors.measures import memory_limit, step_states
+from webapp.detectors.measures import memory_limit, peak_per_node, step_states
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_percent
 from webapp.model import Finding, JobReport, Severity
@@ -15,7 +15,7 @@ class OutOfMemoryDetector:
     name = "out_of_memory"
 
     def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
-        peak, limit = report.memory_peak_bytes, memory_limit(report)
+        peak, limit = peak_per_node(report), memory_limit(report)
         oom = report.state == OOM or OOM in step_states(report)
         if oom:
             # The peak of a killed job is the limit, not its need: grow the limit itself.
@@ -39,7 +39,7 @@ class OutOfMemoryDetector:
                     ),
                     advice=advice,
                     evidence={
-                        "memory_peak_bytes": peak if peak is not None else "n/a",
+                        "memory_peak_bytes": round(peak) if peak is not None else "n/a",
                         "memory_limit_bytes": limit if limit is not None else "n/a",
                     },
                 ),
@@ -58,7 +58,7 @@ class OutOfMemoryDetector:
                 ),
                 advice=f"Ask for `--mem={mem}` next time to keep a safety margin.",
                 evidence={
-                    "memory_peak_bytes": peak,
+                    "memory_peak_bytes": round(peak),
                     "memory_limit_bytes": limit,
                     "suggested_mem": mem,
                 },

@@ -61,6 +61,7 @@ class OutcomeDetector:
         if not report.state:
             return ()
         state, by = parse_state(report.state)
+        by = report.cancelled_by if report.cancelled_by is not None else by
         if state == "FAILED":
             return (self._failed(report),)
         if state == "TIMEOUT":

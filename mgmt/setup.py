@@ -62,11 +62,16 @@ def build_statements(
             )
         )
     for cluster in clusters:
-        out += split_statements(_sql("02_definer_grants.sql").format(cluster=cluster, acct_db=acct_db))
+        out += split_statements(
+            _sql("02_definer_grants.sql").format(cluster=cluster, acct_db=acct_db)
+        )
     branch = _sql("03_job_view_branch.sql")
     branches = "\nUNION ALL\n".join(
-        "\n".join(ln for ln in branch.format(cluster=c, acct_db=acct_db).splitlines()
-                  if not ln.lstrip().startswith("--"))
+        "\n".join(
+            ln
+            for ln in branch.format(cluster=c, acct_db=acct_db).splitlines()
+            if not ln.lstrip().startswith("--")
+        )
         for c in clusters
     )
     out += split_statements(_sql("04_views.sql").format(branches=branches, acct_db=acct_db))
@@ -83,17 +88,33 @@ def reader_password_from_url(db_url: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cluster", action="append", required=True,
-                        help="Slurm cluster name; repeat for several (one UNION branch each)")
-    parser.add_argument("--print", action="store_true", dest="print_only",
-                        help="print the SQL instead of running it")
-    parser.add_argument("--reader-host", action="append", default=None,
-                        help="host part of the restricted user (default: localhost and 127.0.0.1)")
+    parser.add_argument(
+        "--cluster",
+        action="append",
+        required=True,
+        help="Slurm cluster name; repeat for several (one UNION branch each)",
+    )
+    parser.add_argument(
+        "--print",
+        action="store_true",
+        dest="print_only",
+        help="print the SQL instead of running it",
+    )
+    parser.add_argument(
+        "--reader-host",
+        action="append",
+        default=None,
+        help="host part of the restricted user (default: localhost and 127.0.0.1)",
+    )
     parser.add_argument("--acct-db", default="slurm_acct_db", help="slurmdbd's StorageLoc")
-    parser.add_argument("--admin-socket", default="/run/mysqld/mysqld.sock",
-                        help="MariaDB socket to connect to as --admin-user")
-    parser.add_argument("--admin-user", default="root",
-                        help="administrator (unix-socket authentication by default)")
+    parser.add_argument(
+        "--admin-socket",
+        default="/run/mysqld/mysqld.sock",
+        help="MariaDB socket to connect to as --admin-user",
+    )
+    parser.add_argument(
+        "--admin-user", default="root", help="administrator (unix-socket authentication by default)"
+    )
     parser.add_argument("--admin-password", default=None, help="administrator password, if any")
 
 
@@ -109,8 +130,12 @@ def run(args: argparse.Namespace, db_url: str) -> int:
         return 0
     import pymysql
 
-    conn = pymysql.connect(unix_socket=args.admin_socket, user=args.admin_user,
-                           password=args.admin_password or "", autocommit=True)
+    conn = pymysql.connect(
+        unix_socket=args.admin_socket,
+        user=args.admin_user,
+        password=args.admin_password or "",
+        autocommit=True,
+    )
     try:
         with conn.cursor() as cur:
             for stmt in statements:

@@ -37,8 +37,15 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
-def build_report(job_id: JobId, cluster: str, accounting: Any, sacct: Any, prometheus: Any,
-                 now: datetime | None = None, strict_accounting: bool = False) -> JobReport:
+def build_report(
+    job_id: JobId,
+    cluster: str,
+    accounting: Any,
+    sacct: Any,
+    prometheus: Any,
+    now: datetime | None = None,
+    strict_accounting: bool = False,
+) -> JobReport:
     """Join the sources for one job. ``strict_accounting`` re-raises an accounting outage."""
     gaps: list[Gap] = []
     acct: AccountingJob | None = None
@@ -78,8 +85,12 @@ def build_report(job_id: JobId, cluster: str, accounting: Any, sacct: Any, prome
         try:
             usage = prometheus.usage(str(job_id), start, end or now, nodes)
             if usage.empty:
-                gaps.append(Gap("prometheus", "no metrics kept for this job "
-                                "(not scraped, or older than the retention)"))
+                gaps.append(
+                    Gap(
+                        "prometheus",
+                        "no metrics kept for this job (not scraped, or older than the retention)",
+                    )
+                )
         except SourceUnavailable as exc:
             gaps.append(Gap(exc.source, exc.reason))
 
@@ -98,8 +109,9 @@ def build_report(job_id: JobId, cluster: str, accounting: Any, sacct: Any, prome
         nodes=nodes,
         work_dir=_first(acct and acct.work_dir, sj and sj.work_dir),
         cpus=_first(acct and acct.cpus, sj and sj.cpus),
-        memory_requested_bytes=_first(acct and acct.memory_requested_bytes,
-                                      sj and sj.memory_requested_bytes),
+        memory_requested_bytes=_first(
+            acct and acct.memory_requested_bytes, sj and sj.memory_requested_bytes
+        ),
         gpus=_first(acct and acct.gpus, sj and sj.gpus) or 0,
         time_limit_seconds=_first(acct and acct.time_limit_seconds, sj and sj.time_limit_seconds),
         state=_first(sj and sj.state, acct and acct.state),
@@ -125,8 +137,9 @@ def _nodes_from_sacct(sj: SacctJob | None) -> tuple[str, ...]:
 class ReportService:
     """The sources wired from settings; what the CLI, the web app and the mailer call."""
 
-    def __init__(self, settings: Settings, accounting: Any = None, sacct: Any = None,
-                 prometheus: Any = None) -> None:
+    def __init__(
+        self, settings: Settings, accounting: Any = None, sacct: Any = None, prometheus: Any = None
+    ) -> None:
         from webapp.detectors.thresholds import Thresholds
         from webapp.sources.accounting import AccountingSource
         from webapp.sources.prometheus import PrometheusSource
@@ -135,26 +148,37 @@ class ReportService:
         self.settings = settings
         self.thresholds = Thresholds.from_overrides(settings.thresholds)
         self.accounting = accounting or AccountingSource(settings.db_url, settings.cluster)
-        self.sacct = sacct or SacctSource(settings.sacct, timeout=settings.sacct_timeout,
-                                          cluster=settings.cluster)
+        self.sacct = sacct or SacctSource(
+            settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster
+        )
         self.prometheus = prometheus or PrometheusSource(
-            settings.prometheus_url, timeout=settings.prometheus_timeout,
-            scrape_interval=settings.scrape_interval, node_label=settings.prometheus_node_label)
+            settings.prometheus_url,
+            timeout=settings.prometheus_timeout,
+            scrape_interval=settings.scrape_interval,
+            node_label=settings.prometheus_node_label,
+        )
 
     def build(self, job_id: str, strict_accounting: bool = True) -> JobReport:
         """The full report with findings. Raises InvalidJobId, JobNotFound, SourceUnavailable."""
-        from webapp.arrays import summarize_array
         from webapp.detectors import detect_all
 
         jid = JobId.parse(job_id)
-        report = build_report(jid, self.settings.cluster, self.accounting, self.sacct,
-                              self.prometheus, strict_accounting=strict_accounting)
+        report = build_report(
+            jid,
+            self.settings.cluster,
+            self.accounting,
+            self.sacct,
+            self.prometheus,
+            strict_accounting=strict_accounting,
+        )
         if jid.array_task is None and jid.het_offset is None:
             try:
                 tasks = self.sacct.array(str(jid))
             except (JobNotFound, SourceUnavailable):
                 tasks = ()
             if len(tasks) > 1:
+                from webapp.arrays import summarize_array
+
                 report = dataclasses.replace(report, array=summarize_array(tasks))
         return dataclasses.replace(report, findings=detect_all(report, self.thresholds))
 

@@ -76,23 +76,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    show = sub.add_parser("show", help="print one job's report",
-                          description="Print one job's report (123, 123_4 or 123+1).")
+    show = sub.add_parser(
+        "show",
+        help="print one job's report",
+        description="Print one job's report (123, 123_4 or 123+1).",
+    )
     show.add_argument("job_id", metavar="JOBID")
     show.add_argument("--format", choices=FORMATS, default="text", help="output format")
     show.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     show.set_defaults(func=cmd_show)
 
-    serve = sub.add_parser("serve", help="run the web app (development server)",
-                           description="Run the web app; use gunicorn 'webapp:create_app()' "
-                           "in production.")
+    serve = sub.add_parser(
+        "serve",
+        help="run the web app (development server)",
+        description="Run the web app; use gunicorn 'webapp:create_app()' in production.",
+    )
     serve.add_argument("--host", help="address to bind (default from JOBREPORT_BIND)")
     serve.add_argument("--port", type=int, help="port (default from JOBREPORT_BIND)")
     serve.set_defaults(func=cmd_serve)
 
-    email = sub.add_parser("email", help="email reports to job owners",
-                           description="Email one job's report, or every job that ended "
-                           "recently (for cron), through the durable outbox.")
+    email = sub.add_parser(
+        "email",
+        help="email reports to job owners",
+        description="Email one job's report, or every job that ended "
+        "recently (for cron), through the durable outbox.",
+    )
     try:
         from webapp.mailer import add_email_arguments
     except ImportError:  # delivery not installed in this deployable
@@ -101,8 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
         add_email_arguments(email)
     email.set_defaults(func=cmd_email)
 
-    outbox = sub.add_parser("outbox", help="show pending and failed emails",
-                            description="Show the outbox's pending and failed emails.")
+    outbox = sub.add_parser(
+        "outbox",
+        help="show pending and failed emails",
+        description="Show the outbox's pending and failed emails.",
+    )
     try:
         from webapp.outbox import add_outbox_arguments
     except ImportError:
@@ -113,10 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from mgmt.setup import add_arguments as add_db_setup_arguments
 
-    db_setup = sub.add_parser("db-setup", help="create the restricted accounting user and view",
-                              description="Create schema jobreport, a SQL SECURITY DEFINER view "
-                              "over the accounting tables and a user that can read only it. "
-                              "Idempotent.")
+    db_setup = sub.add_parser(
+        "db-setup",
+        help="create the restricted accounting user and view",
+        description="Create schema jobreport, a SQL SECURITY DEFINER view "
+        "over the accounting tables and a user that can read only it. "
+        "Idempotent.",
+    )
     add_db_setup_arguments(db_setup)
     db_setup.set_defaults(func=cmd_db_setup)
     return parser
@@ -125,8 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         settings = Settings.from_env()
         return args.func(args, settings)

@@ -130,7 +130,9 @@ class Settings:
             db_url=_str(env, "JOBREPORT_DB_URL"),
             sacct=_str(env, "JOBREPORT_SACCT"),
             sacct_timeout=_float(env, "JOBREPORT_SACCT_TIMEOUT"),
-            staff=frozenset(u.strip() for u in _str(env, "JOBREPORT_STAFF").split(",") if u.strip()),
+            staff=frozenset(
+                u.strip() for u in _str(env, "JOBREPORT_STAFF").split(",") if u.strip()
+            ),
             auth=auth,
             password_file=_str(env, "JOBREPORT_PASSWORD_FILE"),
             secret_key=_str(env, "JOBREPORT_SECRET_KEY"),

@@ -67,15 +67,25 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
         },
         "steps": [
             {
-                "step_id": s.step_id, "name": s.name, "state": s.state, "exit_code": s.exit_code,
-                "elapsed_seconds": s.elapsed_seconds, "cpu_seconds": s.total_cpu_seconds,
-                "max_rss_bytes": s.max_rss_bytes, "cpus": s.cpus,
+                "step_id": s.step_id,
+                "name": s.name,
+                "state": s.state,
+                "exit_code": s.exit_code,
+                "elapsed_seconds": s.elapsed_seconds,
+                "cpu_seconds": s.total_cpu_seconds,
+                "max_rss_bytes": s.max_rss_bytes,
+                "cpus": s.cpus,
             }
             for s in report.steps
         ],
         "findings": [
-            {"name": f.name, "severity": f.severity.value, "message": f.message,
-             "advice": f.advice, "evidence": dict(f.evidence)}
+            {
+                "name": f.name,
+                "severity": f.severity.value,
+                "message": f.message,
+                "advice": f.advice,
+                "evidence": dict(f.evidence),
+            }
             for f in report.findings
         ],
         "gaps": [{"source": g.source, "reason": g.reason} for g in report.gaps],
@@ -85,11 +95,15 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
         a = report.array
         out["array"] = {
             "tasks": len(a.tasks),
-            "elapsed_seconds_p50": a.elapsed_p50, "elapsed_seconds_p95": a.elapsed_p95,
-            "memory_peak_bytes_p50": a.memory_peak_p50, "memory_peak_bytes_p95": a.memory_peak_p95,
-            "cpu_efficiency_p50": a.cpu_efficiency_p50, "cpu_efficiency_p95": a.cpu_efficiency_p95,
+            "elapsed_seconds_p50": a.elapsed_p50,
+            "elapsed_seconds_p95": a.elapsed_p95,
+            "memory_peak_bytes_p50": a.memory_peak_p50,
+            "memory_peak_bytes_p95": a.memory_peak_p95,
+            "cpu_efficiency_p50": a.cpu_efficiency_p50,
+            "cpu_efficiency_p95": a.cpu_efficiency_p95,
             "outliers": list(a.outliers),
-            "suggested_mem": a.suggested_mem, "suggested_time": a.suggested_time,
+            "suggested_mem": a.suggested_mem,
+            "suggested_time": a.suggested_time,
         }
     if include_series:
         out["series"] = {

@@ -30,7 +30,7 @@ def sparkline(series: Series, width: int = 50, top: float | None = None) -> str:
         values = [
             sum(chunk) / len(chunk)
             for i in range(width)
-            if (chunk := values[int(i * step):max(int((i + 1) * step), int(i * step) + 1)])
+            if (chunk := values[int(i * step) : max(int((i + 1) * step), int(i * step) + 1)])
         ]
     top = top or max(values) or 1.0
     return "".join(SPARK[min(len(SPARK) - 1, round(v / top * (len(SPARK) - 1)))] for v in values)
@@ -57,10 +57,18 @@ def render(report: JobReport) -> str:
         state += f", exit code {r.exit_code}"
     out.append(_line("State", state))
     limit = format_duration(r.time_limit_seconds) if r.time_limit_seconds else "unlimited"
-    used = (r.elapsed_seconds / r.time_limit_seconds
-            if r.elapsed_seconds is not None and r.time_limit_seconds else None)
-    out.append(_line("Elapsed", f"{format_duration(r.elapsed_seconds)} of {limit}"
-                     + (f" ({format_percent(used)})" if used is not None else "")))
+    used = (
+        r.elapsed_seconds / r.time_limit_seconds
+        if r.elapsed_seconds is not None and r.time_limit_seconds
+        else None
+    )
+    out.append(
+        _line(
+            "Elapsed",
+            f"{format_duration(r.elapsed_seconds)} of {limit}"
+            + (f" ({format_percent(used)})" if used is not None else ""),
+        )
+    )
     if r.start_time:
         out.append(_line("Started", r.start_time.strftime("%Y-%m-%d %H:%M:%S UTC")))
     out.append(_line("CPUs", str(r.cpus or "n/a")))
@@ -68,20 +76,35 @@ def render(report: JobReport) -> str:
     out.append("")
     out.append("Efficiency")
     eff = r.cpu_efficiency
-    out.append(_line("CPU", f"{bar(eff)} {format_percent(eff)}"
-                     f"  ({format_duration(r.cpu_seconds)} CPU time)"))
+    out.append(
+        _line(
+            "CPU", f"{bar(eff)} {format_percent(eff)}  ({format_duration(r.cpu_seconds)} CPU time)"
+        )
+    )
     mem = r.memory_efficiency
-    out.append(_line("Memory", f"{bar(mem)} {format_percent(mem)}  "
-                     f"({format_bytes(r.memory_peak_bytes)} of "
-                     f"{format_bytes(r.memory_requested_bytes)})"))
+    out.append(
+        _line(
+            "Memory",
+            f"{bar(mem)} {format_percent(mem)}  "
+            f"({format_bytes(r.memory_peak_bytes)} of "
+            f"{format_bytes(r.memory_requested_bytes)})",
+        )
+    )
     for s in u.gpu_utilization:
         out.append(_line(f"GPU {s.label}", f"{bar(s.mean())} {format_percent(s.mean())} mean"))
     if u.read_bytes is not None or u.open_files_max is not None:
         out.append("")
         out.append("I/O and processes")
-        out.append(_line("Read / written", f"{format_bytes(u.read_bytes)} / {format_bytes(u.write_bytes)}"))
-        out.append(_line("Open files (max)", f"{_num(u.open_files_max)}"
-                         f"  ({format_percent(u.open_files_limit_ratio_max)} of the limit)"))
+        out.append(
+            _line("Read / written", f"{format_bytes(u.read_bytes)} / {format_bytes(u.write_bytes)}")
+        )
+        out.append(
+            _line(
+                "Open files (max)",
+                f"{_num(u.open_files_max)}"
+                f"  ({format_percent(u.open_files_limit_ratio_max)} of the limit)",
+            )
+        )
         out.append(_line("Processes/threads", f"{_num(u.processes_max)} / {_num(u.threads_max)}"))
         scratch = {True: "yes", False: "no", None: "n/a"}[u.scratch_in_use]
         out.append(_line("Scratch used", scratch))
@@ -96,31 +119,59 @@ def render(report: JobReport) -> str:
         a = r.array
         out.append("")
         out.append(f"Array of {len(a.tasks)} tasks")
-        out.append(_line("Elapsed p50/p95", f"{format_duration(a.elapsed_p50)} / "
-                         f"{format_duration(a.elapsed_p95)}"))
-        out.append(_line("Memory p50/p95", f"{format_bytes(a.memory_peak_p50)} / "
-                         f"{format_bytes(a.memory_peak_p95)}"))
-        out.append(_line("CPU eff. p50/p95", f"{format_percent(a.cpu_efficiency_p50)} / "
-                         f"{format_percent(a.cpu_efficiency_p95)}"))
+        out.append(
+            _line(
+                "Elapsed p50/p95",
+                f"{format_duration(a.elapsed_p50)} / {format_duration(a.elapsed_p95)}",
+            )
+        )
+        out.append(
+            _line(
+                "Memory p50/p95",
+                f"{format_bytes(a.memory_peak_p50)} / {format_bytes(a.memory_peak_p95)}",
+            )
+        )
+        out.append(
+            _line(
+                "CPU eff. p50/p95",
+                f"{format_percent(a.cpu_efficiency_p50)} / {format_percent(a.cpu_efficiency_p95)}",
+            )
+        )
         if a.outliers:
-            out.append(_line("Outlier tasks", ", ".join(a.outliers)[:WIDTH - 20]))
+            out.append(_line("Outlier tasks", ", ".join(a.outliers)[: WIDTH - 20]))
         if a.suggested_mem or a.suggested_time:
-            out.append(_line("Next submission", " ".join(
-                x for x in (a.suggested_mem and f"--mem={a.suggested_mem}",
-                            a.suggested_time and f"--time={a.suggested_time}") if x)))
+            out.append(
+                _line(
+                    "Next submission",
+                    " ".join(
+                        x
+                        for x in (
+                            a.suggested_mem and f"--mem={a.suggested_mem}",
+                            a.suggested_time and f"--time={a.suggested_time}",
+                        )
+                        if x
+                    ),
+                )
+            )
     out.append("")
     if r.findings:
         out.append(f"Findings ({len(r.findings)})")
         for f in r.findings:
-            out += textwrap.wrap(f"[{f.severity.value.upper()}] {f.message}", WIDTH,
-                                 initial_indent="  ", subsequent_indent="    ")
-            out += textwrap.wrap(f"-> {f.advice}", WIDTH, initial_indent="    ",
-                                 subsequent_indent="       ")
+            out += textwrap.wrap(
+                f"[{f.severity.value.upper()}] {f.message}",
+                WIDTH,
+                initial_indent="  ",
+                subsequent_indent="    ",
+            )
+            out += textwrap.wrap(
+                f"-> {f.advice}", WIDTH, initial_indent="    ", subsequent_indent="       "
+            )
     else:
         out.append("Findings: none")
     for g in r.gaps:
-        out += textwrap.wrap(f"Note: {g.source} data unavailable: {g.reason}", WIDTH,
-                             subsequent_indent="      ")
+        out += textwrap.wrap(
+            f"Note: {g.source} data unavailable: {g.reason}", WIDTH, subsequent_indent="      "
+        )
     return "\n".join(out) + "\n"
 
 

@@ -16,8 +16,17 @@ from webapp.model import AccountingJob, JobId, JobNotFound, SourceUnavailable
 
 # enum job_states in slurm/slurm.h; the high bits are flags and are masked off.
 JOB_STATES = {
-    0: "PENDING", 1: "RUNNING", 2: "SUSPENDED", 3: "COMPLETED", 4: "CANCELLED", 5: "FAILED",
-    6: "TIMEOUT", 7: "NODE_FAIL", 8: "PREEMPTED", 9: "BOOT_FAIL", 10: "DEADLINE",
+    0: "PENDING",
+    1: "RUNNING",
+    2: "SUSPENDED",
+    3: "COMPLETED",
+    4: "CANCELLED",
+    5: "FAILED",
+    6: "TIMEOUT",
+    7: "NODE_FAIL",
+    8: "PREEMPTED",
+    9: "BOOT_FAIL",
+    10: "DEADLINE",
     11: "OUT_OF_MEMORY",
 }
 MEM_PER_CPU = 0x8000000000000000
@@ -28,14 +37,15 @@ COLUMNS = (
     " account, `partition`, job_name, state, exit_code, submit_time, start_time, end_time,"
     " cpus, mem_req, timelimit, nodelist, work_dir, tres_alloc, tres_req"
 )
+# Only fixed column lists are interpolated; every value is a bound %s parameter.
 QUERIES = {
-    "job": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND job_id = %s"
+    "job": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND job_id = %s"  # noqa: S608
     " ORDER BY submit_time DESC LIMIT 1",
-    "array_task": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND array_job_id = %s"
+    "array_task": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND array_job_id = %s"  # noqa: S608
     " AND array_task_id = %s ORDER BY submit_time DESC LIMIT 1",
-    "het": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND het_job_id = %s"
+    "het": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND het_job_id = %s"  # noqa: S608
     " AND het_job_offset = %s ORDER BY submit_time DESC LIMIT 1",
-    "array_tasks": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND array_job_id = %s"
+    "array_tasks": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND array_job_id = %s"  # noqa: S608
     " ORDER BY array_task_id",
     "ended_since": "SELECT job_id, array_job_id, array_task_id, het_job_id, het_job_offset"
     " FROM jobs WHERE cluster = %s AND end_time >= %s ORDER BY end_time",
@@ -169,8 +179,7 @@ class AccountingSource:
 
     name = "accounting"
 
-    def __init__(self, db_url: str, cluster: str,
-                 connect: Callable[[], Any] | None = None) -> None:
+    def __init__(self, db_url: str, cluster: str, connect: Callable[[], Any] | None = None) -> None:
         self.cluster = cluster
         self._connect = connect or (lambda: connect_from_url(db_url))
         self._tres: dict[int, str] | None = None
@@ -195,7 +204,9 @@ class AccountingSource:
         if self._tres is None:
             names = {1: "cpu", 2: "mem", 3: "energy", 4: "node", 5: "billing"}
             for row in self._query("tres"):
-                names[int(row["id"])] = f"{row['type']}/{row['name']}" if row["name"] else row["type"]
+                names[int(row["id"])] = (
+                    f"{row['type']}/{row['name']}" if row["name"] else row["type"]
+                )
             self._tres = names
         return self._tres
 
@@ -213,7 +224,9 @@ class AccountingSource:
 
     def array_tasks(self, array_job: int) -> tuple[AccountingJob, ...]:
         names = self.tres_names()
-        return tuple(parse_row(r, names) for r in self._query("array_tasks", self.cluster, array_job))
+        return tuple(
+            parse_row(r, names) for r in self._query("array_tasks", self.cluster, array_job)
+        )
 
     def ended_since(self, since: datetime) -> list[str]:
         """Ids of jobs that ended at or after ``since``, oldest first."""

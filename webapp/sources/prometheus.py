@@ -31,10 +31,22 @@ RANGE_QUERIES: dict[str, tuple[str, str]] = {
         "instance/core",
     ),
     "memory_rss": ("sum by (instance) (jobs_memory_rss_bytes{{{sel}}})", "instance"),
-    "gpu_utilization": ("max by (instance, gpu) (jobs_gpu_utilization_ratio{{{sel}}})", "instance/gpu"),
-    "gpu_memory_used": ("max by (instance, gpu) (jobs_gpu_memory_used_bytes{{{sel}}})", "instance/gpu"),
-    "io_read_rate": ("sum by (instance) (rate(jobs_read_bytes_total{{{sel}}}[{rate}]))", "instance"),
-    "io_write_rate": ("sum by (instance) (rate(jobs_write_bytes_total{{{sel}}}[{rate}]))", "instance"),
+    "gpu_utilization": (
+        "max by (instance, gpu) (jobs_gpu_utilization_ratio{{{sel}}})",
+        "instance/gpu",
+    ),
+    "gpu_memory_used": (
+        "max by (instance, gpu) (jobs_gpu_memory_used_bytes{{{sel}}})",
+        "instance/gpu",
+    ),
+    "io_read_rate": (
+        "sum by (instance) (rate(jobs_read_bytes_total{{{sel}}}[{rate}]))",
+        "instance",
+    ),
+    "io_write_rate": (
+        "sum by (instance) (rate(jobs_write_bytes_total{{{sel}}}[{rate}]))",
+        "instance",
+    ),
 }
 # Named instant queries evaluated at the job's end over its whole window {window}.
 INSTANT_QUERIES: dict[str, str] = {
@@ -48,7 +60,9 @@ INSTANT_QUERIES: dict[str, str] = {
     "processes_max": "max(max_over_time(jobs_processes{{{sel}}}[{window}]))",
     "threads_max": "max(max_over_time(jobs_threads{{{sel}}}[{window}]))",
     "open_files_max": "max(max_over_time(jobs_open_files{{{sel}}}[{window}]))",
-    "open_files_limit_ratio_max": "max(max_over_time(jobs_open_files_limit_ratio{{{sel}}}[{window}]))",
+    "open_files_limit_ratio_max": (
+        "max(max_over_time(jobs_open_files_limit_ratio{{{sel}}}[{window}]))"
+    ),
     "scratch_in_use": "max(max_over_time(jobs_scratch_in_use{{{sel}}}[{window}]))",
 }
 
@@ -99,7 +113,9 @@ def parse_matrix(payload: Mapping[str, Any], label: str) -> list[Series]:
         metric = item.get("metric", {})
         name = "/".join(metric.get(part, "?") for part in label.split("/"))
         points = tuple(
-            (float(t), float(v)) for t, v in item.get("values", []) if v not in ("NaN", "+Inf", "-Inf")
+            (float(t), float(v))
+            for t, v in item.get("values", [])
+            if v not in ("NaN", "+Inf", "-Inf")
         )
         out.append(Series(name, points))
     return sorted(out, key=lambda s: s.label)
@@ -136,8 +152,14 @@ class PrometheusSource:
 
     name = "prometheus"
 
-    def __init__(self, url: str, timeout: float = 10.0, scrape_interval: float = 30.0,
-                 node_label: str = "instance", session: requests.Session | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 10.0,
+        scrape_interval: float = 30.0,
+        node_label: str = "instance",
+        session: requests.Session | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.scrape_interval = scrape_interval
@@ -148,17 +170,22 @@ class PrometheusSource:
         try:
             resp = self.session.get(f"{self.url}{path}", params=params, timeout=self.timeout)
         except requests.RequestException as exc:
-            raise SourceUnavailable(self.name, f"cannot reach {self.url}: {exc.__class__.__name__}") from exc
+            raise SourceUnavailable(
+                self.name, f"cannot reach {self.url}: {exc.__class__.__name__}"
+            ) from exc
         try:
             payload = resp.json()
         except ValueError:
             raise SourceUnavailable(self.name, f"HTTP {resp.status_code} without JSON") from None
         if resp.status_code >= 400 and payload.get("errorType") not in ("bad_data",):
-            raise SourceUnavailable(self.name, f"HTTP {resp.status_code}: {payload.get('error', '')}")
+            raise SourceUnavailable(
+                self.name, f"HTTP {resp.status_code}: {payload.get('error', '')}"
+            )
         return payload
 
-    def usage(self, job_id: str, start: datetime, end: datetime,
-              nodes: Iterable[str] = ()) -> Usage:
+    def usage(
+        self, job_id: str, start: datetime, end: datetime, nodes: Iterable[str] = ()
+    ) -> Usage:
         """Everything the report needs about one job; empty ``Usage`` when nothing was kept."""
         window = Window(start.timestamp(), max(end.timestamp(), start.timestamp() + 1))
         sel = job_selector(job_id, nodes, self.node_label)
@@ -170,13 +197,17 @@ class PrometheusSource:
             parts = []
             for a, b in chunks(window.start, window.end + self.scrape_interval):
                 params = {"query": query, "start": a, "end": b, "step": step}
-                parts.append(self._parse(parse_matrix, self._get("/api/v1/query_range", params), label))
+                parts.append(
+                    self._parse(parse_matrix, self._get("/api/v1/query_range", params), label)
+                )
             ranges[name] = merge_series(parts)
         span = f"{int(window.end - window.start + 2 * self.scrape_interval)}s"
         scalars: dict[str, float | None] = {}
         for name, template in INSTANT_QUERIES.items():
-            params = {"query": template.format(sel=sel, window=span),
-                      "time": window.end + self.scrape_interval}
+            params = {
+                "query": template.format(sel=sel, window=span),
+                "time": window.end + self.scrape_interval,
+            }
             scalars[name] = self._parse(parse_scalar, self._get("/api/v1/query", params))
         return Usage(
             cpu_cores=ranges["cpu_cores"],
@@ -197,7 +228,9 @@ class PrometheusSource:
             threads_max=scalars["threads_max"],
             open_files_max=scalars["open_files_max"],
             open_files_limit_ratio_max=scalars["open_files_limit_ratio_max"],
-            scratch_in_use=None if scalars["scratch_in_use"] is None else scalars["scratch_in_use"] > 0,
+            scratch_in_use=None
+            if scalars["scratch_in_use"] is None
+            else scalars["scratch_in_use"] > 0,
         )
 
     def _parse(self, parser: Any, payload: Mapping[str, Any], *args: Any) -> Any:

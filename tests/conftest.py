@@ -1,0 +1,43 @@
+"""Shared fixtures: the real local stack and the integration jobs, once per session."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests import stack
+
+
+@pytest.fixture(scope="session")
+def stack_env() -> dict[str, str]:
+    """Start (or find running) the real stack; its JOBREPORT_* settings.
+
+    Integration tests never skip: without root or the stack they fail, loudly.
+    """
+    if os.geteuid() != 0:
+        pytest.fail("integration tests need root (they start Slurm, MariaDB, Prometheus)")
+    stack.start_stack()  # idempotent: seconds when everything is up, restarts what is down
+    return stack.load_env()
+
+
+@pytest.fixture(scope="session")
+def stack_jobs(stack_env: dict[str, str]) -> dict[str, str]:
+    """Submit every job of ``stack.STACK_JOBS`` together; name -> job id once all ended."""
+    ids = {job.name: stack.submit(job) for job in stack.STACK_JOBS}
+    stack.wait_until_done(list(ids.values()))
+    return ids
+
+
+@pytest.fixture(scope="session")
+def settings(stack_env: dict[str, str]):
+    from webapp.settings import Settings
+
+    return Settings.from_env(stack_env)
+
+
+@pytest.fixture(scope="session")
+def service(settings):
+    from webapp.build import ReportService
+
+    return ReportService(settings)

@@ -1,0 +1,160 @@
+"""The real local stack for integration tests: start it, submit jobs, wait for them.
+
+All integration jobs are submitted together once per test session (see conftest's
+``stack_jobs``) so the cluster works on them in parallel while other tests run.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_FILE = ROOT / "var" / "jobreport.env"
+FINAL_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "OUT_OF_MEMORY",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
+
+# sbatch --wrap runs /bin/sh: a busy loop bounded by timeout(1), whose 124 is not a failure.
+BUSY = "timeout {s} sh -c 'while :; do :; done'; exit 0"
+
+
+@dataclass(frozen=True)
+class StackJob:
+    """A real job the integration tests submit: who, what resources, which script."""
+
+    name: str
+    user: str
+    args: tuple[str, ...]
+    script: str
+
+
+# One entry per behaviour the report must recognise (issue tests name each of them).
+STACK_JOBS: tuple[StackJob, ...] = (
+    StackJob("busy", "alice", ("-c1", "--mem=500M", "--time=10"), BUSY.format(s=30)),
+    StackJob("idle", "bob", ("-c1", "--mem=500M", "--time=10"), "sleep 30"),
+    StackJob("two-cpus-one-used", "alice", ("-c2", "--mem=500M", "--time=10"), BUSY.format(s=20)),
+    StackJob(
+        "mem-over-request",
+        "bob",
+        ("-c1", "--mem=4G", "--time=10"),
+        "python3 -c 'b = bytearray(300 * 2**20); import time; time.sleep(20)'",
+    ),
+    StackJob(
+        "oom",
+        "alice",
+        ("-c1", "--mem=100M", "--time=10"),
+        "python3 -c 'b = [bytearray(2**20) for _ in range(400)]'",
+    ),
+    StackJob(
+        "gpu-untouched", "bob", ("-c1", "--mem=500M", "--gres=gpu:1", "--time=10"), "sleep 20"
+    ),
+    StackJob("short", "alice", ("-c1", "--mem=500M", "--time=10"), "sleep 1"),
+    StackJob(
+        "small-files",
+        "bob",
+        ("-c1", "--mem=500M", "--time=10"),
+        "mkdir -p $HOME/many && cd $HOME/many && "
+        "for i in $(seq 1 3000); do echo $i > f$i; done; sync; sleep 12; rm -rf $HOME/many",
+    ),
+)
+
+
+def load_env() -> dict[str, str]:
+    """The settings dev-stack wrote (``export NAME=value`` lines)."""
+    env = {}
+    for line in ENV_FILE.read_text().splitlines():
+        if line.startswith("export "):
+            key, _, value = line[7:].partition("=")
+            env[key] = value
+    return env
+
+
+def start_stack() -> None:
+    subprocess.run([str(ROOT / "scripts" / "dev-stack"), "start"], check=True)
+
+
+def submit(job: StackJob) -> str:
+    """sbatch as the job's user; returns the job id."""
+    cmd = [
+        "runuser",
+        "-u",
+        job.user,
+        "--",
+        "sbatch",
+        "--parsable",
+        "-J",
+        job.name,
+        "--chdir",
+        f"/home/{job.user}",
+        "-o",
+        "/dev/null",
+        *job.args,
+        "--wrap",
+        job.script,
+    ]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return out.strip().split(";")[0]
+
+
+def states(job_ids: list[str]) -> dict[str, str]:
+    """Current allocation state of each job from sacct (``CANCELLED by 0`` -> CANCELLED)."""
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "--format=JobID,State", "-j", ",".join(job_ids)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result = {}
+    for line in out.splitlines():
+        jid, _, state = line.partition("|")
+        result[jid] = state.split()[0] if state else ""
+    return result
+
+
+def wait_until_done(job_ids: list[str], timeout: float = 600) -> dict[str, str]:
+    """Poll (every second) until every job is in a final state; returns the states."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = states(job_ids)
+        if all(current.get(j) in FINAL_STATES for j in job_ids):
+            return current
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"jobs not finished after {timeout}s: {current}")
+        time.sleep(1)
+
+
+def wait_until_running(job_id: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while states([job_id]).get(job_id) != "RUNNING":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} did not start within {timeout}s")
+        time.sleep(0.5)
+
+
+def jobreport(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``jobreport`` command with the stack's settings."""
+    full_env = {**os.environ, **(env if env is not None else load_env())}
+    return subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "jobreport"), *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
+    )
+
+
+def shell_quote(args: list[str]) -> str:
+    return " ".join(shlex.quote(a) for a in args)

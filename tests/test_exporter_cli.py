@@ -74,3 +74,43 @@ def test_console_script_help():
     out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True)
     for flag in ("--listen", "--cgroup-root", "--proc-root", "--scratch", "--node-name", "--once"):
         assert flag in out.stdout
+
+
+def test_listen_serves_metrics():
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tree = FIXTURES / "v2-samples"
+    exe = pathlib.Path(sys.executable).parent / "jobs-exporter"
+    proc = subprocess.Popen(
+        [
+            str(exe),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--no-gpus",
+            "--cgroup-root",
+            str(tree / "cgroup"),
+            "--proc-root",
+            str(tree / "proc"),
+        ],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    body = r.read().decode()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=5)
+    assert 'jobs_info{jobid="4",uid="20821",user="20821"} 1.0' in body

@@ -267,11 +267,13 @@ class ProcReader:
             self._forget(pid)  # exited or pid reused: reopen by path below
         if len(self._open) >= self.max_cached:
             return self._read_paths(pid)
-        fds = [self._open_fd(pid, name) for name in self._FILES]
+        fds: list[int | None] = []
         try:
+            for name in self._FILES:
+                fds.append(self._open_fd(pid, name))
             texts = [_pread(fd) for fd in fds]
         except OSError:
-            _close_all(fds)
+            _close_all(fds)  # e.g. the process exited between opening stat and io
             raise
         if not texts[0]:
             _close_all(fds)

@@ -79,3 +79,14 @@ def test_uses_scratch_on_cwd_and_open_files(tmp_path):
         child.kill()
         child.wait()
     assert not procfs.uses_scratch("/proc", [child.pid], prefixes)  # exited: skipped
+
+
+def test_partly_missing_process_leaks_no_fd(tmp_path):
+    # Capture 26232 has stat and limits but no io: reads as an exited process.
+    root = tmp_path / "proc"
+    shutil.copytree(FIXTURES / "v1-samples/proc/26232", root / "26232", symlinks=True)
+    reader = procfs.ProcReader(str(root), cache=True)
+    before = len(os.listdir("/proc/self/fd"))
+    assert reader.read(26232) is None
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert not reader._open

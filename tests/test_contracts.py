@@ -1,0 +1,88 @@
+"""Cross-part contracts: documented settings, queried metrics, id parsing, the CLI."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from webapp.cli import build_parser
+from webapp.model import InvalidJobId, JobId
+from webapp.settings import SETTINGS_DOC, Settings, SettingsError
+from webapp.sources import prometheus
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_setting_is_documented_in_the_readme():
+    from exporter.settings import SETTINGS_DOC as EXPORTER_DOC
+
+    readme = (ROOT / "README.md").read_text()
+    documented = set(re.findall(r"^\| `(JOBREPORT_[A-Z_]+)`", readme, flags=re.M))
+    assert documented == set(SETTINGS_DOC) | set(EXPORTER_DOC)
+
+
+def test_unknown_setting_fails_fast_with_its_name():
+    with pytest.raises(SettingsError, match="JOBREPORT_CLUSTR"):
+        Settings.from_env({"JOBREPORT_CLUSTR": "x"})
+    with pytest.raises(SettingsError, match="JOBREPORT_SMTP_PORT"):
+        Settings.from_env({"JOBREPORT_SMTP_PORT": "smtp"})
+
+
+def _emitted_metric_names() -> set[str]:
+    names = set()
+    for golden in (ROOT / "fixtures" / "exporter" / "golden").glob("*.prom"):
+        names |= set(re.findall(r"^# TYPE (\w+) ", golden.read_text(), flags=re.M))
+    # prometheus_client declares counters without _total in TYPE lines
+    return names | {n + "_total" for n in names}
+
+
+def test_every_queried_metric_is_one_the_exporter_emits():
+    emitted = _emitted_metric_names()
+    templates = [q for q, _ in prometheus.RANGE_QUERIES.values()]
+    templates += list(prometheus.INSTANT_QUERIES.values())
+    queried = {m for t in templates for m in re.findall(r"\b(jobs_\w+)\{", t)}
+    assert queried, "no metric names found in the queries"
+    assert queried <= emitted, queried - emitted
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("123", JobId(123)),
+    ("123_4", JobId(123, array_task=4)),
+    ("123+1", JobId(123, het_offset=1)),
+    (" 42 ", JobId(42)),
+])
+def test_job_ids_accepted(text, expected):
+    assert JobId.parse(text) == expected
+    assert str(JobId.parse(text)) == text.strip()
+
+
+@pytest.mark.parametrize("text", ["", "abc", "12a", "1_2_3", "1+", "-1", "1;drop", "1 2",
+                                  "12345678901", "1_[1-3]"])
+def test_job_ids_refused(text):
+    with pytest.raises(InvalidJobId):
+        JobId.parse(text)
+
+
+def test_every_command_has_help(capsys):
+    parser = build_parser()
+    for command in ("show", "serve", "email", "outbox", "db-setup"):
+        with pytest.raises(SystemExit) as exit_:
+            parser.parse_args([command, "--help"])
+        assert exit_.value.code == 0
+        assert "usage: jobreport " + command in capsys.readouterr().out
+
+
+def test_db_setup_sql_has_one_branch_per_cluster_and_no_secrets():
+    from mgmt.setup import build_statements
+
+    stmts = build_statements(["demo", "other"], "pw'; DROP", ["localhost"], "slurm_acct_db")
+    view = next(s for s in stmts if "VIEW jobreport.jobs" in s)
+    assert view.count("UNION ALL") == 1
+    assert "`demo_job_table`" in view and "`other_job_table`" in view
+    joined = "\n".join(stmts)
+    assert "job_script" not in joined and "job_env" not in joined
+    assert "'pw\\'; DROP'" in joined  # the password is quoted, not spliced
+    with pytest.raises(ValueError, match="cluster name"):
+        build_statements(["demo`; DROP"], "pw", ["localhost"], "slurm_acct_db")

@@ -1,0 +1,150 @@
+"""The Prometheus and accounting sources: pure parsers on real captures, and the
+same sources against the real Prometheus and MariaDB of the local stack."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from webapp.model import JobId, JobNotFound, SourceUnavailable
+from webapp.sources import accounting, prometheus
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "prometheus"
+
+
+def _load(name: str) -> dict:
+    return json.loads((FIXTURES / name).read_text())
+
+
+def test_parse_matrix_docs_example():
+    series = prometheus.parse_matrix(_load("prometheus_docs_query_range_matrix_example.json"),
+                                     "instance")
+    assert [s.label for s in series] == ["localhost:9090", "localhost:9091"]
+    assert series[0].points[0] == (1435781430.781, 1.0)
+    assert len(series[0].points) == 3
+
+
+def test_parse_matrix_live_capture_keeps_every_point():
+    series = prometheus.parse_matrix(_load("slurmweb_query_range_matrix_cores_by_state.json"),
+                                     "state")
+    assert len(series) >= 2
+    assert all(len(s.points) == 120 for s in series)
+    times = [t for t, _ in series[0].points]
+    assert times == sorted(times) and times[1] - times[0] == 30
+
+
+def test_parse_matrix_empty_and_error():
+    assert prometheus.parse_matrix(_load("slurmweb_query_range_matrix_empty_result.json"), "x") == []
+    with pytest.raises(ValueError, match="parse error"):
+        prometheus.parse_matrix(_load("slurmweb_query_error_bad_data_http400.json"), "x")
+
+
+def test_parse_scalar_vector_example():
+    assert prometheus.parse_scalar(_load("prometheus_docs_query_vector_example.json")) == 1.0
+
+
+@pytest.mark.parametrize(("seconds", "interval", "step"), [
+    (30, 5, 5.0),              # short job: one point per scrape
+    (7 * 86400, 30, 606.0),    # a week: <= 1000 points
+    (3600, 30, 30.0),
+])
+def test_step_keeps_series_under_max_points(seconds, interval, step):
+    got = prometheus.choose_step(seconds, interval)
+    assert got == step
+    assert seconds / got + 1 <= prometheus.MAX_POINTS
+
+
+def test_long_windows_are_chunked():
+    parts = prometheus.chunks(0, 20 * 86400)
+    assert len(parts) == 3 and parts[0] == (0, 7 * 86400) and parts[-1][1] == 20 * 86400
+
+
+def test_selector_escapes_and_limits_nodes():
+    sel = prometheus.job_selector('1"}or{x="', ["node01", "gpu.a"])
+    assert sel.startswith('jobid="1\\"}or{x=\\""')
+    assert 'instance=~"(node01|gpu\\\\.a)(:[0-9]+)?"' in sel
+
+
+def test_merge_series_joins_chunks():
+    a = [prometheus.Series("n1", ((1.0, 1.0), (2.0, 2.0)))]
+    b = [prometheus.Series("n1", ((2.0, 2.0), (3.0, 3.0))), prometheus.Series("n2", ((3.0, 0.0),))]
+    merged = prometheus.merge_series([a, b])
+    assert [s.label for s in merged] == ["n1", "n2"]
+    assert merged[0].points == ((1.0, 1.0), (2.0, 2.0), (3.0, 3.0))
+
+
+# accounting: pure decoding of the view's integers
+
+
+@pytest.mark.parametrize(("raw", "state"), [
+    (3, "COMPLETED"), (5, "FAILED"), (6, "TIMEOUT"), (7, "NODE_FAIL"), (11, "OUT_OF_MEMORY"),
+    (4 | 0x8000, "CANCELLED"),  # JOB_COMPLETING flag masked off
+])
+def test_parse_state(raw, state):
+    assert accounting.parse_state(raw) == state
+
+
+def test_parse_exit_code_and_tres():
+    assert accounting.parse_exit_code(768) == "3:0"
+    assert accounting.parse_exit_code(9) == "0:9"
+    names = {1: "cpu", 2: "mem", 4: "node", 1001: "gres/gpu"}
+    assert accounting.parse_tres("1=2,2=500,4=1,1001=2", names) == {
+        "cpu": 2, "mem": 500, "node": 1, "gres/gpu": 2}
+
+
+def test_parse_mem_req_per_cpu_and_per_node():
+    assert accounting.parse_mem_req(500, 2, 1) == 500 * 2**20
+    assert accounting.parse_mem_req(accounting.MEM_PER_CPU | 1000, 4, 1) == 4000 * 2**20
+    assert accounting.parse_mem_req(0, 1, 1) is None
+
+
+@pytest.mark.parametrize(("text", "nodes"), [
+    ("vm", ("vm",)),
+    ("node[01-03,07],gpu1", ("node01", "node02", "node03", "node07", "gpu1")),
+    ("None assigned", ()),
+])
+def test_expand_nodelist(text, nodes):
+    assert accounting.expand_nodelist(text) == nodes
+
+
+# the same sources against the real stack
+
+
+def test_prometheus_source_reads_a_real_busy_job(stack_jobs, settings, service):
+    acct = service.accounting.job(JobId.parse(stack_jobs["busy"]))
+    usage = service.prometheus.usage(acct.job_id, acct.start_time, acct.end_time, acct.nodes)
+    assert usage.cpu_cores, "no CPU series"
+    peak = max(s.max() for s in usage.cpu_cores)
+    assert 0.8 <= peak <= 1.2  # one busy core
+    assert usage.memory_rss and usage.threads_max >= 1
+    assert usage.memory_limit_bytes == 500 * 2**20
+
+
+def test_prometheus_down_is_source_unavailable():
+    src = prometheus.PrometheusSource("http://127.0.0.1:9", timeout=2)
+    now = datetime.now(UTC)
+    with pytest.raises(SourceUnavailable) as err:
+        src.usage("1", now - timedelta(minutes=5), now)
+    assert err.value.source == "prometheus"
+
+
+def test_accounting_source_real_rows(stack_jobs, service):
+    job = service.accounting.job(JobId.parse(stack_jobs["gpu-untouched"]))
+    assert job.user == "bob" and job.account == "teaching"
+    assert job.gpus == 1 and job.cpus == 1
+    assert job.memory_requested_bytes == 500 * 2**20
+    assert job.time_limit_seconds == 600
+    oom = service.accounting.job(JobId.parse(stack_jobs["oom"]))
+    assert oom.state == "OUT_OF_MEMORY"
+    with pytest.raises(JobNotFound):
+        service.accounting.job(JobId.parse("99999999"))
+
+
+def test_accounting_down_is_source_unavailable():
+    src = accounting.AccountingSource("mysql://jobreport:x@127.0.0.1:9/jobreport", "demo")
+    with pytest.raises(SourceUnavailable) as err:
+        src.job(JobId(1))
+    assert err.value.source == "accounting"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -482,3 +483,19 @@ def test_source_picks_het_leader_array_tasks_and_raw_ids():
     assert [t.job_id for t in tasks] == ["7216821_144"]
     with pytest.raises(JobNotFound):
         SacctSource(runner=Runner(_rows(text, text.split("\n", 1)[0].split("|")))).array("1853")
+
+
+def test_big_outputs_parse_the_same_and_leave_the_collector_as_found():
+    import gc
+
+    lines = (FIX / "local-array-28.psv").read_text().splitlines()
+    header, rows = lines[0], lines[1:]
+    big = [header]
+    for r in range(1, 800):  # 6,392 lines: above the size where collection pauses
+        big += [f"{r}{row}" for row in rows]  # 28_1 -> 128_1, 228_1, ...: distinct jobs
+    assert gc.isenabled()
+    jobs = parse_sacct("\n".join(big), tz=UTC)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert len(jobs) == 4 * 799
+    small = parse_sacct("\n".join([header, *rows]), tz=UTC)
+    assert [replace(j, job_id=j.job_id[1:]) for j in jobs[:4]] == list(small)

@@ -124,6 +124,10 @@ CASES = [
      Usage(gpu_utilization=(flat("vm/0", 0.0, 2),)), {}, {"short_job"}),
     ("local-cancelled-by-owner", "local-cancelled-17.psv", "17", None, {"uid": 0},
      {"job_cancelled"}),
+    ("local-failed-second-srun-step", "local-jobs-29-31.psv", "30", None, {}, {"job_failed"}),
+    ("local-oom-before-first-sample", "local-jobs-29-31.psv", "31", None, {},
+     {"out_of_memory"}),
+    ("local-serial-too-short-to-judge", "local-jobs-29-31.psv", "29", None, {}, {"short_job"}),
 ]
 
 
@@ -285,6 +289,24 @@ def test_failed_step_and_exit_code_explained():
     dog = finding(report_for(DOG, "6114624"), "job_failed")
     assert "memory limit" in dog.message  # step .0 ended 0:125
     assert parse_exit_code("0:9") == (0, 9) and parse_exit_code("") is None
+
+
+def test_real_serial_job_once_short_jobs_count():
+    # jr-serial: a Python busy loop on --cpus-per-task=2 for 12 s (10.9 s of CPU)
+    t = Thresholds.from_overrides({"min_runtime_seconds": 0, "short_job_seconds": 0})
+    findings = detect_all(report_for("local-jobs-29-31.psv", "29"), t)
+    assert [f.name for f in findings] == ["serial_on_many_cores"]
+    assert findings[0].evidence["busy_cores"] == pytest.approx(10.875 / 12, abs=1e-3)
+    assert "`--cpus-per-task=1`" in findings[0].advice
+
+
+def test_local_failed_step_and_oom_without_peak():
+    failed = finding(report_for("local-jobs-29-31.psv", "30"), "job_failed")
+    assert "step 1 (sh) ended with exit code 4" in failed.message
+    assert failed.evidence["step_exit_code"] == "4:0"
+    oom = finding(report_for("local-jobs-29-31.psv", "31"), "out_of_memory")
+    assert oom.evidence["memory_peak_bytes"] == "n/a"  # killed before the first 5 s sample
+    assert "`--mem=100M`" in oom.advice  # the 60M limit x 1.5
 
 
 def test_cancelled_by_someone_else_is_a_warning():

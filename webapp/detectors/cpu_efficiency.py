@@ -10,6 +10,10 @@ from webapp.formatting import format_percent
 from webapp.model import Finding, JobReport, Severity
 
 
+def _cores(busy: float) -> str:
+    return f"{busy:.1f}" if busy >= 0.05 else "almost none"
+
+
 class LowCpuEfficiencyDetector:
     name = "cpu_efficiency_low"
 
@@ -25,7 +29,7 @@ class LowCpuEfficiencyDetector:
         if report.cpus > 1:
             cores = next_cpus(busy, 1.1)
             advice = (
-                f"On average {busy:.1f} of {report.cpus} cores were busy: ask for "
+                f"On average {_cores(busy)} of {report.cpus} cores were busy: ask for "
                 f"`--cpus-per-task={cores}` (or fewer tasks) next time, or check that the "
                 "program's thread/process count follows $SLURM_CPUS_PER_TASK."
             )

@@ -18,12 +18,13 @@ _EXIT_HINTS = {
     127: "a command was not found (a typo, or a missing `module load` / PATH entry)",
 }
 _SIGNAL_HINTS = {
-    signal.SIGKILL: "killed (SIGKILL), often by the out-of-memory killer or a limit",
-    signal.SIGSEGV: "a segmentation fault: the program read memory it does not own",
-    signal.SIGTERM: "terminated (SIGTERM), usually by Slurm at a limit or a cancellation",
-    signal.SIGABRT: "aborted (SIGABRT), often a failed assertion or a library error",
-    signal.SIGBUS: "a bus error, e.g. a memory-mapped file that vanished or a full /dev/shm",
+    signal.SIGKILL: "often the out-of-memory killer or a limit",
+    signal.SIGSEGV: "a segmentation fault, the program read memory it does not own",
+    signal.SIGTERM: "usually Slurm stopping it at a limit or a cancellation",
+    signal.SIGABRT: "often a failed assertion or a library error",
+    signal.SIGBUS: "e.g. a memory-mapped file that vanished or a full /dev/shm",
 }
+OOM_SIGNAL = 125  # what Slurm records as the "signal" of an OOM-killed step
 
 
 def parse_exit_code(text: str | None) -> tuple[int, int] | None:
@@ -39,18 +40,41 @@ def parse_exit_code(text: str | None) -> tuple[int, int] | None:
         return None
 
 
+def _signal(n: int) -> str:
+    try:
+        name = f" ({signal.Signals(n).name})"
+    except ValueError:
+        name = ""
+    hint = _SIGNAL_HINTS.get(n)
+    return f"signal {n}{name}" + (f": {hint}" if hint else "")
+
+
 def _explain(status: int, sig: int) -> str:
+    """What follows "the batch script ..." for an exit code."""
+    if sig == OOM_SIGNAL:
+        return "was killed for exceeding its memory limit"
     if sig:
-        if sig == 125:  # what Slurm records for an OOM-killed step
-            return "killed for exceeding its memory limit"
-        return _SIGNAL_HINTS.get(sig, f"killed by signal {sig}")
-    if status > 128 and status - 128 in _SIGNAL_HINTS:
-        return _SIGNAL_HINTS[status - 128]
-    return _EXIT_HINTS.get(status, f"exit status {status}")
+        return f"was killed by {_signal(sig)}"
+    if status > 128:
+        return f"ended with exit code {status}, i.e. killed by {_signal(status - 128)}"
+    hint = _EXIT_HINTS.get(status)
+    return f"ended with exit code {status}" + (f": {hint}" if hint else "")
+
+
+def _where(step: Step | None) -> str:
+    if step is None:
+        return "the job"
+    if step.step_id == "batch":
+        return "the batch script"
+    if step.name and step.name != step.step_id:
+        return f"step {step.step_id} ({step.name})"
+    return f"step {step.step_id}"
 
 
 def _failed_step(steps: tuple[Step, ...]) -> Step | None:
     bad = [s for s in steps if s.step_id != "extern" and s.state not in ("COMPLETED", "RUNNING")]
+    # An srun step that failed is the cause; the batch script usually just passes it on.
+    bad.sort(key=lambda s: s.step_id == "batch")
     return bad[0] if bad else None
 
 
@@ -97,24 +121,22 @@ class OutcomeDetector:
         code = parse_exit_code(step.exit_code if step else None) or parse_exit_code(
             report.exit_code
         )
-        where = f"step {step.step_id} ({step.name})" if step and step.name else "the job"
-        if step and not step.name:
-            where = f"step {step.step_id}"
-        why = _explain(*code) if code else "no exit code recorded"
+        what = _explain(*code) if code else "failed (no exit code recorded)"
         evidence: dict[str, float | int | str] = {"exit_code": report.exit_code or "n/a"}
         if step:
-            evidence.update(step=step.step_id, step_exit_code=step.exit_code)
+            evidence.update(step=step.step_id, step_exit_code=step.exit_code or "n/a")
         advice = "Read the last lines of the job's output and error files (slurm-<jobid>.out)."
-        if code and code[0] == 127:
+        status, sig = code or (0, 0)
+        if status == 127:
             advice += " Check the command's spelling and the module load lines in the script."
-        elif code and (code[1] == signal.SIGKILL or code[0] == 128 + signal.SIGKILL):
+        elif signal.SIGKILL in (sig, status - 128) or sig == OOM_SIGNAL:
             advice += " If the memory limit was hit, ask for more with --mem."
-        elif code and (code[1] == signal.SIGSEGV or code[0] == 128 + signal.SIGSEGV):
+        elif signal.SIGSEGV in (sig, status - 128):
             advice += " Rerun a small case under a debugger (gdb) or with bounds checking."
         return Finding(
             name="job_failed",
             severity=Severity.CRITICAL,
-            message=f"The job failed: {where} ended with {why}.",
+            message=f"The job failed: {_where(step)} {what}.",
             advice=advice,
             evidence=evidence,
         )

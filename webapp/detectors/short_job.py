@@ -8,6 +8,7 @@ from webapp.formatting import format_duration
 from webapp.model import Finding, JobReport, Severity
 
 _TARGET = 1800.0  # a packed job of about half an hour
+_MAX_PACK = 100  # beyond this, the advice is "a loop", whatever the count
 
 
 class ShortJobDetector:
@@ -17,7 +18,7 @@ class ShortJobDetector:
         elapsed = report.elapsed_seconds
         if report.state not in ENDED_OK or elapsed is None or elapsed >= t.short_job_seconds:
             return ()
-        per_job = max(int(_TARGET // max(elapsed, 1.0)), 2)
+        per_job = min(max(int(_TARGET // max(elapsed, 1.0)), 2), _MAX_PACK)
         return (
             Finding(
                 name=self.name,

@@ -38,7 +38,7 @@ def test_local_array_of_four_tasks():
     # seff's CPU efficiency per task: TotalCPU / (elapsed x CPUs)
     assert summary.tasks[0].cpu_efficiency == pytest.approx(0.119 / 12)
     # 28_4 (135 MiB) is 2.3 x the median (59 MiB) but only 76 MiB above it: too little
-    # to matter, so no outlier; with a 40 MiB floor it would be one.
+    # to matter, so no outlier.
     assert summary.outliers == ()
     assert summary.suggested_mem == "200M"  # 135 MiB x 1.2 -> 100M steps
     assert summary.suggested_time == "00:05:00"  # 21 s x 1.3, at least 5 minutes

@@ -39,7 +39,7 @@ _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024*
 _NO_LIMIT = frozenset({"", "UNLIMITED", "PARTITION_LIMIT", "INVALID", "NONE", "N/A"})
 _NO_TIME = frozenset({"", "UNKNOWN", "NONE", "N/A", "0"})
 # sacct column aliases (case-insensitive): NCPUS is AllocCPUS under another name.
-_ALIASES = {"ncpus": "alloccpus", "reqmem": "reqmem"}
+_ALIASES = {"ncpus": "alloccpus"}
 _MEMORY_RE = re.compile(r"^([0-9]+(?:\.[0-9]*)?)([KMGTP]?)$")
 
 

@@ -354,3 +354,11 @@ def test_a_broken_detector_is_logged_not_fatal(caplog):
 def test_registry_is_explicit_and_names_unique():
     names = [d.name for d in DETECTORS]
     assert len(names) == len(set(names)) == 13
+
+
+def test_gpus_without_data_are_not_called_idle():
+    # 4 GPUs allocated, metrics for 2 (one busy, one idle): ask for 3, not 1.
+    report = report_for(HB, "8150389", Usage(
+        gpu_utilization=(flat("a/0", 0.9), flat("a/1", 0.0))), gpus=4)
+    f = finding(report, "gpu_idle")
+    assert "2 had no data" in f.message and "`--gres=gpu:3`" in f.advice

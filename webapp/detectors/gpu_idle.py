@@ -19,9 +19,10 @@ class IdleGpuDetector:
         if not idle:
             return ()
         allocated = max(report.gpus, len(series))
-        used = allocated - len(idle)
+        used = len(series) - len(idle)
+        unseen = allocated - len(series)  # no data is not evidence of idleness
         labels = ", ".join(s.label for s in idle)
-        if used == 0:
+        if used == 0 and not unseen:
             message = (
                 f"None of the {allocated} allocated GPU(s) did any work: utilisation stayed "
                 f"below {format_percent(t.gpu_idle)} for the whole job."
@@ -34,11 +35,16 @@ class IdleGpuDetector:
         else:
             message = (
                 f"{len(idle)} of {allocated} allocated GPUs stayed idle for the whole job "
-                f"(GPU {labels})."
+                f"(GPU {labels})" + (f"; {unseen} had no data." if unseen else ".")
+            )
+            spread = (
+                "make the program spread its work over every GPU (one process per GPU, "
+                "e.g. torchrun / DistributedDataParallel)"
             )
             advice = (
-                f"Ask for `--gres=gpu:{used}` next time, or make the program spread its work "
-                "over every GPU (one process per GPU, e.g. torchrun / DistributedDataParallel)."
+                f"Ask for `--gres=gpu:{used + unseen}` next time, or {spread}."
+                if used + unseen
+                else f"Check that the program uses the GPUs, or {spread}."
             )
         return (
             Finding(

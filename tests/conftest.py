@@ -9,6 +9,13 @@ import pytest
 from tests import stack
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Whatever needs the real stack is marked `stack`, so `-m "not stack"` runs without it.
+    for item in items:
+        if "stack_env" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.stack)
+
+
 @pytest.fixture(scope="session")
 def stack_env() -> dict[str, str]:
     """Start (or find running) the real stack; its JOBREPORT_* settings.

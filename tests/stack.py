@@ -62,12 +62,16 @@ STACK_JOBS: tuple[StackJob, ...] = (
         "gpu-untouched", "bob", ("-c1", "--mem=500M", "--gres=gpu:1", "--time=10"), "sleep 20"
     ),
     StackJob("short", "alice", ("-c1", "--mem=500M", "--time=10"), "sleep 1"),
+    # One long-lived process: per-process I/O counters vanish with short-lived children.
     StackJob(
         "small-files",
         "bob",
         ("-c1", "--mem=500M", "--time=10"),
-        "mkdir -p $HOME/many && cd $HOME/many && "
-        "for i in $(seq 1 3000); do echo $i > f$i; done; sync; sleep 12; rm -rf $HOME/many",
+        "python3 -c 'import os, time\n"
+        "os.makedirs(\"many\", exist_ok=True)\n"
+        "for i in range(3000):\n"
+        "    open(f\"many/f{i}\", \"w\").write(\"x\" * 4000)\n"
+        "time.sleep(15)'; rm -rf many",
     ),
 )
 

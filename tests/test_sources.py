@@ -37,7 +37,8 @@ def test_parse_matrix_live_capture_keeps_every_point():
 
 
 def test_parse_matrix_empty_and_error():
-    assert prometheus.parse_matrix(_load("slurmweb_query_range_matrix_empty_result.json"), "x") == []
+    empty = _load("slurmweb_query_range_matrix_empty_result.json")
+    assert prometheus.parse_matrix(empty, "x") == []
     with pytest.raises(ValueError, match="parse error"):
         prometheus.parse_matrix(_load("slurmweb_query_error_bad_data_http400.json"), "x")
 
@@ -99,15 +100,6 @@ def test_parse_mem_req_per_cpu_and_per_node():
     assert accounting.parse_mem_req(500, 2, 1) == 500 * 2**20
     assert accounting.parse_mem_req(accounting.MEM_PER_CPU | 1000, 4, 1) == 4000 * 2**20
     assert accounting.parse_mem_req(0, 1, 1) is None
-
-
-@pytest.mark.parametrize(("text", "nodes"), [
-    ("vm", ("vm",)),
-    ("node[01-03,07],gpu1", ("node01", "node02", "node03", "node07", "gpu1")),
-    ("None assigned", ()),
-])
-def test_expand_nodelist(text, nodes):
-    assert accounting.expand_nodelist(text) == nodes
 
 
 # the same sources against the real stack

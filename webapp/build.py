@@ -124,14 +124,15 @@ def build_report(
         memory_peak_bytes=peak,
         usage=usage,
         steps=sj.steps if sj else (),
+        cancelled_by=sj.cancelled_by if sj else None,
         gaps=tuple(gaps),
     )
 
 
 def _nodes_from_sacct(sj: SacctJob | None) -> tuple[str, ...]:
-    from webapp.sources.accounting import expand_nodelist
+    from webapp.sources.sacct import parse_nodelist
 
-    return expand_nodelist(sj.node_list) if sj else ()
+    return parse_nodelist(sj.node_list) if sj else ()
 
 
 class ReportService:

@@ -23,8 +23,10 @@ class OversubscriptionDetector:
             cores = math.ceil(used)
             message = f"The job kept {used:.1f} cores busy but was allocated {cpus}."
             advice = f"Ask for `--cpus-per-task={cores}` so the job owns the cores it uses."
-        elif threads and threads > cpus * t.oversubscription_ratio and (
-            used / cpus >= t.oversubscription_busy
+        elif (
+            threads
+            and threads - t.oversubscription_wrapper_threads > cpus * t.oversubscription_ratio
+            and (used / cpus >= t.oversubscription_busy)
         ):
             message = (
                 f"Up to {threads:.0f} threads competed for {cpus} busy core(s); they slow each "

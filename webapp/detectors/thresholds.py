@@ -24,6 +24,8 @@ class Thresholds:
     serial_cores_max: float = 1.25  # "about one core busy" on a multi-core allocation
     oversubscription_ratio: float = 1.25  # threads (or busy cores) per allocated core
     oversubscription_busy: float = 0.9  # threads only hurt when the cores are busy
+    # The batch shell, srun and wrappers such as timeout(1) each hold a sleeping thread.
+    oversubscription_wrapper_threads: float = 3.0
     # memory
     memory_efficiency_low: float = 0.70
     memory_waste_min_bytes: float = 2 * GIB  # below this a generous request is harmless
@@ -39,7 +41,9 @@ class Thresholds:
     min_runtime_seconds: float = 300.0  # efficiency verdicts on shorter jobs are noise
     # I/O and files
     io_heavy_bytes: float = 10 * GIB
-    io_small_request_bytes: float = 4096.0  # mean bytes per read/write call
+    # Mean bytes per read/write call. write_bytes counts whole pages dirtied, so a tiny write
+    # per file still reads as ~4 KiB: below 8 KiB per call is "small".
+    io_small_request_bytes: float = 8192.0
     io_many_syscalls: float = 1_000_000.0
     open_files_many: float = 1000.0
     open_files_ratio_high: float = 0.8

@@ -6,13 +6,13 @@ Only the view db-setup creates is read, only with bound parameters. Rows become
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from webapp.model import AccountingJob, JobId, JobNotFound, SourceUnavailable
+from webapp.sources.sacct import parse_nodelist
 
 # enum job_states in slurm/slurm.h; the high bits are flags and are masked off.
 JOB_STATES = {
@@ -85,25 +85,6 @@ def parse_mem_req(mem_req: int, cpus: int | None, nodes: int) -> int | None:
     return mem_req * max(nodes, 1) * 2**20 if mem_req else None
 
 
-def expand_nodelist(text: str | None) -> tuple[str, ...]:
-    """``node[01-03,07],gpu1`` -> ``("node01", "node02", "node03", "node07", "gpu1")``."""
-    if not text or text in ("None assigned", "(null)"):
-        return ()
-    out: list[str] = []
-    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?", text):
-        prefix, ranges = m.group(1), m.group(2)
-        if not ranges:
-            out.append(prefix)
-            continue
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            if not hi:
-                out.append(prefix + lo)
-                continue
-            out.extend(f"{prefix}{i:0{len(lo)}d}" for i in range(int(lo), int(hi) + 1))
-    return tuple(out)
-
-
 def _time(value: int | None) -> datetime | None:
     return datetime.fromtimestamp(int(value), UTC) if value else None
 
@@ -111,7 +92,7 @@ def _time(value: int | None) -> datetime | None:
 def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> AccountingJob:
     """One row of the ``jobs`` view -> ``AccountingJob``."""
     alloc = parse_tres(row["tres_alloc"], tres_names)
-    nodes = expand_nodelist(row["nodelist"])
+    nodes = parse_nodelist(row["nodelist"] or "")
     cpus = int(alloc["cpu"]) if "cpu" in alloc else (int(row["cpus"]) if row["cpus"] else None)
     if "mem" in alloc:
         mem = int(alloc["mem"] * 2**20)

@@ -1,0 +1,121 @@
+"""Real jobs on the real stack get exactly their expected findings, efficiencies match
+seff's formulas, and a report still builds (with the gap named) when a source is down."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+
+import pytest
+
+from webapp.build import ReportService
+from webapp.settings import Settings
+from webapp.sources.sacct import parse_duration, parse_memory
+
+# The stack's jobs last seconds, not hours: only the runtime floors and the I/O volume
+# are scaled down; every ratio keeps its default.
+STACK_THRESHOLDS = {
+    "min_runtime_seconds": 10.0,
+    "short_job_seconds": 10.0,
+    "io_many_syscalls": 2000.0,
+    "io_heavy_bytes": 8 * 2**20,
+}
+
+EXPECTED = {
+    "busy": set(),
+    "idle": {"cpu_efficiency_low"},
+    "two-cpus-one-used": {"serial_on_many_cores"},
+    "mem-over-request": {"cpu_efficiency_low", "memory_over_requested"},
+    "oom": {"out_of_memory"},
+    "gpu-untouched": {"gpu_idle", "cpu_efficiency_low"},
+    "short": {"short_job"},
+    "small-files": {"cpu_efficiency_low", "io_not_on_scratch", "small_io"},
+}
+
+
+@pytest.fixture(scope="module")
+def stack_service(settings) -> ReportService:
+    return ReportService(dataclasses.replace(settings, thresholds=STACK_THRESHOLDS))
+
+
+@pytest.fixture(scope="module")
+def reports(stack_jobs, stack_service):
+    return {name: stack_service.build(job_id) for name, job_id in stack_jobs.items()}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_job_gets_exactly_its_findings(reports, name):
+    report = reports[name]
+    assert {f.name for f in report.findings} == EXPECTED[name], [
+        (f.name, f.message) for f in report.findings
+    ]
+    assert not report.gaps, report.gaps
+    for f in report.findings:
+        assert f.message and f.advice and f.evidence
+
+
+def test_memory_advice_is_computed_from_the_peak(reports):
+    finding = next(f for f in reports["mem-over-request"].findings
+                   if f.name == "memory_over_requested")
+    # 300 MiB peak x 1.2 margin -> a few hundred MB, never the 4G that was asked for
+    assert "--mem=" in finding.advice and "--mem=4G" not in finding.advice
+
+
+def _sacct_numbers(job_id: str) -> tuple[float, float, float, float, float]:
+    out = subprocess.run(
+        ["sacct", "-n", "-P", "-j", job_id,
+         "--format=JobID,Elapsed,TotalCPU,AllocCPUS,ReqMem,MaxRSS"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    alloc = out[0].split("|")
+    elapsed, cpus, req = parse_duration(alloc[1]), float(alloc[3]), parse_memory(alloc[4])
+    steps = [line.split("|") for line in out[1:]]
+    total_cpu = sum(parse_duration(s[2]) or 0 for s in steps)
+    max_rss = max(parse_memory(s[5]) or 0 for s in steps)
+    return elapsed, total_cpu, cpus, req, max_rss
+
+
+@pytest.mark.parametrize("name", ["busy", "idle", "two-cpus-one-used", "mem-over-request"])
+def test_efficiencies_match_seff(reports, stack_jobs, name):
+    elapsed, total_cpu, cpus, req, max_rss = _sacct_numbers(stack_jobs[name])
+    report = reports[name]
+    assert abs(report.cpu_efficiency - total_cpu / (elapsed * cpus)) <= 0.02
+    assert abs(report.memory_efficiency - max_rss / req) <= 0.02
+
+
+def test_seff_values_are_plausible(reports):
+    assert reports["busy"].cpu_efficiency >= 0.85
+    assert 0.4 <= reports["two-cpus-one-used"].cpu_efficiency <= 0.55
+    assert 0.05 <= reports["mem-over-request"].memory_efficiency <= 0.1  # 300M of 4G
+
+
+def _service_with(settings: Settings, **changes) -> ReportService:
+    return ReportService(dataclasses.replace(settings, **changes))
+
+
+def test_prometheus_down_is_a_named_gap(stack_jobs, settings):
+    report = _service_with(settings, prometheus_url="http://127.0.0.1:9").build(stack_jobs["busy"])
+    assert [g.source for g in report.gaps] == ["prometheus"]
+    assert report.user == "alice" and report.cpu_efficiency >= 0.85  # the rest still there
+
+
+def test_database_down_is_a_named_gap(stack_jobs, settings):
+    down = _service_with(settings, db_url="mysql://jobreport:x@127.0.0.1:9/jobreport")
+    report = down.build(stack_jobs["busy"], strict_accounting=False)
+    assert [g.source for g in report.gaps] == ["accounting"]
+    assert report.user == "alice"  # from sacct
+    assert report.usage.cpu_cores  # Prometheus still used
+
+
+def test_sacct_missing_is_a_named_gap(stack_jobs, settings):
+    report = _service_with(settings, sacct="/nonexistent/sacct").build(stack_jobs["busy"])
+    assert [g.source for g in report.gaps] == ["sacct"]
+    assert report.user == "alice" and report.cpus == 1  # from the accounting view
+    assert report.cpu_efficiency is None  # TotalCPU only comes from sacct
+
+
+def test_text_report_shows_the_gap(stack_jobs, settings):
+    from webapp.renderers import text
+
+    report = _service_with(settings, prometheus_url="http://127.0.0.1:9").build(stack_jobs["idle"])
+    assert "prometheus data unavailable" in text.render(report)

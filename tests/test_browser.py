@@ -16,6 +16,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 from werkzeug.security import generate_password_hash
 from werkzeug.serving import make_server
 
@@ -81,6 +82,12 @@ def login(drv: webdriver.Chrome, base_url: str, job: str) -> None:
     drv.find_element(By.ID, "username").send_keys("alice")
     drv.find_element(By.ID, "password").send_keys("pw")
     drv.find_element(By.CSS_SELECTOR, "form.login button[type=submit]").click()
+    wait_for_url(drv, lambda url: "/login" not in url)
+
+
+def wait_for_url(drv: webdriver.Chrome, ok: Callable[[str], bool]) -> None:
+    """Clicks return before the next page has loaded: wait for its URL."""
+    WebDriverWait(drv, 10).until(lambda d: ok(d.current_url))
 
 
 def test_job_page_in_a_real_browser(driver, base_url):
@@ -113,9 +120,11 @@ def test_lookup_form_and_logout(driver, base_url):
     box = driver.find_element(By.ID, "job")
     box.send_keys("6002+1")
     box.submit()
+    wait_for_url(driver, lambda url: "/jobs/" in url)
     assert driver.current_url.endswith("/jobs/6002+1") or driver.current_url.endswith("%2B1")
+    assert "Job 6002+1" in driver.find_element(By.TAG_NAME, "h1").text
     driver.find_element(By.CSS_SELECTOR, "header.top form button").click()
-    assert driver.current_url == f"{base_url}/login"
+    wait_for_url(driver, lambda url: url.endswith("/login"))
     driver.get(f"{base_url}/jobs/4242")
     assert "/login" in driver.current_url
     assert severe(driver) == []

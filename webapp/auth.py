@@ -94,8 +94,8 @@ def check_csrf() -> None:
 
 
 def _remote_user() -> str | None:
-    user = request.environ.get("REMOTE_USER") or request.headers.get(REMOTE_USER_HEADER)
-    return user.strip() or None if user else None
+    user = request.environ.get("REMOTE_USER") or request.headers.get(REMOTE_USER_HEADER) or ""
+    return user.strip() or None
 
 
 def load_user() -> None:

@@ -280,3 +280,18 @@ def test_standalone_render():
     assert page.startswith("<!doctype html>")
     assert "Log out" not in page and "<svg" in page
     assert HTML_PAYLOAD not in page
+
+
+def test_reports_reused_briefly_but_access_checked_each_time(web_settings):
+    service = default_service()
+    app = create_app(web_settings, service)
+    staff, alice = app.test_client(), app.test_client()
+    login(staff, "staffer")
+    login(alice, "alice")
+    assert staff.get("/jobs/5000").status_code == 200
+    assert staff.get("/jobs/5000").status_code == 200
+    assert alice.get("/jobs/5000").status_code == 403
+    assert service.built == ["5000"]
+    app.extensions["jobreport.reports"].ttl = 0
+    assert staff.get("/jobs/5000").status_code == 200
+    assert service.built == ["5000", "5000"]

@@ -26,6 +26,7 @@ def create_app(settings: Settings | None = None, service=None) -> Flask:
         JOBREPORT_SETTINGS=settings,
     )
     app.extensions["jobreport.service"] = service
+    app.extensions["jobreport.reports"] = views.ReportCache()
     app.jinja_env.trim_blocks = True
     app.jinja_env.lstrip_blocks = True
     html.install_filters(app.jinja_env)

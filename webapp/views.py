@@ -27,6 +27,33 @@ from webapp.settings import Settings
 bp = Blueprint("views", __name__)
 log = logging.getLogger(__name__)
 _service_lock = threading.Lock()
+REPORT_TTL = 30.0  # seconds a built report is reused; a page may be this much out of date
+
+
+class ReportCache:
+    """Built reports by job id for REPORT_TTL seconds, so the page, its PDF and a reload
+    do not each query the accounting DB, sacct and Prometheus again. Access is still
+    checked on every request; failures are never cached."""
+
+    def __init__(self, ttl: float = REPORT_TTL, size: int = 256) -> None:
+        self.ttl, self.size = ttl, size
+        self._items: dict[str, tuple[float, JobReport]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, job_id: str, build) -> JobReport:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._items.get(job_id)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        report = build(job_id)
+        with self._lock:
+            if len(self._items) >= self.size:
+                self._items = {k: v for k, v in self._items.items() if v[0] > now}
+                while len(self._items) >= self.size:
+                    self._items.pop(next(iter(self._items)))
+            self._items[job_id] = (now + self.ttl, report)
+        return report
 
 
 def get_service():
@@ -44,7 +71,8 @@ def get_service():
 def load_report(job_id: str) -> JobReport:
     """Build the report and check the user may see it (400, 404, 403, 503 otherwise)."""
     canonical = str(JobId.parse(job_id))
-    report = get_service().build(canonical)
+    cache = current_app.extensions["jobreport.reports"]
+    report = cache.get(canonical, get_service().build)
     if not auth.can_view(g.user, report):
         log.warning("user %s denied job %s of %s", g.user, canonical, report.user)
         abort(403, description=f"Job {canonical} belongs to another user; only its owner "

@@ -239,7 +239,9 @@ def test_batch_dry_run_sends_and_records_nothing(smtp, tmp_path, fast_pdf, capsy
                             batch_service()) == 0
     assert "would send job 4242 to alice@example.org" in capsys.readouterr().out
     assert recorder.messages == []
-    assert Outbox(settings.outbox).rows(("pending", "sent")) == []
+    outbox = Outbox(settings.outbox)
+    assert outbox.rows(("pending", "sent")) == []
+    outbox.close()
 
 
 def test_smtp_down_then_up_delivers_each_once(tmp_path, fast_pdf, capsys):
@@ -260,6 +262,7 @@ def test_smtp_down_then_up_delivers_each_once(tmp_path, fast_pdf, capsys):
         run_outbox(outbox_args("--retry"), settings)
     finally:
         controller.stop()
+        outbox.close()
     assert sorted(recorder.jobs()) == EXPECTED_JOBS
     assert len(set(recorder.message_ids())) == 5
 
@@ -270,7 +273,9 @@ def test_temporary_refusal_mid_batch_is_retried_once(smtp, tmp_path, fast_pdf):
     recorder.refuse = True
     mailer.run_email(email_args("--ended-since", "1h"), settings, batch_service())
     assert recorder.messages == []
-    rows = Outbox(settings.outbox).rows()
+    outbox = Outbox(settings.outbox)
+    rows = outbox.rows()
+    outbox.close()
     assert {r.status for r in rows} == {"pending"} and all(r.last_error for r in rows)
     recorder.refuse = False
     assert run_outbox(outbox_args(), settings) == 0  # listing only: nothing due yet
@@ -282,9 +287,11 @@ def test_temporary_refusal_mid_batch_is_retried_once(smtp, tmp_path, fast_pdf):
 def test_batch_waits_for_no_one_when_locked(smtp, tmp_path, fast_pdf, capsys):
     recorder, port = smtp
     settings = mail_settings(tmp_path, port)
-    with Outbox(settings.outbox).lock():
+    outbox = Outbox(settings.outbox)
+    with outbox.lock():
         assert mailer.run_email(email_args("--ended-since", "1h"), settings,
                                 batch_service()) == 0
+    outbox.close()
     assert "another batch is running" in capsys.readouterr().out
     assert recorder.messages == []
 
@@ -322,6 +329,8 @@ def test_killed_batch_restarted_loses_and_duplicates_nothing(smtp, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(10)
+        proc.stdout.close()
     recorder.release.set()
     assert len(recorder.messages) == 1
     db = sqlite3.connect(settings.outbox)

@@ -345,3 +345,19 @@ def test_killed_batch_restarted_loses_and_duplicates_nothing(smtp, tmp_path):
     db = sqlite3.connect(settings.outbox)
     assert {s for (s,) in db.execute("SELECT status FROM outbox")} == {"sent"}
     db.close()
+
+
+def test_one_broken_report_does_not_stop_the_batch(smtp, tmp_path, fast_pdf, capsys):
+    recorder, port = smtp
+
+    class Flaky(FakeService):
+        def build(self, job_id):
+            if job_id == "7005":
+                raise RuntimeError("detector bug")
+            return super().build(job_id)
+
+    service = Flaky(batch_service().reports)
+    settings = mail_settings(tmp_path, port)
+    assert mailer.run_email(email_args("--ended-since", "1h"), settings, service) == 1
+    assert "1 errors" in capsys.readouterr().out
+    assert sorted(recorder.jobs()) == ["4242", "7003", "7004", "7006"]

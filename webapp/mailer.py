@@ -180,13 +180,32 @@ def send_one(args: argparse.Namespace, settings: Settings, service, connect=None
         outbox.close()
 
 
+def _queue_job(job_id: str, key: str, service, settings: Settings, opt_out: frozenset[str],
+               outbox: Outbox, dry_run: bool) -> str:
+    """Build, apply the policy, render and enqueue one ended job; the counter to bump."""
+    report = service.build(job_id)
+    reason = skip_reason(report, settings, opt_out)
+    to_addr = owner_address(report, settings) if reason is None else None
+    if reason is None and to_addr is None:
+        reason = f"no address for user {report.user!r}"
+    if reason:
+        log.info("job %s skipped: %s", job_id, reason)
+        return "skipped"
+    if dry_run:
+        sys.stdout.write(f"would send job {job_id} to {to_addr} "
+                         f"({len(report.findings)} findings)\n")
+        return "would send"
+    outbox.enqueue(key, job_id, "ended", _message(report, to_addr, settings))
+    return "queued"
+
+
 def send_batch(args: argparse.Namespace, settings: Settings, service, connect=None) -> int:
     """`jobreport email --ended-since DURATION [--dry-run]`."""
     out = sys.stdout
     since = datetime.now(UTC) - parse_duration(args.ended_since)
     opt_out = read_opt_out(settings.mail_opt_out)
     outbox = Outbox(settings.outbox)
-    counts = {"queued": 0, "known": 0, "skipped": 0, "errors": 0}
+    counts = {"queued": 0, "would send": 0, "known": 0, "skipped": 0, "errors": 0}
     try:
         with outbox.lock():
             job_ids = service.ended_jobs(since)
@@ -196,24 +215,15 @@ def send_batch(args: argparse.Namespace, settings: Settings, service, connect=No
                     counts["known"] += 1
                     continue
                 try:
-                    report = service.build(job_id)
+                    outcome = _queue_job(job_id, key, service, settings, opt_out, outbox,
+                                         args.dry_run)
                 except (InvalidJobId, JobNotFound, SourceUnavailable) as exc:
                     log.error("job %s: %s", job_id, exc)
-                    counts["errors"] += 1
-                    continue
-                reason = skip_reason(report, settings, opt_out)
-                to_addr = owner_address(report, settings) if reason is None else None
-                if reason is None and to_addr is None:
-                    reason = f"no address for user {report.user!r}"
-                if reason:
-                    log.info("job %s skipped: %s", job_id, reason)
-                    counts["skipped"] += 1
-                elif args.dry_run:
-                    out.write(f"would send job {job_id} to {to_addr} "
-                              f"({len(report.findings)} findings)\n")
-                else:
-                    outbox.enqueue(key, job_id, "ended", _message(report, to_addr, settings))
-                    counts["queued"] += 1
+                    outcome = "errors"
+                except Exception:  # one broken report must not stop everybody else's
+                    log.exception("job %s: report or email failed", job_id)
+                    outcome = "errors"
+                counts[outcome] += 1
             stats = {} if args.dry_run else deliver(
                 outbox, connect or (lambda: SmtpSender(settings)))
     except OutboxBusy as exc:
@@ -221,7 +231,9 @@ def send_batch(args: argparse.Namespace, settings: Settings, service, connect=No
         return 0
     finally:
         outbox.close()
-    out.write(f"{len(job_ids)} ended jobs: {counts['queued']} queued, {counts['known']} already "
+    queued = f"{counts['would send']} would be sent" if args.dry_run else \
+        f"{counts['queued']} queued"
+    out.write(f"{len(job_ids)} ended jobs: {queued}, {counts['known']} already "
               f"queued, {counts['skipped']} skipped, {counts['errors']} errors; "
               f"{stats.get('sent', 0)} sent, {stats.get('deferred', 0)} deferred, "
               f"{stats.get('failed', 0)} failed\n")

@@ -296,3 +296,17 @@ def test_reports_reused_briefly_but_access_checked_each_time(web_settings):
     app.extensions["jobreport.reports"] = ReportCache(ttl=0)  # as if 30 s had passed
     assert staff.get("/jobs/5000").status_code == 200
     assert service.built == ["5000", "5000"]
+
+
+def test_run_serve_binds_loopback_by_default(web_settings, monkeypatch):
+    from flask import Flask
+
+    from webapp import views
+
+    calls = []
+    monkeypatch.setattr(Flask, "run", lambda self, **kw: calls.append(kw))
+    views.run_serve(web_settings)
+    views.run_serve(web_settings, "0.0.0.0", 9000)
+    assert calls == [{"host": "127.0.0.1", "port": 8000, "threaded": True},
+                     {"host": "0.0.0.0", "port": 9000, "threaded": True}]
+    assert views.split_bind("[::1]:8080") == ("::1", 8080)

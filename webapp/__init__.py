@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Flask
+from flask import Flask, g
 
 from webapp.settings import Settings, SettingsError
 
@@ -31,7 +31,7 @@ def create_app(settings: Settings | None = None, service=None) -> Flask:
     app.jinja_env.lstrip_blocks = True
     html.install_filters(app.jinja_env)
     app.jinja_env.globals.update(csrf_token=auth.csrf_token, auth_mode=settings.auth)
-    app.context_processor(lambda: {"user": getattr(_g(), "user", None)})
+    app.context_processor(lambda: {"user": g.get("user")})
     app.before_request(auth.load_user)
     app.after_request(views.security_headers)
     app.register_blueprint(auth.bp)
@@ -39,8 +39,3 @@ def create_app(settings: Settings | None = None, service=None) -> Flask:
     errors.register(app)
     return app
 
-
-def _g():
-    from flask import g
-
-    return g

@@ -10,10 +10,11 @@ ENDED_OK = frozenset({"COMPLETED"})
 
 
 def busy_cores(report: JobReport) -> float | None:
-    """Cores busy on average: TotalCPU / elapsed, else the mean of the cpu_cores series."""
+    """Cores busy on average: TotalCPU / elapsed, else the sum of the per-node (or per-core)
+    series means from Prometheus."""
     if report.cpu_seconds is not None and report.elapsed_seconds:
         return report.cpu_seconds / report.elapsed_seconds
-    means = [s.mean() for s in report.usage.cpu_cores if s.points]
+    means = [s.mean() for s in report.usage.cpu_cores if s.points] or per_core_means(report)
     return sum(m for m in means if m is not None) if means else None
 
 

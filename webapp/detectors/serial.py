@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from webapp.detectors.measures import busy_cores, long_enough, per_core_means
+from webapp.detectors.measures import busy_cores, long_enough
 from webapp.detectors.thresholds import Thresholds
 from webapp.model import Finding, JobReport, Severity
 
-_BUSY, _IDLE = 0.5, 0.1  # per-core mean above/below which a core counts as busy/idle
-
 
 def looks_serial(report: JobReport, t: Thresholds) -> bool:
-    """True when the job used about one core out of two or more."""
+    """True when the job kept about one core busy out of two or more.
+
+    Judged on the total, not per core: the kernel migrates a serial process between the
+    job's cores, so per-core series show several half-busy cores summing to one.
+    """
     if not report.cpus or report.cpus < 2:
         return False
-    cores = per_core_means(report)
-    if len(cores) >= 2:
-        busy = [m for m in cores if m >= _BUSY]
-        return len(busy) == 1 and all(m < _IDLE for m in cores if m < _BUSY)
     used = busy_cores(report)
     return used is not None and 0.75 <= used <= t.serial_cores_max
 

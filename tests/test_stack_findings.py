@@ -49,8 +49,8 @@ def test_each_job_gets_exactly_its_findings(reports, name):
     assert {f.name for f in report.findings} == EXPECTED[name], [
         (f.name, f.message) for f in report.findings
     ]
-    if name == "short":  # 1 s: over before the exporter's first scrape (every 5 s)
-        assert [g.source for g in report.gaps] == ["prometheus"]
+    if name in ("short", "oom"):  # over in ~1 s: a 5 s scrape may or may not have seen it
+        assert {g.source for g in report.gaps} <= {"prometheus"}
     else:
         assert not report.gaps, report.gaps
     for f in report.findings:

@@ -62,6 +62,15 @@ STACK_JOBS: tuple[StackJob, ...] = (
         "gpu-untouched", "bob", ("-c1", "--mem=500M", "--gres=gpu:1", "--time=10"), "sleep 20"
     ),
     StackJob("short", "alice", ("-c1", "--mem=500M", "--time=10"), "sleep 1"),
+    # An array whose tasks hold 50, 100, 150 and 200 MiB: the summary suggests one --mem.
+    StackJob(
+        "array",
+        "alice",
+        ("-c1", "--mem=1G", "--time=10", "--array=1-4"),
+        "python3 -c 'import os, time\n"
+        "b = bytearray(int(os.environ[\"SLURM_ARRAY_TASK_ID\"]) * 50 * 2**20)\n"
+        "time.sleep(6)'",
+    ),
     # One long-lived process: per-process I/O counters vanish with short-lived children.
     StackJob(
         "small-files",
@@ -128,12 +137,19 @@ def states(job_ids: list[str]) -> dict[str, str]:
     return result
 
 
+def _done(job_id: str, current: dict[str, str]) -> bool:
+    """An array counts as done when every task (``123_4`` lines) is in a final state."""
+    mine = [state for jid, state in current.items()
+            if jid == job_id or jid.startswith(job_id + "_")]
+    return bool(mine) and all(state in FINAL_STATES for state in mine)
+
+
 def wait_until_done(job_ids: list[str], timeout: float = 600) -> dict[str, str]:
     """Poll (every second) until every job is in a final state; returns the states."""
     deadline = time.monotonic() + timeout
     while True:
         current = states(job_ids)
-        if all(current.get(j) in FINAL_STATES for j in job_ids):
+        if all(_done(j, current) for j in job_ids):
             return current
         if time.monotonic() > deadline:
             raise TimeoutError(f"jobs not finished after {timeout}s: {current}")

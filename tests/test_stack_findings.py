@@ -24,12 +24,27 @@ EXPECTED = {
 }
 
 
+def test_array_job_is_summarised(stack_jobs, service):
+    report = service.build(stack_jobs["array"])
+    summary = report.array
+    assert summary is not None and len(summary.tasks) == 4
+    assert {t.job_id for t in summary.tasks} == {f"{stack_jobs['array']}_{i}" for i in range(1, 5)}
+    assert 140 * 2**20 <= summary.memory_peak_p95 <= 220 * 2**20
+    assert summary.memory_peak_p50 < summary.memory_peak_p95
+    from webapp.sources.sacct import parse_memory
+
+    assert parse_memory(summary.suggested_mem) >= 200 * 2**20  # covers the largest task
+    task = service.build(f"{stack_jobs['array']}_2")
+    assert task.array is None and task.job_id == f"{stack_jobs['array']}_2"
+    assert 90 * 2**20 <= task.memory_peak_bytes <= 120 * 2**20
+
+
 @pytest.fixture(scope="module")
 def reports(stack_jobs, service):
     # The stack's settings scale the runtime floors and I/O volume down to its
     # seconds-long jobs (JOBREPORT_THRESHOLDS in var/jobreport.env); ratios keep defaults.
     assert service.thresholds.min_runtime_seconds == 10
-    return {name: service.build(job_id) for name, job_id in stack_jobs.items()}
+    return {name: service.build(stack_jobs[name]) for name in EXPECTED}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

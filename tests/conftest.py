@@ -48,3 +48,18 @@ def service(settings):
     from webapp.build import ReportService
 
     return ReportService(settings)
+
+
+@pytest.fixture(scope="module")
+def driver():
+    """Headless Chromium (JavaScript off) with a throw-away profile."""
+    import tempfile
+
+    from tests.test_browser import chromium
+
+    with tempfile.TemporaryDirectory(prefix="jobreport-chromium-") as profile:
+        drv = chromium(profile)
+        try:
+            yield drv
+        finally:
+            drv.quit()

@@ -7,7 +7,6 @@ service is injectable (``make_service``); the integration copy points it at a re
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -60,16 +59,6 @@ def chromium(profile: str) -> webdriver.Chrome:
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory) -> Iterator[str]:
     yield from serve(default_service, tmp_path_factory.mktemp("browser"))
-
-
-@pytest.fixture(scope="module")
-def driver() -> Iterator[webdriver.Chrome]:
-    with tempfile.TemporaryDirectory(prefix="jobreport-chromium-") as profile:
-        drv = chromium(profile)
-        try:
-            yield drv
-        finally:
-            drv.quit()
 
 
 def severe(drv: webdriver.Chrome) -> list[dict]:

@@ -6,17 +6,15 @@ from __future__ import annotations
 import dataclasses
 import email
 import subprocess
-import tempfile
 from email import policy
 from pathlib import Path
 
-import pytest
 import requests
 from aiosmtpd.controller import Controller
 from selenium.webdriver.common.by import By
 
 from tests.stack import ROOT
-from tests.test_browser import ARTIFACTS, chromium, severe, wait_for_url
+from tests.test_browser import ARTIFACTS, severe, wait_for_url
 from tests.test_email import free_port
 from webapp import create_app
 from webapp.build import ReportService
@@ -36,17 +34,8 @@ def _login(session: requests.Session, user: str) -> None:
     assert resp.status_code == 200 and "/login" not in resp.url
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with tempfile.TemporaryDirectory(prefix="jobreport-chromium-") as profile:
-        drv = chromium(profile)
-        try:
-            yield drv
-        finally:
-            drv.quit()
-
-
-def test_real_job_page_in_chromium(stack_jobs, browser):
+def test_real_job_page_in_chromium(stack_jobs, driver):
+    browser = driver
     job = stack_jobs["gpu-untouched"]
     browser.get(f"{WEB}/jobs/{job}")
     assert "/login" in browser.current_url

@@ -41,6 +41,7 @@ def _emitted_metric_names() -> set[str]:
 def test_every_queried_metric_is_one_the_exporter_emits():
     emitted = _emitted_metric_names()
     templates = [q for q, _ in prometheus.RANGE_QUERIES.values()]
+    templates += [q for v in prometheus.VECTOR_QUERIES.values() for q in v[:2]]
     templates += list(prometheus.INSTANT_QUERIES.values())
     queried = {m for t in templates for m in re.findall(r"\b(jobs_\w+)\{", t)}
     assert queried, "no metric names found in the queries"

@@ -112,6 +112,8 @@ def test_prometheus_source_reads_a_real_busy_job(stack_jobs, settings, service):
     peak = max(s.max() for s in usage.cpu_cores)
     assert 0.8 <= peak <= 1.2  # one busy core
     assert usage.memory_rss and usage.threads_max >= 1
+    # whole-job mean per core, from the last counter sample: they add up to one busy core
+    assert 0.8 <= sum(s.mean() for s in usage.cpu_per_core) <= 1.15
     assert usage.memory_limit_bytes == 500 * 2**20
 
 

@@ -92,17 +92,22 @@ def cpu_figure(report: JobReport) -> tuple[Figure, str] | None:
 
 
 def cpu_core_figure(report: JobReport) -> tuple[Figure, str] | None:
-    """Busy fraction of every allocated core (cgroup v1 nodes only)."""
-    series = report.usage.cpu_per_core
-    if not any(s.points for s in series):
+    """Mean busy fraction of every allocated core over the job (cgroup v1 nodes only)."""
+    cores = [(s.label, m) for s in report.usage.cpu_per_core if (m := s.mean()) is not None]
+    if not cores:
         return None
-    fig, ax = _figure("CPU: busy per core")
-    _lines(ax, report, series, scale=0.01, linewidth=0.8, alpha=0.8)
+    fig, ax = _figure("CPU: mean busy per core")
+    nodes = sorted({label.rpartition("/")[0] for label, _ in cores})
+    colors = [f"C{nodes.index(label.rpartition('/')[0]) % 10}" for label, _ in cores]
+    ax.bar(range(len(cores)), [m * 100 for _, m in cores], color=colors, width=0.85)
     ax.set_ylabel("% busy", fontsize=8)
     ax.set_ylim(0, 105)
-    _legend(ax)
-    idle = sum(1 for s in series if (s.mean() or 0.0) < 0.05)
-    return fig, f"{len(series)} cores plotted; {idle} were idle (under 5% on average)."
+    ax.set_xlabel(f"cores ({len(nodes)} node{'s' if len(nodes) != 1 else ''}, one colour each)",
+                  fontsize=8)
+    if len(cores) <= 32:
+        ax.set_xticks(range(len(cores)), [label.rpartition("/")[2] for label, _ in cores])
+    idle = sum(1 for _, m in cores if m < 0.05)
+    return fig, f"{len(cores)} cores plotted; {idle} were idle (under 5% on average)."
 
 
 def memory_figure(report: JobReport) -> tuple[Figure, str] | None:

@@ -189,7 +189,8 @@ class Usage:
     """What Prometheus recorded while the job ran (the exporter's jobs_* metrics)."""
 
     cpu_cores: tuple[Series, ...] = ()  # cores busy, one series per node
-    cpu_per_core: tuple[Series, ...] = ()  # 0..1 busy, one series per node/core (v1 only)
+    # 0..1 busy over the whole job: one single-point series per node/core (v1 only)
+    cpu_per_core: tuple[Series, ...] = ()
     memory_rss: tuple[Series, ...] = ()  # bytes, per node
     memory_limit_bytes: int | None = None
     memory_max_usage_bytes: int | None = None  # includes page cache

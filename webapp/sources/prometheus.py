@@ -36,10 +36,6 @@ LOOPBACK = ("localhost", "127.0.0.1", "::1")
 # exporter emits (a test checks that against exporter/).
 RANGE_QUERIES: dict[str, tuple[str, str]] = {
     "cpu_cores": ("sum by (instance) (rate(jobs_cpu_seconds_total{{{sel}}}[{rate}]))", "instance"),
-    "cpu_per_core": (
-        "sum by (instance, core) (rate(jobs_cpu_core_seconds_total{{{sel}}}[{rate}]))",
-        "instance/core",
-    ),
     "memory_rss": ("sum by (instance) (jobs_memory_rss_bytes{{{sel}}})", "instance"),
     "gpu_utilization": (
         "max by (instance, gpu) (jobs_gpu_utilization_ratio{{{sel}}})",
@@ -56,6 +52,20 @@ RANGE_QUERIES: dict[str, tuple[str, str]] = {
     "io_write_rate": (
         "sum by (instance) (rate(jobs_write_bytes_total{{{sel}}}[{rate}]))",
         "instance",
+    ),
+}
+# Named instant queries returning one value per series, evaluated at the job's end.
+# Per-core use is a whole-job mean per core: a job's cpuacct counters start at zero with its
+# cgroup, so the last sample divided by the time since the job started is the mean, read
+# from one sample per core instead of rate() over every sample (a 256-core week is 5 M).
+# Evaluated at the job's end, before the staleness marker of the scrape after it; if that
+# finds nothing (clock skew, a gap at the end) the rate over the whole job is the fallback.
+VECTOR_QUERIES: dict[str, tuple[str, str, str]] = {
+    "cpu_per_core": (
+        "sum by (instance, core) (jobs_cpu_core_seconds_total{{{sel}}}"
+        " / (timestamp(jobs_cpu_core_seconds_total{{{sel}}}) - {start}))",
+        "sum by (instance, core) (rate(jobs_cpu_core_seconds_total{{{sel}}}[{window}]))",
+        "instance/core",
     ),
 }
 # Named instant queries evaluated at the job's end over its whole window {window}.
@@ -221,6 +231,24 @@ def _points(array: str) -> tuple[tuple[float, float], ...]:
     )
 
 
+def parse_vector(payload: Mapping[str, Any], label: str) -> list[Series]:
+    """An instant ``query`` answer (vector) -> a one-point ``Series`` per result.
+
+    ``{"status":"success","data":{"resultType":"vector","result":[{"metric":{...},
+    "value":[1435781451.781,"1"]}]}}``
+    """
+    if payload.get("status") != "success":
+        raise ValueError(payload.get("error", "query failed"))
+    out = []
+    for item in payload["data"]["result"]:
+        metric = item.get("metric", {})
+        name = "/".join(metric.get(part, "?") for part in label.split("/"))
+        t, v = item["value"]
+        if v not in ("NaN", "+Inf", "-Inf"):
+            out.append(Series(name, ((float(t), float(v)),)))
+    return sorted(out, key=lambda s: s.label)
+
+
 def parse_scalar(payload: Mapping[str, Any]) -> float | None:
     """An instant ``query`` answer (vector) -> its single value, or None when empty."""
     if payload.get("status") != "success":
@@ -345,6 +373,16 @@ class PrometheusSource:
                 params = {"query": query, "start": a, "end": b, "step": step}
                 calls.append(self._matrix_call(params, label))
         span = f"{int(window.end - window.start + 2 * self.scrape_interval)}s"
+        for template, fallback, label in VECTOR_QUERIES.values():
+            params = {
+                "query": template.format(sel=sel, start=int(window.start)),
+                "time": window.end,
+            }
+            slow = {
+                "query": fallback.format(sel=sel, window=span),
+                "time": window.end + self.scrape_interval,
+            }
+            calls.append(self._vector_call(params, slow, label))
         for template in INSTANT_QUERIES.values():
             params = {
                 "query": template.format(sel=sel, window=span),
@@ -355,10 +393,11 @@ class PrometheusSource:
         ranges: dict[str, tuple[Series, ...]] = {
             name: merge_series([next(answers) for _ in range(n)]) for name, n in n_chunks.items()
         }
+        vectors = {name: tuple(next(answers)) for name in VECTOR_QUERIES}
         scalars: dict[str, float | None] = {name: next(answers) for name in INSTANT_QUERIES}
         return Usage(
             cpu_cores=ranges["cpu_cores"],
-            cpu_per_core=ranges["cpu_per_core"],
+            cpu_per_core=vectors["cpu_per_core"],
             memory_rss=ranges["memory_rss"],
             memory_limit_bytes=_int(scalars["memory_limit_bytes"]),
             memory_max_usage_bytes=_int(scalars["memory_max_usage_bytes"]),
@@ -384,6 +423,17 @@ class PrometheusSource:
         self, path: str, params: Mapping[str, Any], parser: Any, *args: Any
     ) -> Callable[[], Any]:
         return lambda: self._parse(parser, self._get(path, params), *args)
+
+    def _vector_call(
+        self, params: Mapping[str, Any], fallback: Mapping[str, Any], label: str
+    ) -> Callable[[], Any]:
+        def call() -> list[Series]:
+            series = self._parse(parse_vector, self._get("/api/v1/query", params), label)
+            if series:
+                return series
+            return self._parse(parse_vector, self._get("/api/v1/query", fallback), label)
+
+        return call
 
     def _matrix_call(self, params: Mapping[str, Any], label: str) -> Callable[[], Any]:
         def call() -> list[Series]:

@@ -1,6 +1,9 @@
 # jobreport web app: gunicorn serving webapp:create_app() on port 8000.
 # Configuration comes from JOBREPORT_* variables (see the README's settings table);
 # JOBREPORT_SECRET_KEY is required, the app refuses to start without it.
+# Step data (TotalCPU, MaxRSS) comes from sacct: mount the site's sacct, its libraries,
+# slurm.conf and the munge socket into the container and set JOBREPORT_SACCT, or reports
+# carry a visible "sacct data unavailable" note and take CPU and memory from Prometheus.
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

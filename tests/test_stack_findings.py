@@ -126,3 +126,22 @@ def test_text_report_shows_the_gap(stack_jobs, settings):
 
     report = _service_with(settings, prometheus_url="http://127.0.0.1:9").build(stack_jobs["idle"])
     assert "prometheus data unavailable" in text.render(report)
+
+
+def test_running_job_uses_prometheus_for_cpu(stack_jobs, service):
+    import time
+
+    from tests import stack
+
+    job = stack.StackJob("running-busy", "alice", ("-c1", "--mem=500M", "--time=5"),
+                         stack.BUSY.format(s=60))
+    job_id = stack.submit(job)
+    try:
+        stack.wait_until_running(job_id)
+        time.sleep(16)  # three scrapes: enough samples for a rate
+        report = service.build(job_id)
+        assert report.state == "RUNNING" and report.end_time is None
+        assert report.cpu_efficiency is not None and report.cpu_efficiency >= 0.3
+        assert report.memory_peak_bytes
+    finally:
+        subprocess.run(["scancel", job_id], check=False)

@@ -6,7 +6,8 @@ Precedence when sources disagree (documented in the README):
 - outcome (state, exit code, times): the accounting view, then sacct; elapsed from
   sacct's Elapsed, else end - start;
 - CPU time and peak memory: sacct's steps (TotalCPU, MaxRSS: what seff uses), peak memory
-  falling back to the largest RSS Prometheus saw;
+  falling back to the largest RSS Prometheus saw; while the job runs (sacct has no
+  TotalCPU yet) CPU time is the integral of Prometheus' CPU rate and the peak the larger;
 - time series, I/O, open files, threads, scratch, GPUs: Prometheus only.
 A source that fails becomes a ``Gap``; only a job no source knows is ``JobNotFound``.
 """
@@ -94,9 +95,17 @@ def build_report(
         except SourceUnavailable as exc:
             gaps.append(Gap(exc.source, exc.reason))
 
+    state = _first(sj and sj.state, acct and acct.state)
+    running = state in ("RUNNING", "SUSPENDED")
+    cpu_seconds = sj.total_cpu_seconds if sj else None
     peak = sj.max_rss_bytes if sj else None
-    if peak is None and usage.memory_rss:
-        peak = int(max(s.max() or 0 for s in usage.memory_rss))
+    prom_peak = int(max(s.max() or 0 for s in usage.memory_rss)) if usage.memory_rss else None
+    if running or peak is None:
+        # sacct writes TotalCPU when a step ends and MaxRSS only from its sampling: while a
+        # job runs, what Prometheus saw is the better account.
+        peak = max(filter(None, (peak, prom_peak)), default=peak)
+        if running and usage.cpu_cores and elapsed:
+            cpu_seconds = sum(s.mean() or 0.0 for s in usage.cpu_cores) * elapsed
 
     return JobReport(
         job_id=str(job_id),
@@ -114,13 +123,13 @@ def build_report(
         ),
         gpus=_first(acct and acct.gpus, sj and sj.gpus) or 0,
         time_limit_seconds=_first(acct and acct.time_limit_seconds, sj and sj.time_limit_seconds),
-        state=_first(sj and sj.state, acct and acct.state),
+        state=state,
         exit_code=_first(acct and acct.exit_code, sj and sj.exit_code),
         submit_time=acct.submit_time if acct else None,
         start_time=start,
         end_time=end,
         elapsed_seconds=elapsed,
-        cpu_seconds=sj.total_cpu_seconds if sj else None,
+        cpu_seconds=cpu_seconds,
         memory_peak_bytes=peak,
         usage=usage,
         steps=sj.steps if sj else (),

@@ -7,7 +7,8 @@ Precedence when sources disagree (documented in the README):
   sacct's Elapsed, else end - start;
 - CPU time and peak memory: sacct's steps (TotalCPU, MaxRSS: what seff uses), peak memory
   falling back to the largest RSS Prometheus saw; while the job runs (sacct has no
-  TotalCPU yet) CPU time is the integral of Prometheus' CPU rate and the peak the larger;
+  TotalCPU yet, or sacct is unavailable) CPU time is the integral of Prometheus' CPU rate,
+  and while it runs the peak is the larger of the two;
 - time series, I/O, open files, threads, scratch, GPUs: Prometheus only.
 A source that fails becomes a ``Gap``; only a job no source knows is ``JobNotFound``.
 """
@@ -104,8 +105,8 @@ def build_report(
         # sacct writes TotalCPU when a step ends and MaxRSS only from its sampling: while a
         # job runs, what Prometheus saw is the better account.
         peak = max(filter(None, (peak, prom_peak)), default=peak)
-        if running and usage.cpu_cores and elapsed:
-            cpu_seconds = sum(s.mean() or 0.0 for s in usage.cpu_cores) * elapsed
+    if (running or cpu_seconds is None) and usage.cpu_cores and elapsed:
+        cpu_seconds = sum(s.mean() or 0.0 for s in usage.cpu_cores) * elapsed
 
     return JobReport(
         job_id=str(job_id),

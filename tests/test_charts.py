@@ -27,7 +27,7 @@ def test_no_data_no_plot():
 
 def test_memory_summary_names_the_request():
     _, summary = charts.memory_figure(sample_report())
-    assert "of 16.0 GiB requested" in summary
+    assert "of 8.0 GiB requested per node" in summary
 
 
 def test_agg_backend_and_no_pyplot_figures():

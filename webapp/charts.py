@@ -117,19 +117,21 @@ def memory_figure(report: JobReport) -> tuple[Figure, str] | None:
         return None
     fig, ax = _figure("Memory: resident set per node")
     _lines(ax, report, usage.memory_rss, scale=GIB, linewidth=1.2)
-    if report.memory_requested_bytes:
-        ax.axhline(report.memory_requested_bytes / GIB, color="tab:orange", linestyle="--",
-                   linewidth=1, label="requested")
-    if usage.memory_limit_bytes and usage.memory_limit_bytes != report.memory_requested_bytes:
+    # Lines are per node, so is the request (--mem is per node; the model keeps the total).
+    per_node = (report.memory_requested_bytes // max(1, len(report.nodes))
+                if report.memory_requested_bytes else None)
+    if per_node:
+        ax.axhline(per_node / GIB, color="tab:orange", linestyle="--",
+                   linewidth=1, label="requested per node")
+    if usage.memory_limit_bytes and usage.memory_limit_bytes != per_node:
         ax.axhline(usage.memory_limit_bytes / GIB, color="tab:red", linestyle=":",
                    linewidth=1, label="limit")
     ax.set_ylabel("GiB", fontsize=8)
     ax.set_ylim(bottom=0)
     _legend(ax)
     peak = max(s.max() or 0.0 for s in usage.memory_rss)
-    req = report.memory_requested_bytes
-    of = f" of {req / GIB:.1f} GiB requested" if req else ""
-    return fig, f"Peak resident memory {peak / GIB:.2f} GiB{of}."
+    of = f" of {per_node / GIB:.1f} GiB requested per node" if per_node else ""
+    return fig, f"Peak resident memory {peak / GIB:.2f} GiB on one node{of}."
 
 
 def gpu_figure(report: JobReport) -> tuple[Figure, str] | None:

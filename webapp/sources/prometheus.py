@@ -35,23 +35,23 @@ LOOPBACK = ("localhost", "127.0.0.1", "::1")
 # {sel} is the job selector, {rate} the rate window. Every metric used here is one the
 # exporter emits (a test checks that against exporter/).
 RANGE_QUERIES: dict[str, tuple[str, str]] = {
-    "cpu_cores": ("sum by (instance) (rate(jobs_cpu_seconds_total{{{sel}}}[{rate}]))", "instance"),
-    "memory_rss": ("sum by (instance) (jobs_memory_rss_bytes{{{sel}}})", "instance"),
+    "cpu_cores": ("sum by ({node}) (rate(jobs_cpu_seconds_total{{{sel}}}[{rate}]))", "{node}"),
+    "memory_rss": ("sum by ({node}) (jobs_memory_rss_bytes{{{sel}}})", "{node}"),
     "gpu_utilization": (
-        "max by (instance, gpu) (jobs_gpu_utilization_ratio{{{sel}}})",
-        "instance/gpu",
+        "max by ({node}, gpu) (jobs_gpu_utilization_ratio{{{sel}}})",
+        "{node}/gpu",
     ),
     "gpu_memory_used": (
-        "max by (instance, gpu) (jobs_gpu_memory_used_bytes{{{sel}}})",
-        "instance/gpu",
+        "max by ({node}, gpu) (jobs_gpu_memory_used_bytes{{{sel}}})",
+        "{node}/gpu",
     ),
     "io_read_rate": (
-        "sum by (instance) (rate(jobs_read_bytes_total{{{sel}}}[{rate}]))",
-        "instance",
+        "sum by ({node}) (rate(jobs_read_bytes_total{{{sel}}}[{rate}]))",
+        "{node}",
     ),
     "io_write_rate": (
-        "sum by (instance) (rate(jobs_write_bytes_total{{{sel}}}[{rate}]))",
-        "instance",
+        "sum by ({node}) (rate(jobs_write_bytes_total{{{sel}}}[{rate}]))",
+        "{node}",
     ),
 }
 # Named instant queries returning one value per series, evaluated at the job's end.
@@ -62,15 +62,16 @@ RANGE_QUERIES: dict[str, tuple[str, str]] = {
 # finds nothing (clock skew, a gap at the end) the rate over the whole job is the fallback.
 VECTOR_QUERIES: dict[str, tuple[str, str, str]] = {
     "cpu_per_core": (
-        "sum by (instance, core) (jobs_cpu_core_seconds_total{{{sel}}}"
+        "sum by ({node}, core) (jobs_cpu_core_seconds_total{{{sel}}}"
         " / (timestamp(jobs_cpu_core_seconds_total{{{sel}}}) - {start}))",
-        "sum by (instance, core) (rate(jobs_cpu_core_seconds_total{{{sel}}}[{window}]))",
-        "instance/core",
+        "sum by ({node}, core) (rate(jobs_cpu_core_seconds_total{{{sel}}}[{window}]))",
+        "{node}/core",
     ),
 }
 # Named instant queries evaluated at the job's end over its whole window {window}.
 INSTANT_QUERIES: dict[str, str] = {
-    "memory_limit_bytes": "sum(max_over_time(jobs_memory_limit_bytes{{{sel}}}[{window}]))",
+    # per node: each node's cgroup has its own limit (the job's --mem is per node)
+    "memory_limit_bytes": "max(max_over_time(jobs_memory_limit_bytes{{{sel}}}[{window}]))",
     "memory_max_usage_bytes": "sum(max_over_time(jobs_memory_max_usage_bytes{{{sel}}}[{window}]))",
     "gpu_memory_total_bytes": "max(max_over_time(jobs_gpu_memory_total_bytes{{{sel}}}[{window}]))",
     "read_bytes": "sum(max_over_time(jobs_read_bytes_total{{{sel}}}[{window}]))",
@@ -357,12 +358,14 @@ class PrometheusSource:
         """Everything the report needs about one job; empty ``Usage`` when nothing was kept."""
         window = Window(start.timestamp(), max(end.timestamp(), start.timestamp() + 1))
         sel = job_selector(job_id, nodes, self.node_label)
+        node = self.node_label or "instance"  # grouping label, even when not filtering
         step = choose_step(window.end - window.start, self.scrape_interval)
         rate = rate_window(step, self.scrape_interval)
         calls: list[Callable[[], Any]] = []
         n_chunks: dict[str, int] = {}
         for name, (template, label) in RANGE_QUERIES.items():
-            query = template.format(sel=sel, rate=rate)
+            query = template.format(sel=sel, rate=rate, node=node)
+            label = label.format(node=node)
             spans = [
                 piece
                 for a, b in chunks(window.start, window.end + self.scrape_interval)
@@ -375,14 +378,14 @@ class PrometheusSource:
         span = f"{int(window.end - window.start + 2 * self.scrape_interval)}s"
         for template, fallback, label in VECTOR_QUERIES.values():
             params = {
-                "query": template.format(sel=sel, start=int(window.start)),
+                "query": template.format(sel=sel, start=int(window.start), node=node),
                 "time": window.end,
             }
             slow = {
-                "query": fallback.format(sel=sel, window=span),
+                "query": fallback.format(sel=sel, window=span, node=node),
                 "time": window.end + self.scrape_interval,
             }
-            calls.append(self._vector_call(params, slow, label))
+            calls.append(self._vector_call(params, slow, label.format(node=node)))
         for template in INSTANT_QUERIES.values():
             params = {
                 "query": template.format(sel=sel, window=span),

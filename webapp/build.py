@@ -135,8 +135,17 @@ def build_report(
         usage=usage,
         steps=sj.steps if sj else (),
         cancelled_by=sj.cancelled_by if sj else None,
+        array_job=_first(acct and acct.array_job, _array_job_of(sj)),
         gaps=tuple(gaps),
     )
+
+
+def _array_job_of(sj: SacctJob | None) -> int | None:
+    """``123`` for sacct's ``123_4``; None when the job is not an array task."""
+    if sj is None or "_" not in sj.job_id:
+        return None
+    head = sj.job_id.split("_", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 def _nodes_from_sacct(sj: SacctJob | None) -> tuple[str, ...]:
@@ -182,7 +191,7 @@ class ReportService:
             self.prometheus,
             strict_accounting=strict_accounting,
         )
-        if jid.array_task is None and jid.het_offset is None:
+        if report.array_job == jid.job and jid.array_task is None:
             try:
                 tasks = self.sacct.array(str(jid))
             except (JobNotFound, SourceUnavailable):
@@ -192,6 +201,11 @@ class ReportService:
 
                 report = dataclasses.replace(report, array=summarize_array(tasks))
         return dataclasses.replace(report, findings=detect_all(report, self.thresholds))
+
+    def owner(self, job_id: str) -> str | None:
+        """The job's owner from the accounting view: one cheap query, for access checks
+        before a report is built. Raises InvalidJobId, JobNotFound, SourceUnavailable."""
+        return self.accounting.job(JobId.parse(job_id)).user
 
     def ended_jobs(self, since: datetime) -> list[str]:
         return self.accounting.ended_since(since)

@@ -263,6 +263,7 @@ class JobReport:
     state: str | None = None
     exit_code: str | None = None
     cancelled_by: int | None = None  # uid that cancelled the job (sacct's "CANCELLED by N")
+    array_job: int | None = None  # the array's job id when this job is one of its tasks
     submit_time: datetime | None = None
     start_time: datetime | None = None
     end_time: datetime | None = None

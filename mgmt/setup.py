@@ -14,6 +14,11 @@ from collections.abc import Sequence
 from importlib import resources
 from urllib.parse import urlsplit
 
+
+class SetupError(RuntimeError):
+    """The database refused a connection or a statement; the message says which."""
+
+
 IDENT_RE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 HOST_RE = re.compile(r"^[A-Za-z0-9_.%:-]{1,255}$")
 
@@ -119,27 +124,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, db_url: str) -> int:
-    statements = build_statements(
-        args.cluster,
-        reader_password_from_url(db_url),
-        args.reader_host or ["localhost", "127.0.0.1"],
-        args.acct_db,
-    )
+    hosts = args.reader_host or ["localhost", "127.0.0.1"]
     if args.print_only:
+        # The printed SQL is for reading and review: the password stays out of terminals
+        # and logs (replace the placeholder to run it by hand).
+        statements = build_statements(args.cluster, "<password>", hosts, args.acct_db)
         print(";\n\n".join(statements) + ";")
         return 0
+    statements = build_statements(
+        args.cluster, reader_password_from_url(db_url), hosts, args.acct_db
+    )
     import pymysql
 
-    conn = pymysql.connect(
-        unix_socket=args.admin_socket,
-        user=args.admin_user,
-        password=args.admin_password or "",
-        autocommit=True,
-    )
+    try:
+        conn = pymysql.connect(
+            unix_socket=args.admin_socket,
+            user=args.admin_user,
+            password=args.admin_password or "",
+            autocommit=True,
+        )
+    except pymysql.MySQLError as exc:
+        raise SetupError(
+            f"cannot connect to MariaDB at {args.admin_socket} as {args.admin_user}: "
+            f"{exc.args[-1]}"
+        ) from None
     try:
         with conn.cursor() as cur:
             for stmt in statements:
-                cur.execute(stmt)
+                try:
+                    cur.execute(stmt)
+                except pymysql.MySQLError as exc:
+                    first = stmt.splitlines()[0][:70]
+                    raise SetupError(f"{first!r} failed: {exc.args[-1]}") from None
     finally:
         conn.close()
     print(f"jobreport views ready for cluster(s): {', '.join(args.cluster)}")

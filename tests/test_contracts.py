@@ -87,3 +87,20 @@ def test_db_setup_sql_has_one_branch_per_cluster_and_no_secrets():
     assert "'pw\\'; DROP'" in joined  # the password is quoted, not spliced
     with pytest.raises(ValueError, match="cluster name"):
         build_statements(["demo`; DROP"], "pw", ["localhost"], "slurm_acct_db")
+
+
+def test_db_setup_errors_are_one_line(capsys):
+    from webapp.cli import main
+
+    assert main(["db-setup", "--cluster", "demo", "--admin-socket", "/nonexistent/sock"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot connect to MariaDB at /nonexistent/sock" in err[0]
+
+
+def test_db_setup_print_hides_the_password(capsys, monkeypatch):
+    from webapp.cli import main
+
+    monkeypatch.setenv("JOBREPORT_DB_URL", "mysql://jobreport:s3cret@127.0.0.1/jobreport")
+    assert main(["db-setup", "--cluster", "demo", "--print"]) == 0
+    out = capsys.readouterr().out
+    assert "s3cret" not in out and "IDENTIFIED BY '<password>'" in out

@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from mgmt.setup import SetupError
 from webapp.model import InvalidJobId, JobNotFound, SourceUnavailable
 from webapp.settings import Settings, SettingsError
 
@@ -152,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except JobNotFound as exc:
         print(f"jobreport: job {exc.job_id} not found", file=sys.stderr)
         return 1
-    except (SourceUnavailable, SettingsError, ValueError) as exc:
+    except (SourceUnavailable, SettingsError, ValueError, SetupError) as exc:
         print(f"jobreport: {exc}", file=sys.stderr)
         return 1
 

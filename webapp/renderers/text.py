@@ -51,7 +51,7 @@ def render(report: JobReport) -> str:
     title = f"Job {r.job_id} on {r.cluster}: {_clean(r.job_name)}"
     out += [title[:WIDTH], "=" * min(len(title), WIDTH)]
     out.append(_line("Owner", f"{_clean(r.user)} (account {_clean(r.account)})"))
-    out.append(_line("Partition", f"{_clean(r.partition)} on {', '.join(r.nodes) or 'n/a'}"))
+    out.append(_line("Partition", f"{_clean(r.partition)} on {_nodes(r.nodes)}"))
     state = _clean(r.state)
     if r.exit_code and r.exit_code != "0:0":
         state += f", exit code {r.exit_code}"
@@ -173,6 +173,20 @@ def render(report: JobReport) -> str:
             f"Note: {g.source} data unavailable: {g.reason}", WIDTH, subsequent_indent="      "
         )
     return "\n".join(out) + "\n"
+
+
+def _nodes(nodes: tuple[str, ...], room: int = WIDTH - 40) -> str:
+    """As many node names as fit on the line, then how many more: ``a01, a02 +6 more``."""
+    if not nodes:
+        return "n/a"
+    shown = []
+    for i, name in enumerate(nodes):
+        rest = len(nodes) - i - 1
+        candidate = ", ".join([*shown, _clean(name)]) + (f" +{rest} more" if rest else "")
+        if shown and len(candidate) > room:
+            return ", ".join(shown) + f" +{len(nodes) - len(shown)} more"
+        shown.append(_clean(name))
+    return ", ".join(shown)
 
 
 def _num(value: float | None) -> str:

@@ -1,0 +1,73 @@
+"""The text and JSON renderers: 80 columns, hostile names inert, the documented schema."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+from tests.test_web_support import HEADER_PAYLOAD, gap_report, sample_report
+from webapp.renderers import json as json_renderer
+from webapp.renderers import text
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _multi_node():
+    report = sample_report()
+    return dataclasses.replace(report, nodes=tuple(f"node{i:02d}" for i in range(1, 9)))
+
+
+def test_text_fits_80_columns_even_with_many_nodes():
+    out = text.render(_multi_node())
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "node01" in out and "+" in out and "more" in out
+
+
+def test_text_drops_control_characters_from_slurm_text():
+    out = text.render(dataclasses.replace(sample_report(), job_name=HEADER_PAYLOAD + "\x1b[2J"))
+    assert "\r" not in out and "\x1b" not in out
+
+
+def test_text_names_every_gap():
+    out = text.render(gap_report())
+    assert "data unavailable" in out
+
+
+def _documented_fields() -> set[str]:
+    section = README.read_text().split("## JSON schema", 1)[1].split("\n## ", 1)[0]
+    names = set()
+    for row in re.findall(r"^\| ([^|]+) \|", section, flags=re.M):
+        names |= set(re.findall(r"`(\w+)`", row))
+    return names
+
+
+def test_json_top_level_fields_are_the_documented_ones():
+    data = json.loads(json_renderer.render(sample_report()))
+    assert set(data) - {"schema_version"} <= _documented_fields()
+    for required in ("job_id", "cluster", "user", "account", "state", "elapsed_seconds", "cpus",
+                     "cpu_efficiency", "memory_peak_bytes", "memory_requested_bytes", "gpus",
+                     "findings", "gaps"):
+        assert required in data
+
+
+def test_json_types_and_units():
+    data = json.loads(json_renderer.render(sample_report()))
+    assert data["schema_version"] == json_renderer.SCHEMA_VERSION == 1
+    assert isinstance(data["job_id"], str) and isinstance(data["cpus"], int)
+    assert 0 <= data["cpu_efficiency"] <= 1
+    assert isinstance(data["memory_peak_bytes"], int)
+    assert data["findings"] and all(
+        set(f) == {"name", "severity", "message", "advice", "evidence"} for f in data["findings"])
+    assert {f["severity"] for f in data["findings"]} <= {"info", "warning", "critical"}
+    assert data["start_time"].endswith("+00:00")  # ISO 8601, UTC
+    for series in data["series"].values():
+        for s in series:
+            assert set(s) == {"label", "points"}
+            assert all(len(p) == 2 for p in s["points"])
+
+
+def test_json_gaps_are_listed():
+    data = json.loads(json_renderer.render(gap_report()))
+    assert data["gaps"] and set(data["gaps"][0]) == {"source", "reason"}

@@ -90,9 +90,22 @@ def test_wrong_password_and_unknown_user(client):
     assert client.get("/").status_code == 302
 
 
-def test_login_refuses_open_redirect(client):
-    assert login(client, next_url="//evil.example/").location == "/"
-    assert login(client, next_url="https://evil.example/").location == "/"
+@pytest.mark.parametrize("next_url", [
+    "//evil.example/", "https://evil.example/", "/\t/evil.example", "/\\evil.example",
+    "\\\\evil.example", "/\n/evil.example", " /x", "/x ", "javascript:alert(1)",
+    "evil.example", "/%09/x\u200b", ""])
+def test_login_refuses_open_redirect(client, next_url):
+    response = login(client, next_url=next_url)
+    assert response.status_code == 302 and response.location == "/"
+
+
+def test_login_keeps_a_same_site_next(client):
+    assert login(client, next_url="/jobs/4242.json?x=1").location == "/jobs/4242.json?x=1"
+
+
+def test_login_form_does_not_echo_an_unsafe_next(client):
+    page = client.get("/login", query_string={"next": "/\t/evil.example"})
+    assert "evil.example" not in page.get_data(as_text=True)
 
 
 def test_logout(client):

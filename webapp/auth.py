@@ -12,7 +12,9 @@ from __future__ import annotations
 import hmac
 import logging
 import secrets
+import unicodedata
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from flask import (
     Blueprint,
@@ -114,10 +116,22 @@ def load_user() -> None:
 
 
 def _safe_next(target: str) -> str:
-    """Only same-site paths, never '//host' or a scheme: no open redirect."""
-    if target.startswith("/") and not target.startswith("//") and "\\" not in target:
-        return target
-    return url_for("views.index")
+    r"""Only same-site paths: no open redirect.
+
+    Browsers and Werkzeug drop tabs and newlines and read backslashes as slashes, so
+    ``/\t/evil.example`` or ``/\evil.example`` would become ``//evil.example``: refuse any
+    whitespace or control character, then anything that, with backslashes read as
+    slashes, has a scheme or a host or does not start with exactly one ``/``.
+    """
+    index = url_for("views.index")
+    if not target or any(ch.isspace() or unicodedata.category(ch)[0] == "C" for ch in target):
+        return index
+    normalised = target.strip().replace("\\", "/")
+    parts = urlsplit(normalised)
+    same_site = normalised.startswith("/") and not normalised.startswith("//")
+    if parts.scheme or parts.netloc or not same_site:
+        return index
+    return target
 
 
 @bp.route("/login", methods=("GET", "POST"))

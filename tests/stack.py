@@ -31,6 +31,10 @@ FINAL_STATES = {
 BUSY = "timeout {s} sh -c 'while :; do :; done'; exit 0"
 
 
+HOSTILE_MARKUP = "<script>alert(1)</script> \\input{/etc/passwd} $&%#_{}~^\\"
+HOSTILE_HEADER = "report\r\nBcc: evil@example.org"
+
+
 @dataclass(frozen=True)
 class StackJob:
     """A real job the integration tests submit: who, what resources, which script."""
@@ -39,6 +43,7 @@ class StackJob:
     user: str
     args: tuple[str, ...]
     script: str
+    job_name: str | None = None  # what -J gets, when not ``name`` (hostile names)
 
 
 # One entry per behaviour the report must recognise (issue tests name each of them).
@@ -62,6 +67,11 @@ STACK_JOBS: tuple[StackJob, ...] = (
         "gpu-untouched", "bob", ("-c1", "--mem=500M", "--gres=gpu:1", "--time=10"), "sleep 20"
     ),
     StackJob("short", "alice", ("-c1", "--mem=500M", "--time=10"), "sleep 1"),
+    # Untrusted text: HTML and LaTeX in one name, a mail header in the other.
+    StackJob("hostile-markup", "bob", ("-c1", "--mem=500M", "--time=10"), "sleep 12",
+             job_name=HOSTILE_MARKUP),
+    StackJob("hostile-header", "bob", ("-c1", "--mem=500M", "--time=10"), "sleep 12",
+             job_name=HOSTILE_HEADER),
     # An array whose tasks hold 50, 100, 150 and 200 MiB: the summary suggests one --mem.
     StackJob(
         "array",
@@ -109,7 +119,7 @@ def submit(job: StackJob) -> str:
         "sbatch",
         "--parsable",
         "-J",
-        job.name,
+        job.job_name or job.name,
         "--chdir",
         f"/home/{job.user}",
         "-o",

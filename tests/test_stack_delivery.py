@@ -143,3 +143,41 @@ def test_database_down_is_503(stack_jobs, settings):
 def test_screenshot_is_a_png():
     shots = list(Path(ARTIFACTS).glob("browser-real-job-*.png"))
     assert shots and shots[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_hostile_names_are_inert_in_html_pdf_and_email(stack_jobs, service, settings, tmp_path):
+    from tests.stack import HOSTILE_HEADER, HOSTILE_MARKUP
+
+    markup_job, header_job = stack_jobs["hostile-markup"], stack_jobs["hostile-header"]
+    assert service.build(markup_job).job_name == HOSTILE_MARKUP  # stored escaped, read back
+    with requests.Session() as staff:
+        _login(staff, "staff")
+        page = staff.get(f"{WEB}/jobs/{markup_job}", timeout=60).text
+        pdf = staff.get(f"{WEB}/jobs/{markup_job}.pdf", timeout=60).content
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    (tmp_path / "hostile.pdf").write_bytes(pdf)
+    text = subprocess.run(["pdftotext", str(tmp_path / "hostile.pdf"), "-"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "\\input{/etc/passwd} $&%#_{}~^\\" in text
+
+    sink = _Sink()
+    port = free_port()
+    controller = Controller(sink, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        import argparse
+
+        from webapp.mailer import add_email_arguments, run_email
+
+        parser = argparse.ArgumentParser()
+        add_email_arguments(parser)
+        mail = dataclasses.replace(settings, smtp_port=port, mail_to="{user}@example.org",
+                                   outbox=str(tmp_path / "outbox.sqlite"))
+        assert run_email(parser.parse_args([header_job]), mail) == 0
+    finally:
+        controller.stop()
+    (msg,) = sink.messages
+    assert msg["Bcc"] is None and msg["To"] == "bob@example.org"
+    assert "\r" not in msg["Subject"] and "\n" not in msg["Subject"]
+    assert HOSTILE_HEADER.split("\r\n")[1] not in str(msg).split("\n\n", 1)[0].splitlines()

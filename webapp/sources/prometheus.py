@@ -4,26 +4,31 @@ Works against any Prometheus-compatible HTTP API (Thanos, Mimir, VictoriaMetrics
 ``/api/v1/query`` and ``/api/v1/query_range`` are used. The step is chosen so that no
 series exceeds ``MAX_POINTS``; windows longer than ``CHUNK_SECONDS`` are fetched in chunks.
 The queries of one report are independent and run concurrently, at most ``MAX_WORKERS`` at
-a time (see bench/bench_report.py).
+a time (see bench/bench_report.py). The answers are read by ``webapp.sources.prometheus_answers``
+(its parsers are re-exported here).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import chain, islice
-from operator import itemgetter, lt
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
 
 from webapp.model import Series, SourceUnavailable, Usage
+
+# The answer parsers are re-exported: callers import them from here too.
+from webapp.sources.prometheus_answers import merge_series as merge_series
+from webapp.sources.prometheus_answers import parse_matrix as parse_matrix
+from webapp.sources.prometheus_answers import parse_matrix_body as parse_matrix_body
+from webapp.sources.prometheus_answers import parse_scalar as parse_scalar
+from webapp.sources.prometheus_answers import parse_vector as parse_vector
 
 MAX_POINTS = 1000
 CHUNK_SECONDS = 7 * 86400
@@ -136,163 +141,6 @@ def job_selector(job_id: str, nodes: Iterable[str] = (), node_label: str = "inst
 
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def parse_matrix(payload: Mapping[str, Any], label: str) -> list[Series]:
-    """A ``query_range`` answer -> one ``Series`` per result, named by ``label`` (a/b joins).
-
-    ``{"status":"success","data":{"resultType":"matrix","result":[{"metric":{...},
-    "values":[[1435781430.781,"1"], ...]}]}}``
-    """
-    if payload.get("status") != "success":
-        raise ValueError(payload.get("error", "query failed"))
-    out = []
-    parts = label.split("/")
-    for item in payload["data"]["result"]:
-        metric = item.get("metric", {})
-        name = "/".join([metric.get(part, "?") for part in parts])
-        points = tuple(
-            [(float(t), float(v)) for t, v in item.get("values", []) if v not in _NOT_FINITE]
-        )
-        out.append(Series(name, points))
-    return sorted(out, key=lambda s: s.label)
-
-
-_NOT_FINITE = frozenset(("NaN", "+Inf", "-Inf"))
-_VALUES = '"values":['
-_NUMBER_CHARS = str.maketrans("", "", "0123456789.eE+-")
-
-
-def parse_matrix_body(body: bytes, label: str) -> list[Series] | None:
-    """``parse_matrix(json.loads(body), label)`` for a successful answer, without building
-    a Python list per sample (a 256-core week is 256,000 of them); None when the body is
-    not exactly what Prometheus writes (then use ``parse_matrix``, which decides).
-
-    Each ``"values":[[t,"v"],...]`` array is cut out of the text before ``json.loads``
-    and split on its separators; any whitespace, escape, quoted time or other surprise
-    shows up as a count mismatch or a ``float()`` error, and means None.
-    """
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    kept: list[str] = []
-    arrays: list[str] = []
-    pos = 0
-    while (i := text.find(_VALUES, pos)) >= 0:
-        start = i + len(_VALUES)
-        end = start if text.startswith("]", start) else text.find("]]", start) + 1
-        if end <= 0:
-            return None
-        kept.append(text[pos:start])
-        arrays.append(text[start:end])
-        pos = end
-    kept.append(text[pos:])
-    try:
-        payload = json.loads("".join(kept))
-        if not isinstance(payload, dict) or payload.get("status") != "success":
-            return None
-        result = payload["data"]["result"]
-        if sum(1 for item in result if "values" in item) != len(arrays):
-            return None
-        points = iter([_points(a) for a in arrays])
-        out = []
-        parts = label.split("/")
-        for item in result:
-            metric = item.get("metric", {})
-            name = "/".join([metric.get(part, "?") for part in parts])
-            out.append(Series(name, next(points) if "values" in item else ()))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return sorted(out, key=lambda s: s.label)
-
-
-def _points(array: str) -> tuple[tuple[float, float], ...]:
-    """``[t,"v"],[t,"v"]`` -> ((t, v), ...) without the non-finite values; ValueError when the
-    text is anything else."""
-    if not array:
-        return ()
-    n = array.count("[")
-    if not (array[0] == "[" and array.endswith('"]') and array.count("]") == n):
-        raise ValueError("unexpected values array")
-    if array.count('"') != 2 * n:
-        raise ValueError("unexpected values array")
-    fields = array[1:-2].replace('"],[', ',"').split(',"')
-    if len(fields) != 2 * n:
-        raise ValueError("unexpected values array")
-    times, values = fields[0::2], fields[1::2]
-    # Times are JSON numbers: anything float() reads but JSON does not ("1_0", " 2", "inf")
-    # is refused, and so is "-0" (json.loads reads it as the integer 0, float() as -0.0).
-    if "".join(times).translate(_NUMBER_CHARS) or "[-0," in array:
-        raise ValueError("unexpected time in values array")
-    if _NOT_FINITE.isdisjoint(values):
-        return tuple(zip(map(float, times), map(float, values), strict=True))
-    return tuple(
-        [(float(t), float(v)) for t, v in zip(times, values, strict=True) if v not in _NOT_FINITE]
-    )
-
-
-def parse_vector(payload: Mapping[str, Any], label: str) -> list[Series]:
-    """An instant ``query`` answer (vector) -> a one-point ``Series`` per result.
-
-    ``{"status":"success","data":{"resultType":"vector","result":[{"metric":{...},
-    "value":[1435781451.781,"1"]}]}}``
-    """
-    if payload.get("status") != "success":
-        raise ValueError(payload.get("error", "query failed"))
-    out = []
-    for item in payload["data"]["result"]:
-        metric = item.get("metric", {})
-        name = "/".join(metric.get(part, "?") for part in label.split("/"))
-        t, v = item["value"]
-        if v not in ("NaN", "+Inf", "-Inf"):
-            out.append(Series(name, ((float(t), float(v)),)))
-    return sorted(out, key=lambda s: s.label)
-
-
-def parse_scalar(payload: Mapping[str, Any]) -> float | None:
-    """An instant ``query`` answer (vector) -> its single value, or None when empty."""
-    if payload.get("status") != "success":
-        raise ValueError(payload.get("error", "query failed"))
-    result = payload["data"]["result"]
-    if not result:
-        return None
-    value = float(result[0]["value"][1])
-    return None if math.isnan(value) else value
-
-
-def merge_series(parts: Iterable[list[Series]]) -> tuple[Series, ...]:
-    """Join the chunks of one query: series with the same label are concatenated.
-
-    Points are sorted by time; where chunks overlap, the later chunk's value wins.
-    """
-    runs: dict[str, list[tuple[tuple[float, float], ...]]] = {}
-    for part in parts:
-        for s in part:
-            runs.setdefault(s.label, []).append(s.points)
-    return tuple(Series(k, _join(v)) for k, v in sorted(runs.items()))
-
-
-def _join(runs: list[tuple[tuple[float, float], ...]]) -> tuple[tuple[float, float], ...]:
-    # Chunks come back in order and do not overlap: then joining is concatenating. Anything
-    # else (unsorted, repeated or overlapping times) goes through a dict, later values winning.
-    last: float | None = None
-    for run in runs:
-        ts = list(map(_time, run))
-        if not ts:
-            continue
-        if (last is not None and not last < ts[0]) or not all(map(lt, ts, islice(ts, 1, None))):
-            break
-        last = ts[-1]
-    else:
-        return tuple(runs[0]) if len(runs) == 1 else tuple(chain.from_iterable(runs))
-    points: dict[float, float] = {}
-    for run in runs:
-        points.update(run)
-    return tuple(sorted(points.items()))
-
-
-_time = itemgetter(0)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,205 @@
+"""Values as sacct prints them: durations, memory sizes, TRES, states, times, host lists.
+
+Every function here is pure and reads one field's text; ``webapp.sources.sacct`` groups
+the lines of an answer into jobs and steps with them.
+
+Times: sacct prints local wall-clock time without a zone (``2024-04-04T19:29:45``), or
+Unix seconds when ``SLURM_TIME_FORMAT=%s``. The default runner sets ``%s`` so no
+daylight-saving guess is ever needed; text in ISO form is read as local time (or the
+``tz`` given) and converted to UTC.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, tzinfo
+from functools import lru_cache
+
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+_NO_LIMIT = frozenset({"", "UNLIMITED", "PARTITION_LIMIT", "INVALID", "NONE", "N/A"})
+_NO_TIME = frozenset({"", "UNKNOWN", "NONE", "N/A", "0"})
+_MEMORY_RE = re.compile(r"^([0-9]+(?:\.[0-9]*)?)([KMGTP]?)$")
+
+
+@lru_cache(maxsize=8192)
+def parse_duration(text: str) -> float | None:
+    """Seconds from a Slurm duration; None for no limit or no value.
+
+        02:03.640        (MM:SS.mmm, the CPU fields)
+        762-08:11:49     (D-HH:MM:SS)
+
+    Also ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM`` and a bare number of minutes
+    (Slurm's own input syntax, and what TimelimitRaw prints).
+    """
+    t = text.strip()
+    if t.upper() in _NO_LIMIT:
+        return None
+    days = 0
+    if "-" in t:
+        d, _, t = t.partition("-")
+        days = int(d)
+    parts = t.split(":")
+    try:
+        if len(parts) == 3:
+            h, m, s = int(parts[0]), int(parts[1]), float(parts[2])
+        elif len(parts) == 2:
+            # After "D-" the pair is HH:MM; alone it is MM:SS (sacct's short CPU times).
+            if days:
+                h, m, s = int(parts[0]), int(parts[1]), 0.0
+            else:
+                h, m, s = 0, int(parts[0]), float(parts[1])
+        elif days:
+            h, m, s = int(parts[0]), 0, 0.0
+        else:
+            h, m, s = 0, int(parts[0]), 0.0
+    except ValueError:
+        raise ValueError(f"not a Slurm duration: {text!r}") from None
+    return days * 86400 + h * 3600 + m * 60 + s
+
+
+@lru_cache(maxsize=8192)
+def parse_memory(text: str) -> int | None:
+    """Bytes from a sacct memory value (1024-based suffixes); None when empty.
+
+        1294440K
+        0
+
+    A bare number is bytes: sacct only shortens a value to K/M/G when it divides exactly.
+    """
+    t = text.strip().upper()
+    if not t:
+        return None
+    m = _MEMORY_RE.match(t)
+    if not m:
+        raise ValueError(f"not a memory size: {text!r}")
+    return round(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def parse_req_mem(text: str, cpus: int | None = None, nodes: int | None = None) -> int | None:
+    """Requested memory of the whole job in bytes.
+
+        4000Mc      (Slurm < 21.08: per CPU, times ``cpus``)
+        100Gn       (per node, times ``nodes``)
+
+    Newer Slurm prints the job total (``10G``). None when the multiplier is unknown.
+    """
+    t = text.strip()
+    if not t:
+        return None
+    suffix = t[-1]
+    if suffix in "cn":
+        per = parse_memory(t[:-1])
+        count = cpus if suffix == "c" else nodes
+        if per is None or not count:
+            return None
+        return per * count
+    return parse_memory(t)
+
+
+def parse_tres(text: str) -> dict[str, str]:
+    """A TRES string as a dict; values stay text (``500M``, ``2``, ``00:00:02``).
+
+        billing=1,cpu=1,mem=500M,node=1
+        billing=8,cpu=8,gres/gpu:v100=1,gres/gpu=1,mem=10G,node=1
+    """
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def gpus_from_tres(tres: dict[str, str]) -> int:
+    """GPU count: ``gres/gpu`` if present, else the sum of typed ``gres/gpu:<type>``."""
+    if "gres/gpu" in tres:
+        return int(tres["gres/gpu"])
+    # gres/gpumem and gres/gpuutil (usage TRES) share the prefix but have no ':'.
+    return sum(int(v) for k, v in tres.items() if k.startswith("gres/gpu:"))
+
+
+@lru_cache(maxsize=1024)
+def parse_state(text: str) -> tuple[str, int | None]:
+    """The state name and, for a cancellation, the uid that cancelled.
+
+        CANCELLED by 223988
+        OUT_OF_MEMORY
+    """
+    t = text.strip()
+    name, sep, who = t.partition(" by ")
+    if sep:
+        try:
+            return name.upper(), int(who)
+        except ValueError:
+            return name.upper(), None
+    return t.rstrip("+").upper(), None
+
+
+@lru_cache(maxsize=4096)
+def parse_time(text: str, tz: tzinfo | None = None) -> datetime | None:
+    """A UTC-aware datetime from a sacct timestamp; None for Unknown/None.
+
+        2024-04-04T19:29:45     (local time of the sacct host, or ``tz``)
+        1681342706              (SLURM_TIME_FORMAT=%s)
+    """
+    t = text.strip()
+    if t.upper() in _NO_TIME:
+        return None
+    if t.isdigit():
+        return datetime.fromtimestamp(int(t), UTC)
+    naive = datetime.fromisoformat(t)
+    if tz is None:
+        return naive.astimezone(UTC)  # naive astimezone() means "this host's local time"
+    if tz is UTC:
+        return naive.replace(tzinfo=UTC)
+    return naive.replace(tzinfo=tz).astimezone(UTC)
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas that are not inside brackets."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
+def _expand_range(body: str) -> list[str]:
+    out = []
+    for part in body.split(","):
+        lo, sep, hi = part.partition("-")
+        if not sep:
+            out.append(lo)
+            continue
+        width = len(lo)  # node[022-023] keeps its zero padding
+        out.extend(str(i).zfill(width) for i in range(int(lo), int(hi) + 1))
+    return out
+
+
+@lru_cache(maxsize=4096)
+def parse_nodelist(text: str) -> tuple[str, ...]:
+    """Host names from a Slurm host list; () when none was assigned.
+
+        omni[1,10-12]
+        mycluster2-node[022-023,057-058]
+    """
+    t = text.strip()
+    if not t or t in ("None assigned", "(null)"):
+        return ()
+    hosts: list[str] = []
+    for item in _split_top(t):
+        open_ = item.find("[")
+        if open_ < 0:
+            hosts.append(item)
+            continue
+        close = item.index("]", open_)
+        prefix, body, rest = item[:open_], item[open_ + 1 : close], item[close + 1 :]
+        tails = parse_nodelist(rest) if rest else ("",)
+        hosts.extend(prefix + n + tail for n in _expand_range(body) for tail in tails)
+    return tuple(hosts)

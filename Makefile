@@ -23,8 +23,14 @@ lint:
 unit: ## the tests that need no stack
 	$(VENV)/bin/pytest -q -m "not stack"
 
-bench: stack
-	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+bench: stack ## every benchmark; the web one on the newest completed job of the stack
+	$(PY) bench/bench_sacct.py
+	$(PY) bench/bench_exporter.py
+	$(PY) bench/bench_report.py
+	set -a; . var/jobreport.env; set +a; \
+	  JOBREPORT_BENCH_JOB=$$(sacct -X -n -P -S now-7days --format=JobID,State | \
+	    awk -F'|' '$$2 == "COMPLETED" && $$1 !~ /_/ {id = $$1} END {print id}') \
+	  $(PY) bench/bench_web.py --duration 30
 
 clean:
 	rm -rf $(VENV) var test-artifacts

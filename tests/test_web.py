@@ -173,14 +173,38 @@ def test_other_users_job_is_403(client):
     assert client.get("/jobs/5000.pdf").status_code == 403
 
 
-def test_staff_see_every_job(client):
+def test_other_users_job_is_refused_before_any_report_is_built(web_settings):
+    service = default_service()
+    client = create_app(web_settings, service).test_client()
+    login(client, "alice")
+    for path in ("/jobs/5000", "/jobs/5000.json", "/jobs/5000.txt", "/jobs/5000.pdf"):
+        assert client.get(path).status_code == 403
+    assert service.owners == ["5000"] * 4
+    assert service.built == []  # no Prometheus or sacct query for somebody else's job
+    assert client.get("/jobs/4242").status_code == 200
+    assert service.built == ["4242"]
+
+
+def test_job_without_owner_is_403_for_users(web_settings):
+    service = FakeService({"4242": sample_report(user=None)})
+    client = create_app(web_settings, service).test_client()
+    login(client, "alice")
+    assert client.get("/jobs/4242").status_code == 403
+    assert service.built == []
+
+
+def test_staff_see_every_job(web_settings):
+    service = default_service()
+    client = create_app(web_settings, service).test_client()
     login(client, "staffer")
     assert client.get("/jobs/5000").status_code == 200
     assert client.get("/jobs/4242").status_code == 200
+    assert service.owners == []  # staff skip the owner lookup
 
 
-def test_unknown_job_is_404_naming_the_id(client):
-    login(client)
+@pytest.mark.parametrize("user", ["alice", "staffer"])
+def test_unknown_job_is_404_naming_the_id(client, user):
+    login(client, user)
     response = client.get("/jobs/987654")
     assert response.status_code == 404
     assert "No job 987654" in response.get_data(as_text=True)
@@ -196,9 +220,10 @@ def test_malformed_id_is_400(client, job):
     assert client.get(f"/jobs/{job}.txt").status_code == 400
 
 
-def test_accounting_down_is_503(web_settings):
+@pytest.mark.parametrize("user", ["alice", "staffer"])
+def test_accounting_down_is_503(web_settings, user):
     client = create_app(web_settings, FakeService(down=True)).test_client()
-    login(client)
+    login(client, user)
     response = client.get("/jobs/4242")
     assert response.status_code == 503
     assert response.headers["Retry-After"] == "60"

@@ -86,7 +86,7 @@ def gap_report(job_id: str = "4243", user: str = "alice") -> JobReport:
 
 
 class FakeService:
-    """Same two methods as ``webapp.build.ReportService``, answering from a dict."""
+    """Same methods as ``webapp.build.ReportService``, answering from a dict."""
 
     def __init__(self, reports: dict[str, JobReport] | None = None,
                  ended: list[str] | None = None, down: bool = False) -> None:
@@ -94,6 +94,7 @@ class FakeService:
         self.ended = ended
         self.down = down
         self.built: list[str] = []
+        self.owners: list[str] = []  # job ids owner() was asked about
 
     def build(self, job_id: str) -> JobReport:
         JobId.parse(job_id)  # raises InvalidJobId like the real service
@@ -102,6 +103,16 @@ class FakeService:
         self.built.append(job_id)
         try:
             return self.reports[job_id]
+        except KeyError:
+            raise JobNotFound(job_id) from None
+
+    def owner(self, job_id: str) -> str | None:
+        JobId.parse(job_id)
+        if self.down:
+            raise SourceUnavailable("accounting", "Can't connect to MySQL server on '127.0.0.1'")
+        self.owners.append(job_id)
+        try:
+            return self.reports[job_id].user
         except KeyError:
             raise JobNotFound(job_id) from None
 

@@ -74,9 +74,14 @@ def check_login(username: str, password: str) -> bool:
     return ok and hashed is not None
 
 
+def is_staff(user: str | None) -> bool:
+    """Staff (JOBREPORT_STAFF) may see every job."""
+    return user is not None and user in settings().staff
+
+
 def can_view(user: str, report: JobReport) -> bool:
     """Staff see every job; anybody else only the jobs they own."""
-    return user in settings().staff or (report.user is not None and report.user == user)
+    return is_staff(user) or (report.user is not None and report.user == user)
 
 
 def csrf_token() -> str:

@@ -68,15 +68,26 @@ def get_service():
     return ext["jobreport.service"]
 
 
+def _deny(canonical: str, owner: str | None) -> None:
+    log.warning("user %s denied job %s of %s", g.user, canonical, owner)
+    abort(403, description=f"Job {canonical} belongs to another user; only its owner "
+                           "and support staff may see it.")
+
+
 def load_report(job_id: str) -> JobReport:
-    """Build the report and check the user may see it (400, 404, 403, 503 otherwise)."""
+    """Check the user may see the job, then build its report (400, 404, 403, 503 otherwise).
+
+    For anybody but staff the owner comes first, from one accounting query, so nobody can
+    make the app query Prometheus and sacct for a job they may not see."""
     canonical = str(JobId.parse(job_id))
-    cache = current_app.extensions["jobreport.reports"]
-    report = cache.get(canonical, get_service().build)
-    if not auth.can_view(g.user, report):
-        log.warning("user %s denied job %s of %s", g.user, canonical, report.user)
-        abort(403, description=f"Job {canonical} belongs to another user; only its owner "
-                               "and support staff may see it.")
+    service = get_service()
+    if not auth.is_staff(g.user):
+        owner = service.owner(canonical)  # JobNotFound: 404; accounting down: 503
+        if owner is None or owner != g.user:
+            _deny(canonical, owner)
+    report = current_app.extensions["jobreport.reports"].get(canonical, service.build)
+    if not auth.can_view(g.user, report):  # the report's owner agrees with the check above
+        _deny(canonical, report.user)
     return report
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from exporter import gpu
 from tests.exporter_fake_nvml import REPLAY, FakeNvml
@@ -49,9 +50,13 @@ def test_no_driver():
 
 def test_real_pynvml_without_driver_disables_quietly():
     module = gpu.load_nvml()
-    if module is None:
-        return  # nvidia-ml-py not installed: load_nvml already said so by returning None
-    assert gpu.Nvml(module).start() is False  # this machine has no NVIDIA driver
+    assert module is not None  # nvidia-ml-py is pinned in requirements.txt
+    assert gpu.Nvml(module).start() is False  # the test machines have no NVIDIA driver
+
+
+def test_load_nvml_without_nvidia_ml_py(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # makes `import pynvml` raise ImportError
+    assert gpu.load_nvml() is None
 
 
 def test_allocation_file(tmp_path):

@@ -204,6 +204,15 @@ def test_send_one_to_owner_over_smtp(smtp, tmp_path, capsys):
     assert len(set(recorder.message_ids())) == 2
 
 
+def test_send_one_unknown_or_invalid_job(tmp_path, capsys):
+    settings = mail_settings(tmp_path, free_port())
+    assert mailer.run_email(email_args("99999999"), settings, FakeService()) == 1
+    assert capsys.readouterr().err == "jobreport email: job 99999999 not found\n"
+    assert mailer.run_email(email_args("12x"), settings, FakeService()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "12x" in err
+
+
 def test_send_one_with_to_and_injection(smtp, tmp_path, fast_pdf):
     recorder, port = smtp
     settings = mail_settings(tmp_path, port)

@@ -147,9 +147,12 @@ def send_one(args: argparse.Namespace, settings: Settings, service, connect=None
     try:
         job_id = str(JobId.parse(args.job_id))
         report = service.build(job_id)
-    except (InvalidJobId, JobNotFound) as exc:
+    except InvalidJobId as exc:  # a usage error
         sys.stderr.write(f"jobreport email: {exc}\n")
         return 2
+    except JobNotFound as exc:
+        sys.stderr.write(f"jobreport email: job {exc.job_id} not found\n")
+        return 1
     to_addr = args.to or owner_address(report, settings)
     if not to_addr or "@" not in to_addr or re.search(r"[\s,;<>]", to_addr):
         sys.stderr.write(f"jobreport email: no usable address for job {job_id} "

@@ -1,7 +1,8 @@
 """Settings of jobs-exporter, read once from ``JOBREPORT_EXPORTER_*`` environment variables.
 
 Command-line flags override them (see ``__main__``). Every variable is listed in
-``SETTINGS_DOC`` and in exporter/README.md; a test checks that the two agree.
+``SETTINGS_DOC`` and in exporter/README.md; a test checks that the two agree. A
+``JOBREPORT_EXPORTER_*`` variable not in ``SETTINGS_DOC`` (a typo) is an error.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+PREFIX = "JOBREPORT_EXPORTER_"
 
 # name -> (default, one-line description); exporter/README.md mirrors this table.
 SETTINGS_DOC: dict[str, tuple[str, str]] = {
@@ -56,6 +59,10 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
+        # A typo must not silently fall back to a default.
+        unknown = sorted(k for k in env if k.startswith(PREFIX) and k not in SETTINGS_DOC)
+        if unknown:
+            raise SettingsError(f"unknown setting(s): {', '.join(unknown)}")
 
         def get(name: str) -> str:
             return env.get(name, SETTINGS_DOC[name][0])

@@ -46,6 +46,21 @@ def test_bad_values_name_the_variable(name, value):
         Settings.from_env({name: value})
 
 
+def test_unknown_variable_is_an_error_naming_it():
+    with pytest.raises(SettingsError, match="JOBREPORT_EXPORTER_FD_CACHED"):
+        Settings.from_env({"JOBREPORT_EXPORTER_FD_CACHED": "0"})
+    # Other deployables' JOBREPORT_* settings are not the exporter's business.
+    assert Settings.from_env({"JOBREPORT_CLUSTER": "x", "JOBREPORT_BENCH_JOB": "1"}).fd_cache
+
+
+def test_unknown_variable_stops_the_command_line(monkeypatch, capsys):
+    monkeypatch.setenv("JOBREPORT_EXPORTER_NODENAME", "n1")
+    with pytest.raises(SystemExit) as exc:
+        main(["--once"])
+    assert exc.value.code == 2
+    assert "JOBREPORT_EXPORTER_NODENAME" in capsys.readouterr().err
+
+
 def test_cli_overrides_env():
     env = Settings.from_env(
         {"JOBREPORT_EXPORTER_SCRATCH": "/a", "JOBREPORT_EXPORTER_NODE_NAME": "x"}

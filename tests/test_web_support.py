@@ -1,7 +1,7 @@
 """Reports and a fake report service shared by the web, PDF, email and outbox tests.
 
 Not a test module (it holds no tests); the reports are built in code so every field
-a renderer shows has a known value. The lead's integration tests use the real service.
+a renderer shows has a known value. The integration tests use the real service.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ v2 (Slurm >= 22.05 with systemd):
 
 PIDs are only in leaf cgroups; job-level counters include all children. Job directories
 vanish the moment a job ends, so every reader may raise FileNotFoundError (see GONE);
-callers skip that job. Optional files (absent on some kernels) come back as None.
+``exists()`` tells that apart from a file missing in a live cgroup, and callers skip a job
+that ended. Optional files (absent on some kernels) come back as None.
 """
 
 from __future__ import annotations
@@ -261,6 +262,11 @@ def _read_leaf(path: str, proc_root: str) -> list[int]:
 
 def _job_order(job: Job) -> tuple[int, str]:
     return (int(job.job_id) if job.job_id.isdigit() else 0, job.job_id)
+
+
+def exists(job: Job) -> bool:
+    """Whether every directory of the job's cgroup is still there (False: the job ended)."""
+    return all(os.path.isdir(path) for path in job.dirs.values())
 
 
 # ---------------------------------------------------------------- readers

@@ -107,6 +107,10 @@ class JobsCollector:
         run("discovery", discovery)
         for collector in self.collectors:
             run(collector.name, lambda c=collector: list(c.collect(jobs)))
+        gone = {job.job_id for job in jobs if job.gone}
+        if gone:  # ended mid-scrape: drop what collectors read before, jobs_info included
+            for family in out:
+                family.samples = [s for s in family.samples if s.labels.get("jobid") not in gone]
         self.procs.sweep({pid for job in jobs for pid in job.pids})
         out.extend((duration, success))
         return out

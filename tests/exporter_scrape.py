@@ -58,6 +58,11 @@ def value(text: str, name: str, **labels: str) -> float | None:
     return samples(text).get((name, tuple(sorted(labels.items()))))
 
 
+def series_of(text: str, jobid: str) -> list[str]:
+    """Names of the samples of one job (empty: the job is absent from the exposition)."""
+    return [name for name, labels in samples(text) if ("jobid", jobid) in labels]
+
+
 def assert_golden(name: str, text: str) -> None:
     path = GOLDEN / f"{name}.prom"
     if os.environ.get("UPDATE_GOLDEN") == "1":

@@ -8,8 +8,18 @@ import shutil
 import pytest
 
 from exporter import cgroupfs
+from exporter.collectors.io import IoCollector
+from exporter.collectors.processes import ProcessesCollector
+from exporter.collectors.scratch import ScratchCollector
 from tests.exporter_fake_nvml import FakeNvml
-from tests.exporter_scrape import FIXTURES, assert_golden, make_settings, scrape, value
+from tests.exporter_scrape import (
+    FIXTURES,
+    assert_golden,
+    make_settings,
+    scrape,
+    series_of,
+    value,
+)
 
 V1 = FIXTURES / "v1-samples"
 V1_LOCAL = FIXTURES / "v1-local"
@@ -27,8 +37,11 @@ def test_v1_public_samples():
     text = scrape(make_settings(V1, scratch=SCRATCH))
     assert_golden("v1-samples", text)
     assert value(text, "jobs_info", jobid="11", user="20821", uid="20821") == 1
-    # job_11 has only `tasks` (thread ids) without /proc files: no live process.
+    # job_11 has only `tasks` (thread ids) without /proc files: no live process, so no
+    # I/O series (a sum of nothing is not 0 bytes).
     assert value(text, "jobs_processes", jobid="11") == 0
+    assert value(text, "jobs_read_bytes_total", jobid="11") is None
+    assert value(text, "jobs_read_bytes_total", jobid="10") == 1024
     assert value(text, "jobs_processes", jobid="10") == 1
     assert value(text, "jobs_memory_rss_bytes", jobid="11") == 6051483648  # total_rss
     assert value(text, "jobs_cpus", jobid="11") == 40
@@ -126,12 +139,90 @@ def test_job_vanishing_mid_scrape(tmp_path):
 
     text = scrape(make_settings(tree, scratch=SCRATCH), discover=discover_then_job_ends)
     assert_golden("v1-samples-job10-vanished", text)
-    assert value(text, "jobs_cpu_seconds_total", jobid="10", mode="user") is None
+    # Skipped entirely: no jobs_info, no zeros from the /proc collectors (no fake reset).
+    assert series_of(text, "10") == []
+    assert value(text, "jobs_info", jobid="11", user="20821", uid="20821") == 1
     assert value(text, "jobs_memory_rss_bytes", jobid="11") == 6051483648
-    assert value(text, "jobs_processes", jobid="10") == 0  # its process is gone too
     assert "} 0.0" not in "".join(
         line for line in text.splitlines() if line.startswith("jobs_scrape_collector_success")
     )
+
+
+def test_job_vanishing_is_found_by_the_proc_collectors_alone(tmp_path):
+    # Without the cgroup collectors, processes/io/scratch must notice the job ended; the
+    # cpuacct directory alone going is enough (Slurm removes them one by one).
+    def discover_then_job_ends(cgroup_root, proc_root, node_name):
+        jobs = cgroupfs.discover_jobs(cgroup_root, proc_root, node_name)
+        shutil.rmtree(f"{cgroup_root}/cpuacct/slurm/uid_20821/job_10")
+        shutil.rmtree(f"{proc_root}/26231")
+        return jobs
+
+    for collector in (ProcessesCollector, IoCollector, ScratchCollector):
+        tree = copy_tree(V1, tmp_path / collector.name)
+        text = scrape(
+            make_settings(tree, scratch=SCRATCH),
+            collectors=(collector,),
+            discover=discover_then_job_ends,
+        )
+        assert series_of(text, "10") == [], collector.name
+        assert value(text, "jobs_info", jobid="11", user="20821", uid="20821") == 1
+
+
+class EndsJob10:
+    """Removes job 10's cgroup and process between two collectors."""
+
+    name = "ends_job_10"
+    tree = None
+
+    def __init__(self, context):
+        pass
+
+    def collect(self, jobs):
+        for controller in ("cpuacct", "memory", "cpuset"):
+            shutil.rmtree(self.tree / "cgroup" / controller / "slurm/uid_20821/job_10")
+        shutil.rmtree(self.tree / "proc" / "26231")
+        yield from ()
+
+
+def test_job_ending_between_collectors_is_dropped_entirely(tmp_path, monkeypatch):
+    from exporter.registry import COLLECTORS
+
+    tree = copy_tree(V1, tmp_path / "v1")
+    monkeypatch.setattr(EndsJob10, "tree", tree)
+    # cpu and memory read job 10 before it ends; their series must not survive alone.
+    collectors = (*COLLECTORS[:2], EndsJob10, *COLLECTORS[2:])
+    text = scrape(make_settings(tree, scratch=SCRATCH), collectors=collectors)
+    assert series_of(text, "10") == []
+    assert value(text, "jobs_cpu_seconds_total", jobid="11", mode="user") == 33135.61
+
+
+def test_job_whose_processes_all_exited_is_still_reported(tmp_path):
+    # The cgroup is still there: the job runs (processes 0 is true), but an I/O sum of 0
+    # would be a false counter reset, so there is no I/O series.
+    tree = copy_tree(V1_LOCAL, tmp_path / "node")
+    for pid in ("8272", "8274", "8276"):
+        shutil.rmtree(tree / "proc" / pid)
+    text = scrape(make_settings(tree, scratch=SCRATCH))
+    assert value(text, "jobs_info", jobid="2", user="alice", uid="1001") == 1
+    assert value(text, "jobs_processes", jobid="2") == 0
+    assert value(text, "jobs_threads", jobid="2") == 0
+    assert value(text, "jobs_scratch_in_use", jobid="2") == 0
+    assert value(text, "jobs_read_bytes_total", jobid="2") is None
+    assert value(text, "jobs_write_syscalls_total", jobid="2") is None
+    assert value(text, "jobs_memory_limit_bytes", jobid="2") == 500 * 2**20
+
+
+def test_file_missing_in_a_live_cgroup_skips_only_that_reading(tmp_path):
+    # v2 without the memory controller enabled for the job: no memory.* files.
+    tree = copy_tree(V2, tmp_path / "v2")
+    job = tree / "cgroup/system.slice/slurmstepd.scope/job_4"
+    for path in job.glob("memory.*"):
+        path.unlink()
+    text = scrape(make_settings(tree))
+    assert value(text, "jobs_memory_usage_bytes", jobid="4") is None
+    assert value(text, "jobs_info", jobid="4", user="20821", uid="20821") == 1
+    assert value(text, "jobs_cpu_seconds_total", jobid="4", mode="user") is not None
+    assert value(text, "jobs_processes", jobid="4") is not None
 
 
 def test_other_slurmds_jobs_are_ignored(tmp_path):

@@ -56,7 +56,7 @@ class GpuCollector:
             self._nvml = self._start()
         if self._nvml is None:
             return
-        jobs = list(jobs)
+        jobs = [j for j in jobs if not j.gone]  # found ended by an earlier collector
         families = [GaugeMetricFamily(n, h, labels=["jobid", "gpu"]) for n, h in _FAMILIES]
         self._allocations = {j.job_id: self._allocation(j) for j in jobs}
         for job in jobs:

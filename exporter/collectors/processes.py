@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from exporter.collectors.context import CollectorContext
-from exporter.scrape import ScrapedJob
+from exporter.scrape import ScrapedJob, each
 
 
 class ProcessesCollector:
@@ -33,8 +33,7 @@ class ProcessesCollector:
             "Highest ratio of open files to the soft open-files limit over the job's processes.",
             labels=["jobid"],
         )
-        for job in jobs:
-            procs = job.processes
+        for job, procs in each(jobs, lambda j: j.processes):
             labels = [job.job_id]
             processes.add_metric(labels, len(procs))
             threads.add_metric(labels, sum(p.threads for p in procs))

@@ -8,7 +8,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from exporter import procfs
 from exporter.collectors.context import CollectorContext
-from exporter.scrape import ScrapedJob
+from exporter.scrape import ScrapedJob, each
 
 
 class ScratchCollector:
@@ -26,8 +26,11 @@ class ScratchCollector:
             "1 when a process of the job has its working directory or an open file on scratch.",
             labels=["jobid"],
         )
-        root = self.context.settings.proc_root
-        for job in jobs:
-            used = procfs.uses_scratch(root, job.pids, self.prefixes)
+        for job, used in each(jobs, self._uses_scratch):
             in_use.add_metric([job.job_id], 1 if used else 0)
         yield in_use
+
+    def _uses_scratch(self, job: ScrapedJob) -> bool:
+        used = procfs.uses_scratch(self.context.settings.proc_root, job.pids, self.prefixes)
+        job.check_alive()  # not in use because the job ended is no answer
+        return used

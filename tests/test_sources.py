@@ -143,9 +143,3 @@ def test_accounting_down_is_source_unavailable():
         src.job(JobId(1))
     assert err.value.source == "accounting"
 
-
-def test_parse_db_text_undoes_slurmdbd_escaping():
-    # as read from demo_job_table for `sbatch -J '<b>x</b> \input{/etc/passwd} $&%#_{}~^\'`
-    stored = "<b>x</b> \\\\input{/etc/passwd} $&%#_{}~^\\\\ it\\'s"
-    assert accounting.parse_db_text(stored) == "<b>x</b> \\input{/etc/passwd} $&%#_{}~^\\ it's"
-    assert accounting.parse_db_text(None) is None

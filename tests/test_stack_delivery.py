@@ -145,7 +145,7 @@ def test_hostile_names_are_inert_in_html_pdf_and_email(stack_jobs, service, sett
     from tests.stack import HOSTILE_HEADER, HOSTILE_MARKUP
 
     markup_job, header_job = stack_jobs["hostile-markup"], stack_jobs["hostile-header"]
-    assert service.build(markup_job).job_name == HOSTILE_MARKUP  # stored escaped, read back
+    assert service.build(markup_job).job_name == HOSTILE_MARKUP  # stored as is, read back
     with requests.Session() as staff:
         _login(staff, "staff")
         page = staff.get(f"{WEB}/jobs/{markup_job}", timeout=60).text

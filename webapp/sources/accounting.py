@@ -6,7 +6,6 @@ Only the view db-setup creates is read, only with bound parameters. Rows become
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -31,7 +30,6 @@ JOB_STATES = {
     11: "OUT_OF_MEMORY",
 }
 MEM_PER_CPU = 0x8000000000000000
-_DB_ESCAPE = re.compile(r"\\(.)", re.S)
 NO_VAL32 = {0xFFFFFFFE, 0xFFFFFFFF}
 
 COLUMNS = (
@@ -78,15 +76,6 @@ def parse_tres(text: str | None, names: Mapping[int, str]) -> dict[str, float]:
     return out
 
 
-def parse_db_text(text: str | None) -> str | None:
-    """Undo slurmdbd's escaping of stored strings: ``a\\\\b it\\'s`` -> ``a\\b it's``.
-
-    slurmdbd stores job names and paths with backslashes (and quotes) backslash-escaped;
-    sacct shows them unescaped, and so must we.
-    """
-    return _DB_ESCAPE.sub(r"\1", text) if text else text
-
-
 def parse_mem_req(mem_req: int, cpus: int | None, nodes: int) -> int | None:
     """``mem_req`` (MB, per node or per CPU with the MEM_PER_CPU bit) -> bytes per job."""
     mem_req = int(mem_req or 0)
@@ -129,7 +118,7 @@ def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> Accounti
         user=row["user"] or None,
         account=row["account"] or None,
         partition=row["partition"] or None,
-        job_name=parse_db_text(row["job_name"]),
+        job_name=row["job_name"],
         state=parse_state(row["state"]),
         exit_code=parse_exit_code(row["exit_code"] or 0),
         submit_time=_time(row["submit_time"]),
@@ -140,7 +129,7 @@ def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> Accounti
         time_limit_seconds=None if limit is None or int(limit) in NO_VAL32 else int(limit) * 60.0,
         nodes=nodes,
         node_list=row["nodelist"] or "",
-        work_dir=parse_db_text(row["work_dir"]) or None,
+        work_dir=row["work_dir"] or None,
         gpus=int(sum(v for k, v in alloc.items() if k == "gres/gpu" or k.startswith("gres/gpu:"))),
     )
 

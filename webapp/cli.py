@@ -8,7 +8,10 @@ import sys
 from collections.abc import Sequence
 
 from mgmt.setup import SetupError
+from mgmt.setup import add_arguments as add_db_setup_arguments
+from webapp.mailer import add_email_arguments
 from webapp.model import InvalidJobId, JobNotFound, SourceUnavailable
+from webapp.outbox import add_outbox_arguments
 from webapp.settings import Settings, SettingsError
 
 FORMATS = ("text", "json", "html", "pdf")
@@ -102,12 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Email one job's report, or every job that ended "
         "recently (for cron), through the durable outbox.",
     )
-    try:
-        from webapp.mailer import add_email_arguments
-    except ImportError:  # delivery not installed in this deployable
-        add_email_arguments = None
-    if add_email_arguments:
-        add_email_arguments(email)
+    add_email_arguments(email)
     email.set_defaults(func=cmd_email)
 
     outbox = sub.add_parser(
@@ -115,15 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="show pending and failed emails",
         description="Show the outbox's pending and failed emails.",
     )
-    try:
-        from webapp.outbox import add_outbox_arguments
-    except ImportError:
-        add_outbox_arguments = None
-    if add_outbox_arguments:
-        add_outbox_arguments(outbox)
+    add_outbox_arguments(outbox)
     outbox.set_defaults(func=cmd_outbox)
-
-    from mgmt.setup import add_arguments as add_db_setup_arguments
 
     db_setup = sub.add_parser(
         "db-setup",

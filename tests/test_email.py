@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from email import message_from_bytes
 from email.policy import default
@@ -318,6 +319,19 @@ sys.exit(run_email(email_args("--ended-since", "1h"), settings, batch_service())
 """
 
 
+def kill_while_held(proc: subprocess.Popen, recorder: Recorder, timeout: float,
+                    why: Callable[[], str]) -> None:
+    """SIGKILL the sending process while the server holds a message in DATA."""
+    try:
+        assert recorder.held.wait(timeout), why()
+        os.kill(proc.pid, signal.SIGKILL)  # the sender dies waiting for the 250
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 def run_batch_process(settings: Settings) -> subprocess.Popen:
     fields = {k: getattr(settings, k) for k in ("smtp_host", "smtp_port", "mail_from",
                                                 "mail_to", "outbox", "mail_min_runtime")}
@@ -332,13 +346,9 @@ def test_killed_batch_restarted_loses_and_duplicates_nothing(smtp, tmp_path):
     recorder.hold_after = 1  # accept the first email, then hold the second in DATA
     proc = run_batch_process(settings)
     try:
-        assert recorder.held.wait(60), proc.stdout.read().decode() if proc.poll() else "slow"
-        os.kill(proc.pid, signal.SIGKILL)  # the sender dies waiting for the 250
-        proc.wait(10)
+        kill_while_held(proc, recorder, 60,
+                        lambda: proc.stdout.read().decode() if proc.poll() else "slow")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
         proc.stdout.close()
     recorder.release.set()
     assert len(recorder.messages) == 1

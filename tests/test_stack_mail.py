@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import sqlite3
 import subprocess
 from collections import Counter
@@ -18,7 +17,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from tests import stack
-from tests.test_email import Recorder, email_args, free_port
+from tests.test_email import Recorder, email_args, free_port, kill_while_held
 from webapp.mailer import run_email, skip_reason
 from webapp.model import JobId
 
@@ -126,15 +125,7 @@ def test_killed_batch_restarted_loses_and_duplicates_nothing(stack_policy, servi
         with open(tmp_path / "killed.log", "wb") as log:
             proc = subprocess.Popen([JOBREPORT, "email", "--ended-since", ended_since(since)],
                                     env=env, stdout=log, stderr=subprocess.STDOUT)
-            try:
-                held = recorder.held.wait(120)
-                assert held, (tmp_path / "killed.log").read_text()
-                os.kill(proc.pid, signal.SIGKILL)  # the sender dies waiting for the 250
-                proc.wait(10)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait(10)
+            kill_while_held(proc, recorder, 120, (tmp_path / "killed.log").read_text)
         recorder.release.set()
         assert len(recorder.messages) == 1
         statuses = Counter(status for _, status, _ in outbox_rows(outbox))

@@ -23,6 +23,7 @@ _READ_SIZE = 8192
 
 @dataclass(frozen=True)
 class StatFields:
+    ppid: int
     num_threads: int
     starttime: int  # clock ticks after boot; identifies the process across pid reuse
 
@@ -38,6 +39,8 @@ class IoCounters:
 @dataclass(frozen=True)
 class ProcessSample:
     pid: int
+    starttime: int  # with pid, identifies the process across pid reuse
+    ppid: int
     threads: int
     open_files: int | None  # None: fd directory unreadable (not root)
     open_files_limit: int | None  # soft RLIMIT_NOFILE; None: unlimited or unreadable
@@ -51,8 +54,8 @@ def parse_stat(text: str) -> StatFields:
     comm may contain spaces and parentheses, so split at the LAST ``)``.
     """
     rest = text[text.rindex(")") + 2 :].split()
-    # rest[0] is field 3 (state); num_threads is field 20, starttime field 22.
-    return StatFields(num_threads=int(rest[17]), starttime=int(rest[19]))
+    # rest[0] is field 3 (state); ppid is field 4, num_threads field 20, starttime field 22.
+    return StatFields(ppid=int(rest[1]), num_threads=int(rest[17]), starttime=int(rest[19]))
 
 
 def parse_io(text: str) -> IoCounters:
@@ -220,6 +223,8 @@ class ProcReader:
             raise
         return ProcessSample(
             pid=pid,
+            starttime=stat.starttime,
+            ppid=stat.ppid,
             threads=stat.num_threads,
             open_files=open_files,
             open_files_limit=parse_nofile_limit(limits) if limits else None,

@@ -23,11 +23,15 @@ STAT_584 = (
 
 
 def test_parse_stat():
-    assert procfs.parse_stat(STAT_26231) == procfs.StatFields(num_threads=1, starttime=82375)
+    assert procfs.parse_stat(STAT_26231) == procfs.StatFields(
+        ppid=5392, num_threads=1, starttime=82375
+    )
 
 
 def test_parse_stat_comm_with_parentheses():
-    assert procfs.parse_stat(STAT_584) == procfs.StatFields(num_threads=1, starttime=10839175)
+    assert procfs.parse_stat(STAT_584) == procfs.StatFields(
+        ppid=28378, num_threads=1, starttime=10839175
+    )
 
 
 def test_parse_io_negative_cancelled_write():

@@ -17,6 +17,8 @@ def test_reads_own_process_same_with_and_without_cache():
     plain = procfs.ProcReader("/proc", cache=False).read(pid)
     assert cached is not None and plain is not None
     assert cached.threads == plain.threads >= 1
+    assert cached.ppid == plain.ppid == os.getppid()
+    assert cached.starttime == plain.starttime > 0
     assert cached.open_files_limit == plain.open_files_limit
     assert cached.open_files and cached.open_files >= 3
 

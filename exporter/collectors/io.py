@@ -1,10 +1,11 @@
-"""Storage I/O of each job, summed over /proc/<pid>/io of its live processes.
+"""Storage I/O of each job from /proc/<pid>/io of its processes, kept monotonic.
 
-A process's counters include its exited threads and the children it reaped, so the sum
-holds when a job process reaps a child; it goes down when a counted process exits and
-is reaped outside the job (e.g. by slurmstepd), which Prometheus' rate() takes for a
-counter reset (exporter/README.md, "I/O counters can go down"). A job without any live
-process gets no series: its sum would be a false 0.
+A process's counters include its exited threads and the children it reaped. The live
+sum alone goes down when a counted process is reaped outside the job (e.g. by
+slurmstepd); ``IoTotals`` keeps, between scrapes, the last counters of such processes and
+never reports less than before (exporter/io_totals.py, exporter/README.md "I/O
+counters"). A job with no live process and no earlier reading gets no series: its sum
+would be a false 0.
 """
 
 from __future__ import annotations
@@ -14,28 +15,29 @@ from collections.abc import Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from exporter.collectors.context import CollectorContext
+from exporter.io_totals import IoTotals, Proc
 from exporter.scrape import ScrapedJob, each
 
 _FIELDS = (
     (
         "jobs_read_bytes",
         "read_bytes",
-        "Bytes the job's live processes and the children they reaped read from storage.",
+        "Bytes the job's processes, exited ones included, read from storage.",
     ),
     (
         "jobs_write_bytes",
         "write_bytes",
-        "Bytes the job's live processes and the children they reaped wrote to storage.",
+        "Bytes the job's processes, exited ones included, wrote to storage.",
     ),
     (
         "jobs_read_syscalls",
         "syscr",
-        "Read system calls of the job's live processes and the children they reaped.",
+        "Read system calls of the job's processes, exited ones included.",
     ),
     (
         "jobs_write_syscalls",
         "syscw",
-        "Write system calls of the job's live processes and the children they reaped.",
+        "Write system calls of the job's processes, exited ones included.",
     ),
 )
 
@@ -45,16 +47,21 @@ class IoCollector:
 
     def __init__(self, context: CollectorContext):
         self.context = context
+        self.totals = IoTotals()  # per-job state between scrapes
 
     def collect(self, jobs: Iterable[ScrapedJob]) -> Iterator[Metric]:
+        jobs = list(jobs)
         families = [CounterMetricFamily(n, h, labels=["jobid"]) for n, _, h in _FIELDS]
         for job, procs in each(jobs, lambda j: j.processes):
-            counters = [p.io for p in procs]
-            if all(c is None for c in counters):
-                # No live process (all exited, the cgroup not yet removed): a 0 would be a
-                # false counter reset. io unreadable (not root): no series, not zeros.
+            # io unreadable (not root): the process is not counted, as if outside the job.
+            counted = [Proc(p.pid, p.starttime, p.ppid, p.io) for p in procs if p.io is not None]
+            totals = self.totals.update(job.job_id, counted)
+            if totals is None:
+                # No live process and no earlier reading (all exited, the cgroup not yet
+                # removed; or io unreadable): a 0 would be a false counter reset.
                 continue
             for family, (_, field, _) in zip(families, _FIELDS, strict=True):
-                total = sum(getattr(c, field) for c in counters if c is not None)
-                family.add_metric([job.job_id], total)
+                family.add_metric([job.job_id], getattr(totals, field))
+        # Forget jobs that ended (gone now, or no longer discovered).
+        self.totals.retain(job.job_id for job in jobs if not job.gone)
         yield from families

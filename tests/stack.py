@@ -7,7 +7,6 @@ All integration jobs are submitted together once per test session (see conftest'
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import time
 from dataclasses import dataclass
@@ -184,7 +183,3 @@ def jobreport(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
         env=full_env,
         timeout=120,
     )
-
-
-def shell_quote(args: list[str]) -> str:
-    return " ".join(shlex.quote(a) for a in args)

@@ -16,7 +16,6 @@ A source that fails becomes a ``Gap``; only a job no source knows is ``JobNotFou
 from __future__ import annotations
 
 import dataclasses
-import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,8 +30,6 @@ from webapp.model import (
     Usage,
 )
 from webapp.settings import Settings
-
-log = logging.getLogger(__name__)
 
 
 def _first(*values: Any) -> Any:
@@ -75,7 +72,7 @@ def build_report(
     now = now or datetime.now(UTC)
     start = _first(acct and acct.start_time, sj and sj.start_time)
     end = _first(acct and acct.end_time, sj and sj.end_time)
-    elapsed = sj.elapsed_seconds if sj and sj.elapsed_seconds is not None else None
+    elapsed = sj.elapsed_seconds if sj else None
     if elapsed is None and start:
         elapsed = ((end or now) - start).total_seconds()
     nodes = (acct.nodes if acct and acct.nodes else ()) or _nodes_from_sacct(sj)

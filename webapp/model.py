@@ -294,6 +294,3 @@ class JobReport:
     @property
     def running(self) -> bool:
         return self.state in ("RUNNING", "PENDING", "SUSPENDED")
-
-    def gap_for(self, source: str) -> Gap | None:
-        return next((g for g in self.gaps if g.source == source), None)

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ENV_FILE = ROOT / "var" / "jobreport.env"
+# A second checkout (a git worktree) may test against the stack another checkout runs.
+STACK_ROOT = Path(os.environ.get("JOBREPORT_TEST_STACK_ROOT") or ROOT)
+ENV_FILE = STACK_ROOT / "var" / "jobreport.env"
 FINAL_STATES = {
     "COMPLETED",
     "FAILED",
@@ -105,7 +107,7 @@ def load_env() -> dict[str, str]:
 
 
 def start_stack() -> None:
-    subprocess.run([str(ROOT / "scripts" / "dev-stack"), "start"], check=True)
+    subprocess.run([str(STACK_ROOT / "scripts" / "dev-stack"), "start"], check=True)
 
 
 def submit(job: StackJob) -> str:

@@ -42,11 +42,11 @@ import requests
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from webapp.build import build_report  # noqa: E402
 from webapp.detectors import Thresholds, detect_all  # noqa: E402
 from webapp.model import AccountingJob, JobId, JobReport, SacctJob, Step  # noqa: E402
 from webapp.renderers import json as json_renderer  # noqa: E402
 from webapp.renderers import text as text_renderer  # noqa: E402
+from webapp.report.build import build_report  # noqa: E402
 from webapp.sources.prometheus import PrometheusSource  # noqa: E402
 
 JOB_ID = "900001"

@@ -36,7 +36,7 @@ USER, PASSWORD = "bench", secrets.token_hex(8)
 def fake_app():
     """gunicorn entry point of the fake mode: the app on the test reports."""
     sys.path.insert(0, str(ROOT))
-    from tests.test_web_support import default_service
+    from tests.helpers.reports import default_service
     from webapp import create_app
     from webapp.settings import Settings
 
@@ -112,13 +112,13 @@ def render_p50(job: str, runs: int, real: bool) -> float:
     from webapp.renderers import pdf
 
     if real:
-        from webapp.build import ReportService
+        from webapp.report.service import ReportService
         from webapp.settings import Settings
 
         env = {k: v for k, v in os.environ.items() if not k.startswith("JOBREPORT_BENCH_")}
         report = ReportService(Settings.from_env(env)).build(job)
     else:
-        from tests.test_web_support import sample_report
+        from tests.helpers.reports import sample_report
 
         report = sample_report(job)
     times = []

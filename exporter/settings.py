@@ -12,6 +12,8 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from jobreport_net.bind import parse_bind
+
 PREFIX = "JOBREPORT_EXPORTER_"
 
 # name -> (default, one-line description); exporter/README.md mirrors this table.
@@ -97,9 +99,5 @@ class Settings:
 
 
 def parse_listen(value: str) -> tuple[str, int]:
-    """Split ``ADDR:PORT`` (``:9306`` means all addresses; IPv6 as ``[::]:9306``)."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{value!r} is not ADDR:PORT")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
+    """``ADDR:PORT`` of --listen (``:9306`` means all addresses; IPv6 as ``[::]:9306``)."""
+    return parse_bind(value, "0.0.0.0")

@@ -1,14 +1,14 @@
 """`jobreport db-setup`: create the restricted accounting user and the views it reads.
 
 The SQL lives next to this module as numbered files a DBA can read; this module only
-fills in validated identifiers and runs them in order (or prints them with ``--print``).
+fills in validated identifiers and runs them in order (the command line can print them
+instead, with ``--print``).
 Identifiers cannot be bound parameters in DDL, so they are checked against a strict
 pattern instead; the password is quoted by the driver's escaper.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Sequence
 from importlib import resources
@@ -92,61 +92,21 @@ def reader_password_from_url(db_url: str) -> str:
     return password
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--cluster",
-        action="append",
-        required=True,
-        help="Slurm cluster name; repeat for several (one UNION branch each)",
-    )
-    parser.add_argument(
-        "--print",
-        action="store_true",
-        dest="print_only",
-        help="print the SQL instead of running it",
-    )
-    parser.add_argument(
-        "--reader-host",
-        action="append",
-        default=None,
-        help="host part of the restricted user (default: localhost and 127.0.0.1)",
-    )
-    parser.add_argument("--acct-db", default="slurm_acct_db", help="slurmdbd's StorageLoc")
-    parser.add_argument(
-        "--admin-socket",
-        default="/run/mysqld/mysqld.sock",
-        help="MariaDB socket to connect to as --admin-user",
-    )
-    parser.add_argument(
-        "--admin-user", default="root", help="administrator (unix-socket authentication by default)"
-    )
-    parser.add_argument("--admin-password", default=None, help="administrator password, if any")
-
-
-def run(args: argparse.Namespace, db_url: str) -> int:
-    hosts = args.reader_host or ["localhost", "127.0.0.1"]
-    if args.print_only:
-        # The printed SQL is for reading and review: the password stays out of terminals
-        # and logs (replace the placeholder to run it by hand).
-        statements = build_statements(args.cluster, "<password>", hosts, args.acct_db)
-        print(";\n\n".join(statements) + ";")
-        return 0
-    statements = build_statements(
-        args.cluster, reader_password_from_url(db_url), hosts, args.acct_db
-    )
+def apply(statements: Sequence[str], admin_socket: str, admin_user: str,
+          admin_password: str | None = None) -> None:
+    """Run the statements in order as the administrator; SetupError names what failed."""
     import pymysql
 
     try:
         conn = pymysql.connect(
-            unix_socket=args.admin_socket,
-            user=args.admin_user,
-            password=args.admin_password or "",
+            unix_socket=admin_socket,
+            user=admin_user,
+            password=admin_password or "",
             autocommit=True,
         )
     except pymysql.MySQLError as exc:
         raise SetupError(
-            f"cannot connect to MariaDB at {args.admin_socket} as {args.admin_user}: "
-            f"{exc.args[-1]}"
+            f"cannot connect to MariaDB at {admin_socket} as {admin_user}: {exc.args[-1]}"
         ) from None
     try:
         with conn.cursor() as cur:
@@ -158,5 +118,3 @@ def run(args: argparse.Namespace, db_url: str) -> int:
                     raise SetupError(f"{first!r} failed: {exc.args[-1]}") from None
     finally:
         conn.close()
-    print(f"jobreport views ready for cluster(s): {', '.join(args.cluster)}")
-    return 0

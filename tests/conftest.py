@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 
 import pytest
+from aiosmtpd.controller import Controller
 
-from tests import stack
+from tests.helpers import stack
+from tests.helpers.mail import FAKE_PDF, Recorder, free_port
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -45,7 +47,7 @@ def settings(stack_env: dict[str, str]):
 
 @pytest.fixture(scope="session")
 def service(settings):
-    from webapp.build import ReportService
+    from webapp.report.service import ReportService
 
     return ReportService(settings)
 
@@ -55,7 +57,7 @@ def driver():
     """Headless Chromium (JavaScript off) with a throw-away profile."""
     import tempfile
 
-    from tests.test_browser import chromium
+    from tests.helpers.browser import chromium
 
     with tempfile.TemporaryDirectory(prefix="jobreport-chromium-") as profile:
         drv = chromium(profile)
@@ -63,3 +65,20 @@ def driver():
             yield drv
         finally:
             drv.quit()
+
+
+@pytest.fixture
+def smtp():
+    """A real SMTP server (aiosmtpd) on a free loopback port: (recorder, port)."""
+    recorder = Recorder()
+    controller = Controller(recorder, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    yield recorder, controller.port
+    recorder.release.set()
+    controller.stop()
+
+
+@pytest.fixture
+def fast_pdf(monkeypatch):
+    """Batch tests check delivery, not LaTeX: attach a small constant PDF."""
+    monkeypatch.setattr("webapp.renderers.pdf.render", lambda report: FAKE_PDF)

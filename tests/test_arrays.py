@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from webapp.arrays import percentile, summarize_array
 from webapp.detectors import Thresholds
+from webapp.report.arrays import percentile, summarize_array
 from webapp.sources.sacct import FIELDS, SacctSource, parse_sacct
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sacct"

@@ -6,76 +6,18 @@ service is injectable (``make_service``); the integration copy points it at a re
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
-from werkzeug.security import generate_password_hash
-from werkzeug.serving import make_server
 
-from tests.test_web_support import HTML_PAYLOAD, default_service
-from webapp import create_app
-from webapp.settings import Settings
-
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-
-
-def serve(make_service: Callable[[], object], tmp: Path) -> Iterator[str]:
-    """Run the app in a thread on a free loopback port; yields its base URL."""
-    (tmp / "passwords").write_text(f"alice:{generate_password_hash('pw')}\n")
-    settings = Settings(secret_key="browser-test", password_file=str(tmp / "passwords"))
-    server = make_server("127.0.0.1", 0, create_app(settings, make_service()), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join(10)
-
-
-def chromium(profile: str) -> webdriver.Chrome:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1280,2000",
-                f"--user-data-dir={profile}"):
-        options.add_argument(arg)
-    options.add_experimental_option("prefs", {
-        "profile.managed_default_content_settings.javascript": 2})
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+from tests.helpers.browser import ARTIFACTS, login, serve, severe, wait_for_url
+from tests.helpers.reports import HTML_PAYLOAD, default_service
 
 
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory) -> Iterator[str]:
     yield from serve(default_service, tmp_path_factory.mktemp("browser"))
-
-
-def severe(drv: webdriver.Chrome) -> list[dict]:
-    return [entry for entry in drv.get_log("browser") if entry["level"] == "SEVERE"]
-
-
-def login(drv: webdriver.Chrome, base_url: str, job: str) -> None:
-    drv.get(f"{base_url}/jobs/{job}")
-    assert "/login" in drv.current_url
-    drv.find_element(By.ID, "username").send_keys("alice")
-    drv.find_element(By.ID, "password").send_keys("pw")
-    drv.find_element(By.CSS_SELECTOR, "form.login button[type=submit]").click()
-    wait_for_url(drv, lambda url: "/login" not in url)
-
-
-def wait_for_url(drv: webdriver.Chrome, ok: Callable[[str], bool]) -> None:
-    """Clicks return before the next page has loaded: wait for its URL."""
-    WebDriverWait(drv, 10).until(lambda d: ok(d.current_url))
 
 
 def test_job_page_in_a_real_browser(driver, base_url):

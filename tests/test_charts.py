@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import matplotlib
 
-from tests.test_web_support import gap_report, sample_report
-from webapp import charts
+from tests.helpers.reports import gap_report, sample_report
 from webapp.model import Series, Usage
+from webapp.renderers import charts
 
 
 def test_every_plot_renders_as_inline_svg():

@@ -17,7 +17,7 @@ import pytest
 from webapp.detectors import DETECTORS, Thresholds, detect_all
 from webapp.detectors.advice import next_cpus, next_mem, next_time, round_up_time
 from webapp.detectors.outcome import parse_exit_code
-from webapp.detectors.serial import looks_serial
+from webapp.detectors.serial_on_many_cores import looks_serial
 from webapp.model import Finding, JobReport, SacctJob, Series, Severity, Usage
 from webapp.sources.sacct import parse_nodelist, parse_sacct
 
@@ -353,7 +353,14 @@ def test_a_broken_detector_is_logged_not_fatal(caplog):
 
 def test_registry_is_explicit_and_names_unique():
     names = [d.name for d in DETECTORS]
-    assert len(names) == len(set(names)) == 13
+    assert len(names) == len(set(names)) == 15
+
+
+def test_each_detector_lives_in_a_file_named_after_its_finding():
+    # `outcome` is the one family: failed, timeout, cancelled, node failure, preempted.
+    for detector in DETECTORS:
+        module = type(detector).__module__.rsplit(".", 1)[1]
+        assert module == detector.name, (module, detector.name)
 
 
 def test_gpus_without_data_are_not_called_idle():

@@ -3,124 +3,44 @@ real SMTP server on loopback (aiosmtpd) across outages and a killed batch."""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
 import os
-import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-import threading
-from collections.abc import Callable
-from dataclasses import replace
 from email import message_from_bytes
 from email.policy import default
 
 import pytest
 from aiosmtpd.controller import Controller
 
-from tests.test_web_support import (
+from tests.helpers.mail import (
+    FAKE_PDF,
+    Recorder,
+    batch_service,
+    email_args,
+    free_port,
+    kill_while_held,
+    mail_settings,
+    outbox_args,
+)
+from tests.helpers.reports import (
     HEADER_PAYLOAD,
     HTML_PAYLOAD,
     FakeService,
     gap_report,
     sample_report,
 )
-from webapp import mailer
-from webapp.outbox import Outbox, add_outbox_arguments, run_outbox
+from webapp.cli import mail as mail_cli
+from webapp.cli.mail import run_outbox
+from webapp.mail import policy
+from webapp.mail.outbox import Outbox
 from webapp.renderers import email as email_renderer
 from webapp.settings import Settings
 
 # batch_service() jobs that get an email when nobody opted out
 EXPECTED_JOBS = ["4242", "7003", "7004", "7005", "7006"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAKE_PDF = b"%PDF-1.4\n% test attachment\n"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Recorder:
-    """SMTP handler that keeps every accepted message; can refuse or hold messages."""
-
-    def __init__(self) -> None:
-        self.messages: list[tuple[list[str], bytes]] = []
-        self.refuse = False  # answer 451 (a temporary outage)
-        self.hold_after: int | None = None  # hold the message after this many deliveries
-        self.held = threading.Event()
-        self.release = threading.Event()
-
-    async def handle_DATA(self, server, session, envelope):
-        if self.hold_after is not None and len(self.messages) == self.hold_after:
-            self.hold_after = None
-            self.held.set()
-            while not self.release.is_set():
-                await asyncio.sleep(0.02)
-            return "451 4.3.0 client went away"  # never counted as delivered
-        if self.refuse:
-            return "451 4.3.2 try again later"
-        self.messages.append((list(envelope.rcpt_tos), envelope.original_content))
-        return "250 2.0.0 queued"
-
-    def message_ids(self) -> list[str]:
-        return [message_from_bytes(raw, policy=default)["Message-ID"] for _, raw in self.messages]
-
-    def jobs(self) -> list[str]:
-        return [message_from_bytes(raw, policy=default)["X-Jobreport-Job"]
-                for _, raw in self.messages]
-
-
-@pytest.fixture
-def smtp():
-    recorder = Recorder()
-    controller = Controller(recorder, hostname="127.0.0.1", port=free_port())
-    controller.start()
-    yield recorder, controller.port
-    recorder.release.set()
-    controller.stop()
-
-
-def mail_settings(tmp_path, port: int, **changes) -> Settings:
-    base = Settings(smtp_host="127.0.0.1", smtp_port=port, mail_from="jobreport@example.org",
-                    mail_to="{user}@example.org", outbox=str(tmp_path / "var" / "outbox.sqlite"),
-                    mail_min_runtime=600)
-    return replace(base, **changes)
-
-
-def email_args(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    mailer.add_email_arguments(parser)
-    return parser.parse_args(argv)
-
-
-def outbox_args(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    add_outbox_arguments(parser)
-    return parser.parse_args(argv)
-
-
-@pytest.fixture
-def fast_pdf(monkeypatch):
-    """Batch tests check delivery, not LaTeX: attach a small constant PDF."""
-    monkeypatch.setattr("webapp.renderers.pdf.render", lambda report: FAKE_PDF)
-
-
-def batch_service() -> FakeService:
-    reports = [
-        sample_report("4242", "alice"),
-        sample_report("7001", "alice", elapsed_seconds=60.0),  # too short
-        sample_report("7002", "alice", findings=()),  # nothing to say
-        sample_report("7003", "carol"),  # opted out
-        sample_report("7004", "bob"),  # mapped address
-        sample_report("7005", "dave"),
-        sample_report("7006", "erin"),
-    ]
-    return FakeService({r.job_id: r for r in reports})
 
 
 def test_render_mime_parts_with_real_pdf():
@@ -164,32 +84,32 @@ def test_owner_address(tmp_path):
     mail_map = tmp_path / "map"
     mail_map.write_text("# user address\nbob bob@lab.example\n")
     settings = Settings(mail_to="{user}@example.org", mail_map=str(mail_map))
-    assert mailer.owner_address(sample_report(user="alice"), settings) == "alice@example.org"
-    assert mailer.owner_address(sample_report(user="bob"), settings) == "bob@lab.example"
+    assert policy.owner_address(sample_report(user="alice"), settings) == "alice@example.org"
+    assert policy.owner_address(sample_report(user="bob"), settings) == "bob@lab.example"
     for hostile in ("a@evil.example,b", "x\r\nBcc: evil@example.org", "", None):
-        assert mailer.owner_address(sample_report(user=hostile), settings) is None
+        assert policy.owner_address(sample_report(user=hostile), settings) is None
 
 
 def test_policy():
     settings = Settings(mail_min_runtime=600)
-    assert mailer.skip_reason(sample_report(), settings, frozenset()) is None
-    assert mailer.skip_reason(sample_report(elapsed_seconds=10.0), settings, frozenset())
-    assert mailer.skip_reason(sample_report(findings=()), settings, frozenset())
-    assert mailer.skip_reason(sample_report(state="RUNNING"), settings, frozenset())
-    assert mailer.skip_reason(sample_report(), settings, frozenset({"alice"})) == "user opted out"
+    assert policy.skip_reason(sample_report(), settings, frozenset()) is None
+    assert policy.skip_reason(sample_report(elapsed_seconds=10.0), settings, frozenset())
+    assert policy.skip_reason(sample_report(findings=()), settings, frozenset())
+    assert policy.skip_reason(sample_report(state="RUNNING"), settings, frozenset())
+    assert policy.skip_reason(sample_report(), settings, frozenset({"alice"})) == "user opted out"
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("30m", 1800), ("1h", 3600),
                                                ("2d", 172800), ("1.5h", 5400)])
 def test_parse_duration(text, seconds):
-    assert mailer.parse_duration(text).total_seconds() == seconds
+    assert mail_cli.parse_lookback(text).total_seconds() == seconds
 
 
 def test_send_one_to_owner_over_smtp(smtp, tmp_path, capsys):
     recorder, port = smtp
     settings = mail_settings(tmp_path, port)
     service = FakeService({"4243": gap_report()})
-    assert mailer.run_email(email_args("4243"), settings, service) == 0
+    assert mail_cli.run_email(email_args("4243"), settings, service) == 0
     assert len(recorder.messages) == 1
     rcpt, raw = recorder.messages[0]
     assert rcpt == ["alice@example.org"]
@@ -198,18 +118,18 @@ def test_send_one_to_owner_over_smtp(smtp, tmp_path, capsys):
         "text/plain", "text/html", "application/pdf"]
     assert next(msg.iter_attachments()).get_content().startswith(b"%PDF")
     # the same command again sends nothing; --resend sends a new message
-    assert mailer.run_email(email_args("4243"), settings, service) == 0
+    assert mail_cli.run_email(email_args("4243"), settings, service) == 0
     assert "already sent" in capsys.readouterr().out
     assert len(recorder.messages) == 1
-    assert mailer.run_email(email_args("4243", "--resend"), settings, service) == 0
+    assert mail_cli.run_email(email_args("4243", "--resend"), settings, service) == 0
     assert len(set(recorder.message_ids())) == 2
 
 
 def test_send_one_unknown_or_invalid_job(tmp_path, capsys):
     settings = mail_settings(tmp_path, free_port())
-    assert mailer.run_email(email_args("99999999"), settings, FakeService()) == 1
+    assert mail_cli.run_email(email_args("99999999"), settings, FakeService()) == 1
     assert capsys.readouterr().err == "jobreport email: job 99999999 not found\n"
-    assert mailer.run_email(email_args("12x"), settings, FakeService()) == 2
+    assert mail_cli.run_email(email_args("12x"), settings, FakeService()) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "12x" in err
 
@@ -218,12 +138,12 @@ def test_send_one_with_to_and_injection(smtp, tmp_path, fast_pdf):
     recorder, port = smtp
     settings = mail_settings(tmp_path, port)
     service = FakeService({"6002+1": sample_report("6002+1", name=HEADER_PAYLOAD)})
-    assert mailer.run_email(email_args("6002+1", "--to", "staff@example.org"),
+    assert mail_cli.run_email(email_args("6002+1", "--to", "staff@example.org"),
                             settings, service) == 0
     rcpt, raw = recorder.messages[0]
     assert rcpt == ["staff@example.org"]
     assert b"\r\nBcc:" not in raw.split(b"\r\n\r\n")[0]
-    assert mailer.run_email(email_args("6002+1", "--to", "a@b, evil@example.org"),
+    assert mail_cli.run_email(email_args("6002+1", "--to", "a@b, evil@example.org"),
                             settings, service) == 2
 
 
@@ -233,11 +153,11 @@ def test_batch_applies_policy_and_is_idempotent(smtp, tmp_path, fast_pdf, capsys
     (tmp_path / "optout").write_text("carol\n")
     settings = mail_settings(tmp_path, port, mail_map=str(tmp_path / "map"),
                              mail_opt_out=str(tmp_path / "optout"))
-    assert mailer.run_email(email_args("--ended-since", "1h"), settings, batch_service()) == 0
+    assert mail_cli.run_email(email_args("--ended-since", "1h"), settings, batch_service()) == 0
     assert sorted(r[0][0] for r in recorder.messages) == [
         "alice@example.org", "bob@lab.example", "dave@example.org", "erin@example.org"]
     assert "4 queued" in capsys.readouterr().out
-    assert mailer.run_email(email_args("--ended-since", "1h"), settings, batch_service()) == 0
+    assert mail_cli.run_email(email_args("--ended-since", "1h"), settings, batch_service()) == 0
     assert len(recorder.messages) == 4
     assert "4 already queued" in capsys.readouterr().out
 
@@ -245,7 +165,7 @@ def test_batch_applies_policy_and_is_idempotent(smtp, tmp_path, fast_pdf, capsys
 def test_batch_dry_run_sends_and_records_nothing(smtp, tmp_path, fast_pdf, capsys):
     recorder, port = smtp
     settings = mail_settings(tmp_path, port)
-    assert mailer.run_email(email_args("--ended-since", "1h", "--dry-run"), settings,
+    assert mail_cli.run_email(email_args("--ended-since", "1h", "--dry-run"), settings,
                             batch_service()) == 0
     assert "would send job 4242 to alice@example.org" in capsys.readouterr().out
     assert recorder.messages == []
@@ -257,7 +177,7 @@ def test_batch_dry_run_sends_and_records_nothing(smtp, tmp_path, fast_pdf, capsy
 def test_smtp_down_then_up_delivers_each_once(tmp_path, fast_pdf, capsys):
     port = free_port()  # nothing listens yet: connection refused
     settings = mail_settings(tmp_path, port)
-    assert mailer.run_email(email_args("--ended-since", "1h"), settings, batch_service()) == 0
+    assert mail_cli.run_email(email_args("--ended-since", "1h"), settings, batch_service()) == 0
     assert "5 queued" in capsys.readouterr().out
     outbox = Outbox(settings.outbox)
     assert [r.status for r in outbox.rows()] == ["pending"] * 5
@@ -268,7 +188,7 @@ def test_smtp_down_then_up_delivers_each_once(tmp_path, fast_pdf, capsys):
     try:
         assert run_outbox(outbox_args("--retry"), settings) == 0
         assert "5 sent" in capsys.readouterr().out
-        mailer.run_email(email_args("--ended-since", "1h"), settings, batch_service())
+        mail_cli.run_email(email_args("--ended-since", "1h"), settings, batch_service())
         run_outbox(outbox_args("--retry"), settings)
     finally:
         controller.stop()
@@ -281,7 +201,7 @@ def test_temporary_refusal_mid_batch_is_retried_once(smtp, tmp_path, fast_pdf):
     recorder, port = smtp
     settings = mail_settings(tmp_path, port)
     recorder.refuse = True
-    mailer.run_email(email_args("--ended-since", "1h"), settings, batch_service())
+    mail_cli.run_email(email_args("--ended-since", "1h"), settings, batch_service())
     assert recorder.messages == []
     outbox = Outbox(settings.outbox)
     rows = outbox.rows()
@@ -299,7 +219,7 @@ def test_batch_waits_for_no_one_when_locked(smtp, tmp_path, fast_pdf, capsys):
     settings = mail_settings(tmp_path, port)
     outbox = Outbox(settings.outbox)
     with outbox.lock():
-        assert mailer.run_email(email_args("--ended-since", "1h"), settings,
+        assert mail_cli.run_email(email_args("--ended-since", "1h"), settings,
                                 batch_service()) == 0
     outbox.close()
     assert "another batch is running" in capsys.readouterr().out
@@ -311,25 +231,12 @@ import json, os, sys
 from dataclasses import replace
 import webapp.renderers.pdf
 webapp.renderers.pdf.render = lambda report: b"%PDF-1.4 test"
-from tests.test_email import batch_service, email_args
-from webapp.mailer import run_email
+from tests.helpers.mail import batch_service, email_args
+from webapp.cli.mail import run_email
 from webapp.settings import Settings
 settings = Settings(**json.loads(os.environ["TEST_SETTINGS"]))
 sys.exit(run_email(email_args("--ended-since", "1h"), settings, batch_service()))
 """
-
-
-def kill_while_held(proc: subprocess.Popen, recorder: Recorder, timeout: float,
-                    why: Callable[[], str]) -> None:
-    """SIGKILL the sending process while the server holds a message in DATA."""
-    try:
-        assert recorder.held.wait(timeout), why()
-        os.kill(proc.pid, signal.SIGKILL)  # the sender dies waiting for the 250
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
 
 
 def run_batch_process(settings: Settings) -> subprocess.Popen:
@@ -377,6 +284,6 @@ def test_one_broken_report_does_not_stop_the_batch(smtp, tmp_path, fast_pdf, cap
 
     service = Flaky(batch_service().reports)
     settings = mail_settings(tmp_path, port)
-    assert mailer.run_email(email_args("--ended-since", "1h"), settings, service) == 1
+    assert mail_cli.run_email(email_args("--ended-since", "1h"), settings, service) == 1
     assert "1 errors" in capsys.readouterr().out
     assert sorted(recorder.jobs()) == ["4242", "7003", "7004", "7006"]

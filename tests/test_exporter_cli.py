@@ -10,7 +10,7 @@ import pytest
 
 from exporter.__main__ import build_parser, main, settings_from
 from exporter.settings import SETTINGS_DOC, Settings, SettingsError
-from tests.exporter_scrape import FIXTURES, ROOT
+from tests.helpers.exporter_scrape import FIXTURES, ROOT
 
 
 def test_defaults():

@@ -7,7 +7,7 @@ import os
 import re
 import subprocess
 
-from tests.exporter_scrape import GOLDEN, ROOT
+from tests.helpers.exporter_scrape import GOLDEN, ROOT
 
 DEPLOY = ROOT / "deploy"
 

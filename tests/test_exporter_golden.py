@@ -11,8 +11,7 @@ from exporter import cgroupfs
 from exporter.collectors.io import IoCollector
 from exporter.collectors.processes import ProcessesCollector
 from exporter.collectors.scratch import ScratchCollector
-from tests.exporter_fake_nvml import FakeNvml
-from tests.exporter_scrape import (
+from tests.helpers.exporter_scrape import (
     FIXTURES,
     assert_golden,
     make_settings,
@@ -20,6 +19,7 @@ from tests.exporter_scrape import (
     series_of,
     value,
 )
+from tests.helpers.fake_nvml import FakeNvml
 
 V1 = FIXTURES / "v1-samples"
 V1_LOCAL = FIXTURES / "v1-local"

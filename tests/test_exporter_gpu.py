@@ -6,7 +6,7 @@ import json
 import sys
 
 from exporter import gpu
-from tests.exporter_fake_nvml import REPLAY, FakeNvml
+from tests.helpers.fake_nvml import REPLAY, FakeNvml
 
 
 def devices():

@@ -7,7 +7,7 @@ import shutil
 
 from exporter.io_totals import IoTotals, Proc
 from exporter.procfs import IoCounters
-from tests.exporter_scrape import FIXTURES, make_settings, value
+from tests.helpers.exporter_scrape import FIXTURES, make_settings, value
 
 STEPD = 100  # slurmstepd: parent of the batch script and of step tasks, not counted
 INIT = 1

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from exporter import procfs
-from tests.exporter_scrape import FIXTURES
+from tests.helpers.exporter_scrape import FIXTURES
 
 
 def test_reads_own_process_same_with_and_without_cache():

@@ -7,7 +7,7 @@ from email.message import EmailMessage
 
 import pytest
 
-from webapp import outbox as ob
+from webapp.mail import outbox as ob
 
 
 class Clock:
@@ -119,6 +119,7 @@ def test_lock_is_exclusive(box):
 def test_outbox_command_lists_pending_and_failed(box, capsys):
     import argparse
 
+    from webapp.cli.mail import add_outbox_arguments, run_outbox
     from webapp.settings import Settings
 
     box.enqueue("1:ended", "1", "ended", message(1))
@@ -126,7 +127,7 @@ def test_outbox_command_lists_pending_and_failed(box, capsys):
     refused = smtplib.SMTPDataError(554, b"rejected")
     ob.deliver(box, lambda: FakeSender(refused), progress=False)
     parser = argparse.ArgumentParser()
-    ob.add_outbox_arguments(parser)
-    assert ob.run_outbox(parser.parse_args([]), Settings(outbox=box.path)) == 1
+    add_outbox_arguments(parser)
+    assert run_outbox(parser.parse_args([]), Settings(outbox=box.path)) == 1
     out = capsys.readouterr().out
     assert "failed" in out and "554" in out and "2 email(s) listed" in out

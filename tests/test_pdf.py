@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.test_web_support import LATEX_PAYLOAD, gap_report, sample_report
+from tests.helpers.reports import LATEX_PAYLOAD, gap_report, sample_report
 from webapp.renderers import pdf
 
 

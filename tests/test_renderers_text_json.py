@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from tests.test_web_support import HEADER_PAYLOAD, gap_report, sample_report
+from tests.helpers.reports import HEADER_PAYLOAD, gap_report, sample_report
 from webapp.renderers import json as json_renderer
 from webapp.renderers import text
 

@@ -15,12 +15,12 @@ from webapp.sources.sacct import (
     FIELDS,
     SacctSource,
     gpus_from_tres,
-    parse_duration,
     parse_memory,
     parse_nodelist,
     parse_req_mem,
     parse_sacct,
-    parse_state,
+    parse_sacct_duration,
+    parse_sacct_state,
     parse_time,
     parse_tres,
     run_sacct,
@@ -92,14 +92,14 @@ def load(name: str, fields=None, delimiter: str = "|"):
 )
 def test_parse_duration(text, seconds):
     if seconds is None:
-        assert parse_duration(text) is None
+        assert parse_sacct_duration(text) is None
     else:
-        assert parse_duration(text) == pytest.approx(seconds)
+        assert parse_sacct_duration(text) == pytest.approx(seconds)
 
 
 def test_parse_duration_rejects_garbage():
     with pytest.raises(ValueError):
-        parse_duration("soon")
+        parse_sacct_duration("soon")
 
 
 @pytest.mark.parametrize(
@@ -165,7 +165,7 @@ def test_parse_tres_and_gpus():
     ],
 )
 def test_parse_state(text, expected):
-    assert parse_state(text) == expected
+    assert parse_sacct_state(text) == expected
 
 
 def test_parse_time_zones():

@@ -84,22 +84,22 @@ def test_merge_series_joins_chunks():
     (3, "COMPLETED"), (5, "FAILED"), (6, "TIMEOUT"), (7, "NODE_FAIL"), (11, "OUT_OF_MEMORY"),
     (4 | 0x8000, "CANCELLED"),  # JOB_COMPLETING flag masked off
 ])
-def test_parse_state(raw, state):
-    assert accounting.parse_state(raw) == state
+def test_state_name(raw, state):
+    assert accounting.state_name(raw) == state
 
 
 def test_parse_exit_code_and_tres():
-    assert accounting.parse_exit_code(768) == "3:0"
-    assert accounting.parse_exit_code(9) == "0:9"
+    assert accounting.exit_code_text(768) == "3:0"
+    assert accounting.exit_code_text(9) == "0:9"
     names = {1: "cpu", 2: "mem", 4: "node", 1001: "gres/gpu"}
-    assert accounting.parse_tres("1=2,2=500,4=1,1001=2", names) == {
+    assert accounting.parse_tres_ids("1=2,2=500,4=1,1001=2", names) == {
         "cpu": 2, "mem": 500, "node": 1, "gres/gpu": 2}
 
 
 def test_parse_mem_req_per_cpu_and_per_node():
-    assert accounting.parse_mem_req(500, 2, 1) == 500 * 2**20
-    assert accounting.parse_mem_req(accounting.MEM_PER_CPU | 1000, 4, 1) == 4000 * 2**20
-    assert accounting.parse_mem_req(0, 1, 1) is None
+    assert accounting.mem_req_bytes(500, 2, 1) == 500 * 2**20
+    assert accounting.mem_req_bytes(accounting.MEM_PER_CPU | 1000, 4, 1) == 4000 * 2**20
+    assert accounting.mem_req_bytes(0, 1, 1) is None
 
 
 # the same sources against the real stack

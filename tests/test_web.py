@@ -8,11 +8,11 @@ import re
 import pytest
 from werkzeug.security import generate_password_hash
 
-from tests.test_web_support import HTML_PAYLOAD, FakeService, default_service, sample_report
+from tests.helpers.reports import HTML_PAYLOAD, FakeService, default_service, sample_report
 from webapp import create_app
 from webapp.renderers import html
 from webapp.settings import Settings, SettingsError
-from webapp.views import ReportCache
+from webapp.web.reports import ReportCache
 
 PASSWORD = "correct horse"
 
@@ -297,7 +297,7 @@ def test_remote_user_missing_is_401(proxy_client):
 
 
 def test_service_built_lazily(web_settings, monkeypatch):
-    import webapp.build
+    import webapp.web.reports
 
     made = []
 
@@ -306,7 +306,7 @@ def test_service_built_lazily(web_settings, monkeypatch):
             made.append(s)
             super().__init__({"4242": sample_report()})
 
-    monkeypatch.setattr(webapp.build, "ReportService", Service)
+    monkeypatch.setattr(webapp.web.reports, "ReportService", Service)
     client = create_app(web_settings).test_client()
     assert made == []
     login(client)
@@ -336,15 +336,19 @@ def test_reports_reused_briefly_but_access_checked_each_time(web_settings):
     assert service.built == ["5000", "5000"]
 
 
-def test_run_serve_binds_loopback_by_default(web_settings, monkeypatch):
+def test_serve_binds_loopback_by_default(web_settings, monkeypatch):
+    import argparse
+    from dataclasses import replace
+
     from flask import Flask
 
-    from webapp import views
+    from webapp.cli import cmd_serve
 
     calls = []
     monkeypatch.setattr(Flask, "run", lambda self, **kw: calls.append(kw))
-    views.run_serve(web_settings)
-    views.run_serve(web_settings, "0.0.0.0", 9000)
+    cmd_serve(argparse.Namespace(host=None, port=None), web_settings)
+    cmd_serve(argparse.Namespace(host="0.0.0.0", port=9000), web_settings)
+    cmd_serve(argparse.Namespace(host=None, port=None), replace(web_settings, bind="[::1]:8080"))
     assert calls == [{"host": "127.0.0.1", "port": 8000, "threaded": True},
-                     {"host": "0.0.0.0", "port": 9000, "threaded": True}]
-    assert views.split_bind("[::1]:8080") == ("::1", 8080)
+                     {"host": "0.0.0.0", "port": 9000, "threaded": True},
+                     {"host": "::1", "port": 8080, "threaded": True}]

@@ -1,41 +1,29 @@
-"""jobreport: per-job usage reports for Slurm clusters."""
+"""jobreport: per-job usage reports for Slurm clusters.
+
+``webapp:create_app`` is the web entry point (gunicorn 'webapp:create_app()'); the
+layout below is written down as import contracts in pyproject.toml:
+
+    cli/        every option and every line written to a terminal
+    web/  mail/ the Flask app; report emails and their durable outbox
+    report/     joins the sources into one JobReport and attaches the findings
+    detectors/  renderers/   findings from a report; text, JSON, HTML, PDF, email
+    sources/    Prometheus, the accounting view, sacct -> model records
+    model.py formatting.py settings.py   the records, units, and JOBREPORT_* settings
+"""
 
 from __future__ import annotations
 
-from flask import Flask, g
+from typing import TYPE_CHECKING
 
-from webapp.settings import Settings, SettingsError
+if TYPE_CHECKING:
+    from flask import Flask
+
+    from webapp.report.service import ReportService
+    from webapp.settings import Settings
 
 
-def create_app(settings: Settings | None = None, service=None) -> Flask:
-    """The web app: settings from JOBREPORT_* unless given; the report service is built
-    on first use unless given (tests pass a fake)."""
-    from webapp import auth, errors, views
-    from webapp.renderers import html
+def create_app(settings: Settings | None = None, service: ReportService | None = None) -> Flask:
+    """The web app (imported on first call so the command line does not load Flask)."""
+    from webapp.web.app import create_app as _create_app
 
-    settings = Settings.from_env() if settings is None else settings
-    if not settings.secret_key:
-        raise SettingsError("JOBREPORT_SECRET_KEY is empty: set it to a long random string "
-                            "(e.g. python3 -c 'import secrets; print(secrets.token_hex(32))') "
-                            "before starting the web app; it signs the session cookies")
-    app = Flask(__name__, template_folder=str(html.TEMPLATES), static_folder=None)
-    app.config.update(
-        SECRET_KEY=settings.secret_key,
-        SESSION_COOKIE_HTTPONLY=True,
-        SESSION_COOKIE_SAMESITE="Lax",
-        JOBREPORT_SETTINGS=settings,
-    )
-    app.extensions["jobreport.service"] = service
-    app.extensions["jobreport.reports"] = views.ReportCache()
-    app.jinja_env.trim_blocks = True
-    app.jinja_env.lstrip_blocks = True
-    html.install_filters(app.jinja_env)
-    app.jinja_env.globals.update(csrf_token=auth.csrf_token, auth_mode=settings.auth)
-    app.context_processor(lambda: {"user": g.get("user")})
-    app.before_request(auth.load_user)
-    app.after_request(views.security_headers)
-    app.register_blueprint(auth.bp)
-    app.register_blueprint(views.bp)
-    errors.register(app)
-    return app
-
+    return _create_app(settings, service)

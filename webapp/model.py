@@ -15,6 +15,19 @@ from enum import StrEnum
 JOB_ID_RE = re.compile(r"^(?P<job>[0-9]{1,10})(?:_(?P<task>[0-9]{1,10})|\+(?P<het>[0-9]{1,4}))?$")
 
 
+# A job in these states holds its allocation; with PENDING, it has not ended yet.
+RUNNING_STATES = frozenset({"RUNNING", "SUSPENDED"})
+UNFINISHED_STATES = RUNNING_STATES | {"PENDING"}
+
+
+def cpu_efficiency(cpu_seconds: float | None, elapsed_seconds: float | None,
+                   cpus: int | None) -> float | None:
+    """seff's formula: TotalCPU / (elapsed x allocated CPUs); None when a part is unknown."""
+    if not cpu_seconds or not elapsed_seconds or not cpus:
+        return 0.0 if cpu_seconds == 0 and elapsed_seconds else None
+    return cpu_seconds / (elapsed_seconds * cpus)
+
+
 class InvalidJobId(ValueError):
     """The text is not a Slurm job id of a form we accept."""
 
@@ -52,6 +65,11 @@ class JobId:
         task, het = m.group("task"), m.group("het")
         return cls(int(m.group("job")), int(task) if task else None, int(het) if het else None)
 
+    @classmethod
+    def of(cls, value: JobId | str) -> JobId:
+        """``value`` itself when already parsed, else ``parse(value)``."""
+        return value if isinstance(value, JobId) else cls.parse(value)
+
     def __str__(self) -> str:
         if self.array_task is not None:
             return f"{self.job}_{self.array_task}"
@@ -64,6 +82,14 @@ class Severity(StrEnum):
     INFO = "info"
     WARNING = "warning"
     CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        """Sort key: the most severe first."""
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
 @dataclass(frozen=True)
@@ -279,10 +305,7 @@ class JobReport:
 
     @property
     def cpu_efficiency(self) -> float | None:
-        """seff's formula: TotalCPU / (elapsed x allocated CPUs)."""
-        if not self.cpu_seconds or not self.elapsed_seconds or not self.cpus:
-            return 0.0 if self.cpu_seconds == 0 and self.elapsed_seconds else None
-        return self.cpu_seconds / (self.elapsed_seconds * self.cpus)
+        return cpu_efficiency(self.cpu_seconds, self.elapsed_seconds, self.cpus)
 
     @property
     def memory_efficiency(self) -> float | None:
@@ -293,4 +316,10 @@ class JobReport:
 
     @property
     def running(self) -> bool:
-        return self.state in ("RUNNING", "PENDING", "SUSPENDED")
+        """Allocated and not ended: its processes may still be using resources."""
+        return self.state in RUNNING_STATES
+
+    @property
+    def unfinished(self) -> bool:
+        """Not ended yet (waiting in the queue counts): too early for a verdict or an email."""
+        return self.state in UNFINISHED_STATES

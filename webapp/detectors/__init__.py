@@ -9,21 +9,23 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol
 
-from webapp.detectors.cpu_efficiency import LowCpuEfficiencyDetector
+from webapp.detectors.cpu_efficiency_low import LowCpuEfficiencyDetector
 from webapp.detectors.gpu_idle import IdleGpuDetector
-from webapp.detectors.gpu_util import LowGpuUtilizationDetector
-from webapp.detectors.many_files import ManyFilesDetector
-from webapp.detectors.memory_limit import OutOfMemoryDetector
-from webapp.detectors.memory_waste import MemoryOverRequestDetector
-from webapp.detectors.open_files_limit import OpenFilesLimitDetector
+from webapp.detectors.gpu_util_low import LowGpuUtilDetector
+from webapp.detectors.io_not_on_scratch import IoNotOnScratchDetector
+from webapp.detectors.many_open_files import ManyOpenFilesDetector
+from webapp.detectors.memory_near_limit import MemoryNearLimitDetector
+from webapp.detectors.memory_over_requested import MemoryOverRequestedDetector
+from webapp.detectors.open_files_near_limit import OpenFilesNearLimitDetector
+from webapp.detectors.out_of_memory import OutOfMemoryDetector
 from webapp.detectors.outcome import OutcomeDetector
-from webapp.detectors.oversubscription import OversubscriptionDetector
-from webapp.detectors.scratch_io import ScratchIoDetector
-from webapp.detectors.serial import SerialOnManyCoresDetector
+from webapp.detectors.oversubscribed import OversubscribedDetector
+from webapp.detectors.serial_on_many_cores import SerialOnManyCoresDetector
 from webapp.detectors.short_job import ShortJobDetector
+from webapp.detectors.small_io import SmallIoDetector
 from webapp.detectors.thresholds import Thresholds
-from webapp.detectors.time_limit import TimeLimitOverRequestDetector
-from webapp.model import Finding, JobReport, Severity
+from webapp.detectors.time_over_requested import TimeOverRequestedDetector
+from webapp.model import Finding, JobReport
 
 log = logging.getLogger(__name__)
 
@@ -39,21 +41,20 @@ class Detector(Protocol):
 DETECTORS: tuple[Detector, ...] = (
     OutcomeDetector(),
     OutOfMemoryDetector(),
+    MemoryNearLimitDetector(),
     IdleGpuDetector(),
-    LowGpuUtilizationDetector(),
+    LowGpuUtilDetector(),
     LowCpuEfficiencyDetector(),
     SerialOnManyCoresDetector(),
-    OversubscriptionDetector(),
-    MemoryOverRequestDetector(),
-    TimeLimitOverRequestDetector(),
+    OversubscribedDetector(),
+    MemoryOverRequestedDetector(),
+    TimeOverRequestedDetector(),
     ShortJobDetector(),
-    ScratchIoDetector(),
-    ManyFilesDetector(),
-    OpenFilesLimitDetector(),
+    IoNotOnScratchDetector(),
+    ManyOpenFilesDetector(),
+    SmallIoDetector(),
+    OpenFilesNearLimitDetector(),
 )
-
-SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
-
 
 def detect_all(
     report: JobReport,
@@ -69,4 +70,4 @@ def detect_all(
         except Exception:
             # One faulty detector must not cost the user the rest of the report.
             log.exception("detector %s failed on job %s", detector.name, report.job_id)
-    return tuple(sorted(found, key=lambda f: (SEVERITY_RANK[f.severity], f.name)))
+    return tuple(sorted(found, key=lambda f: (f.severity.rank, f.name)))

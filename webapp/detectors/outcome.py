@@ -8,7 +8,6 @@ from webapp.detectors.advice import round_up_time
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_duration, slurm_time
 from webapp.model import Finding, JobReport, Severity, Step
-from webapp.sources.sacct import parse_state
 
 # What a shell's exit status usually means; 128+N is "killed by signal N".
 _EXIT_HINTS = {
@@ -84,8 +83,7 @@ class OutcomeDetector:
     def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
         if not report.state:
             return ()
-        state, by = parse_state(report.state)
-        by = report.cancelled_by if report.cancelled_by is not None else by
+        state, by = report.state, report.cancelled_by  # sources split "CANCELLED by N"
         if state == "FAILED":
             return (self._failed(report),)
         if state == "TIMEOUT":

@@ -7,22 +7,21 @@ stripped of control characters first, so a job name cannot add a header.
 
 from __future__ import annotations
 
-import re
 from email.message import EmailMessage
 from email.policy import default
 from email.utils import formatdate, make_msgid
 
 from webapp.model import JobReport
-from webapp.renderers import html
+from webapp.renderers.presentation import CONTROL_CHARS, context
+from webapp.renderers.templates import environment
 
 SUBJECT_NAME_MAX = 60
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
 _env = None
 
 
 def header_text(text: object, limit: int | None = None) -> str:
     """Slurm text made safe for a header: control characters (CR, LF, ...) become spaces."""
-    clean = _CONTROL.sub(" ", str(text)).strip()
+    clean = CONTROL_CHARS.sub(" ", str(text)).strip()
     if limit is not None and len(clean) > limit:
         clean = clean[: limit - 1] + "…"
     return clean
@@ -37,7 +36,7 @@ def subject(report: JobReport) -> str:
 
 
 def _address(addr: str) -> str:
-    if _CONTROL.search(addr) or "@" not in addr:
+    if CONTROL_CHARS.search(addr) or "@" not in addr:
         raise ValueError(f"not a usable email address: {addr!r}")
     return addr
 
@@ -47,8 +46,8 @@ def render(report: JobReport, to_addr: str, from_addr: str, *, message_id: str |
     """The message, PDF attached (rendered here unless ``pdf`` is given)."""
     global _env
     if _env is None:
-        _env = html.environment()
-    context = html.context(report, charts=[])
+        _env = environment()
+    parts = context(report, charts=[])
     msg = EmailMessage(policy=default)
     msg["From"] = _address(from_addr)
     msg["To"] = _address(to_addr)
@@ -57,8 +56,8 @@ def render(report: JobReport, to_addr: str, from_addr: str, *, message_id: str |
     msg["Message-ID"] = message_id or make_msgid(domain=from_addr.rpartition("@")[2] or None)
     msg["Auto-Submitted"] = "auto-generated"  # RFC 3834: no vacation replies
     msg["X-Jobreport-Job"] = header_text(report.job_id)
-    msg.set_content(_env.get_template("email/report.txt").render(**context))
-    msg.add_alternative(_env.get_template("email/report.html").render(**context), subtype="html")
+    msg.set_content(_env.get_template("email/report.txt").render(**parts))
+    msg.add_alternative(_env.get_template("email/report.html").render(**parts), subtype="html")
     if pdf is None:
         from webapp.renderers import pdf as pdf_renderer
 

@@ -20,9 +20,9 @@ import unicodedata
 from pylatex import Command, Document, Foot, Head, NoEscape, PageStyle, Section, Tabularx
 from pylatex.utils import bold, escape_latex
 
-from webapp.charts import FIGURES, to_file
 from webapp.model import JobReport
-from webapp.renderers.html import gap_text, sorted_findings, summary_rows
+from webapp.renderers.charts import FIGURES, to_file
+from webapp.renderers.presentation import gap_text, sorted_findings, summary_rows
 
 log = logging.getLogger(__name__)
 

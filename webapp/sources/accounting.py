@@ -53,18 +53,18 @@ QUERIES = {
 }
 
 
-def parse_state(value: int) -> str:
+def state_name(value: int) -> str:
     """Slurm's state integer, flags masked: ``3`` -> ``COMPLETED``."""
     return JOB_STATES.get(int(value) & 0xFF, f"UNKNOWN({value})")
 
 
-def parse_exit_code(status: int) -> str:
+def exit_code_text(status: int) -> str:
     """A wait(2) status as sacct shows it, ``code:signal``: ``768`` -> ``3:0``."""
     status = int(status)
     return f"{(status >> 8) & 0xFF}:{status & 0x7F}"
 
 
-def parse_tres(text: str | None, names: Mapping[int, str]) -> dict[str, float]:
+def parse_tres_ids(text: str | None, names: Mapping[int, str]) -> dict[str, float]:
     """``1=2,2=500,4=1,1001=1`` -> ``{"cpu": 2, "mem": 500, "node": 1, "gres/gpu": 1}``."""
     out: dict[str, float] = {}
     for part in filter(None, (text or "").split(",")):
@@ -76,7 +76,7 @@ def parse_tres(text: str | None, names: Mapping[int, str]) -> dict[str, float]:
     return out
 
 
-def parse_mem_req(mem_req: int, cpus: int | None, nodes: int) -> int | None:
+def mem_req_bytes(mem_req: int, cpus: int | None, nodes: int) -> int | None:
     """``mem_req`` (MB, per node or per CPU with the MEM_PER_CPU bit) -> bytes per job."""
     mem_req = int(mem_req or 0)
     if mem_req & MEM_PER_CPU:
@@ -91,13 +91,13 @@ def _time(value: int | None) -> datetime | None:
 
 def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> AccountingJob:
     """One row of the ``jobs`` view -> ``AccountingJob``."""
-    alloc = parse_tres(row["tres_alloc"], tres_names)
+    alloc = parse_tres_ids(row["tres_alloc"], tres_names)
     nodes = parse_nodelist(row["nodelist"] or "")
     cpus = int(alloc["cpu"]) if "cpu" in alloc else (int(row["cpus"]) if row["cpus"] else None)
     if "mem" in alloc:
         mem = int(alloc["mem"] * 2**20)
     else:
-        mem = parse_mem_req(row["mem_req"], cpus, len(nodes))
+        mem = mem_req_bytes(row["mem_req"], cpus, len(nodes))
     limit = row["timelimit"]
     array_task, het = row["array_task_id"], row["het_job_offset"]
     if array_task is not None and row["array_job_id"]:
@@ -119,8 +119,8 @@ def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> Accounti
         account=row["account"] or None,
         partition=row["partition"] or None,
         job_name=row["job_name"],
-        state=parse_state(row["state"]),
-        exit_code=parse_exit_code(row["exit_code"] or 0),
+        state=state_name(row["state"]),
+        exit_code=exit_code_text(row["exit_code"] or 0),
         submit_time=_time(row["submit_time"]),
         start_time=_time(row["start_time"]),
         end_time=_time(row["end_time"]),
@@ -191,8 +191,9 @@ class AccountingSource:
             self._tres = names
         return self._tres
 
-    def job(self, job_id: JobId) -> AccountingJob:
+    def job(self, job_id: JobId | str) -> AccountingJob:
         """The job's latest record (a requeued job keeps its id); JobNotFound if none."""
+        job_id = JobId.of(job_id)
         if job_id.array_task is not None:
             rows = self._query("array_task", self.cluster, job_id.job, job_id.array_task)
         elif job_id.het_offset is not None:
@@ -202,12 +203,6 @@ class AccountingSource:
         if not rows:
             raise JobNotFound(str(job_id))
         return parse_row(rows[0], self.tres_names())
-
-    def array_tasks(self, array_job: int) -> tuple[AccountingJob, ...]:
-        names = self.tres_names()
-        return tuple(
-            parse_row(r, names) for r in self._query("array_tasks", self.cluster, array_job)
-        )
 
     def ended_since(self, since: datetime) -> list[str]:
         """Ids of jobs that ended at or after ``since``, oldest first."""

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from webapp.model import Series, SourceUnavailable, Usage
+from webapp.model import JobId, Series, SourceUnavailable, Usage
 
 # The answer parsers are re-exported: callers import them from here too.
 from webapp.sources.prometheus_answers import merge_series as merge_series
@@ -201,11 +201,11 @@ class PrometheusSource:
         return payload
 
     def usage(
-        self, job_id: str, start: datetime, end: datetime, nodes: Iterable[str] = ()
+        self, job_id: JobId | str, start: datetime, end: datetime, nodes: Iterable[str] = ()
     ) -> Usage:
         """Everything the report needs about one job; empty ``Usage`` when nothing was kept."""
         window = Window(start.timestamp(), max(end.timestamp(), start.timestamp() + 1))
-        sel = job_selector(job_id, nodes, self.node_label)
+        sel = job_selector(str(job_id), nodes, self.node_label)
         node = self.node_label or "instance"  # grouping label, even when not filtering
         step = choose_step(window.end - window.start, self.scrape_interval)
         rate = rate_window(step, self.scrape_interval)

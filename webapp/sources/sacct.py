@@ -20,11 +20,11 @@ from webapp.model import JobId, JobNotFound, SacctJob, SourceUnavailable, Step
 
 # The value parsers are re-exported: callers import them from here too.
 from webapp.sources.sacct_values import gpus_from_tres as gpus_from_tres
-from webapp.sources.sacct_values import parse_duration as parse_duration
 from webapp.sources.sacct_values import parse_memory as parse_memory
 from webapp.sources.sacct_values import parse_nodelist as parse_nodelist
 from webapp.sources.sacct_values import parse_req_mem as parse_req_mem
-from webapp.sources.sacct_values import parse_state as parse_state
+from webapp.sources.sacct_values import parse_sacct_duration as parse_sacct_duration
+from webapp.sources.sacct_values import parse_sacct_state as parse_sacct_state
 from webapp.sources.sacct_values import parse_time as parse_time
 from webapp.sources.sacct_values import parse_tres as parse_tres
 
@@ -52,7 +52,7 @@ def _columns(fields: Sequence[str]) -> dict[str, int]:
     return cols
 
 
-class _Row:
+class _Columns:
     """Indexes of the columns a header named; -1 (a trailing "") when absent."""
 
     def __init__(self, fields: Sequence[str]) -> None:
@@ -82,7 +82,7 @@ class _Row:
         )  # fmt: skip
 
 
-def _fix_split(parts: list[str], delimiter: str, row: _Row) -> list[str] | None:
+def _fix_split(parts: list[str], delimiter: str, row: _Columns) -> list[str] | None:
     """Parts of a line whose field count is off: `-p`'s trailing delimiter, or a name with |."""
     if len(parts) == row.n + 1 and parts[-1] == "":
         parts.pop()  # `sacct -p` ends every line with the delimiter
@@ -104,34 +104,35 @@ def _tres_facts(text: str) -> tuple[int, int | None]:
     return gpus_from_tres(tres), parse_memory(tres["mem"]) if "mem" in tres else None
 
 
-def _job(p: list[str], r: _Row, tz: tzinfo | None) -> tuple:
+def _job(p: list[str], r: _Columns, tz: tzinfo | None) -> tuple:
     """SacctJob's fields in order, without ``steps`` (known only at the end)."""
     (job_id, name, user, account, partition, state_text, exit_code, elapsed, timelimit,
      cpus_text, nodes_text, reqmem, tres, start, end, nodelist, workdir,
      limit_raw) = r.job(p)  # fmt: skip
-    state, by = parse_state(state_text)
+    state, by = parse_sacct_state(state_text)
     cpus = int(cpus_text) if cpus_text else None
     gpus, tres_mem = _tres_facts(tres)
     mem = parse_req_mem(reqmem, cpus, int(nodes_text) if nodes_text else None) if reqmem else None
-    limit = parse_duration(timelimit)
+    limit = parse_sacct_duration(timelimit)
     if limit is None and limit_raw.isdigit():
         limit = int(limit_raw) * 60.0  # TimelimitRaw is minutes
     return (
         job_id, name or None, user or None, account or None, partition or None, state,
-        exit_code, parse_duration(elapsed), limit, cpus, tres_mem if mem is None else mem, gpus,
+        exit_code, parse_sacct_duration(elapsed), limit, cpus,
+        tres_mem if mem is None else mem, gpus,
         parse_time(start, tz), parse_time(end, tz), nodelist, workdir or None,
     ), by  # fmt: skip
 
 
-def _step(step_id: str, p: list[str], r: _Row) -> Step:
+def _step(step_id: str, p: list[str], r: _Columns) -> Step:
     name, state, exit_code, elapsed, total_cpu, rss, cpus, nodelist, tasks = r.step(p)
     return Step(
         step_id,
         name,
-        parse_state(state)[0],
+        parse_sacct_state(state)[0],
         exit_code,
-        parse_duration(elapsed),
-        parse_duration(total_cpu),
+        parse_sacct_duration(elapsed),
+        parse_sacct_duration(total_cpu),
         parse_memory(rss),
         int(cpus) if cpus else None,
         parse_nodelist(nodelist),
@@ -172,7 +173,7 @@ def _group(
 def _group_lines(
     lines: list[str], fields: Sequence[str], delimiter: str, tz: tzinfo | None
 ) -> list[tuple[str, SacctJob]]:
-    r = _Row(fields)
+    r = _Columns(fields)
     n, jobid, jobidraw = r.n, r.jobid, r.jobidraw
     # job id -> [raw id, (fields, cancelled_by) of the allocation line or None, steps]
     groups: dict[str, list] = {}
@@ -277,10 +278,6 @@ class SacctSource:
         self.cluster = cluster
         self._runner = runner or (lambda argv: run_sacct(argv, timeout))
 
-    @classmethod
-    def from_settings(cls, settings) -> SacctSource:  # settings: webapp.settings.Settings
-        return cls(settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster)
-
     def argv(self, job_id: str) -> list[str]:
         # -j alone already widens the window to the epoch (sacct(1), DEFAULT TIME WINDOW);
         # --allusers keeps a non-root caller from being silently limited to its own jobs.
@@ -300,9 +297,9 @@ class SacctSource:
             raise SourceUnavailable("sacct", str(e)) from None
         return _group(out, FIELDS, "|", None)
 
-    def job(self, job_id: str) -> SacctJob:
+    def job(self, job_id: JobId | str) -> SacctJob:
         """The job ``123``, array task ``123_4`` or het component ``123+1``."""
-        jid = str(JobId.parse(job_id))  # refuses anything else before running a command
+        jid = str(JobId.of(job_id))  # refuses anything else before running a command
         rows = self._query(jid)
         for pick in (
             lambda rid, j: j.job_id == jid,  # as typed
@@ -316,9 +313,9 @@ class SacctSource:
             return rows[0][1]
         raise JobNotFound(jid)
 
-    def array(self, job_id: str) -> tuple[SacctJob, ...]:
+    def array(self, job_id: JobId | str) -> tuple[SacctJob, ...]:
         """Every task of the array job ``123`` (or of the array ``123_4`` belongs to)."""
-        master = str(JobId.parse(job_id).job)
+        master = str(JobId.of(job_id).job)
         rows = [j for _, j in self._query(master)]
         tasks = _array_tasks(master, rows)
         if not tasks:
@@ -328,7 +325,7 @@ class SacctSource:
                 master = arrays.pop()
                 tasks = _array_tasks(master, (j for _, j in self._query(master)))
         if not tasks:
-            raise JobNotFound(job_id)
+            raise JobNotFound(str(job_id))
         return tasks
 
 

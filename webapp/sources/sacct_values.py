@@ -22,7 +22,7 @@ _MEMORY_RE = re.compile(r"^([0-9]+(?:\.[0-9]*)?)([KMGTP]?)$")
 
 
 @lru_cache(maxsize=8192)
-def parse_duration(text: str) -> float | None:
+def parse_sacct_duration(text: str) -> float | None:
     """Seconds from a Slurm duration; None for no limit or no value.
 
         02:03.640        (MM:SS.mmm, the CPU fields)
@@ -119,7 +119,7 @@ def gpus_from_tres(tres: dict[str, str]) -> int:
 
 
 @lru_cache(maxsize=1024)
-def parse_state(text: str) -> tuple[str, int | None]:
+def parse_sacct_state(text: str) -> tuple[str, int | None]:
     """The state name and, for a cancellation, the uid that cancelled.
 
         CANCELLED by 223988

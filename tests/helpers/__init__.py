@@ -1,0 +1,1 @@
+"""Shared test support: fakes and sample reports, the stack, browser and SMTP helpers."""

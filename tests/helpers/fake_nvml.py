@@ -1,0 +1,19 @@
+"""The recorded NVML readings the exporter tests replay (see exporter/nvml_replay.py)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from exporter.nvml_replay import ReplayNvml
+
+REPLAY = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "exporter" / "nvml" / "replay.json"
+
+
+class FakeNvml(ReplayNvml):
+    """ReplayNvml defaulting to the fixture's devices."""
+
+    def __init__(self, devices: list[dict] | None = None, driver: bool = True):
+        if devices is None:
+            devices = json.loads(REPLAY.read_text())["devices"]
+        super().__init__(devices, driver)

@@ -1,0 +1,136 @@
+"""Reports and a fake report service shared by the web, PDF, email and outbox tests.
+
+Not a test module (it holds no tests); the reports are built in code so every field
+a renderer shows has a known value. The integration tests use the real service.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from webapp.model import (
+    Finding,
+    Gap,
+    InvalidJobId,
+    JobId,
+    JobNotFound,
+    JobReport,
+    Series,
+    Severity,
+    SourceUnavailable,
+    Usage,
+)
+
+GIB = 1024**3
+START = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
+LATEX_PAYLOAD = "\\input{/etc/passwd} $&%#_{}~^\\"
+HTML_PAYLOAD = "<script>alert(1)</script>"
+HEADER_PAYLOAD = "x\r\nBcc: evil@example.org"
+
+
+def _series(label: str, n: int, f) -> Series:
+    t0 = START.timestamp()
+    return Series(label, tuple((t0 + 30 * i, float(f(i))) for i in range(n)))
+
+
+def sample_report(job_id: str = "4242", user: str = "alice", name: str = "train-model",
+                  n: int = 120, **changes) -> JobReport:
+    """A two-node, two-GPU job with findings; ``changes`` replace any field."""
+    usage = Usage(
+        cpu_cores=(_series("node01", n, lambda i: 1.5 + 0.5 * math.sin(i / 7)),
+                   _series("node02", n, lambda i: 0.2)),
+        cpu_per_core=tuple(_series(f"node01/cpu{c}", n, lambda i, c=c: 0.9 if c < 2 else 0.02)
+                           for c in range(4)),
+        memory_rss=(_series("node01", n, lambda i: 2 * GIB + i * 10_000_000),
+                    _series("node02", n, lambda i: 1 * GIB)),
+        memory_limit_bytes=16 * GIB,
+        memory_max_usage_bytes=4 * GIB,
+        gpu_utilization=(_series("gpu0", n, lambda i: 0.85),
+                         _series("gpu1", n, lambda i: 0.0)),
+        gpu_memory_used=(_series("gpu0", n, lambda i: 10 * GIB),),
+        gpu_memory_total_bytes=40 * GIB,
+        read_bytes=5e9, write_bytes=1e9,
+        io_read_rate=(_series("node01", n, lambda i: 1e6 * (i % 10)),),
+        io_write_rate=(_series("node01", n, lambda i: 2e5),),
+        processes_max=12, threads_max=40, open_files_max=80, open_files_limit_ratio_max=0.08,
+        scratch_in_use=False,
+    )
+    report = JobReport(
+        job_id=job_id, cluster="demo", user=user, uid=1001, account="research",
+        job_name=name, partition="gpu", nodes=("node01", "node02"), work_dir="/home/alice/run",
+        cpus=8, memory_requested_bytes=16 * GIB, gpus=2, time_limit_seconds=4 * 3600,
+        state="COMPLETED", exit_code="0:0", submit_time=START - timedelta(minutes=5),
+        start_time=START, end_time=START + timedelta(seconds=30 * n),
+        elapsed_seconds=30.0 * n, cpu_seconds=30.0 * n * 1.7, memory_peak_bytes=3 * GIB,
+        usage=usage,
+        findings=(
+            Finding("cpu_efficiency_low", Severity.WARNING,
+                    "The job used 21% of its 8 allocated CPUs.",
+                    "Ask for --cpus-per-task=2 next time.", {"cpu_efficiency": 0.21}),
+            Finding("gpu_idle", Severity.CRITICAL, "GPU gpu1 was idle for the whole job.",
+                    "Request --gres=gpu:1.", {"gpu": "gpu1", "mean_utilization": 0.0}),
+            Finding("memory_overrequest", Severity.INFO,
+                    "Peak memory was 3.0 GiB of 16 GiB requested.",
+                    "Ask for --mem=4G next time.", {"memory_peak_bytes": 3 * GIB}),
+        ),
+    )
+    return replace(report, **changes) if changes else report
+
+
+def gap_report(job_id: str = "4243", user: str = "alice") -> JobReport:
+    """A report whose Prometheus source was down: no series, one visible gap."""
+    return sample_report(job_id, user, usage=Usage(),
+                         gaps=(Gap("prometheus", "connection refused to 127.0.0.1:9090"),))
+
+
+class FakeService:
+    """Same methods as ``webapp.report.service.ReportService``, answering from a dict."""
+
+    def __init__(self, reports: dict[str, JobReport] | None = None,
+                 ended: list[str] | None = None, down: bool = False) -> None:
+        self.reports = dict(reports or {})
+        self.ended = ended
+        self.down = down
+        self.built: list[str] = []
+        self.owners: list[str] = []  # job ids owner() was asked about
+
+    def build(self, job_id: JobId | str) -> JobReport:
+        job_id = str(JobId.of(job_id))  # raises InvalidJobId like the real service
+        if self.down:
+            raise SourceUnavailable("accounting", "Can't connect to MySQL server on '127.0.0.1'")
+        self.built.append(job_id)
+        try:
+            return self.reports[job_id]
+        except KeyError:
+            raise JobNotFound(job_id) from None
+
+    def owner(self, job_id: JobId | str) -> str | None:
+        job_id = str(JobId.of(job_id))
+        if self.down:
+            raise SourceUnavailable("accounting", "Can't connect to MySQL server on '127.0.0.1'")
+        self.owners.append(job_id)
+        try:
+            return self.reports[job_id].user
+        except KeyError:
+            raise JobNotFound(job_id) from None
+
+    def ended_jobs(self, since: datetime) -> list[str]:
+        return list(self.ended if self.ended is not None else self.reports)
+
+
+def default_service() -> FakeService:
+    """The service the web and browser tests use: alice's and bob's jobs, hostile names."""
+    reports = [
+        sample_report("4242", "alice"),
+        gap_report("4243", "alice"),
+        sample_report("5000", "bob", name="bob-job"),
+        sample_report("6000_1", "alice", name=HTML_PAYLOAD),
+        sample_report("6001", "alice", name=LATEX_PAYLOAD),
+        sample_report("6002+1", "alice", name=HEADER_PAYLOAD),
+    ]
+    return FakeService({r.job_id: r for r in reports})
+
+
+__all__ = ["FakeService", "InvalidJobId", "default_service", "gap_report", "sample_report"]

@@ -1,0 +1,187 @@
+"""The real local stack for integration tests: start it, submit jobs, wait for them.
+
+All integration jobs are submitted together once per test session (see conftest's
+``stack_jobs``) so the cluster works on them in parallel while other tests run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# A second checkout (a git worktree) may test against the stack another checkout runs.
+STACK_ROOT = Path(os.environ.get("JOBREPORT_TEST_STACK_ROOT") or ROOT)
+ENV_FILE = STACK_ROOT / "var" / "jobreport.env"
+FINAL_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "OUT_OF_MEMORY",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
+
+# sbatch --wrap runs /bin/sh: a busy loop bounded by timeout(1), whose 124 is not a failure.
+BUSY = "timeout {s} sh -c 'while :; do :; done'; exit 0"
+
+
+HOSTILE_MARKUP = "<script>alert(1)</script> \\input{/etc/passwd} $&%#_{}~^\\"
+HOSTILE_HEADER = "report\r\nBcc: evil@example.org"
+
+
+@dataclass(frozen=True)
+class StackJob:
+    """A real job the integration tests submit: who, what resources, which script."""
+
+    name: str
+    user: str
+    args: tuple[str, ...]
+    script: str
+    job_name: str | None = None  # what -J gets, when not ``name`` (hostile names)
+
+
+# One entry per behaviour the report must recognise (issue tests name each of them).
+STACK_JOBS: tuple[StackJob, ...] = (
+    StackJob("busy", "alice", ("-c1", "--mem=500M", "--time=10"), BUSY.format(s=30)),
+    StackJob("idle", "bob", ("-c1", "--mem=500M", "--time=10"), "sleep 30"),
+    StackJob("two-cpus-one-used", "alice", ("-c2", "--mem=500M", "--time=10"), BUSY.format(s=20)),
+    StackJob(
+        "mem-over-request",
+        "bob",
+        ("-c1", "--mem=4G", "--time=10"),
+        "python3 -c 'b = bytearray(300 * 2**20); import time; time.sleep(20)'",
+    ),
+    StackJob(
+        "oom",
+        "alice",
+        ("-c1", "--mem=100M", "--time=10"),
+        "python3 -c 'b = [bytearray(2**20) for _ in range(400)]'",
+    ),
+    StackJob(
+        "gpu-untouched", "bob", ("-c1", "--mem=500M", "--gres=gpu:1", "--time=10"), "sleep 20"
+    ),
+    StackJob("short", "alice", ("-c1", "--mem=500M", "--time=10"), "sleep 1"),
+    # Untrusted text: HTML and LaTeX in one name, a mail header in the other.
+    StackJob("hostile-markup", "bob", ("-c1", "--mem=500M", "--time=10"), "sleep 12",
+             job_name=HOSTILE_MARKUP),
+    StackJob("hostile-header", "bob", ("-c1", "--mem=500M", "--time=10"), "sleep 12",
+             job_name=HOSTILE_HEADER),
+    # An array whose tasks hold 50, 100, 150 and 200 MiB: the summary suggests one --mem.
+    StackJob(
+        "array",
+        "alice",
+        ("-c1", "--mem=1G", "--time=10", "--array=1-4"),
+        "python3 -c 'import os, time\n"
+        "b = bytearray(int(os.environ[\"SLURM_ARRAY_TASK_ID\"]) * 50 * 2**20)\n"
+        "time.sleep(6)'",
+    ),
+    # One long-lived process: per-process I/O counters vanish with short-lived children.
+    StackJob(
+        "small-files",
+        "bob",
+        ("-c1", "--mem=500M", "--time=10"),
+        "python3 -c 'import os, time\n"
+        "os.makedirs(\"many\", exist_ok=True)\n"
+        "for i in range(3000):\n"
+        "    open(f\"many/f{i}\", \"w\").write(\"x\" * 4000)\n"
+        "time.sleep(15)'; rm -rf many",
+    ),
+)
+
+
+def load_env() -> dict[str, str]:
+    """The settings dev-stack wrote (``export NAME=value`` lines)."""
+    env = {}
+    for line in ENV_FILE.read_text().splitlines():
+        if line.startswith("export "):
+            key, _, value = line[7:].partition("=")
+            env[key] = value
+    return env
+
+
+def start_stack() -> None:
+    subprocess.run([str(STACK_ROOT / "scripts" / "dev-stack"), "start"], check=True)
+
+
+def submit(job: StackJob) -> str:
+    """sbatch as the job's user; returns the job id."""
+    cmd = [
+        "runuser",
+        "-u",
+        job.user,
+        "--",
+        "sbatch",
+        "--parsable",
+        "-J",
+        job.job_name or job.name,
+        "--chdir",
+        f"/home/{job.user}",
+        "-o",
+        "/dev/null",
+        *job.args,
+        "--wrap",
+        job.script,
+    ]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return out.strip().split(";")[0]
+
+
+def states(job_ids: list[str]) -> dict[str, str]:
+    """Current allocation state of each job from sacct (``CANCELLED by 0`` -> CANCELLED)."""
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "--format=JobID,State", "-j", ",".join(job_ids)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result = {}
+    for line in out.splitlines():
+        jid, _, state = line.partition("|")
+        result[jid] = state.split()[0] if state else ""
+    return result
+
+
+def _done(job_id: str, current: dict[str, str]) -> bool:
+    """An array counts as done when every task (``123_4`` lines) is in a final state."""
+    mine = [state for jid, state in current.items()
+            if jid == job_id or jid.startswith(job_id + "_")]
+    return bool(mine) and all(state in FINAL_STATES for state in mine)
+
+
+def wait_until_done(job_ids: list[str], timeout: float = 600) -> dict[str, str]:
+    """Poll (every second) until every job is in a final state; returns the states."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = states(job_ids)
+        if all(_done(j, current) for j in job_ids):
+            return current
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"jobs not finished after {timeout}s: {current}")
+        time.sleep(1)
+
+
+def wait_until_running(job_id: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while states([job_id]).get(job_id) != "RUNNING":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} did not start within {timeout}s")
+        time.sleep(0.5)
+
+
+def jobreport(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed ``jobreport`` command with the stack's settings."""
+    full_env = {**os.environ, **(env if env is not None else load_env())}
+    return subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "jobreport"), *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
+    )

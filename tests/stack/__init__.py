@@ -1,0 +1,1 @@
+"""Integration tests on the real local stack (Slurm, MariaDB, Prometheus, SMTP, Chromium)."""

@@ -1,0 +1,179 @@
+"""Delivery of real jobs: the stack's web app (gunicorn) in headless Chromium, the PDF,
+an email through a real SMTP server, and the web app with a source down."""
+
+from __future__ import annotations
+
+import dataclasses
+import email
+import subprocess
+from email import policy
+
+import requests
+from aiosmtpd.controller import Controller
+from selenium.webdriver.common.by import By
+
+from tests.helpers.browser import ARTIFACTS, severe, wait_for_url
+from tests.helpers.mail import free_port
+from tests.helpers.stack import ROOT
+from webapp import create_app
+from webapp.report.service import ReportService
+
+WEB = "http://127.0.0.1:8000"
+
+
+def _password() -> str:
+    return (ROOT / "var" / "demo-password").read_text().strip()
+
+
+def _login(session: requests.Session, user: str) -> None:
+    page = session.get(f"{WEB}/login", timeout=10)
+    token = page.text.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
+    resp = session.post(f"{WEB}/login", data={"username": user, "password": _password(),
+                                               "csrf_token": token}, timeout=10)
+    assert resp.status_code == 200 and "/login" not in resp.url
+
+
+def test_real_job_page_in_chromium(stack_jobs, driver):
+    browser = driver
+    job = stack_jobs["gpu-untouched"]
+    browser.get(f"{WEB}/jobs/{job}")
+    assert "/login" in browser.current_url
+    browser.find_element(By.ID, "username").send_keys("staff")
+    browser.find_element(By.ID, "password").send_keys(_password())
+    browser.find_element(By.CSS_SELECTOR, "form.login button[type=submit]").click()
+    wait_for_url(browser, lambda url: "/login" not in url)
+    assert browser.current_url == f"{WEB}/jobs/{job}"
+    findings = browser.find_elements(By.CSS_SELECTOR, "#findings .finding")
+    assert findings and all(f.is_displayed() for f in findings)
+    assert any("idle" in f.text.lower() and "gpu" in f.text.lower() for f in findings)
+    plots = browser.find_elements(By.CSS_SELECTOR, "section.plot svg")
+    assert len(plots) >= 3 and all(p.is_displayed() for p in plots)
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / f"browser-real-job-{job}.png"
+    assert browser.save_screenshot(str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert severe(browser) == []
+
+
+def test_owner_sees_own_job_and_not_others(stack_jobs):
+    with requests.Session() as alice:
+        _login(alice, "alice")
+        assert alice.get(f"{WEB}/jobs/{stack_jobs['busy']}.json", timeout=30).status_code == 200
+        assert alice.get(f"{WEB}/jobs/{stack_jobs['idle']}", timeout=30).status_code == 403
+        missing = alice.get(f"{WEB}/jobs/99999999", timeout=30)
+        assert missing.status_code == 404 and "99999999" in missing.text
+        assert alice.get(f"{WEB}/jobs/12abc", timeout=30).status_code in (400, 404)
+
+
+def test_real_job_pdf(stack_jobs, tmp_path):
+    with requests.Session() as staff:
+        _login(staff, "staff")
+        resp = staff.get(f"{WEB}/jobs/{stack_jobs['mem-over-request']}.pdf", timeout=60)
+    assert resp.status_code == 200 and resp.content.startswith(b"%PDF")
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(resp.content)
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True,
+                          text=True, check=True).stdout
+    pages = text.split("\f")
+    assert "Page 1 of" in pages[0]
+    total = int(pages[0].split("Page 1 of", 1)[1].split()[0])
+    assert total == len([p for p in pages if p.strip()]) >= 2
+    assert "--mem=" in text  # the memory finding's advice
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.messages: list[email.message.EmailMessage] = []
+
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's API
+        self.messages.append(email.message_from_bytes(envelope.content, policy=policy.default))
+        return "250 OK"
+
+
+def test_real_job_email_through_smtp(stack_jobs, settings, tmp_path):
+    from webapp.cli.mail import add_email_arguments, run_email
+
+    sink = _Sink()
+    port = free_port()
+    controller = Controller(sink, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        mail = dataclasses.replace(settings, smtp_host="127.0.0.1", smtp_port=port,
+                                   mail_to="{user}@example.org",
+                                   outbox=str(tmp_path / "outbox.sqlite"))
+        import argparse
+
+        parser = argparse.ArgumentParser()
+        add_email_arguments(parser)
+        args = parser.parse_args([stack_jobs["idle"]])
+        assert run_email(args, mail) == 0
+    finally:
+        controller.stop()
+    assert len(sink.messages) == 1
+    msg = sink.messages[0]
+    assert msg["To"] == "bob@example.org"
+    assert stack_jobs["idle"] in msg["Subject"]
+    parts = {p.get_content_type() for p in msg.walk()}
+    assert {"text/plain", "text/html", "application/pdf"} <= parts
+
+
+def _client(settings, **changes):
+    app = create_app(dataclasses.replace(settings, secret_key="t", staff=frozenset({"staff"})),
+                     ReportService(dataclasses.replace(settings, **changes)))
+    app.config["TESTING"] = True
+    client = app.test_client()
+    with client.session_transaction() as sess:
+        sess["user"] = "staff"
+    return client
+
+
+def test_prometheus_down_page_still_renders(stack_jobs, settings):
+    client = _client(settings, prometheus_url="http://127.0.0.1:9")
+    resp = client.get(f"/jobs/{stack_jobs['busy']}")
+    assert resp.status_code == 200
+    assert b"unavailable" in resp.data.lower()
+
+
+def test_database_down_is_503(stack_jobs, settings):
+    client = _client(settings, db_url="mysql://jobreport:x@127.0.0.1:9/jobreport")
+    resp = client.get(f"/jobs/{stack_jobs['busy']}")
+    assert resp.status_code == 503
+    assert b"accounting" in resp.data.lower()
+
+
+def test_hostile_names_are_inert_in_html_pdf_and_email(stack_jobs, service, settings, tmp_path):
+    from tests.helpers.stack import HOSTILE_HEADER, HOSTILE_MARKUP
+
+    markup_job, header_job = stack_jobs["hostile-markup"], stack_jobs["hostile-header"]
+    assert service.build(markup_job).job_name == HOSTILE_MARKUP  # stored as is, read back
+    with requests.Session() as staff:
+        _login(staff, "staff")
+        page = staff.get(f"{WEB}/jobs/{markup_job}", timeout=60).text
+        pdf = staff.get(f"{WEB}/jobs/{markup_job}.pdf", timeout=60).content
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    (tmp_path / "hostile.pdf").write_bytes(pdf)
+    text = subprocess.run(["pdftotext", str(tmp_path / "hostile.pdf"), "-"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "\\input{/etc/passwd} $&%#_{}~^\\" in text
+
+    sink = _Sink()
+    port = free_port()
+    controller = Controller(sink, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        import argparse
+
+        from webapp.cli.mail import add_email_arguments, run_email
+
+        parser = argparse.ArgumentParser()
+        add_email_arguments(parser)
+        mail = dataclasses.replace(settings, smtp_port=port, mail_to="{user}@example.org",
+                                   outbox=str(tmp_path / "outbox.sqlite"))
+        assert run_email(parser.parse_args([header_job]), mail) == 0
+    finally:
+        controller.stop()
+    (msg,) = sink.messages
+    assert msg["Bcc"] is None and msg["To"] == "bob@example.org"
+    assert "\r" not in msg["Subject"] and "\n" not in msg["Subject"]
+    assert HOSTILE_HEADER.split("\r\n")[1] not in str(msg).split("\n\n", 1)[0].splitlines()

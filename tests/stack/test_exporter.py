@@ -1,0 +1,114 @@
+"""The exporter on the real local stack: a running multi-process job, scraped in-process.
+
+Needs root and the stack from scripts/dev-stack (the conftest's ``stack_env`` starts it or
+fails loudly; it never skips, in CI or not). Runs in well under 60 s.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from exporter.registry import JobsCollector
+from exporter.settings import Settings
+from tests.helpers.exporter_scrape import samples
+
+SCRATCH = "/tmp/jobreport-scratch"
+JOB_SCRIPT = f"""#!/bin/bash
+mkdir -p {SCRATCH}/$SLURM_JOB_ID && cd {SCRATCH}/$SLURM_JOB_ID
+python3 -c '
+import threading, time
+files = [open(f"f{{i}}.dat", "w") for i in range(200)]
+def spin():
+    end = time.time() + 45
+    while time.time() < end:
+        pass
+threading.Thread(target=spin).start()
+spin()
+' &
+sleep 45 &
+wait
+"""
+
+
+def _scrape(collector: JobsCollector, job_id: str) -> dict[str, float]:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    registry.register(collector)
+    out = {}
+    for (name, labels), value in samples(generate_latest(registry).decode()).items():
+        labels = dict(labels)
+        if labels.get("jobid") == job_id:
+            extra = ",".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "jobid")
+            out[f"{name}{{{extra}}}" if extra else name] = value
+    return out
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.2)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.mark.stack
+def test_running_job_is_scraped(stack_env):
+    os.makedirs(SCRATCH, exist_ok=True)
+    os.chmod(SCRATCH, 0o1777)
+    # The script goes through stdin: alice cannot read pytest's private tmp dirs.
+    submitted = subprocess.run(
+        [
+            "runuser",
+            "-u",
+            "alice",
+            "--",
+            "sbatch",
+            "--parsable",
+            "-J",
+            "exporter-it",
+            "-c1",
+            "--mem=200M",
+            "--time=2",
+            "--chdir=/tmp",
+            "-o",
+            "/dev/null",
+        ],
+        input=JOB_SCRIPT,
+        capture_output=True,
+        text=True,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip().split(";")[0]
+    # Other integration tests keep the 2-CPU node busy: run this job next (admin priority).
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "Priority=4000000000"], check=False)
+    collector = JobsCollector(
+        Settings(scratch=(SCRATCH,), gpus="off"), user_name=lambda uid: f"uid{uid}"
+    )
+    try:
+        first = _wait_for(
+            lambda: (s := _scrape(collector, job_id)).get("jobs_open_files", 0) >= 200 and s,
+            timeout=50,
+            what=f"job {job_id} running with 200 open files",
+        )
+        time.sleep(0.5)
+        second = _scrape(collector, job_id)
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+    assert first["jobs_processes"] >= 2
+    assert first["jobs_threads"] >= 3  # python (2 threads) + bash + sleep
+    assert first["jobs_open_files"] >= 200
+    assert first["jobs_scratch_in_use"] == 1
+    assert 0 < first["jobs_open_files_limit_ratio"] < 1
+    assert first["jobs_memory_limit_bytes"] == 200 * 2**20
+    assert first["jobs_cpus"] == 1
+    cpu = "jobs_cpu_seconds_total{mode=user}"
+    assert second[cpu] > first[cpu]
+    uid = subprocess.run(["id", "-u", "alice"], capture_output=True, text=True).stdout.strip()
+    assert first[f"jobs_info{{uid={uid},user=uid{uid}}}"] == 1

@@ -1,0 +1,128 @@
+"""End to end on the real stack: Slurm runs jobs, the exporter reads their cgroups,
+Prometheus scrapes it, and ``jobreport show`` joins Prometheus, the DB and sacct."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pymysql
+import pytest
+import requests
+
+from tests.helpers import stack
+
+
+def _show(job_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return stack.jobreport("show", job_id, *extra)
+
+
+def test_busy_job_is_efficient(stack_jobs):
+    out = _show(stack_jobs["busy"], "--format", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["user"] == "alice" and data["account"] == "research"
+    assert data["cpu_efficiency"] >= 0.85
+    assert data["state"] == "COMPLETED"
+
+
+def test_idle_job_is_not(stack_jobs):
+    out = _show(stack_jobs["idle"], "--format", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["user"] == "bob" and data["account"] == "teaching"
+    assert data["cpu_efficiency"] <= 0.10
+
+
+def test_text_report_names_owner_and_efficiency(stack_jobs):
+    out = _show(stack_jobs["busy"])
+    assert out.returncode == 0, out.stderr
+    assert "alice (account research)" in out.stdout
+    assert "CPU usage over time" in out.stdout
+    assert max(len(line) for line in out.stdout.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("name", ["busy", "idle"])
+def test_prometheus_holds_cpu_series(stack_jobs, stack_env, name):
+    query = f'jobs_cpu_seconds_total{{jobid="{stack_jobs[name]}"}}[1h]'
+    resp = requests.get(
+        f"{stack_env['JOBREPORT_PROMETHEUS_URL']}/api/v1/query", params={"query": query}, timeout=10
+    ).json()
+    assert resp["status"] == "success"
+    modes = {r["metric"]["mode"] for r in resp["data"]["result"]}
+    assert modes == {"user", "system"}
+
+
+def _reader(stack_env):
+    from webapp.sources.accounting import connect_from_url
+
+    return connect_from_url(stack_env["JOBREPORT_DB_URL"])
+
+
+def test_restricted_user_reads_the_view(stack_jobs, stack_env):
+    conn = _reader(stack_env)
+    with conn.cursor() as cur:
+        cur.execute("SELECT user, account FROM jobs WHERE job_id = %s", (int(stack_jobs["busy"]),))
+        assert cur.fetchone() == {"user": "alice", "account": "research"}
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    "table", ["demo_job_script_table", "demo_job_env_table", "demo_job_table", "demo_assoc_table"]
+)
+def test_restricted_user_is_refused_elsewhere(stack_env, table):
+    conn = _reader(stack_env)
+    with conn.cursor() as cur, pytest.raises(pymysql.err.OperationalError) as err:
+        cur.execute(f"SELECT * FROM slurm_acct_db.{table} LIMIT 1")  # noqa: S608 - fixed names
+    assert err.value.args[0] == 1142  # SELECT command denied
+    conn.close()
+
+
+def test_db_setup_is_idempotent_and_prints_sql(stack_env):
+    first = stack.jobreport("db-setup", "--cluster", "demo", "--print")
+    assert first.returncode == 0
+    assert "SQL SECURITY DEFINER" in first.stdout and "job_script" not in first.stdout
+    for _ in range(2):
+        run = stack.jobreport("db-setup", "--cluster", "demo")
+        assert run.returncode == 0, run.stderr
+    grants = subprocess.run(
+        ["mysql", "-N", "-e", "SHOW GRANTS FOR 'jobreport'@'127.0.0.1'"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines = sorted(grants.splitlines())
+    assert lines[0].startswith("GRANT SELECT ON `jobreport`.`jobs`")
+    assert lines[1].startswith("GRANT SELECT ON `jobreport`.`tres`")
+    assert lines[2].startswith("GRANT USAGE ON *.* TO `jobreport`@`127.0.0.1`")
+    assert len(lines) == 3
+
+
+def _pgrep(*args: str) -> list[str]:
+    return subprocess.run(["pgrep", *args], capture_output=True, text=True).stdout.split()
+
+
+def test_dev_stack_twice_leaves_one_of_each(stack_env):
+    stack.start_stack()
+    stack.start_stack()
+    for daemon in ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd"):
+        assert len(_pgrep("-x", daemon)) == 1, daemon
+    # Match on our own config/ports: a benchmark may run a second Prometheus elsewhere.
+    assert len(_pgrep("-f", "prometheus --config.file=.*var/prometheus/prometheus.yml")) == 1
+    assert len(_pgrep("-f", "bin/jobs-exporter --listen 127.0.0.1:9306")) == 1
+    assert _pgrep("-f", "gunicorn --bind 127.0.0.1:8000")
+
+
+@pytest.mark.parametrize(
+    ("job_id", "code", "needle"),
+    [
+        ("abc", 2, "'abc'"),
+        ("12;DROP", 2, "'12;DROP'"),
+        ("99999999", 1, "99999999"),
+    ],
+)
+def test_bad_input_exits_nonzero_with_one_line(stack_env, job_id, code, needle):
+    out = _show(job_id)
+    assert out.returncode == code
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0]

@@ -1,0 +1,152 @@
+"""The ``jobreport`` command line: show, serve, email, outbox, db-setup.
+
+Every option and every line written to the terminal lives in this package; the library
+below it takes plain arguments and returns values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from jobreport_net.bind import parse_bind
+from mgmt.setup import SetupError
+from webapp.cli import db_setup
+from webapp.cli.mail import add_email_arguments, add_outbox_arguments, run_email, run_outbox
+from webapp.model import InvalidJobId, JobId, JobNotFound, JobReport, SourceUnavailable
+from webapp.report.service import ReportService
+from webapp.settings import Settings, SettingsError
+
+FORMATS = ("text", "json", "html", "pdf")
+
+
+def _render(report: JobReport, fmt: str) -> str | bytes:
+    if fmt == "json":
+        from webapp.renderers import json as renderer
+    elif fmt == "html":
+        from webapp.renderers import html as renderer
+    elif fmt == "pdf":
+        from webapp.renderers import pdf as renderer
+    else:
+        from webapp.renderers import text as renderer
+    return renderer.render(report)
+
+
+def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    job_id = JobId.parse(args.job_id)
+    report = ReportService(settings).build(job_id, strict_accounting=False)
+    out = _render(report, args.format)
+    if args.output:
+        mode = "wb" if isinstance(out, bytes) else "w"
+        with open(args.output, mode) as fh:
+            fh.write(out)
+    elif isinstance(out, bytes):
+        sys.stdout.buffer.write(out)
+    else:
+        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    """The Flask development server (gunicorn in production)."""
+    from webapp.web.app import create_app
+
+    host, port = parse_bind(settings.bind, "127.0.0.1")
+    create_app(settings).run(host=args.host or host, port=args.port or port, threaded=True)
+    return 0
+
+
+def cmd_email(args: argparse.Namespace, settings: Settings) -> int:
+    return run_email(args, settings)
+
+
+def cmd_outbox(args: argparse.Namespace, settings: Settings) -> int:
+    return run_outbox(args, settings)
+
+
+def cmd_db_setup(args: argparse.Namespace, settings: Settings) -> int:
+    return db_setup.run(args, settings.db_url)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jobreport",
+        description="Per-job usage reports for Slurm: joins Prometheus, the accounting "
+        "database and sacct. Settings come from JOBREPORT_* environment variables.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    show = sub.add_parser(
+        "show",
+        help="print one job's report",
+        description="Print one job's report (123, 123_4 or 123+1).",
+    )
+    show.add_argument("job_id", metavar="JOBID")
+    show.add_argument("--format", choices=FORMATS, default="text", help="output format")
+    show.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    show.set_defaults(func=cmd_show)
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the web app (development server)",
+        description="Run the web app; use gunicorn 'webapp:create_app()' in production.",
+    )
+    serve.add_argument("--host", help="address to bind (default from JOBREPORT_BIND)")
+    serve.add_argument("--port", type=int, help="port (default from JOBREPORT_BIND)")
+    serve.set_defaults(func=cmd_serve)
+
+    email = sub.add_parser(
+        "email",
+        help="email reports to job owners",
+        description="Email one job's report, or every job that ended "
+        "recently (for cron), through the durable outbox.",
+    )
+    add_email_arguments(email)
+    email.set_defaults(func=cmd_email)
+
+    outbox = sub.add_parser(
+        "outbox",
+        help="show pending and failed emails",
+        description="Show the outbox's pending and failed emails.",
+    )
+    add_outbox_arguments(outbox)
+    outbox.set_defaults(func=cmd_outbox)
+
+    setup = sub.add_parser(
+        "db-setup",
+        help="create the restricted accounting user and view",
+        description="Create schema jobreport, a SQL SECURITY DEFINER view "
+        "over the accounting tables and a user that can read only it. "
+        "Idempotent.",
+    )
+    db_setup.add_arguments(setup)
+    setup.set_defaults(func=cmd_db_setup)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        settings = Settings.from_env()
+        return args.func(args, settings)
+    except InvalidJobId as exc:
+        print(f"jobreport: {exc}", file=sys.stderr)
+        return 2
+    except JobNotFound as exc:
+        print(f"jobreport: job {exc.job_id} not found", file=sys.stderr)
+        return 1
+    except (SourceUnavailable, SettingsError, ValueError, SetupError) as exc:
+        print(f"jobreport: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""GPUs that worked, but mostly waited."""
+
+from __future__ import annotations
+
+import math
+
+from webapp.detectors.measures import gpu_series, long_enough
+from webapp.detectors.thresholds import Thresholds
+from webapp.formatting import format_percent
+from webapp.model import Finding, JobReport, Severity
+
+
+class LowGpuUtilDetector:
+    name = "gpu_util_low"
+
+    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+        series = gpu_series(report)
+        if not report.gpus or not series or not long_enough(report, t.min_runtime_seconds):
+            return ()
+        # Idle GPUs are IdleGpuDetector's finding; judge the ones that did something.
+        means = [m for s in series if (m := s.mean() or 0.0) >= t.gpu_idle]
+        if not means:
+            return ()
+        mean = sum(means) / len(means)
+        if mean >= t.gpu_util_low:
+            return ()
+        # The summed work of all GPUs, if packed onto fewer at ~50 % each.
+        needed = max(1, math.ceil(sum(means) / 0.5))
+        fewer = (
+            f"Together the GPUs did the work of {sum(means):.2f} GPU; `--gres=gpu:{needed}` "
+            "would do. "
+            if needed < len(means)
+            else ""
+        )
+        return (
+            Finding(
+                name=self.name,
+                severity=Severity.WARNING,
+                message=(
+                    f"The GPUs were busy only {format_percent(mean)} of the time on average "
+                    f"(below {format_percent(t.gpu_util_low)})."
+                ),
+                advice=(
+                    fewer + "A GPU this idle is usually waiting for data: give the input "
+                    "pipeline more CPU workers (e.g. DataLoader num_workers), use larger batches, "
+                    "or run on a smaller GPU / MIG slice."
+                ),
+                evidence={
+                    "gpu_utilization_mean": round(mean, 4),
+                    "gpus_used": len(means),
+                    "gpus_needed": needed,
+                },
+            ),
+        )

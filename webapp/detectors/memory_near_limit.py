@@ -1,0 +1,39 @@
+"""Peak memory close to the limit: a slightly larger input would be killed."""
+
+from __future__ import annotations
+
+from webapp.detectors.advice import next_mem
+from webapp.detectors.measures import memory_limit, peak_per_node, step_states
+from webapp.detectors.out_of_memory import OOM
+from webapp.detectors.thresholds import Thresholds
+from webapp.formatting import format_bytes, format_percent
+from webapp.model import Finding, JobReport, Severity
+
+
+class MemoryNearLimitDetector:
+    name = "memory_near_limit"
+
+    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+        peak, limit = peak_per_node(report), memory_limit(report)
+        if report.state == OOM or OOM in step_states(report):
+            return ()  # out_of_memory says it all
+        if not peak or not limit or peak / limit < t.memory_near_limit:
+            return ()
+        mem = next_mem(peak, t.memory_margin)
+        return (
+            Finding(
+                name=self.name,
+                severity=Severity.WARNING,
+                message=(
+                    f"Peak memory {format_bytes(peak)} reached {format_percent(peak / limit)} "
+                    f"of the {format_bytes(limit)} limit; a slightly larger input would have "
+                    "been killed."
+                ),
+                advice=f"Ask for `--mem={mem}` next time to keep a safety margin.",
+                evidence={
+                    "memory_peak_bytes": round(peak),
+                    "memory_limit_bytes": limit,
+                    "suggested_mem": mem,
+                },
+            ),
+        )

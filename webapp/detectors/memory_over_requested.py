@@ -1,0 +1,51 @@
+"""Memory requested far beyond what the job used (seff's MaxRSS / requested)."""
+
+from __future__ import annotations
+
+from webapp.detectors.advice import next_mem
+from webapp.detectors.measures import long_enough, memory_limit, peak_per_node
+from webapp.detectors.thresholds import Thresholds
+from webapp.formatting import format_bytes, format_percent
+from webapp.model import Finding, JobReport, Severity
+
+
+class MemoryOverRequestedDetector:
+    name = "memory_over_requested"
+
+    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+        # A peak of 0 means "not sampled" (jobs shorter than the gather interval) far more
+        # often than "no memory"; a running job's peak may still grow.
+        peak, limit = peak_per_node(report), memory_limit(report)
+        if not peak or not limit or report.unfinished:
+            return ()
+        if not long_enough(report, t.min_runtime_seconds):
+            return ()
+        nodes = max(1, len(report.nodes))
+        ratio = peak / limit
+        wasted = (limit - peak * t.memory_margin) * nodes
+        if ratio >= t.memory_efficiency_low or wasted < t.memory_waste_min_bytes:
+            return ()
+        mem = next_mem(peak, t.memory_margin)
+        where = " per node" if nodes > 1 else ""
+        return (
+            Finding(
+                name=self.name,
+                severity=Severity.WARNING if ratio < 0.25 else Severity.INFO,
+                message=(
+                    f"The job used at most {format_bytes(peak)} of the {format_bytes(limit)} "
+                    f"it asked for{where} ({format_percent(ratio)})."
+                ),
+                advice=(
+                    f"Ask for `--mem={mem}`{where} next time (the peak plus "
+                    f"{format_percent(t.memory_margin - 1)}); a smaller request starts sooner "
+                    "and leaves memory for other jobs."
+                ),
+                evidence={
+                    "memory_peak_bytes": round(peak),
+                    "memory_limit_bytes": limit,
+                    "memory_efficiency": round(ratio, 4),
+                    "wasted_bytes": round(wasted),
+                    "suggested_mem": mem,
+                },
+            ),
+        )

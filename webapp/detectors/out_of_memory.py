@@ -1,0 +1,47 @@
+"""Killed for exceeding the memory limit."""
+
+from __future__ import annotations
+
+from webapp.detectors.advice import next_mem
+from webapp.detectors.measures import memory_limit, peak_per_node, step_states
+from webapp.detectors.thresholds import Thresholds
+from webapp.formatting import format_bytes, format_percent
+from webapp.model import Finding, JobReport, Severity
+
+OOM = "OUT_OF_MEMORY"
+
+
+class OutOfMemoryDetector:
+    name = "out_of_memory"
+
+    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+        peak, limit = peak_per_node(report), memory_limit(report)
+        oom = report.state == OOM or OOM in step_states(report)
+        if not oom:
+            return ()
+        # The peak of a killed job is the limit, not its need: grow the limit itself.
+        base = max(peak or 0, limit or 0)
+        advice = (
+            f"Ask for `--mem={next_mem(base, t.oom_growth)}` next time "
+            f"({format_percent(t.oom_growth - 1)} more than the limit it hit), or reduce "
+            "what the program holds in memory at once."
+            if base
+            else "Ask for more memory with --mem next time."
+        )
+        steps = [s.step_id for s in report.steps if s.state == OOM]
+        where = f" (step {', '.join(steps)})" if steps else ""
+        return (
+            Finding(
+                name=self.name,
+                severity=Severity.CRITICAL,
+                message=(
+                    f"The job ran out of memory{where} and the kernel killed it at its "
+                    f"{format_bytes(limit)} limit."
+                ),
+                advice=advice,
+                evidence={
+                    "memory_peak_bytes": round(peak) if peak is not None else "n/a",
+                    "memory_limit_bytes": limit if limit is not None else "n/a",
+                },
+            ),
+        )

@@ -1,0 +1,49 @@
+"""A serial program on a multi-core allocation: one core busy, the others idle."""
+
+from __future__ import annotations
+
+from webapp.detectors.measures import busy_cores, long_enough
+from webapp.detectors.thresholds import Thresholds
+from webapp.model import Finding, JobReport, Severity
+
+
+def looks_serial(report: JobReport, t: Thresholds) -> bool:
+    """True when the job kept about one core busy out of two or more.
+
+    Judged on the total, not per core: the kernel migrates a serial process between the
+    job's cores, so per-core series show several half-busy cores summing to one.
+    """
+    if not report.cpus or report.cpus < 2:
+        return False
+    used = busy_cores(report)
+    return used is not None and 0.75 <= used <= t.serial_cores_max
+
+
+class SerialOnManyCoresDetector:
+    name = "serial_on_many_cores"
+
+    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+        if report.unfinished or not long_enough(report, t.min_runtime_seconds):
+            return ()
+        if not looks_serial(report, t):
+            return ()
+        used = busy_cores(report)
+        return (
+            Finding(
+                name=self.name,
+                severity=Severity.WARNING,
+                message=(
+                    f"The job had {report.cpus} cores but kept about one busy: the program ran "
+                    "serially and the other cores sat idle."
+                ),
+                advice=(
+                    "Ask for `--cpus-per-task=1` (and `--ntasks=1`) next time, or make the "
+                    "program parallel: set OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK for threaded "
+                    "code, launch MPI code with srun, or run independent pieces as a job array."
+                ),
+                evidence={
+                    "cpus": report.cpus,
+                    "busy_cores": round(used, 3) if used is not None else "n/a",
+                },
+            ),
+        )

@@ -1,0 +1,43 @@
+"""A time limit far longer than the job needed."""
+
+from __future__ import annotations
+
+from webapp.detectors.advice import next_time, round_up_time
+from webapp.detectors.measures import ENDED_OK
+from webapp.detectors.thresholds import Thresholds
+from webapp.formatting import format_duration, format_percent
+from webapp.model import Finding, JobReport, Severity
+
+
+class TimeOverRequestedDetector:
+    name = "time_over_requested"
+
+    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+        elapsed, limit = report.elapsed_seconds, report.time_limit_seconds
+        if report.state not in ENDED_OK or not elapsed or not limit:
+            return ()
+        ratio = elapsed / limit
+        suggested = round_up_time(elapsed * t.time_margin)
+        if ratio >= t.time_used_low or limit - suggested < t.time_waste_min_seconds:
+            return ()
+        time = next_time(elapsed, t.time_margin)
+        return (
+            Finding(
+                name=self.name,
+                severity=Severity.INFO,
+                message=(
+                    f"The job ran {format_duration(elapsed)} of its {format_duration(limit)} "
+                    f"limit ({format_percent(ratio)})."
+                ),
+                advice=(
+                    f"Ask for `--time={time}` next time: the scheduler can fit shorter jobs "
+                    "into gaps (backfill), so they start sooner."
+                ),
+                evidence={
+                    "elapsed_seconds": elapsed,
+                    "time_limit_seconds": limit,
+                    "time_used": round(ratio, 4),
+                    "suggested_time": time,
+                },
+            ),
+        )

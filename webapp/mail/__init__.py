@@ -1,0 +1,1 @@
+"""Report emails: who gets one, the durable outbox, and SMTP delivery."""

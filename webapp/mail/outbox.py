@@ -1,0 +1,257 @@
+"""Durable email outbox: a SQLite table every report email passes through.
+
+Life of a row: ``pending`` -> (claimed) ``sending`` -> ``sent`` once the SMTP server has
+answered 250 to the message data; a temporary failure goes back to ``pending`` with an
+exponential backoff (``attempts``, ``next_attempt_at``); a permanent one (5xx, or too
+many attempts) ends in ``failed``. Each row holds the finished message bytes with its
+own Message-ID, rendered once, so every retry sends the identical message.
+
+A ``sending`` row found by the next run means the sender died mid-delivery. We cannot
+know whether the server accepted it, so we send it again: nothing is ever lost, and
+the only duplicate possible is a kill in the window between the server's 250 reply and
+our commit of ``sent`` (one SQLite commit, milliseconds). Such a duplicate carries the
+same Message-ID, so mail systems that de-duplicate (and humans) see it as one message.
+Only one process delivers at a time: ``lock()`` takes an fcntl lock on
+``<outbox>.lock``, released by the kernel even when the holder is killed.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import smtplib
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from email.message import EmailMessage
+from email.policy import SMTP as SMTP_POLICY
+from typing import Protocol
+
+from tqdm import tqdm
+
+log = logging.getLogger(__name__)
+
+BACKOFF_BASE = 60.0  # seconds before the first retry; doubles each attempt
+BACKOFF_MAX = 6 * 3600.0
+MAX_ATTEMPTS = 10
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,          -- job id + kind: a re-run never enqueues twice
+    job_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    from_addr TEXT NOT NULL,
+    to_addr TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    message BLOB NOT NULL,             -- the whole RFC 5322 message, CRLF line ends
+    status TEXT NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'sending', 'sent', 'failed')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at REAL NOT NULL,
+    last_error TEXT,
+    created_at REAL NOT NULL,
+    sent_at REAL
+);
+CREATE INDEX IF NOT EXISTS outbox_due ON outbox (status, next_attempt_at);
+"""
+
+
+class OutboxBusy(RuntimeError):
+    """Another process holds the delivery lock."""
+
+
+class Sender(Protocol):
+    def send(self, from_addr: str, to_addr: str, data: bytes) -> None: ...
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Row:
+    id: int
+    key: str
+    job_id: str
+    kind: str
+    from_addr: str
+    to_addr: str
+    message_id: str
+    message: bytes
+    status: str
+    attempts: int
+    next_attempt_at: float
+    last_error: str | None
+    created_at: float
+    sent_at: float | None
+
+
+def backoff(attempts: int) -> float:
+    """Seconds to wait after the given number of failed attempts: 60, 120, 240, ... 6 h."""
+    return min(BACKOFF_BASE * 2 ** max(0, attempts - 1), BACKOFF_MAX)
+
+
+class Outbox:
+    """The outbox table at ``path`` (parent directories are created)."""
+
+    def __init__(self, path: str, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self.clock = clock
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")  # a 'sent' mark survives power loss
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the delivery lock (non-blocking; OutboxBusy when another process has it)."""
+        fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EACCES):
+                    raise OutboxBusy(f"another mailer holds {self.path}.lock") from None
+                raise
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
+
+    def _row(self, record: sqlite3.Row | None) -> Row | None:
+        return Row(**dict(record)) if record is not None else None
+
+    def get(self, key: str) -> Row | None:
+        return self._row(self.db.execute("SELECT * FROM outbox WHERE key = ?", (key,)).fetchone())
+
+    def enqueue(self, key: str, job_id: str, kind: str, msg: EmailMessage) -> bool:
+        """Record the message before any send; False when the key is already there."""
+        now = self.clock()
+        cur = self.db.execute(
+            "INSERT OR IGNORE INTO outbox (key, job_id, kind, from_addr, to_addr, message_id,"
+            " message, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (key, job_id, kind, msg["From"], msg["To"], msg["Message-ID"],
+             msg.as_bytes(policy=SMTP_POLICY), now, now))
+        return cur.rowcount == 1
+
+    def requeue(self, key: str, msg: EmailMessage) -> None:
+        """Replace a row's message and make it due now (an explicit resend)."""
+        now = self.clock()
+        self.db.execute(
+            "UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?,"
+            " to_addr = ?, from_addr = ?, message_id = ?, message = ?, last_error = NULL,"
+            " sent_at = NULL WHERE key = ?",
+            (now, msg["To"], msg["From"], msg["Message-ID"], msg.as_bytes(policy=SMTP_POLICY),
+             key))
+
+    def claim_next(self) -> Row | None:
+        """The oldest due row, marked 'sending'. Call only while holding ``lock()``:
+        a 'sending' row is then an orphan of a killed sender and is due again."""
+        now = self.clock()
+        with self.db:  # BEGIN ... COMMIT: the claim is durable before the send starts
+            self.db.execute("BEGIN IMMEDIATE")
+            record = self.db.execute(
+                "SELECT * FROM outbox WHERE status = 'sending'"
+                " OR (status = 'pending' AND next_attempt_at <= ?) ORDER BY id LIMIT 1",
+                (now,)).fetchone()
+            if record is None:
+                return None
+            self.db.execute("UPDATE outbox SET status = 'sending', attempts = attempts + 1"
+                            " WHERE id = ?", (record["id"],))
+        return self.get(record["key"])
+
+    def mark_sent(self, row: Row) -> None:
+        self.db.execute("UPDATE outbox SET status = 'sent', sent_at = ?, last_error = NULL"
+                        " WHERE id = ?", (self.clock(), row.id))
+
+    def mark_retry(self, row: Row, error: str) -> None:
+        """Back to pending after a temporary failure, or failed after MAX_ATTEMPTS."""
+        if row.attempts >= MAX_ATTEMPTS:
+            self.mark_failed(row, f"gave up after {row.attempts} attempts: {error}")
+            return
+        self.db.execute("UPDATE outbox SET status = 'pending', next_attempt_at = ?,"
+                        " last_error = ? WHERE id = ?",
+                        (self.clock() + backoff(row.attempts), error, row.id))
+
+    def mark_failed(self, row: Row, error: str) -> None:
+        self.db.execute("UPDATE outbox SET status = 'failed', last_error = ? WHERE id = ?",
+                        (error, row.id))
+
+    def retry_now(self) -> int:
+        """Make every pending and failed row due now (failed ones start counting again)."""
+        cur = self.db.execute(
+            "UPDATE outbox SET next_attempt_at = ?,"
+            " attempts = CASE status WHEN 'failed' THEN 0 ELSE attempts END,"
+            " status = CASE status WHEN 'failed' THEN 'pending' ELSE status END"
+            " WHERE status IN ('pending', 'failed')", (self.clock(),))
+        return cur.rowcount
+
+    def rows(self, statuses: tuple[str, ...] = ("pending", "sending", "failed")) -> list[Row]:
+        marks = ",".join("?" * len(statuses))
+        sql = f"SELECT * FROM outbox WHERE status IN ({marks}) ORDER BY id"  # noqa: S608
+        return [Row(**dict(r)) for r in self.db.execute(sql, statuses)]
+
+    def due_count(self) -> int:
+        return self.db.execute(
+            "SELECT count(*) FROM outbox WHERE status = 'sending'"
+            " OR (status = 'pending' AND next_attempt_at <= ?)", (self.clock(),)).fetchone()[0]
+
+
+def _smtp_code(exc: Exception) -> int | None:
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        return next(iter(exc.recipients.values()))[0] if exc.recipients else None
+    return getattr(exc, "smtp_code", None)
+
+
+def deliver(outbox: Outbox, connect: Callable[[], Sender], progress: bool = True) -> Counter:
+    """Send every due row over one connection; call while holding ``outbox.lock()``.
+
+    Returns counts of sent, deferred (will retry) and failed (permanent) emails. A
+    connection-level failure (server down) defers the row at hand and ends the run;
+    the other rows stay due for the next run.
+    """
+    stats: Counter = Counter()
+    sender: Sender | None = None
+    bar = tqdm(total=outbox.due_count(), unit="email", desc="sending",
+               disable=None if progress else True)
+    try:
+        while (row := outbox.claim_next()) is not None:
+            try:
+                if sender is None:
+                    sender = connect()
+                sender.send(row.from_addr, row.to_addr, row.message)
+            except (smtplib.SMTPResponseException, smtplib.SMTPRecipientsRefused) as exc:
+                code = _smtp_code(exc) or 0
+                error = f"{code} {exc}"
+                if 500 <= code < 600:
+                    log.error("email %s to %s refused: %s", row.key, row.to_addr, error)
+                    outbox.mark_failed(row, error)
+                    stats["failed"] += 1
+                else:
+                    log.warning("email %s deferred: %s", row.key, error)
+                    outbox.mark_retry(row, error)
+                    stats["deferred"] += 1
+                if code == 421 or isinstance(exc, smtplib.SMTPServerDisconnected):
+                    break
+                continue
+            except (OSError, smtplib.SMTPException) as exc:
+                log.warning("SMTP unavailable, email %s deferred: %s", row.key, exc)
+                outbox.mark_retry(row, f"SMTP unavailable: {exc}")
+                stats["deferred"] += 1
+                break
+            outbox.mark_sent(row)
+            stats["sent"] += 1
+            bar.update()
+    finally:
+        bar.close()
+        if sender is not None:
+            sender.close()
+    return stats

@@ -1,0 +1,1 @@
+"""Report assembly: join the sources, summarize arrays, attach the findings."""

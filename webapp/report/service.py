@@ -1,0 +1,71 @@
+"""The report service: sources wired from settings, the report built and its findings
+attached. What the command line, the web app and the mailer call."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+
+from webapp.detectors import detect_all
+from webapp.detectors.thresholds import Thresholds
+from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
+from webapp.report.arrays import summarize_array
+from webapp.report.build import build_report
+from webapp.settings import Settings
+from webapp.sources.accounting import AccountingSource
+from webapp.sources.prometheus import PrometheusSource
+from webapp.sources.protocols import AccountingReader, MetricsReader, SacctReader
+from webapp.sources.sacct import SacctSource
+
+
+class ReportService:
+    """The sources wired from settings; what the CLI, the web app and the mailer call."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        accounting: AccountingReader | None = None,
+        sacct: SacctReader | None = None,
+        prometheus: MetricsReader | None = None,
+    ) -> None:
+        self.settings = settings
+        self.thresholds = Thresholds.from_overrides(settings.thresholds)
+        self.accounting = accounting or AccountingSource(settings.db_url, settings.cluster)
+        self.sacct = sacct or SacctSource(
+            settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster
+        )
+        self.prometheus = prometheus or PrometheusSource(
+            settings.prometheus_url,
+            timeout=settings.prometheus_timeout,
+            scrape_interval=settings.scrape_interval,
+            node_label=settings.prometheus_node_label,
+        )
+
+    def build(self, job_id: JobId | str, strict_accounting: bool = True) -> JobReport:
+        """The full report with findings. Raises InvalidJobId, JobNotFound, SourceUnavailable."""
+        jid = JobId.of(job_id)
+        report = build_report(
+            jid,
+            self.settings.cluster,
+            self.accounting,
+            self.sacct,
+            self.prometheus,
+            strict_accounting=strict_accounting,
+        )
+        if report.array_job == jid.job and jid.array_task is None:
+            try:
+                tasks = self.sacct.array(jid)
+            except (JobNotFound, SourceUnavailable):
+                tasks = ()
+            if len(tasks) > 1:
+                report = dataclasses.replace(report, array=summarize_array(tasks))
+        return dataclasses.replace(report, findings=detect_all(report, self.thresholds))
+
+    def owner(self, job_id: JobId | str) -> str | None:
+        """The job's owner from the accounting view: one cheap query, for access checks
+        before a report is built. Raises InvalidJobId, JobNotFound, SourceUnavailable."""
+        return self.accounting.job(JobId.of(job_id)).user
+
+    def ended_jobs(self, since: datetime) -> list[str]:
+        """Ids of the jobs that ended at or after ``since``, oldest first."""
+        return self.accounting.ended_since(since)

@@ -1,0 +1,63 @@
+"""Web pages: the lookup form, a job's report in four formats, and the health check."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, redirect, render_template, request, url_for
+
+from webapp.model import JobId
+from webapp.renderers.presentation import context
+from webapp.web.reports import load_report
+
+bp = Blueprint("views", __name__)
+
+
+@bp.get("/")
+def index():
+    """Job lookup form; ?job=ID redirects to that job's page."""
+    job = request.args.get("job", "").strip()
+    if job:
+        return redirect(url_for("views.job", job_id=str(JobId.parse(job))))
+    return render_template("index.html")
+
+
+@bp.get("/jobs/<job_id>")
+def job(job_id: str):
+    """The report as an HTML page with findings and inline SVG plots."""
+    report = load_report(JobId.parse(job_id))
+    links = [(fmt.upper(), url_for(f"views.job_{fmt}", job_id=report.job_id))
+             for fmt in ("pdf", "json", "txt")]
+    return render_template("report.html", links=links, **context(report))
+
+
+@bp.get("/jobs/<job_id>.pdf")
+def job_pdf(job_id: str):
+    """The report as a PDF, one section per page."""
+    from webapp.renderers import pdf
+
+    report = load_report(JobId.parse(job_id))
+    body = pdf.render(report)  # logs its render time
+    return Response(body, mimetype="application/pdf", headers={
+        "Content-Disposition": f'inline; filename="job-{report.job_id}.pdf"'})
+
+
+@bp.get("/jobs/<job_id>.json")
+def job_json(job_id: str):
+    """The report as JSON (the same document `jobreport show --format json` prints)."""
+    from webapp.renderers import json as json_renderer
+
+    report = load_report(JobId.parse(job_id))
+    return Response(json_renderer.render(report), mimetype="application/json")
+
+
+@bp.get("/jobs/<job_id>.txt")
+def job_txt(job_id: str):
+    """The report as plain text."""
+    from webapp.renderers import text
+
+    return Response(text.render(load_report(JobId.parse(job_id))), mimetype="text/plain")
+
+
+@bp.get("/healthz")
+def healthz():
+    """Liveness for the load balancer: no login, no database."""
+    return {"status": "ok"}

@@ -20,8 +20,14 @@ WORKDIR /app
 COPY requirements.txt ./
 RUN pip install --no-cache-dir -r requirements.txt
 
-COPY webapp/ webapp/
-COPY templates/ templates/
+# The project as a wheel: templates ship inside it (webapp/templates), nothing runs from /src.
+COPY pyproject.toml README.md /src/
+COPY webapp/ /src/webapp/
+COPY templates/ /src/templates/
+COPY mgmt/ /src/mgmt/
+COPY exporter/ /src/exporter/
+COPY jobreport_net/ /src/jobreport_net/
+RUN pip install --no-cache-dir --no-deps /src && rm -rf /src
 
 RUN useradd --system --home-dir /app --shell /usr/sbin/nologin jobreport \
     && mkdir -p /app/var && chown jobreport /app/var

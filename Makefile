@@ -8,7 +8,7 @@ demo: stack ## install and start the local stack, run sample jobs, print their r
 	scripts/demo
 
 test: stack ## lint, then every test (unit and integration on the real stack)
-	$(VENV)/bin/ruff check .
+	$(MAKE) lint
 	$(VENV)/bin/pytest -q
 
 stack:
@@ -17,8 +17,9 @@ stack:
 stop:
 	scripts/dev-stack stop
 
-lint:
+lint: ## ruff, and the layers written down as import contracts in pyproject.toml
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 unit: ## the tests that need no stack
 	$(VENV)/bin/pytest -q -m "not stack"

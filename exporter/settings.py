@@ -16,7 +16,8 @@ from jobreport_net.bind import parse_bind
 
 PREFIX = "JOBREPORT_EXPORTER_"
 
-# name -> (default, one-line description); exporter/README.md mirrors this table.
+# name -> (default, one-line description): the one place defaults are written; the table
+# in exporter/README.md is generated from it (scripts/settings-table).
 SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_EXPORTER_LISTEN": ("0.0.0.0:9306", "Address:port serving /metrics."),
     "JOBREPORT_EXPORTER_CGROUP_ROOT": (
@@ -26,18 +27,18 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_EXPORTER_PROC_ROOT": ("/proc", "Where procfs is mounted."),
     "JOBREPORT_EXPORTER_NODE_NAME": (
         "",
-        "Slurm NodeName (empty: short hostname); picks slurm_<NodeName>.",
+        "Slurm NodeName (empty: the short hostname); picks `slurm_<NodeName>`.",
     ),
     "JOBREPORT_EXPORTER_SCRATCH": (
         "",
-        "Colon-separated scratch directories for jobs_scratch_in_use.",
+        "Colon-separated scratch directories for `jobs_scratch_in_use`.",
     ),
     "JOBREPORT_EXPORTER_GPUS": ("auto", "`auto` (use NVML when a driver is present) or `off`."),
     "JOBREPORT_EXPORTER_GPU_ALLOC_DIR": (
         "/run/jobs-exporter/gpus",
-        "Directory where the Slurm prolog writes one file per job with SLURM_JOB_GPUS.",
+        "Directory where the Slurm prolog writes one file per job with its GPUs.",
     ),
-    "JOBREPORT_EXPORTER_FD_CACHE": ("1", "1 keeps /proc/<pid>/{stat,io} open between scrapes."),
+    "JOBREPORT_EXPORTER_FD_CACHE": ("1", "`1` keeps `/proc/<pid>/{stat,io,limits}` open between scrapes; `0` reopens them."),
     "JOBREPORT_EXPORTER_LOG_LEVEL": ("INFO", "Python logging level."),
 }
 
@@ -46,17 +47,26 @@ class SettingsError(ValueError):
     """An environment variable holds a value we cannot use."""
 
 
+def _default(name: str) -> str:
+    """The documented default of ``JOBREPORT_EXPORTER_<NAME>``: defaults are written once."""
+    return SETTINGS_DOC[PREFIX + name.upper()][0]
+
+
+def _dirs(text: str) -> tuple[str, ...]:
+    return tuple(p for p in text.split(":") if p)
+
+
 @dataclass(frozen=True)
 class Settings:
-    listen: str = "0.0.0.0:9306"
-    cgroup_root: str = "/sys/fs/cgroup"
-    proc_root: str = "/proc"
-    node_name: str = ""
-    scratch: tuple[str, ...] = ()
-    gpus: str = "auto"
-    gpu_alloc_dir: str = "/run/jobs-exporter/gpus"
-    fd_cache: bool = True
-    log_level: str = "INFO"
+    listen: str = _default("listen")
+    cgroup_root: str = _default("cgroup_root")
+    proc_root: str = _default("proc_root")
+    node_name: str = _default("node_name")
+    scratch: tuple[str, ...] = _dirs(_default("scratch"))
+    gpus: str = _default("gpus")
+    gpu_alloc_dir: str = _default("gpu_alloc_dir")
+    fd_cache: bool = _default("fd_cache") == "1"
+    log_level: str = _default("log_level")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -85,7 +95,7 @@ class Settings:
             cgroup_root=get("JOBREPORT_EXPORTER_CGROUP_ROOT"),
             proc_root=get("JOBREPORT_EXPORTER_PROC_ROOT"),
             node_name=get("JOBREPORT_EXPORTER_NODE_NAME"),
-            scratch=tuple(p for p in get("JOBREPORT_EXPORTER_SCRATCH").split(":") if p),
+            scratch=_dirs(get("JOBREPORT_EXPORTER_SCRATCH")),
             gpus=gpus,
             gpu_alloc_dir=get("JOBREPORT_EXPORTER_GPU_ALLOC_DIR"),
             fd_cache=fd_cache == "1",

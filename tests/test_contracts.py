@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,12 +17,24 @@ from webapp.sources import prometheus
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_every_setting_is_documented_in_the_readme():
-    from exporter.settings import SETTINGS_DOC as EXPORTER_DOC
+def test_readme_settings_tables_are_generated_from_the_settings_modules():
+    # Names, defaults and meanings: scripts/settings-table --write regenerates them.
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "settings-table")],
+                         capture_output=True, text=True, check=True).stdout
+    generated = dict(re.findall(r"<!-- settings:(\w+) -->\n(.*?)\n(?=<!--|\Z)", out, re.S))
+    assert set(generated) == {"webapp", "exporter"}
+    for name, rel in (("webapp", "README.md"), ("exporter", "exporter/README.md")):
+        text = (ROOT / rel).read_text()
+        held = re.search(rf"<!-- settings:{name} -->\n(.*?)<!-- /settings:{name} -->", text, re.S)
+        assert held and held.group(1) == generated[name], f"{rel}: scripts/settings-table --write"
 
-    readme = (ROOT / "README.md").read_text()
-    documented = set(re.findall(r"^\| `(JOBREPORT_[A-Z_]+)`", readme, flags=re.M))
-    assert documented == set(SETTINGS_DOC) | set(EXPORTER_DOC)
+
+def test_settings_defaults_are_the_documented_ones():
+    from exporter.settings import Settings as ExporterSettings
+
+    assert Settings() == Settings.from_env({})
+    assert ExporterSettings() == ExporterSettings.from_env({})
+    assert Settings().smtp_port == int(SETTINGS_DOC["JOBREPORT_SMTP_PORT"][0])
 
 
 def test_unknown_setting_fails_fast_with_its_name():

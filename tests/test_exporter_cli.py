@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from exporter.__main__ import build_parser, main, settings_from
-from exporter.settings import SETTINGS_DOC, Settings, SettingsError
-from tests.helpers.exporter_scrape import FIXTURES, ROOT
+from exporter.settings import Settings, SettingsError
+from tests.helpers.exporter_scrape import FIXTURES
 
 
 def test_defaults():
@@ -68,12 +68,6 @@ def test_cli_overrides_env():
     args = build_parser().parse_args(["--scratch", "/b", "--scratch", "/c", "--node-name", "y"])
     s = settings_from(args, env)
     assert s.scratch == ("/b", "/c") and s.node_name == "y"
-
-
-def test_every_setting_is_documented_in_readme():
-    readme = (ROOT / "exporter" / "README.md").read_text()
-    for name in SETTINGS_DOC:
-        assert f"`{name}`" in readme, f"{name} missing from exporter/README.md"
 
 
 def test_once_prints_exposition(capsys, monkeypatch):

@@ -1,7 +1,8 @@
 """Settings of the report service, read once from ``JOBREPORT_*`` environment variables.
 
-Every variable is listed in ``SETTINGS_DOC`` and in the README's table; a test checks
-that the two agree.
+Every variable, its default and its meaning are written once, in ``SETTINGS_DOC``: the
+dataclass takes its defaults from there and the README's table is generated from it
+(``scripts/settings-table``; a test checks the README holds the generated table).
 """
 
 from __future__ import annotations
@@ -10,15 +11,17 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from jobreport_net.bind import parse_bind
+
 # name -> (default, one-line description); the README's settings table mirrors this.
 SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_CLUSTER": ("demo", "Slurm cluster name (selects rows of the accounting view)."),
-    "JOBREPORT_PROMETHEUS_URL": ("http://127.0.0.1:9090", "Prometheus-compatible HTTP API."),
+    "JOBREPORT_PROMETHEUS_URL": ("http://127.0.0.1:9090", "Prometheus-compatible HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics)."),
     "JOBREPORT_PROMETHEUS_TIMEOUT": ("10", "Seconds before a Prometheus query gives up."),
-    "JOBREPORT_SCRAPE_INTERVAL": ("30", "Prometheus scrape interval of the exporters (seconds)."),
+    "JOBREPORT_SCRAPE_INTERVAL": ("30", "Prometheus scrape interval of the exporters (seconds); sets rate windows."),
     "JOBREPORT_PROMETHEUS_NODE_LABEL": (
         "instance",
-        "Label naming the node in jobs_* series (empty: do not filter by node).",
+        "Label naming the node in `jobs_*` series (empty: do not filter by node).",
     ),
     "JOBREPORT_DB_URL": (
         "mysql://jobreport:jobreport@127.0.0.1:3306/jobreport",
@@ -27,22 +30,22 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_SACCT": ("sacct", "Path of the sacct command."),
     "JOBREPORT_SACCT_TIMEOUT": ("30", "Seconds before a sacct call is abandoned."),
     "JOBREPORT_STAFF": ("", "Comma-separated user names that may see every job."),
-    "JOBREPORT_AUTH": ("password", "`password` (built-in login) or `remote-user` (proxy)."),
+    "JOBREPORT_AUTH": ("password", "`password` (built-in login) or `remote-user` (trust the reverse proxy)."),
     "JOBREPORT_PASSWORD_FILE": ("", "File of `user:werkzeug-hash` lines for built-in login."),
-    "JOBREPORT_SECRET_KEY": ("", "Flask secret key (sessions, CSRF); required for serve."),
+    "JOBREPORT_SECRET_KEY": ("", "Flask secret key (sessions, CSRF); required by the web app."),
     "JOBREPORT_BIND": ("127.0.0.1:8000", "Address `jobreport serve` listens on."),
     "JOBREPORT_SMTP_HOST": ("127.0.0.1", "SMTP server for report emails."),
     "JOBREPORT_SMTP_PORT": ("25", "SMTP port."),
-    "JOBREPORT_SMTP_STARTTLS": ("0", "1 to upgrade the connection with STARTTLS."),
+    "JOBREPORT_SMTP_STARTTLS": ("0", "`1` to upgrade the connection with STARTTLS."),
     "JOBREPORT_SMTP_USER": ("", "SMTP login (empty: no auth)."),
     "JOBREPORT_SMTP_PASSWORD": ("", "SMTP password."),
     "JOBREPORT_MAIL_FROM": ("jobreport@localhost", "From address of report emails."),
-    "JOBREPORT_MAIL_TO": ("{user}@localhost", "Owner address template; `{user}` is replaced."),
+    "JOBREPORT_MAIL_TO": ("{user}@localhost", "Owner address template; `{user}` is replaced, e.g. `{user}@example.org`."),
     "JOBREPORT_MAIL_MAP": ("", "Optional file of `user address` lines overriding the template."),
     "JOBREPORT_MAIL_OPT_OUT": ("", "Optional file of user names who get no emails."),
     "JOBREPORT_MAIL_MIN_RUNTIME": ("600", "Batch mail skips jobs shorter than this (seconds)."),
     "JOBREPORT_OUTBOX": ("var/outbox.sqlite", "SQLite file of the durable email outbox."),
-    "JOBREPORT_THRESHOLDS": ("", "Overrides like `cpu_efficiency_low=0.5,gpu_idle=0.05`."),
+    "JOBREPORT_THRESHOLDS": ("", "Detector threshold overrides, e.g. `cpu_efficiency_low=0.5,gpu_util_low=0.1`."),
 }
 
 
@@ -54,67 +57,86 @@ class SettingsError(ValueError):
     """An environment variable holds a value we cannot use."""
 
 
-def _int(env: Mapping[str, str], name: str) -> int:
-    raw = env.get(name, SETTINGS_DOC[name][0])
+def env_name(field_name: str) -> str:
+    """``smtp_port`` -> ``JOBREPORT_SMTP_PORT``: every field's variable, by one rule."""
+    return "JOBREPORT_" + field_name.upper()
+
+
+def _raw(name: str, env: Mapping[str, str] | None) -> str:
+    var = env_name(name)
+    return SETTINGS_DOC[var][0] if env is None else env.get(var, SETTINGS_DOC[var][0])
+
+
+# Converters: with ``env`` None they read the documented default, so each default is
+# written once (in SETTINGS_DOC) and the dataclass and from_env() cannot disagree.
+def _str(name: str, env: Mapping[str, str] | None = None) -> str:
+    return _raw(name, env)
+
+
+def _int(name: str, env: Mapping[str, str] | None = None) -> int:
+    raw = _raw(name, env)
     try:
         return int(raw)
     except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not an integer") from None
+        raise SettingsError(f"{env_name(name)}={raw!r} is not an integer") from None
 
 
-def _float(env: Mapping[str, str], name: str) -> float:
-    raw = env.get(name, SETTINGS_DOC[name][0])
+def _float(name: str, env: Mapping[str, str] | None = None) -> float:
+    raw = _raw(name, env)
     try:
         return float(raw)
     except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not a number") from None
+        raise SettingsError(f"{env_name(name)}={raw!r} is not a number") from None
 
 
-def _str(env: Mapping[str, str], name: str) -> str:
-    return env.get(name, SETTINGS_DOC[name][0])
+def _bool(name: str, env: Mapping[str, str] | None = None) -> bool:
+    return _raw(name, env).strip().lower() in ("1", "true", "yes")
 
 
-def _thresholds(env: Mapping[str, str]) -> dict[str, float]:
+def _names(name: str, env: Mapping[str, str] | None = None) -> frozenset[str]:
+    return frozenset(u.strip() for u in _raw(name, env).split(",") if u.strip())
+
+
+def _thresholds(name: str, env: Mapping[str, str] | None = None) -> dict[str, float]:
     out: dict[str, float] = {}
-    raw = _str(env, "JOBREPORT_THRESHOLDS")
-    for item in filter(None, (p.strip() for p in raw.split(","))):
+    for item in filter(None, (p.strip() for p in _raw(name, env).split(","))):
         key, sep, value = item.partition("=")
         try:
             out[key.strip()] = float(value)
         except ValueError:
             sep = ""
         if not sep:
-            raise SettingsError(f"JOBREPORT_THRESHOLDS: {item!r} is not name=number")
+            raise SettingsError(f"{env_name(name)}: {item!r} is not name=number")
     return out
 
 
 @dataclass(frozen=True)
 class Settings:
-    cluster: str = "demo"
-    prometheus_url: str = "http://127.0.0.1:9090"
-    prometheus_timeout: float = 10.0
-    scrape_interval: float = 30.0
-    prometheus_node_label: str = "instance"
-    db_url: str = "mysql://jobreport:jobreport@127.0.0.1:3306/jobreport"
-    sacct: str = "sacct"
-    sacct_timeout: float = 30.0
-    staff: frozenset[str] = frozenset()
-    auth: str = "password"
-    password_file: str = ""
-    secret_key: str = ""
-    bind: str = "127.0.0.1:8000"
-    smtp_host: str = "127.0.0.1"
-    smtp_port: int = 25
-    smtp_starttls: bool = False
-    smtp_user: str = ""
-    smtp_password: str = ""
-    mail_from: str = "jobreport@localhost"
-    mail_to: str = "{user}@localhost"
-    mail_map: str = ""
-    mail_opt_out: str = ""
-    mail_min_runtime: float = 600.0
-    outbox: str = "var/outbox.sqlite"
-    thresholds: dict[str, float] = field(default_factory=dict)
+    cluster: str = _str("cluster")
+    prometheus_url: str = _str("prometheus_url")
+    prometheus_timeout: float = _float("prometheus_timeout")
+    scrape_interval: float = _float("scrape_interval")
+    prometheus_node_label: str = _str("prometheus_node_label")
+    db_url: str = _str("db_url")
+    sacct: str = _str("sacct")
+    sacct_timeout: float = _float("sacct_timeout")
+    staff: frozenset[str] = _names("staff")
+    auth: str = _str("auth")
+    password_file: str = _str("password_file")
+    secret_key: str = _str("secret_key")
+    bind: str = _str("bind")
+    smtp_host: str = _str("smtp_host")
+    smtp_port: int = _int("smtp_port")
+    smtp_starttls: bool = _bool("smtp_starttls")
+    smtp_user: str = _str("smtp_user")
+    smtp_password: str = _str("smtp_password")
+    mail_from: str = _str("mail_from")
+    mail_to: str = _str("mail_to")
+    mail_map: str = _str("mail_map")
+    mail_opt_out: str = _str("mail_opt_out")
+    mail_min_runtime: float = _float("mail_min_runtime")
+    outbox: str = _str("outbox")
+    thresholds: dict[str, float] = field(default_factory=lambda: _thresholds("thresholds"))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -129,35 +151,38 @@ class Settings:
         )
         if unknown:
             raise SettingsError(f"unknown setting(s): {', '.join(unknown)}")
-        auth = _str(env, "JOBREPORT_AUTH")
+        auth = _str("auth", env)
         if auth not in ("password", "remote-user"):
             raise SettingsError(f"JOBREPORT_AUTH={auth!r}: use password or remote-user")
+        bind = _str("bind", env)
+        try:
+            parse_bind(bind, "127.0.0.1")
+        except ValueError as exc:
+            raise SettingsError(f"JOBREPORT_BIND: {exc}") from None
         return cls(
-            cluster=_str(env, "JOBREPORT_CLUSTER"),
-            prometheus_url=_str(env, "JOBREPORT_PROMETHEUS_URL").rstrip("/"),
-            prometheus_timeout=_float(env, "JOBREPORT_PROMETHEUS_TIMEOUT"),
-            scrape_interval=_float(env, "JOBREPORT_SCRAPE_INTERVAL"),
-            prometheus_node_label=_str(env, "JOBREPORT_PROMETHEUS_NODE_LABEL"),
-            db_url=_str(env, "JOBREPORT_DB_URL"),
-            sacct=_str(env, "JOBREPORT_SACCT"),
-            sacct_timeout=_float(env, "JOBREPORT_SACCT_TIMEOUT"),
-            staff=frozenset(
-                u.strip() for u in _str(env, "JOBREPORT_STAFF").split(",") if u.strip()
-            ),
+            cluster=_str("cluster", env),
+            prometheus_url=_str("prometheus_url", env).rstrip("/"),
+            prometheus_timeout=_float("prometheus_timeout", env),
+            scrape_interval=_float("scrape_interval", env),
+            prometheus_node_label=_str("prometheus_node_label", env),
+            db_url=_str("db_url", env),
+            sacct=_str("sacct", env),
+            sacct_timeout=_float("sacct_timeout", env),
+            staff=_names("staff", env),
             auth=auth,
-            password_file=_str(env, "JOBREPORT_PASSWORD_FILE"),
-            secret_key=_str(env, "JOBREPORT_SECRET_KEY"),
-            bind=_str(env, "JOBREPORT_BIND"),
-            smtp_host=_str(env, "JOBREPORT_SMTP_HOST"),
-            smtp_port=_int(env, "JOBREPORT_SMTP_PORT"),
-            smtp_starttls=_str(env, "JOBREPORT_SMTP_STARTTLS") in ("1", "true", "yes"),
-            smtp_user=_str(env, "JOBREPORT_SMTP_USER"),
-            smtp_password=_str(env, "JOBREPORT_SMTP_PASSWORD"),
-            mail_from=_str(env, "JOBREPORT_MAIL_FROM"),
-            mail_to=_str(env, "JOBREPORT_MAIL_TO"),
-            mail_map=_str(env, "JOBREPORT_MAIL_MAP"),
-            mail_opt_out=_str(env, "JOBREPORT_MAIL_OPT_OUT"),
-            mail_min_runtime=_float(env, "JOBREPORT_MAIL_MIN_RUNTIME"),
-            outbox=_str(env, "JOBREPORT_OUTBOX"),
-            thresholds=_thresholds(env),
+            password_file=_str("password_file", env),
+            secret_key=_str("secret_key", env),
+            bind=bind,
+            smtp_host=_str("smtp_host", env),
+            smtp_port=_int("smtp_port", env),
+            smtp_starttls=_bool("smtp_starttls", env),
+            smtp_user=_str("smtp_user", env),
+            smtp_password=_str("smtp_password", env),
+            mail_from=_str("mail_from", env),
+            mail_to=_str("mail_to", env),
+            mail_map=_str("mail_map", env),
+            mail_opt_out=_str("mail_opt_out", env),
+            mail_min_runtime=_float("mail_min_runtime", env),
+            outbox=_str("outbox", env),
+            thresholds=_thresholds("thresholds", env),
         )

@@ -7,7 +7,8 @@ import pathlib
 
 from exporter.nvml_replay import ReplayNvml
 
-REPLAY = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "exporter" / "nvml" / "replay.json"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+REPLAY = ROOT / "fixtures" / "exporter" / "nvml" / "replay.json"
 
 
 class FakeNvml(ReplayNvml):

@@ -45,8 +45,6 @@ QUERIES = {
     " AND array_task_id = %s ORDER BY submit_time DESC LIMIT 1",
     "het": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND het_job_id = %s"  # noqa: S608
     " AND het_job_offset = %s ORDER BY submit_time DESC LIMIT 1",
-    "array_tasks": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND array_job_id = %s"  # noqa: S608
-    " ORDER BY array_task_id",
     "ended_since": "SELECT job_id, array_job_id, array_task_id, het_job_id, het_job_offset"
     " FROM jobs WHERE cluster = %s AND end_time >= %s ORDER BY end_time",
     "tres": "SELECT id, type, name FROM tres",

@@ -1,0 +1,55 @@
+"""`pip install .` into a fresh venv, run from outside the checkout: the wheel carries its
+templates and declares its dependencies, so `jobreport show` works on a real job."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.stack import ROOT
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A fresh venv with the project installed as a wheel (not editable); its bin/."""
+    where = tmp_path_factory.mktemp("wheel-venv")
+    venv.create(where / "venv", with_pip=True)
+    pip = where / "venv" / "bin" / "pip"
+    run = subprocess.run([str(pip), "install", "-q", "--disable-pip-version-check", str(ROOT)],
+                         cwd=where, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return where / "venv" / "bin"
+
+
+def _run(bin_dir: Path, cwd: Path, stack_env: dict[str, str], *argv: str):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(stack_env)
+    return subprocess.run([str(bin_dir / "jobreport"), *argv], cwd=cwd, env=env,
+                          capture_output=True, timeout=300)
+
+
+def test_installed_package_lives_outside_the_checkout(installed, tmp_path):
+    where = subprocess.run(
+        [str(installed / "python"), "-c", "import webapp, mgmt; print(webapp.__file__)"],
+        cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+    assert "site-packages" in where and not where.startswith(str(ROOT) + os.sep)
+    templates = Path(where).parent / "templates"
+    assert (templates / "report.html").is_file() and (templates / "email" / "report.txt").is_file()
+
+
+def test_installed_show_html_and_pdf(installed, tmp_path, stack_env, stack_jobs):
+    job = stack_jobs["busy"]
+    html = _run(installed, tmp_path, stack_env, "show", job, "--format", "html", "-o", "r.html")
+    assert html.returncode == 0, html.stderr.decode()[-2000:]
+    page = (tmp_path / "r.html").read_text()
+    assert page.startswith("<!doctype html>") and f"Job {job}" in page
+    pdf = _run(installed, tmp_path, stack_env, "show", job, "--format", "pdf", "-o", "r.pdf")
+    assert pdf.returncode == 0, pdf.stderr.decode()[-2000:]
+    assert (tmp_path / "r.pdf").read_bytes().startswith(b"%PDF")
+    text = subprocess.run(["pdftotext", str(tmp_path / "r.pdf"), "-"], capture_output=True,
+                          text=True, check=True).stdout
+    assert job in text

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from jobreport_net.redact import redact
+
 # 123, array task 123_4, het component 123+1. Anything else is refused before any query.
-JOB_ID_RE = re.compile(r"^(?P<job>[0-9]{1,10})(?:_(?P<task>[0-9]{1,10})|\+(?P<het>[0-9]{1,4}))?$")
+JOB_ID_RE = re.compile(r"^(?P<job>[0-9]{1,10})(?:_(?P<task>[0-9]{1,10})|\+(?P<het>[0-9]{1,4}))?\Z")
 
 
 # A job in these states holds its allocation; with PENDING, it has not ended yet.
@@ -44,6 +46,7 @@ class SourceUnavailable(RuntimeError):
     """A data source could not be reached or answered nonsense."""
 
     def __init__(self, source: str, reason: str) -> None:
+        reason = redact(reason)  # driver and HTTP errors may quote URLs with credentials
         super().__init__(f"{source} unavailable: {reason}")
         self.source = source
         self.reason = reason

@@ -8,6 +8,7 @@ dataclass takes its defaults from there and the README's table is generated from
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -154,6 +155,10 @@ class Settings:
         auth = _str("auth", env)
         if auth not in ("password", "remote-user"):
             raise SettingsError(f"JOBREPORT_AUTH={auth!r}: use password or remote-user")
+        node_label = _str("prometheus_node_label", env)
+        if node_label and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", node_label):
+            raise SettingsError(f"JOBREPORT_PROMETHEUS_NODE_LABEL={node_label!r} is not a "
+                                "Prometheus label name")
         bind = _str("bind", env)
         try:
             parse_bind(bind, "127.0.0.1")
@@ -164,7 +169,7 @@ class Settings:
             prometheus_url=_str("prometheus_url", env).rstrip("/"),
             prometheus_timeout=_float("prometheus_timeout", env),
             scrape_interval=_float("scrape_interval", env),
-            prometheus_node_label=_str("prometheus_node_label", env),
+            prometheus_node_label=node_label,
             db_url=_str("db_url", env),
             sacct=_str("sacct", env),
             sacct_timeout=_float("sacct_timeout", env),

@@ -147,4 +147,7 @@ def _array_job_of(sj: SacctJob | None) -> int | None:
 
 
 def _nodes_from_sacct(sj: SacctJob | None) -> tuple[str, ...]:
-    return parse_nodelist(sj.node_list) if sj else ()
+    try:
+        return parse_nodelist(sj.node_list) if sj else ()
+    except ValueError:
+        return ()  # a corrupt host list costs the node filter, not the report

@@ -131,16 +131,29 @@ def pieces(start: float, end: float, step: float) -> list[tuple[float, float]]:
 
 def job_selector(job_id: str, nodes: Iterable[str] = (), node_label: str = "instance") -> str:
     """PromQL label matchers for one job, optionally restricted to its nodes."""
-    sel = f'jobid="{_escape(job_id)}"'
+    sel = f"jobid={promql_string(job_id)}"
     nodes = [n for n in nodes if n]
     if nodes and node_label:
-        alt = "|".join(re.escape(n) for n in nodes).replace("\\", "\\\\")
-        sel += f',{node_label}=~"({alt})(:[0-9]+)?"'
+        # re.escape makes each name literal for the regex; promql_string then makes the
+        # regex one string literal (re.escape leaves '"' alone).
+        alt = "|".join(re.escape(n) for n in nodes)
+        sel += f",{node_label}=~{promql_string(f'({alt})(:[0-9]+)?')}"
     return sel
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
+# Backslash, quote, and every control character (as Go's \\xHH, which PromQL reads).
+_PROMQL_ESCAPES = str.maketrans({
+    "\\": "\\\\", '"': '\\"',
+    **{chr(c): f"\\x{c:02x}" for c in (*range(0x20), 0x7F)},
+})
+
+
+def promql_string(value: str) -> str:
+    """``value`` as a double-quoted PromQL string literal (Go escapes), whatever it holds.
+
+        n1"} or {x="  ->  "n1\\"} or {x=\\""
+    """
+    return '"' + value.translate(_PROMQL_ESCAPES) + '"'
 
 
 @dataclass(frozen=True)

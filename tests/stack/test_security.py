@@ -1,0 +1,102 @@
+"""Hostile and broken input on the real stack: secrets stay out of messages, non-UTF-8
+job names from Slurm render, the definer stays locked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pymysql
+import pytest
+
+from mgmt.setup import SetupError, apply
+from tests.helpers import stack
+
+SECRET = "s3cret-Pw"
+JOBREPORT = Path(sys.executable).parent / "jobreport"
+LATIN1_NAME = b"caf\xe9-latin1"  # one Latin-1 byte: not valid UTF-8
+
+
+def _jobreport(stack_env: dict[str, str], *argv: str, **env: str):
+    return subprocess.run([str(JOBREPORT), *argv], env={**os.environ, **stack_env, **env},
+                          capture_output=True, timeout=300)
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "html"])
+def test_prometheus_credentials_never_shown(stack_env, stack_jobs, fmt):
+    # A Prometheus URL with credentials, and Prometheus unreachable (a closed port).
+    run = _jobreport(stack_env, "show", stack_jobs["busy"], "--format", fmt,
+                     JOBREPORT_PROMETHEUS_URL=f"http://reader:{SECRET}@127.0.0.1:9/")
+    out = run.stdout.decode() + run.stderr.decode()
+    assert run.returncode == 0, out[-2000:]
+    assert SECRET not in out
+    assert "reader:***@127.0.0.1:9" in out  # the gap still says which server failed
+    if fmt == "json":
+        assert any(g["source"] == "prometheus" for g in json.loads(run.stdout)["gaps"])
+
+
+def test_db_setup_error_hides_the_password():
+    # MariaDB refuses a statement that carries a password: the message names the
+    # statement without it.
+    statement = f"CREATE USER 'jr_probe'@'localhost' IDENTIFIED BY '{SECRET}' REQUIRE BOGUS"
+    with pytest.raises(SetupError) as err:
+        apply([statement], "/run/mysqld/mysqld.sock", "root")
+    assert SECRET not in str(err.value)
+    assert "IDENTIFIED BY '***'" in str(err.value) and "failed" in str(err.value)
+
+
+def test_definer_account_is_locked_even_when_it_already_existed(stack_env):
+    conn = pymysql.connect(unix_socket="/run/mysqld/mysqld.sock", user="root")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT user FROM mysql.user WHERE user LIKE 'jobreport%definer%'")
+            definers = [r[0] for r in cur.fetchall()]
+            assert definers
+            for user in definers:
+                cur.execute("ALTER USER %s@'localhost' ACCOUNT UNLOCK", (user,))
+        run = _jobreport(stack_env, "db-setup", "--cluster", stack_env["JOBREPORT_CLUSTER"])
+        assert run.returncode == 0, run.stderr.decode()
+        with conn.cursor() as cur:
+            for user in definers:
+                cur.execute("SHOW CREATE USER %s@'localhost'", (user,))
+                assert "ACCOUNT LOCK" in cur.fetchone()[0]
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def latin1_jobs(stack_env: dict[str, str]) -> dict[str, str]:
+    """A plain job and a 2-task array, both named with a byte that is not UTF-8."""
+    ids = {}
+    for kind, extra in (("job", []), ("array", ["--array=1-2"])):
+        cmd = [b"runuser", b"-u", b"alice", b"--", b"sbatch", b"--parsable", b"-J", LATIN1_NAME,
+               b"--chdir", b"/home/alice", b"-o", b"/dev/null", b"-c1", b"--mem=100M",
+               b"--time=5", *[e.encode() for e in extra], b"--wrap", b"sleep 2"]
+        ids[kind] = subprocess.run(cmd, check=True, capture_output=True).stdout.decode().strip()
+    stack.wait_until_done(list(ids.values()))
+    return ids
+
+
+@pytest.mark.parametrize("kind", ["job", "array"])
+def test_non_utf8_job_name_renders(stack_env, latin1_jobs, kind):
+    job = latin1_jobs[kind]
+    for fmt in ("text", "json", "html"):
+        run = _jobreport(stack_env, "show", job, "--format", fmt)
+        assert run.returncode == 0, run.stderr.decode()[-2000:]
+        # The accounting view (which the name comes from) stores "?" for the byte.
+        assert "caf?-latin1" in run.stdout.decode()
+
+
+def test_non_utf8_from_sacct_is_replaced(stack_env, latin1_jobs):
+    from webapp.settings import Settings
+    from webapp.sources.sacct import SacctSource
+
+    s = Settings.from_env(stack_env)
+    source = SacctSource(s.sacct, timeout=s.sacct_timeout, cluster=s.cluster)
+    assert source.job(latin1_jobs["job"]).job_name == "caf\N{REPLACEMENT CHARACTER}-latin1"
+    tasks = source.array(latin1_jobs["array"])
+    assert len(tasks) == 2
+    assert all(t.job_name == "caf\N{REPLACEMENT CHARACTER}-latin1" for t in tasks)

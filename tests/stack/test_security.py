@@ -90,13 +90,13 @@ def test_non_utf8_job_name_renders(stack_env, latin1_jobs, kind):
         assert "caf?-latin1" in run.stdout.decode()
 
 
-def test_non_utf8_from_sacct_is_replaced(stack_env, latin1_jobs):
+def test_non_utf8_job_name_through_sacct(stack_env, latin1_jobs):
+    # Slurm 22.05 with MariaDB stores "?" for the byte; the array's tasks all parse.
     from webapp.settings import Settings
     from webapp.sources.sacct import SacctSource
 
     s = Settings.from_env(stack_env)
     source = SacctSource(s.sacct, timeout=s.sacct_timeout, cluster=s.cluster)
-    assert source.job(latin1_jobs["job"]).job_name == "caf\N{REPLACEMENT CHARACTER}-latin1"
+    assert source.job(latin1_jobs["job"]).job_name == "caf?-latin1"
     tasks = source.array(latin1_jobs["array"])
-    assert len(tasks) == 2
-    assert all(t.job_name == "caf\N{REPLACEMENT CHARACTER}-latin1" for t in tasks)
+    assert [t.job_name for t in tasks] == ["caf?-latin1"] * 2

@@ -51,7 +51,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
 
 
 # Read by the exporter (exporter/settings.py) and the benchmarks, not by this module.
-OTHER_PREFIXES = ("JOBREPORT_EXPORTER_", "JOBREPORT_BENCH_")
+OTHER_PREFIXES = ("JOBREPORT_EXPORTER_", "JOBREPORT_BENCH_", "JOBREPORT_TEST_")
 
 
 class SettingsError(ValueError):

@@ -50,7 +50,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
 }
 
 
-# Read by the exporter (exporter/settings.py) and the benchmarks, not by this module.
+# Read by the exporter (exporter/settings.py), the benchmarks and the tests, not here.
 OTHER_PREFIXES = ("JOBREPORT_EXPORTER_", "JOBREPORT_BENCH_", "JOBREPORT_TEST_")
 
 

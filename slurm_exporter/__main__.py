@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
+from jobreport_net.bind import parse_bind
 from slurm_exporter.constants import ConstantsError, load_constants
 from slurm_exporter.registry import SlurmCollector, build_sources
 from slurm_exporter.settings import (
@@ -22,7 +23,6 @@ from slurm_exporter.settings import (
     Settings,
     SettingsError,
     cluster_from_slurm_conf,
-    parse_listen,
     parse_sources,
     positive,
 )
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = settings_from(args, Settings.from_env())
-        host, port = parse_listen(settings.listen)
+        host, port = parse_bind(settings.listen)
         cluster = settings.cluster or cluster_from_slurm_conf()
         constants = load_constants(settings.constants).get(cluster) if settings.constants \
             else None

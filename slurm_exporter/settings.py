@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobreport_net.bind import parse_bind
 from slurm_exporter.commands import SOURCES
 
 PREFIX = "JOBREPORT_SLURM_EXPORTER_"
@@ -78,7 +79,7 @@ class Settings:
 
         listen = get("LISTEN")
         try:
-            parse_listen(listen)
+            parse_bind(listen)
         except ValueError as exc:
             raise SettingsError(f"{PREFIX}LISTEN: {exc}") from None
         return cls(
@@ -109,14 +110,6 @@ def parse_sources(name: str, value: str) -> tuple[str, ...]:
     if bad:
         raise SettingsError(f"{name}: unknown source(s) {', '.join(bad)}; known: {SOURCES}")
     return chosen
-
-
-def parse_listen(value: str) -> tuple[str, int]:
-    """Split ``ADDR:PORT`` (``:9089`` means all addresses; IPv6 as ``[::]:9089``)."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{value!r} is not ADDR:PORT")
-    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def cluster_from_slurm_conf(env: Mapping[str, str] | None = None) -> str:

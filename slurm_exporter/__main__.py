@@ -12,10 +12,9 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
-
 from jobreport_net.bind import parse_bind
 from slurm_exporter.constants import ConstantsError, load_constants
+from slurm_exporter.exposition import render, serve
 from slurm_exporter.registry import SlurmCollector, build_sources
 from slurm_exporter.settings import (
     DEFAULT_PORT,
@@ -83,12 +82,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    registry = CollectorRegistry()
-    registry.register(SlurmCollector(cluster, build_sources(settings), constants))
+    collector = SlurmCollector(cluster, build_sources(settings), constants)
+
+    def scrape() -> bytes:
+        return render(collector.collect())
+
     if args.once:
-        sys.stdout.buffer.write(generate_latest(registry))
+        sys.stdout.buffer.write(scrape())
         return 0
-    start_http_server(port, addr=host, registry=registry)
+    serve(host, port, scrape)
     log.info("serving /metrics on %s:%d (cluster %s, poll limit %g s)", host, port, cluster,
              settings.poll_limit)
     threading.Event().wait()

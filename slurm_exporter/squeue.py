@@ -4,6 +4,7 @@ line per job, array tasks expanded (``-r``), pending ones included.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import NamedTuple
 
 from slurm_exporter.commands import SQUEUE_FIELDS
@@ -13,8 +14,7 @@ UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 PENDING = "PENDING"
 
 
-class JobLine(NamedTuple):  # a tuple: a queue of 200,000 jobs stays small and fast
-    job_id: str  # JobArrayID: 10_2 for an array task, else the job id
+class JobLine(NamedTuple):  # a job without its id: the queue is counted by these
     state: str
     user: str
     account: str
@@ -26,36 +26,52 @@ class JobLine(NamedTuple):  # a tuple: a queue of 200,000 jobs stays small and f
     reason: str  # folded (one reason per job)
 
 
-def parse_squeue(text: str) -> list[JobLine]:
-    """Every line of the C2 output, e.g.
+def parse_squeue(text: str) -> Counter[JobLine]:
+    """The queue as counts of identical jobs, from every line of the C2 output, e.g.
 
     ``8|8|PENDING|bob|teaching|debug|1|1|cpu=1,mem=200M,node=1,billing=1,gres/gpu=2|gres:gpu:2|Resources|``
     ``10_1|10|PENDING|alice|research|debug|1|1|cpu=1,mem=100M,node=1,billing=1|N/A|Priority|``
+
+    Jobs differing only in their id (array tasks, a user's batch of alike jobs) are
+    parsed once: 200,000 jobs hold a few thousand distinct lines.
     """
-    jobs = []
-    width = len(SQUEUE_FIELDS)
+    lines: Counter[str] = Counter()
     for line in text.splitlines():
-        if not line.strip():
-            continue
-        array_id, _job, state, user, account, partition, cpus, _nodes, tres, per_node, reason = (
-            split_line(line, width)
-        )
-        gpus, memory = parse_tres(tres)
-        jobs.append(
-            JobLine(
-                array_id,
-                state,
-                user,
-                account,
-                partition,
-                int(cpus),
-                gpus,
-                memory,
-                gpu_type(per_node),
-                fold_reason(reason),
-            )
-        )
+        if line:
+            lines[_after_ids(line)] += 1
+    queue: Counter[JobLine] = Counter()
+    for rest, count in lines.items():
+        queue[_job(rest)] += count  # two lines may fold into one job (a reason's node list)
+    return queue
+
+
+def parse_squeue_jobs(text: str) -> list[tuple[str, JobLine]]:
+    """(JobArrayID, job) per line: ``10_2`` for an array task, else the job id."""
+    parsed: dict[str, JobLine] = {}
+    jobs = []
+    for line in text.splitlines():
+        if line:
+            rest = _after_ids(line)
+            if rest not in parsed:
+                parsed[rest] = _job(rest)
+            jobs.append((line.split("|", 1)[0], parsed[rest]))
     return jobs
+
+
+def _after_ids(line: str) -> str:
+    parts = line.split("|", 2)
+    if len(parts) != 3:
+        raise ValueError(f"expected {len(SQUEUE_FIELDS)} '|'-separated fields in {line!r}")
+    return parts[2]
+
+
+def _job(rest: str) -> JobLine:
+    # The reason is free text and last: split_line keeps a `|` inside it.
+    state, user, account, partition, cpus, _nodes, tres, per_node, reason = split_line(
+        rest, len(SQUEUE_FIELDS) - 2)
+    gpus, memory = parse_tres(tres)
+    return JobLine(state, user, account, partition, int(cpus), gpus, memory,
+                   gpu_type(per_node), fold_reason(reason))
 
 
 def parse_tres(text: str) -> tuple[int, int]:

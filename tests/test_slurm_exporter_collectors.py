@@ -19,6 +19,12 @@ CONSTANTS = ROOT / "deploy" / "slurm-exporter-constants.toml"
 
 def exposition(capture: str, constants_file: Path | None = None) -> str:
     """/metrics of an exporter whose sources serve the capture's files."""
+    registry = CollectorRegistry()
+    registry.register(collector(capture, constants_file))
+    return generate_latest(registry).decode()
+
+
+def collector(capture: str, constants_file: Path | None = None) -> SlurmCollector:
     sources = {}
     for name, parse in PARSERS.items():
         path = FIXTURES / f"{capture}.{name}.txt"
@@ -26,9 +32,7 @@ def exposition(capture: str, constants_file: Path | None = None) -> str:
             text = path.read_text()
             sources[name] = ThrottledSource(name, lambda p=parse, t=text: p(t), poll_limit=10)
     constants = load_constants(constants_file)["demo"] if constants_file else None
-    registry = CollectorRegistry()
-    registry.register(SlurmCollector("demo", sources, constants))
-    return generate_latest(registry).decode()
+    return SlurmCollector("demo", sources, constants)
 
 
 def series(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
@@ -159,3 +163,18 @@ def test_allocation_targets_as_gauges_and_json():
 def test_bad_constants_fail_with_where(data: dict):
     with pytest.raises(ConstantsError, match="demo|top-level"):
         parse_constants(data)
+
+
+@pytest.mark.parametrize("capture", ["queue-pending", "node-drain-mixed", "two-partitions"])
+def test_our_exposition_is_prometheus_clients_byte_for_byte(capture: str):
+    from slurm_exporter.exposition import render
+
+    families = list(collector(capture, CONSTANTS).collect())
+
+    class Fixed:
+        def collect(self):
+            return families
+
+    registry = CollectorRegistry()
+    registry.register(Fixed())
+    assert render(families) == generate_latest(registry)

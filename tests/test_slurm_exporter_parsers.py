@@ -12,7 +12,13 @@ import pytest
 from slurm_exporter.gres import parse_gpus
 from slurm_exporter.sdiag import parse_sdiag
 from slurm_exporter.sinfo import parse_sinfo
-from slurm_exporter.squeue import fold_reason, gpu_type, parse_squeue, parse_tres
+from slurm_exporter.squeue import (
+    fold_reason,
+    gpu_type,
+    parse_squeue,
+    parse_squeue_jobs,
+    parse_tres,
+)
 from slurm_exporter.sshare import parse_sshare
 from slurm_exporter.states import split_state
 
@@ -101,7 +107,7 @@ def test_gres_garbage_is_a_parse_error():
 
 
 def test_squeue_pending_reasons_and_arrays():
-    jobs = {j.job_id: j for j in parse_squeue(read("queue-pending.squeue.txt"))}
+    jobs = dict(parse_squeue_jobs(read("queue-pending.squeue.txt")))
     assert {j.reason for j in jobs.values() if j.state == "PENDING"} == {
         "PartitionConfig", "BeginTime", "Resources", "Dependency", "Priority", "JobHeldUser",
     }
@@ -114,10 +120,19 @@ def test_squeue_pending_reasons_and_arrays():
     assert jobs["8"].gpus == 2 and jobs["8"].reason == "Resources"
 
 
+def test_the_queue_counts_jobs_that_differ_only_by_id():
+    queue = parse_squeue(read("queue-pending.squeue.txt"))
+    assert sum(queue.values()) == len(read("queue-pending.squeue.txt").splitlines())
+    task = next(job for job in queue if job.reason == "Priority" and job.memory_bytes
+                == 100 * 2**20)
+    assert queue[task] == 4  # array tasks 10_1..10_3 and the alike job 11
+    running = [job for job in queue if job.state == "RUNNING"]
+    assert len(running) == 1 and queue[running[0]] == 2  # jobs 1 and 3
+
+
 def test_reqnodenotavail_with_its_node_list_is_one_reason():
-    jobs = parse_squeue(read("queue-reqnodenotavail.squeue.txt"))
-    (waiting,) = [j for j in jobs if j.job_id == "14"]
-    assert waiting.reason == "ReqNodeNotAvail"
+    jobs = dict(parse_squeue_jobs(read("queue-reqnodenotavail.squeue.txt")))
+    assert jobs["14"].reason == "ReqNodeNotAvail"
     assert fold_reason("ReqNodeNotAvail, UnavailableNodes:cs[100,101,102]") == "ReqNodeNotAvail"
 
 
@@ -150,6 +165,8 @@ def test_tres_gpus_typed_and_untyped():
 def test_malformed_squeue_line_is_a_parse_error():
     with pytest.raises(ValueError, match="fields"):
         parse_squeue("1|1|RUNNING|alice|\n")
+    with pytest.raises(ValueError, match="fields"):
+        parse_squeue("1\n")
 
 
 def test_cpus_state_of_public_samples():

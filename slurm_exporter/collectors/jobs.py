@@ -19,24 +19,25 @@ class JobsCollector:
     name = "jobs"
     source = "squeue"
 
-    def collect(self, cluster: str, jobs: list[JobLine]) -> Iterator[Metric]:
+    def collect(self, cluster: str, queue: Counter[JobLine]) -> Iterator[Metric]:
         by_partition: Counter[tuple[str, str]] = Counter()
         pending: Counter[tuple[str, str]] = Counter()
         pending_gpus: Counter[tuple[str, str]] = Counter()
         owners = {"user": defaultdict(lambda: [0, 0, 0, 0]),
                   "account": defaultdict(lambda: [0, 0, 0, 0])}
-        for job in jobs:
-            by_partition[(job.state, job.partition)] += 1
-            if job.state == PENDING:
-                pending[(job.reason, job.partition)] += 1
-                if job.gpus:
-                    pending_gpus[(job.partition, job.gpu_type or UNTYPED)] += job.gpus
-            for kind, who in (("user", job.user), ("account", job.account)):
-                sums = owners[kind][(who, job.state)]
-                sums[0] += 1
-                sums[1] += job.cpus
-                sums[2] += job.gpus
-                sums[3] += job.memory_bytes
+        for (state, user, account, partition, cpus, gpus, memory, gpu_type, reason), n in \
+                queue.items():
+            by_partition[(state, partition)] += n
+            if state == PENDING:
+                pending[(reason, partition)] += n
+                if gpus:
+                    pending_gpus[(partition, gpu_type or UNTYPED)] += gpus * n
+            for kind, who in (("user", user), ("account", account)):
+                sums = owners[kind][(who, state)]
+                sums[0] += n
+                sums[1] += cpus * n
+                sums[2] += gpus * n
+                sums[3] += memory * n
         yield _family("slurm_jobs", "Jobs in this state in the partition.",
                       ["state", "partition"], by_partition, cluster)
         yield _family("slurm_pending_jobs", "Pending jobs of the partition waiting for this "

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import Metric
 
-from slurm_exporter.families import gauge
+from slurm_exporter.families import add, gauge
 from slurm_exporter.sinfo import NodeLine
 from slurm_exporter.states import join_flags
 
@@ -46,17 +46,18 @@ class NodesCollector:
         load = gauge("slurm_node_cpu_load", "CPU load average the node's slurmd reported.",
                      ["node"])
         for n in nodes:
-            c = [cluster, n.node]
-            info.add_metric([cluster, n.node, n.state, join_flags(n.flags), n.reason], 1)
+            labels = {"cluster": cluster, "node": n.node}
+            add(info, {**labels, "state": n.state, "flags": join_flags(n.flags),
+                       "reason": n.reason}, 1)
             for kind, value in zip(CPU_KINDS, (n.cpus_alloc, n.cpus_idle, n.cpus_other,
                                                n.cpus_total), strict=True):
-                cpus[kind].add_metric(c, value)
-            mem_total.add_metric(c, n.memory_bytes)
-            mem_alloc.add_metric(c, n.memory_alloc_bytes)
+                add(cpus[kind], labels, value)
+            add(mem_total, labels, n.memory_bytes)
+            add(mem_alloc, labels, n.memory_alloc_bytes)
             if n.memory_free_bytes is not None:
-                mem_free.add_metric(c, n.memory_free_bytes)
+                add(mem_free, labels, n.memory_free_bytes)
             if n.cpu_load is not None:
-                load.add_metric(c, n.cpu_load)
+                add(load, labels, n.cpu_load)
         for line in lines:
             member.add_metric([cluster, line.node, line.partition], 1)
         yield info

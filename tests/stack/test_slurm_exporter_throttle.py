@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
+from slurm_exporter.exposition import render, serve
 from slurm_exporter.registry import SlurmCollector, build_sources
 from slurm_exporter.runner import CommandFailed, run_command
 from slurm_exporter.settings import Settings
@@ -54,9 +54,8 @@ def exporter(tmp_path: Path):
 
     def start(poll_limit: float, timeout: float = 5.0) -> str:
         settings = Settings(poll_limit=poll_limit, timeout=timeout, bin_dir=str(tmp_path))
-        registry = CollectorRegistry()
-        registry.register(SlurmCollector("demo", build_sources(settings)))
-        server, _thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+        collector = SlurmCollector("demo", build_sources(settings))
+        server = serve("127.0.0.1", 0, lambda: render(collector.collect()))
         servers.append(server)
         return f"http://127.0.0.1:{server.server_port}/metrics"
 

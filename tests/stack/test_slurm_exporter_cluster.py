@@ -40,7 +40,8 @@ def scrape() -> dict[str, list]:
 def sbatch(user: str, *args: str) -> str:
     cmd = ["runuser", "-u", user, "--", "sbatch", "--parsable", "-o", "/dev/null",
            "--chdir", "/tmp", *args]
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split(";")[0]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return out.strip().split(";")[0]
 
 
 def squeue_state(job_id: str) -> str:
@@ -54,7 +55,7 @@ def jobs() -> Iterator[list[str]]:
     ids: list[str] = []
     yield ids
     if ids:
-        subprocess.run(["scancel", *ids], check=False)
+        subprocess.run(["scancel", *ids], check=True)
 
 
 def test_draining_a_node_under_a_job_shows_mixed_drain_and_no_available_gpu(jobs):
@@ -101,14 +102,12 @@ def test_pending_reasons_appear_and_each_job_counts_once(jobs):
                        "--array=1-3", "--wrap", "sleep 1"))
     jobs.append(sbatch("bob", "-J", "slurmexp-later", "--begin=now+1hour", "--mem=100M",
                        "--time=5", "--wrap", "sleep 1"))
-    jobs.append(sbatch("bob", "-J", "slurmexp-twonodes", "-N", "2", "--mem=100M", "--time=5",
-                       "--wrap", "sleep 1"))
     deadline = time.monotonic() + 30
     while True:
         after = scrape()
         grown = {r: pending(after, r) - pending(before, r)
-                 for r in ("JobHeldUser", "BeginTime", "PartitionConfig")}
-        if grown == {"JobHeldUser": 3, "BeginTime": 1, "PartitionConfig": 1}:
+                 for r in ("JobHeldUser", "BeginTime")}
+        if grown == {"JobHeldUser": 3, "BeginTime": 1}:
             break
         assert time.monotonic() < deadline, grown
         time.sleep(1)
@@ -118,4 +117,4 @@ def test_pending_reasons_appear_and_each_job_counts_once(jobs):
     assert abs(sum(s.value for s in after["slurm_pending_jobs"]) - len(listed)) <= 2
     users = {s.labels["user"]: s.value for s in after["slurm_user_jobs"]
              if s.labels["state"] == "PENDING"}
-    assert users.get("alice", 0) >= 3 and users.get("bob", 0) >= 2
+    assert users.get("alice", 0) >= 3 and users.get("bob", 0) >= 1

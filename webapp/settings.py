@@ -50,8 +50,10 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
 }
 
 
-# Read by the exporter (exporter/settings.py), the benchmarks and the tests, not here.
-OTHER_PREFIXES = ("JOBREPORT_EXPORTER_", "JOBREPORT_BENCH_", "JOBREPORT_TEST_")
+# Read by the exporters (their own settings modules), the benchmarks and the tests.
+OTHER_PREFIXES = (
+    "JOBREPORT_EXPORTER_", "JOBREPORT_SLURM_EXPORTER_", "JOBREPORT_BENCH_", "JOBREPORT_TEST_",
+)
 
 
 class SettingsError(ValueError):

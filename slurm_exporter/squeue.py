@@ -26,7 +26,20 @@ class JobLine(NamedTuple):  # a job without its id: the queue is counted by thes
     reason: str  # folded (one reason per job)
 
 
-def parse_squeue(text: str) -> Counter[JobLine]:
+# Pending jobs named one by one (jobid, partition, reason), so a job's report can say why
+# it waited; past this many, only the counts per reason remain.
+PENDING_JOBS_MAX = 20000
+
+
+class Queue(Counter):
+    """Counts of identical jobs, plus the first PENDING_JOBS_MAX pending jobs by id."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.pending_jobs: list[tuple[str, str, str]] = []
+
+
+def parse_squeue(text: str) -> Queue:
     """The queue as counts of identical jobs, from every line of the C2 output, e.g.
 
     ``8|8|PENDING|bob|teaching|debug|1|1|cpu=1,mem=200M,node=1,billing=1,gres/gpu=2|gres:gpu:2|Resources|``
@@ -36,12 +49,20 @@ def parse_squeue(text: str) -> Counter[JobLine]:
     parsed once: 200,000 jobs hold a few thousand distinct lines.
     """
     lines: Counter[str] = Counter()
+    pending: list[tuple[str, str]] = []  # (job id, the rest of its line)
     for line in text.splitlines():
         if line:
-            lines[_after_ids(line)] += 1
-    queue: Counter[JobLine] = Counter()
+            rest = _after_ids(line)
+            lines[rest] += 1
+            if "|PENDING|" in line and len(pending) < PENDING_JOBS_MAX:
+                pending.append((line.split("|", 1)[0], rest))
+    queue = Queue()
+    parsed: dict[str, JobLine] = {}
     for rest, count in lines.items():
-        queue[_job(rest)] += count  # two lines may fold into one job (a reason's node list)
+        parsed[rest] = job = _job(rest)
+        queue[job] += count  # two lines may fold into one job (a reason's node list)
+    queue.pending_jobs = [(job_id, parsed[rest].partition, parsed[rest].reason)
+                          for job_id, rest in pending if parsed[rest].state == PENDING]
     return queue
 
 

@@ -46,6 +46,12 @@ class JobsCollector:
                       "per requested type.", ["partition", "gpu_type"], pending_gpus, cluster)
         for kind, sums in owners.items():
             yield from _owner_families(cluster, kind, sums)
+        named = gauge("slurm_job_pending_info", "1 for a pending job, with the reason Slurm "
+                      "gives for its wait (the first 20,000 pending jobs).",
+                      ["jobid", "partition", "reason"])
+        for job_id, partition, reason in getattr(queue, "pending_jobs", ()):
+            named.add_metric([cluster, job_id, partition, reason], 1)
+        yield named
 
 
 def _family(name: str, doc: str, labels: list[str], counts: Counter, cluster: str) -> Metric:

@@ -206,3 +206,19 @@ def test_sdiag_sections():
 def test_sdiag_without_statistics_is_a_parse_error():
     with pytest.raises(ValueError):
         parse_sdiag("sdiag: error: Unable to contact slurm controller\n")
+
+
+def test_pending_jobs_named_with_their_reason():
+    from slurm_exporter import squeue
+
+    queue = parse_squeue(read("queue-pending.squeue.txt"))
+    named = dict((job, reason) for job, _, reason in queue.pending_jobs)
+    assert named["8"] == "Resources" and named["6"] == "JobHeldUser"
+    assert named["10_2"] == "Priority" and "4" not in named  # FAILED is not pending
+    assert sum(queue[line] for line in queue if line.state == "PENDING") == len(named)
+    old, squeue.PENDING_JOBS_MAX = squeue.PENDING_JOBS_MAX, 3
+    try:
+        assert len(parse_squeue(read("queue-pending.squeue.txt"))
+                   .pending_jobs) == 3
+    finally:
+        squeue.PENDING_JOBS_MAX = old

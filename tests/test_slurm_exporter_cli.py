@@ -93,7 +93,7 @@ def _documented_metric_names() -> set[str]:
 
 
 def _emitted() -> set[str]:
-    from tests.test_slurm_exporter_collectors import exposition
+    from tests.helpers.slurm_captures import exposition
 
     text = exposition("queue-pending", DEPLOY / "slurm-exporter-constants.toml")
     return set(re.findall(r"^# TYPE (\w+) ", text, flags=re.M))

@@ -131,6 +131,7 @@ def test_failed_logins_are_limited_per_user(client):
     refused = login(client)  # the right password, but too late
     assert refused.status_code == 429
     assert int(refused.headers["Retry-After"]) > 0
+    assert "Too many failed logins for this user name" in refused.get_data(as_text=True)
     assert login(client, "bob").status_code == 302  # other users are not locked out
 
 

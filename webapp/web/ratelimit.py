@@ -22,6 +22,8 @@ from webapp.settings import Settings, SettingsError, env_name
 from webapp.web.state import WebState
 
 SCHEME = "jobreport+sqlite"
+TOO_MANY = ("Too many failed logins {who}: logging in is paused for a while. Try again "
+            "later, or ask the administrators to reset your password.")
 
 
 class SqliteStorage(Storage):
@@ -105,8 +107,10 @@ def install(app: Flask, settings: Settings) -> Limiter:
                       strategy="fixed-window")
     view = app.view_functions["auth.login"]
     view = limiter.limit(settings.login_limit_user, key_func=_user_name, methods=["POST"],
-                         deduct_when=_failed, scope="login-user")(view)
+                         deduct_when=_failed, scope="login-user",
+                         error_message=TOO_MANY.format(who="for this user name"))(view)
     view = limiter.limit(settings.login_limit_address, methods=["POST"],
-                         deduct_when=_failed, scope="login-address")(view)
+                         deduct_when=_failed, scope="login-address",
+                         error_message=TOO_MANY.format(who="from your address"))(view)
     app.view_functions["auth.login"] = view
     return limiter

@@ -237,6 +237,7 @@ class Usage:
     open_files_max: float | None = None
     open_files_limit_ratio_max: float | None = None
     scratch_in_use: bool | None = None
+    step_seconds: float | None = None  # resolution of the series (the range queries' step)
 
     @property
     def empty(self) -> bool:
@@ -304,6 +305,8 @@ class JobReport:
     steps: tuple[Step, ...] = ()
     array: ArraySummary | None = None
     gaps: tuple[Gap, ...] = ()
+    # What the data covers where it is less than everything (e.g. the plots' resolution).
+    notes: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = ()
 
     @property

@@ -89,6 +89,7 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
             for f in report.findings
         ],
         "gaps": [{"source": g.source, "reason": g.reason} for g in report.gaps],
+        "notes": list(report.notes),
         "array": None,
     }
     if report.array:

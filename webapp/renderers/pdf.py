@@ -75,9 +75,9 @@ def _summary(doc: Document, report: JobReport) -> None:
         doc.append(NoEscape(r"{\Large "))
         doc.append(escaped(f"Job {report.job_id}: {report.job_name or 'unnamed'}"))
         doc.append(NoEscape(r"}\par\medskip"))
-        for gap in report.gaps:
+        for note in [gap_text(gap) for gap in report.gaps] + list(report.notes):
             doc.append(NoEscape(r"\fbox{\parbox{0.95\textwidth}{"))
-            doc.append(escaped(gap_text(gap)))
+            doc.append(escaped(note))
             doc.append(NoEscape(r"}}\par\medskip"))
         with doc.create(Tabularx(r">{\bfseries}lX", width_argument=NoEscape(r"\textwidth"))) as t:
             for label, value in summary_rows(report):

@@ -80,6 +80,6 @@ def context(report: JobReport, charts: list[Chart] | None = None) -> dict[str, A
         "report": report,
         "summary": summary_rows(report),
         "findings": sorted_findings(report),
-        "gaps": [gap_text(g) for g in report.gaps],
+        "gaps": [gap_text(g) for g in report.gaps] + list(report.notes),
         "charts": CHARTS.get(report) if charts is None else charts,
     }

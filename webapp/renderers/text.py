@@ -172,6 +172,8 @@ def render(report: JobReport) -> str:
         out += textwrap.wrap(
             f"Note: {g.source} data unavailable: {g.reason}", WIDTH, subsequent_indent="      "
         )
+    for note in r.notes:
+        out += textwrap.wrap(f"Note: {note}", WIDTH, subsequent_indent="      ")
     return "\n".join(out) + "\n"
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from webapp.formatting import format_duration
 from webapp.model import (
     RUNNING_STATES,
     AccountingJob,
@@ -31,6 +32,9 @@ from webapp.model import (
 )
 from webapp.sources.protocols import AccountingReader, MetricsReader, SacctReader
 from webapp.sources.sacct_values import parse_nodelist
+
+# Series this coarse (or coarser) are worth a note: plots of jobs over ~3.5 days.
+COARSE_STEP = 300.0
 
 
 def _first(*values: Any) -> Any:
@@ -94,6 +98,7 @@ def build_report(
         except SourceUnavailable as exc:
             gaps.append(Gap(exc.source, exc.reason))
 
+    notes = (coarse_note(usage.step_seconds),) if (usage.step_seconds or 0) >= COARSE_STEP else ()
     state = _first(sj and sj.state, acct and acct.state)
     running = state in RUNNING_STATES
     cpu_seconds = sj.total_cpu_seconds if sj else None
@@ -135,7 +140,15 @@ def build_report(
         cancelled_by=sj.cancelled_by if sj else None,
         array_job=_first(acct and acct.array_job, _array_job_of(sj)),
         gaps=tuple(gaps),
+        notes=notes,
     )
+
+
+def coarse_note(step: float | None) -> str:
+    """The coverage note of a long job whose series were fetched at a coarse step."""
+    return (f"Plots show one point per {format_duration(step)}: each report asks Prometheus "
+            "for a bounded number of points, so long jobs are drawn coarsely and shorter "
+            "peaks may not show (peak memory and CPU time come from Slurm's accounting).")
 
 
 def _array_job_of(sj: SacctJob | None) -> int | None:

@@ -329,6 +329,20 @@ class PrometheusSource:
         except (ValueError, KeyError, TypeError) as exc:
             raise SourceUnavailable(self.name, f"unexpected answer: {exc}") from exc
 
+    # Public helpers for other named queries (the cluster series): one query, parsed.
+    def instant(self, query: str, time: float | None, label: str) -> list[Series]:
+        """An instant query at ``time`` (None: now), one single-point Series per result."""
+        params: dict[str, Any] = {"query": query}
+        if time is not None:
+            params["time"] = time
+        return self._parse(parse_vector, self._get("/api/v1/query", params), label)
+
+    def range(self, query: str, start: float, end: float, label: str) -> list[Series]:
+        """A range query over [start, end] at the step ``choose_step`` picks."""
+        step = choose_step(end - start, self.scrape_interval)
+        params = {"query": query, "start": start, "end": max(end, start), "step": step}
+        return self._parse(parse_matrix, self._get("/api/v1/query_range", params), label)
+
 
 def _int(value: float | None) -> int | None:
     return None if value is None else int(value)

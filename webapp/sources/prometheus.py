@@ -337,6 +337,13 @@ class PrometheusSource:
             params["time"] = time
         return self._parse(parse_vector, self._get("/api/v1/query", params), label)
 
+    def vector(self, query: str, time: float | None = None) -> list[tuple[dict[str, str], float]]:
+        """An instant query's (labels, value) pairs, whatever the labels hold."""
+        params: dict[str, Any] = {"query": query}
+        if time is not None:
+            params["time"] = time
+        return self._parse(parse_labelled, self._get("/api/v1/query", params))
+
     def range(self, query: str, start: float, end: float, label: str) -> list[Series]:
         """A range query over [start, end] at the step ``choose_step`` picks."""
         step = choose_step(end - start, self.scrape_interval)
@@ -346,3 +353,15 @@ class PrometheusSource:
 
 def _int(value: float | None) -> int | None:
     return None if value is None else int(value)
+
+
+def parse_labelled(payload: Mapping[str, Any]) -> list[tuple[dict[str, str], float]]:
+    """A vector answer as (labels, value) pairs, non-finite values left out."""
+    if payload.get("status") != "success":
+        raise ValueError(payload.get("error", "query failed"))
+    out = []
+    for item in payload["data"]["result"]:
+        value = float(item["value"][1])
+        if math.isfinite(value):
+            out.append((dict(item.get("metric", {})), value))
+    return out

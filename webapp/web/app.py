@@ -7,7 +7,7 @@ from flask import Flask, g
 from webapp.renderers.templates import TEMPLATES, install_filters
 from webapp.report.service import ReportService
 from webapp.settings import Settings, SettingsError
-from webapp.web import auth, errors, views
+from webapp.web import auth, cluster, errors, views
 from webapp.web.reports import ReportCache
 from webapp.web.security import security_headers
 
@@ -38,5 +38,6 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     app.after_request(security_headers)
     app.register_blueprint(auth.bp)
     app.register_blueprint(views.bp)
+    app.register_blueprint(cluster.bp)
     errors.register(app)
     return app

@@ -66,3 +66,15 @@ def test_cluster_page_says_data_unavailable_when_prometheus_is_down(web_settings
     assert resp.status_code == 200
     assert "Cluster data unavailable (Prometheus)" in page and "<script" not in page
     assert 'href="/cluster"' in page  # linked from the page header
+
+
+def test_usage_plot_draws_each_target_as_gpus_on_average():
+    from webapp.model import Series
+    from webapp.renderers.cluster_chart import usage_svg
+
+    now = 1795440000.0
+    used = (Series("research", ((now - 7200, 1.0), (now - 3600, 2.0))),)
+    svg, summary = usage_svg(used, {"research": 1.5, "teaching": 0.5}, now)
+    assert svg.startswith("<svg") and svg.count('stroke-dasharray') >= 2  # two target lines
+    assert "research 1.50" in summary and "research 1.5, teaching 0.5" in summary
+    assert usage_svg((), {}, now) is None

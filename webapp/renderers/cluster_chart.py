@@ -16,14 +16,16 @@ def usage_svg(series: Sequence[Series], targets: Mapping[str, float],
         return None
     fig, ax = _figure("GPUs allocated per account (running jobs)")
     colors: dict[str, str] = {}
+    first = min((s.points[0][0] for s in series if s.points), default=now - 86400)
+    div, unit = (86400, "days") if now - first > 2 * 86400 else (3600, "hours")
     for i, s in enumerate(sorted(series, key=lambda s: s.label)):
-        xs = [(t - now) / 86400 for t, _ in s.points]
+        xs = [(t - now) / div for t, _ in s.points]
         (line,) = ax.plot(xs, s.values, label=s.label if i < MAX_LEGEND else None)
         colors[s.label] = line.get_color()
     for account, gpus in sorted(targets.items()):
         ax.axhline(gpus, linestyle="--", linewidth=1, color=colors.get(account, "0.4"),
                    label=f"{account} target {gpus:g}")
-    ax.set_xlabel("days before now", fontsize=8)
+    ax.set_xlabel(f"{unit} before now", fontsize=8)
     ax.set_ylabel("GPUs", fontsize=8)
     ax.set_ylim(bottom=0)
     if ax.get_legend_handles_labels()[0]:

@@ -63,6 +63,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_MAIL_MIN_RUNTIME": ("600", "Batch mail skips jobs shorter than this (seconds)."),
     "JOBREPORT_OUTBOX": ("var/outbox.sqlite", "SQLite file of the durable email outbox."),
     "JOBREPORT_THRESHOLDS": ("", "Detector threshold overrides, e.g. `cpu_efficiency_low=0.5,gpu_util_low=0.1`."),
+    "JOBREPORT_CONSTANTS_FILE": ("", "TOML file of allocation targets (the one slurm-exporter reads): served at `/api/constants`, drawn on the cluster page; empty: none."),
 }
 
 
@@ -171,6 +172,7 @@ class Settings:
     mail_min_runtime: float = _float("mail_min_runtime")
     outbox: str = _str("outbox")
     thresholds: dict[str, float] = field(default_factory=lambda: _thresholds("thresholds"))
+    constants_file: str = _str("constants_file")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -238,6 +240,7 @@ class Settings:
             mail_min_runtime=_float("mail_min_runtime", env),
             outbox=_str("outbox", env),
             thresholds=_thresholds("thresholds", env),
+            constants_file=_str("constants_file", env),
         )
         _check_prometheus_client(settings)
         if settings.pdf_builds < 1:

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from webapp.model import JobReport, Series
+from webapp.renderers.queue import queue_dict
 
 SCHEMA_VERSION = 1
 
@@ -106,6 +107,7 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
             "suggested_mem": a.suggested_mem,
             "suggested_time": a.suggested_time,
         }
+    out["queue"] = queue_dict(report.queue)
     if include_series:
         out["series"] = {
             "cpu_cores": _series(u.cpu_cores),

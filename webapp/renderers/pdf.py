@@ -23,6 +23,7 @@ from pylatex.utils import bold, escape_latex
 from webapp.model import JobReport
 from webapp.renderers.charts import FIGURES, to_file
 from webapp.renderers.presentation import gap_text, sorted_findings, summary_rows
+from webapp.renderers.queue import queue_rows
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,16 @@ def _summary(doc: Document, report: JobReport) -> None:
             doc.append(NoEscape(r"}}\par\medskip"))
         with doc.create(Tabularx(r">{\bfseries}lX", width_argument=NoEscape(r"\textwidth"))) as t:
             for label, value in summary_rows(report):
+                t.add_row((escaped(label), escaped(value)))
+        _queue(doc, report)
+
+
+def _queue(doc: Document, report: JobReport) -> None:
+    rows = queue_rows(report)
+    if rows:
+        doc.append(NoEscape(r"\par\medskip{\large\bfseries Queue}\par"))
+        with doc.create(Tabularx(r">{\bfseries}lX", width_argument=NoEscape(r"\textwidth"))) as t:
+            for label, value in rows:
                 t.add_row((escaped(label), escaped(value)))
 
 

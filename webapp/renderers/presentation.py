@@ -13,6 +13,7 @@ from typing import Any
 from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent
 from webapp.model import Finding, Gap, JobReport
 from webapp.renderers.charts import Chart, ChartCache
+from webapp.renderers.queue import queue_rows
 
 CHARTS = ChartCache()
 # Line breaks of every kind (and other control characters): one value stays one line.
@@ -82,4 +83,5 @@ def context(report: JobReport, charts: list[Chart] | None = None) -> dict[str, A
         "findings": sorted_findings(report),
         "gaps": [gap_text(g) for g in report.gaps] + list(report.notes),
         "charts": CHARTS.get(report) if charts is None else charts,
+        "queue": [(label, one_line(value)) for label, value in queue_rows(report)],
     }

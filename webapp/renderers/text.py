@@ -6,6 +6,7 @@ import textwrap
 
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import JobReport, Series
+from webapp.renderers.queue import queue_rows
 
 WIDTH = 80
 BAR = 20
@@ -153,6 +154,7 @@ def render(report: JobReport) -> str:
                     ),
                 )
             )
+    out += _queue(r)
     out.append("")
     if r.findings:
         out.append(f"Findings ({len(r.findings)})")
@@ -193,3 +195,15 @@ def _nodes(nodes: tuple[str, ...], room: int = WIDTH - 40) -> str:
 
 def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f}"
+
+
+def _queue(report: JobReport) -> list[str]:
+    """The "Queue" block: one wrapped line per row, within WIDTH."""
+    rows = queue_rows(report)
+    if not rows:
+        return []
+    out = ["", "Queue"]
+    for label, value in rows:
+        out += textwrap.wrap(_clean(value), WIDTH, initial_indent=f"  {label:<18}",
+                             subsequent_indent=" " * 20)
+    return out

@@ -11,11 +11,19 @@ from webapp.detectors.thresholds import Thresholds
 from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
 from webapp.report.arrays import summarize_array
 from webapp.report.build import build_report
+from webapp.report.queue import with_queue
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
+from webapp.sources.cluster import ClusterSource
 from webapp.sources.prometheus import PrometheusSource
 from webapp.sources.prometheus_http import make_session
-from webapp.sources.protocols import AccountingReader, MetricsReader, SacctReader
+from webapp.sources.protocols import (
+    AccountingReader,
+    ClusterReader,
+    MetricsReader,
+    QueueHistoryReader,
+    SacctReader,
+)
 from webapp.sources.sacct import SacctSource
 
 
@@ -28,6 +36,7 @@ class ReportService:
         accounting: AccountingReader | None = None,
         sacct: SacctReader | None = None,
         prometheus: MetricsReader | None = None,
+        cluster: ClusterReader | None = None,
     ) -> None:
         self.settings = settings
         self.thresholds = Thresholds.from_overrides(settings.thresholds)
@@ -49,6 +58,15 @@ class ReportService:
                 client_key=settings.prometheus_client_key,
             ),
         )
+        # The queue context reads slurm-exporter's series from the same Prometheus.
+        self.cluster = cluster or ClusterSource(
+            PrometheusSource(settings.prometheus_url, timeout=settings.prometheus_timeout,
+                             scrape_interval=settings.scrape_interval),
+            settings.cluster,
+        )
+        self.queue_history = (
+            self.accounting if isinstance(self.accounting, QueueHistoryReader) else None
+        )
 
     def build(self, job_id: JobId | str, strict_accounting: bool = True) -> JobReport:
         """The full report with findings. Raises InvalidJobId, JobNotFound, SourceUnavailable."""
@@ -68,6 +86,7 @@ class ReportService:
                 tasks = ()
             if len(tasks) > 1:
                 report = dataclasses.replace(report, array=summarize_array(tasks))
+        report = with_queue(report, self.cluster, self.queue_history)
         return dataclasses.replace(report, findings=detect_all(report, self.thresholds))
 
     def owner(self, job_id: JobId | str) -> str | None:

@@ -48,6 +48,10 @@ QUERIES = {
     "ended_since": "SELECT job_id, array_job_id, array_task_id, het_job_id, het_job_offset"
     " FROM jobs WHERE cluster = %s AND end_time >= %s ORDER BY end_time",
     "tres": "SELECT id, type, name FROM tres",
+    # Time limits (minutes) of a partition's jobs submitted since a time, counted: a few
+    # distinct values, so the median is computed here without reading every row.
+    "partition_time_limits": "SELECT timelimit, COUNT(*) AS n FROM jobs WHERE cluster = %s"
+    " AND `partition` = %s AND submit_time >= %s GROUP BY timelimit",
 }
 
 
@@ -216,3 +220,33 @@ class AccountingSource:
             else:
                 out.append(str(r["job_id"]))
         return out
+
+    # Queue history (QueueHistoryReader): what the queue context compares a job with.
+    def requested_gpu_types(self, job_id: JobId | str) -> tuple[str, ...]:
+        """GPU types the job asked for (TRES ``gres/gpu:<type>``); () when untyped."""
+        job_id = JobId.of(job_id)
+        if job_id.array_task is not None:
+            rows = self._query("array_task", self.cluster, job_id.job, job_id.array_task)
+        elif job_id.het_offset is not None:
+            rows = self._query("het", self.cluster, job_id.job, job_id.het_offset)
+        else:
+            rows = self._query("job", self.cluster, job_id.job)
+        if not rows:
+            raise JobNotFound(str(job_id))
+        return gpu_types(parse_tres_ids(rows[0]["tres_req"], self.tres_names()))
+
+    def time_limits(self, partition: str, since: datetime) -> dict[float, int]:
+        """Time limit (seconds) -> number of the partition's jobs submitted since ``since``."""
+        out: dict[float, int] = {}
+        for r in self._query("partition_time_limits", self.cluster, partition,
+                             int(since.timestamp())):
+            limit = r["timelimit"]
+            if limit is not None and int(limit) not in NO_VAL32:
+                out[int(limit) * 60.0] = out.get(int(limit) * 60.0, 0) + int(r["n"])
+        return out
+
+
+def gpu_types(tres: Mapping[str, float]) -> tuple[str, ...]:
+    """``{"gres/gpu": 2, "gres/gpu:a100": 2}`` -> ``("a100",)``: the typed GPU TRES."""
+    return tuple(sorted(k.split(":", 1)[1] for k, v in tres.items()
+                        if k.startswith("gres/gpu:") and v > 0))

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from webapp.model import AccountingJob, JobId, SacctJob, Usage
+from webapp.model import AccountingJob, JobId, QueueContext, SacctJob, Usage
 
 
 class AccountingReader(Protocol):
@@ -34,3 +34,19 @@ class MetricsReader(Protocol):
 
     def usage(self, job_id: JobId, start: datetime, end: datetime,
               nodes: Iterable[str] = ()) -> Usage: ...
+
+
+class ClusterReader(Protocol):
+    """slurm-exporter's cluster series: a job's wait in the queue."""
+
+    def queue(self, job_id: str, partition: str | None, submit: datetime,
+              start: datetime | None) -> QueueContext: ...
+
+
+@runtime_checkable
+class QueueHistoryReader(Protocol):
+    """The accounting view, for what a job's wait is compared with."""
+
+    def requested_gpu_types(self, job_id: JobId) -> tuple[str, ...]: ...
+
+    def time_limits(self, partition: str, since: datetime) -> dict[float, int]: ...

@@ -4,11 +4,15 @@ attached. What the command line, the web app and the mailer call."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from datetime import datetime
 
+from jobreport_net.redact import redact
+from webapp.archive.store import Archive
 from webapp.detectors import detect_all
 from webapp.detectors.thresholds import Thresholds
 from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
+from webapp.report.archived import with_archive_fallback
 from webapp.report.arrays import summarize_array
 from webapp.report.build import build_report
 from webapp.settings import Settings
@@ -16,6 +20,8 @@ from webapp.sources.accounting import AccountingSource
 from webapp.sources.prometheus import PrometheusSource
 from webapp.sources.protocols import AccountingReader, MetricsReader, SacctReader
 from webapp.sources.sacct import SacctSource
+
+log = logging.getLogger(__name__)
 
 
 class ReportService:
@@ -27,6 +33,7 @@ class ReportService:
         accounting: AccountingReader | None = None,
         sacct: SacctReader | None = None,
         prometheus: MetricsReader | None = None,
+        archive: Archive | None = None,
     ) -> None:
         self.settings = settings
         self.thresholds = Thresholds.from_overrides(settings.thresholds)
@@ -40,9 +47,23 @@ class ReportService:
             scrape_interval=settings.scrape_interval,
             node_label=settings.prometheus_node_label,
         )
+        self._archive = archive
 
-    def build(self, job_id: JobId | str, strict_accounting: bool = True) -> JobReport:
-        """The full report with findings. Raises InvalidJobId, JobNotFound, SourceUnavailable."""
+    @property
+    def archive(self) -> Archive | None:
+        """The archive of ended jobs, opened on first use (None when it cannot be)."""
+        if self._archive is None and self.settings.archive_url:
+            try:
+                self._archive = Archive(self.settings.archive_url)
+            except Exception as exc:  # noqa: BLE001 - reports still work from the live sources
+                log.warning("archive %s unavailable: %s", redact(self.settings.archive_url), exc)
+        return self._archive
+
+    def build(self, job_id: JobId | str, strict_accounting: bool = True,
+              archive_fallback: bool = True) -> JobReport:
+        """The full report with findings; from the archive once Prometheus has lost the
+        job (unless ``archive_fallback`` is False: what the archiver itself builds).
+        Raises InvalidJobId, JobNotFound, SourceUnavailable."""
         jid = JobId.of(job_id)
         report = build_report(
             jid,
@@ -59,7 +80,10 @@ class ReportService:
                 tasks = ()
             if len(tasks) > 1:
                 report = dataclasses.replace(report, array=summarize_array(tasks))
-        return dataclasses.replace(report, findings=detect_all(report, self.thresholds))
+        report = dataclasses.replace(report, findings=detect_all(report, self.thresholds))
+        if not archive_fallback:
+            return report
+        return with_archive_fallback(report, lambda: self.archive)
 
     def owner(self, job_id: JobId | str) -> str | None:
         """The job's owner from the accounting view: one cheap query, for access checks

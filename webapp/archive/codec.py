@@ -35,8 +35,11 @@ SERIES_FIELDS: dict[str, str] = {
 
 
 def bucket_seconds(start: float, end: float, step: float, max_points: int = MAX_POINTS) -> float:
-    """Width of the buckets that keep a series of ``step`` spacing under ``max_points``."""
-    return float(max(step, math.ceil((end - start) / max_points) if end > start else step))
+    """Width of the buckets that keep a series of ``step`` spacing under ``max_points``:
+    a whole number of steps, so the stated resolution is the one plotted."""
+    if step <= 0 or end <= start:
+        return float(step)
+    return float(step * max(1, math.ceil((end - start) / (max_points * step))))
 
 
 def downsample(points: list[list[float]] | tuple, width: float) -> list[list[float]]:

@@ -13,7 +13,7 @@ import requests
 
 from tests.helpers import stack
 from tests.helpers.mail import free_port
-from tests.helpers.sync import run_sync
+from tests.helpers.sync import known, run_sync
 from webapp.mail.sending import message
 from webapp.renderers import html, pdf
 from webapp.report.service import ReportService
@@ -55,7 +55,7 @@ def test_deleted_series_render_from_the_archive(stack_env, prometheus, tmp_path)
     job_id = stack.submit(job)
     stack.wait_until_done([job_id])
     time.sleep(6)  # the last scrapes
-    env = {**stack_env, "JOBREPORT_PROMETHEUS_URL": prometheus,
+    env = {**known(stack_env), "JOBREPORT_PROMETHEUS_URL": prometheus,
            "JOBREPORT_SCRAPE_INTERVAL": "5", "JOBREPORT_ARCHIVE_URL": str(tmp_path / "a.sqlite"),
            "JOBREPORT_OUTBOX": str(tmp_path / "outbox.sqlite")}
     settings = Settings.from_env(env)

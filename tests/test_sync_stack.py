@@ -18,6 +18,7 @@ from tests.helpers.sync import (
     all_done,
     create_mariadb_archive,
     drop_mariadb_archive,
+    known,
     run_sync,
     submit_short_jobs,
 )
@@ -60,7 +61,7 @@ def synced(stack_env, tmp_path_factory):
     recorder = Recorder()
     smtp = Controller(recorder, hostname="127.0.0.1", port=free_port())
     smtp.start()
-    env = {**stack_env, "JOBREPORT_ARCHIVE_URL": str(tmp / "archive.sqlite"),
+    env = {**known(stack_env), "JOBREPORT_ARCHIVE_URL": str(tmp / "archive.sqlite"),
            "JOBREPORT_OUTBOX": str(tmp / "outbox.sqlite"), "JOBREPORT_SMTP_PORT": str(smtp.port),
            "JOBREPORT_MAIL_MIN_RUNTIME": "0", "JOBREPORT_MAIL_TO": "{user}@example.org"}
     t0 = int(time.time())

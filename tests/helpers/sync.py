@@ -13,6 +13,7 @@ import pymysql
 
 from tests.helpers import stack
 from tests.helpers.stack import ROOT
+from webapp.settings import SETTINGS_DOC
 
 SHORT = ("-c1", "--mem=50M", "--time=2", "-o", "/dev/null")
 
@@ -32,6 +33,11 @@ def submit_short_jobs(plain: int) -> list[str]:
            for i in range(plain)]
     ids.append(sbatch("alice", "-J", "sync-array", *SHORT, "--array=1-3", "--wrap", "sleep 1"))
     return ids
+
+
+def known(env: dict[str, str]) -> dict[str, str]:
+    """The stack's settings this checkout knows (a newer stack may write more)."""
+    return {k: v for k, v in env.items() if k in SETTINGS_DOC}
 
 
 def all_done(ids: list[str]) -> bool:

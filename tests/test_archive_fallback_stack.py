@@ -80,7 +80,7 @@ def test_deleted_series_render_from_the_archive(stack_env, prometheus, tmp_path)
     assert NOTE in report.gaps[0].reason
     assert report.usage.cpu_cores[0].mean() == pytest.approx(
         live.usage.cpu_cores[0].mean(), rel=0.15)
-    assert report.findings and {f.name for f in report.findings} == {
+    assert {f.name for f in report.findings} == {
         f.name for f in live.findings}
 
     page = html.render(report)

@@ -27,6 +27,8 @@ def format_time(when: datetime | None) -> str:
 
 def gap_text(gap: Gap) -> str:
     """The visible note for a source that failed; Prometheus gaps say 'metrics unavailable'."""
+    if gap.source == "archive":  # not a failure: the report was rebuilt from the archive
+        return gap.reason
     if gap.source == "prometheus":
         return f"Metrics unavailable (Prometheus): {gap.reason}. Plots and usage numbers " \
             "from the exporter are missing from this report."

@@ -4,11 +4,15 @@ attached. What the command line, the web app and the mailer call."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from datetime import datetime
 
+from jobreport_net.redact import redact
+from webapp.archive.store import Archive
 from webapp.detectors import detect_all
 from webapp.detectors.thresholds import Thresholds
 from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
+from webapp.report.archived import with_archive_fallback
 from webapp.report.arrays import summarize_array
 from webapp.report.build import build_report
 from webapp.report.queue import with_queue
@@ -26,6 +30,8 @@ from webapp.sources.protocols import (
 )
 from webapp.sources.sacct import SacctSource
 
+log = logging.getLogger(__name__)
+
 
 class ReportService:
     """The sources wired from settings; what the CLI, the web app and the mailer call."""
@@ -37,6 +43,7 @@ class ReportService:
         sacct: SacctReader | None = None,
         prometheus: MetricsReader | None = None,
         cluster: ClusterReader | None = None,
+        archive: Archive | None = None,
     ) -> None:
         self.settings = settings
         self.thresholds = Thresholds.from_overrides(settings.thresholds)
@@ -44,7 +51,7 @@ class ReportService:
         self.sacct = sacct or SacctSource(
             settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster
         )
-        self.prometheus = prometheus or PrometheusSource(
+        default_prometheus = PrometheusSource(
             settings.prometheus_url,
             timeout=settings.prometheus_timeout,
             scrape_interval=settings.scrape_interval,
@@ -58,18 +65,30 @@ class ReportService:
                 client_key=settings.prometheus_client_key,
             ),
         )
-        # The queue context reads slurm-exporter's series from the same Prometheus.
-        self.cluster = cluster or ClusterSource(
-            PrometheusSource(settings.prometheus_url, timeout=settings.prometheus_timeout,
-                             scrape_interval=settings.scrape_interval),
-            settings.cluster,
-        )
+        self.prometheus = prometheus or default_prometheus
+        # The queue context reads slurm-exporter's series from the same Prometheus, with
+        # the same credentials.
+        self.cluster = cluster or ClusterSource(default_prometheus, settings.cluster)
         self.queue_history = (
             self.accounting if isinstance(self.accounting, QueueHistoryReader) else None
         )
+        self._archive = archive
 
-    def build(self, job_id: JobId | str, strict_accounting: bool = True) -> JobReport:
-        """The full report with findings. Raises InvalidJobId, JobNotFound, SourceUnavailable."""
+    @property
+    def archive(self) -> Archive | None:
+        """The archive of ended jobs, opened on first use (None when it cannot be)."""
+        if self._archive is None and self.settings.archive_url:
+            try:
+                self._archive = Archive(self.settings.archive_url)
+            except Exception as exc:  # noqa: BLE001 - reports still work from the live sources
+                log.warning("archive %s unavailable: %s", redact(self.settings.archive_url), exc)
+        return self._archive
+
+    def build(self, job_id: JobId | str, strict_accounting: bool = True,
+              archive_fallback: bool = True) -> JobReport:
+        """The full report with findings; from the archive once Prometheus has lost the
+        job (unless ``archive_fallback`` is False: what the archiver itself builds).
+        Raises InvalidJobId, JobNotFound, SourceUnavailable."""
         jid = JobId.of(job_id)
         report = build_report(
             jid,
@@ -87,7 +106,10 @@ class ReportService:
             if len(tasks) > 1:
                 report = dataclasses.replace(report, array=summarize_array(tasks))
         report = with_queue(report, self.cluster, self.queue_history)
-        return dataclasses.replace(report, findings=detect_all(report, self.thresholds))
+        report = dataclasses.replace(report, findings=detect_all(report, self.thresholds))
+        if not archive_fallback:
+            return report
+        return with_archive_fallback(report, lambda: self.archive)
 
     def owner(self, job_id: JobId | str) -> str | None:
         """The job's owner from the accounting view: one cheap query, for access checks

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from webapp.model import AccountingJob, JobId, JobNotFound, SourceUnavailable
+from webapp.sources.ended import EndedJob
 from webapp.sources.sacct import parse_nodelist
 
 # enum job_states in slurm/slurm.h; the high bits are flags and are masked off.
@@ -47,6 +48,10 @@ QUERIES = {
     " AND het_job_offset = %s ORDER BY submit_time DESC LIMIT 1",
     "ended_since": "SELECT job_id, array_job_id, array_task_id, het_job_id, het_job_offset"
     " FROM jobs WHERE cluster = %s AND end_time >= %s ORDER BY end_time",
+    "ended_between": "SELECT job_id, array_job_id, array_task_id, het_job_id,"
+    " het_job_offset, submit_time, end_time FROM jobs WHERE cluster = %s"
+    " AND end_time >= %s AND end_time <= %s"
+    " ORDER BY end_time, job_id, array_task_id, het_job_offset LIMIT %s",
     "tres": "SELECT id, type, name FROM tres",
     # Time limits (minutes) of a partition's jobs submitted since a time, counted: a few
     # distinct values, so the median is computed here without reading every row.
@@ -211,15 +216,15 @@ class AccountingSource:
 
     def ended_since(self, since: datetime) -> list[str]:
         """Ids of jobs that ended at or after ``since``, oldest first."""
-        out = []
-        for r in self._query("ended_since", self.cluster, int(since.timestamp())):
-            if r["array_task_id"] is not None and r["array_job_id"]:
-                out.append(f"{r['array_job_id']}_{r['array_task_id']}")
-            elif r["het_job_offset"] is not None and r["het_job_id"]:
-                out.append(f"{r['het_job_id']}+{r['het_job_offset']}")
-            else:
-                out.append(str(r["job_id"]))
-        return out
+        return [_job_id(r) for r in self._query("ended_since", self.cluster,
+                                                int(since.timestamp()))]
+
+    def ended_between(self, since: int, until: int, limit: int) -> list[EndedJob]:
+        """At most ``limit`` jobs whose end lies in [since, until] (Unix s), oldest end first."""
+        rows = self._query("ended_between", self.cluster, since, until, limit)
+        return [EndedJob(int(r["end_time"]), _job_id(r), int(r["submit_time"] or 0),
+                         self.cluster) for r in rows]
+
 
     # Queue history (QueueHistoryReader): what the queue context compares a job with.
     def requested_gpu_types(self, job_id: JobId | str) -> tuple[str, ...]:
@@ -250,3 +255,12 @@ def gpu_types(tres: Mapping[str, float]) -> tuple[str, ...]:
     """``{"gres/gpu": 2, "gres/gpu:a100": 2}`` -> ``("a100",)``: the typed GPU TRES."""
     return tuple(sorted(k.split(":", 1)[1] for k, v in tres.items()
                         if k.startswith("gres/gpu:") and v > 0))
+
+
+def _job_id(r: Mapping[str, Any]) -> str:
+    """An array task as ``123_4``, a het component as ``123+1``, else the job id."""
+    if r["array_task_id"] is not None and r["array_job_id"]:
+        return f"{r['array_job_id']}_{r['array_task_id']}"
+    if r["het_job_offset"] is not None and r["het_job_id"]:
+        return f"{r['het_job_id']}+{r['het_job_offset']}"
+    return str(r["job_id"])

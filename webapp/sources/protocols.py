@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from webapp.model import AccountingJob, JobId, QueueContext, SacctJob, Usage
+from webapp.sources.ended import EndedJob
 
 
 class AccountingReader(Protocol):
@@ -19,6 +20,8 @@ class AccountingReader(Protocol):
     def job(self, job_id: JobId) -> AccountingJob: ...
 
     def ended_since(self, since: datetime) -> list[str]: ...
+
+    def ended_between(self, since: int, until: int, limit: int) -> list[EndedJob]: ...
 
 
 class SacctReader(Protocol):

@@ -17,7 +17,9 @@ def usage_svg(series: Sequence[Series], targets: Mapping[str, float],
     fig, ax = _figure("GPUs allocated per account (running jobs)")
     colors: dict[str, str] = {}
     first = min((s.points[0][0] for s in series if s.points), default=now - 86400)
-    div, unit = (86400, "days") if now - first > 2 * 86400 else (3600, "hours")
+    span = now - first
+    div, unit = ((86400, "days") if span > 2 * 86400 else
+                 (3600, "hours") if span > 2 * 3600 else (60, "minutes"))
     for i, s in enumerate(sorted(series, key=lambda s: s.label)):
         xs = [(t - now) / div for t, _ in s.points]
         (line,) = ax.plot(xs, s.values, label=s.label if i < MAX_LEGEND else None)
@@ -27,7 +29,8 @@ def usage_svg(series: Sequence[Series], targets: Mapping[str, float],
                    label=f"{account} target {gpus:g}")
     ax.set_xlabel(f"{unit} before now", fontsize=8)
     ax.set_ylabel("GPUs", fontsize=8)
-    ax.set_ylim(bottom=0)
+    top = max([v for s in series for v in s.values] + list(targets.values()) + [0.0])
+    ax.set_ylim(0, max(1.0, top * 1.15))  # whole GPUs: an idle cluster is not a 0.05 scale
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="upper left", ncols=2)
     means = ", ".join(f"{s.label} {s.mean():.2f}" for s in series if s.points)

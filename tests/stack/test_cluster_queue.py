@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,11 +66,24 @@ def test_cluster_page_in_chromium(app_url, driver):
     driver.find_element(By.ID, "password").send_keys("pw")
     driver.find_element(By.CSS_SELECTOR, "form.login button[type=submit]").click()
     wait_for_url(driver, lambda url: url.endswith("/cluster"))
-    states = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#nodes td.state")]
-    scontrol = subprocess.run(["scontrol", "show", "node", "vm"], capture_output=True,
-                              text=True, check=True).stdout
-    base = scontrol.split("State=", 1)[1].split()[0].split("+")[0].lower()
-    assert len(states) == 1 and states[0].split("+")[0] == base, (states, base)
+
+    def base_state() -> str:
+        out = subprocess.run(["scontrol", "show", "node", "vm"], capture_output=True,
+                             text=True, check=True).stdout
+        return out.split("State=", 1)[1].split()[0].split("+")[0].lower()
+
+    # Jobs of other tests start and end meanwhile, and the page shows what the last scrape
+    # saw (5 s ago at most): compare with the node's states around the page load.
+    deadline = time.monotonic() + 30
+    while True:
+        before = base_state()
+        states = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#nodes td.state")]
+        seen = {before, base_state()}
+        if len(states) == 1 and states[0].split("+")[0] in seen:
+            break
+        assert time.monotonic() < deadline, (states, seen)
+        time.sleep(2)
+        driver.refresh()
     gpu_rows = driver.find_elements(By.CSS_SELECTOR, "#gpus tr")
     assert any(r.text.startswith("untyped") and r.text.endswith(" 2") for r in gpu_rows)
     assert driver.find_element(By.CSS_SELECTOR, "#usage svg").is_displayed()

@@ -164,7 +164,9 @@ def test_mariadb_and_sqlite_archives_hold_the_same_summaries(synced):
             for job_id, (submit, _) in synced["jobs"].items():
                 a, b = maria.get("demo", job_id, submit), lite.get("demo", job_id, submit)
                 assert a is not None, job_id
-                assert a.summary == b.summary, job_id
+                # The queue context compares a job with the partition's recent history,
+                # which grows between the two runs; everything else must be identical.
+                assert {**a.summary, "queue": None} == {**b.summary, "queue": None}, job_id
                 assert a.series == b.series and a.resolution == b.resolution
         # the user owns its database only
         conn = pymysql.connect(unix_socket="/run/mysqld/mysqld.sock", user=name,

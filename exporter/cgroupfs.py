@@ -26,7 +26,7 @@ from exporter import procfs
 log = logging.getLogger(__name__)
 
 GONE = procfs.GONE
-V1_CONTROLLERS = ("cpuacct", "memory", "cpuset")
+V1_CONTROLLERS = ("cpuacct", "memory", "cpuset", "devices")
 PRESSURE_RESOURCES = ("cpu", "memory", "io")
 MEMORY_EVENTS = ("oom", "oom_kill", "max", "high")
 # v1 reports "no limit" as PAGE_COUNTER_MAX pages (9223372036854771712 with 4 KiB pages).
@@ -334,6 +334,15 @@ def read_memory(job: Job) -> MemoryUsage:
         limit=None if limit == "max" else int(limit),
         events={k: events[k] for k in MEMORY_EVENTS if k in events},
     )
+
+
+def read_devices_list(job: Job) -> str | None:
+    """The job's v1 ``devices.list`` (what Slurm lets it open); None on v2 or without it.
+
+    v2 enforces devices with an eBPF program, which cannot be read back as a list.
+    """
+    path = job.dirs.get("devices") if job.version == 1 else None
+    return _read_optional(f"{path}/devices.list") if path else None
 
 
 def read_pressure(job: Job) -> dict[str, float] | None:

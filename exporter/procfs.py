@@ -102,15 +102,6 @@ def parse_status_field(text: str, key: str) -> str | None:
     return None
 
 
-def parse_environ_var(data: bytes, name: str) -> str | None:
-    """Value of ``name`` in /proc/<pid>/environ (NUL-separated ``KEY=value``)."""
-    prefix = name.encode() + b"="
-    for item in data.split(b"\0"):
-        if item.startswith(prefix):
-            return item[len(prefix) :].decode(errors="replace")
-    return None
-
-
 def normalize_prefixes(paths: Iterable[str]) -> tuple[str, ...]:
     return tuple(os.path.normpath(p) for p in paths if p)
 
@@ -150,16 +141,6 @@ def read_status_field(proc_root: str, pid: int, key: str) -> str | None:
 def read_uid(proc_root: str, pid: int) -> int | None:
     value = read_status_field(proc_root, pid, "Uid")
     return int(value) if value is not None else None
-
-
-def read_environ_var(proc_root: str, pid: int, name: str) -> str | None:
-    try:
-        with open(f"{proc_root}/{pid}/environ", "rb") as f:
-            return parse_environ_var(f.read(), name)
-    except OSError as exc:
-        if _is_gone(exc) or isinstance(exc, PermissionError):
-            return None
-        raise
 
 
 def uses_scratch(proc_root: str, pids: Iterable[int], prefixes: tuple[str, ...]) -> bool:

@@ -52,11 +52,14 @@ class JobsCollector:
         nvml: Any = None,
         discover: Discover = cgroupfs.discover_jobs,
         user_name: Callable[[int], str] | None = None,
+        scontrol: Callable[[Sequence[str]], str] | None = None,
     ):
         self.settings = settings
         self.node_name = settings.effective_node_name
         self.procs = ProcReader(settings.proc_root, cache=settings.fd_cache)
-        context = CollectorContext(settings=settings, procs=self.procs, nvml=nvml)
+        context = CollectorContext(
+            settings=settings, procs=self.procs, nvml=nvml, scontrol=scontrol
+        )
         self.collectors = [cls(context) for cls in collectors]
         self.discover = discover
         self._lock = threading.Lock()  # the HTTP server is threaded; the fd cache is not

@@ -35,6 +35,11 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
         "/run/jobs-exporter/gpus",
         "Directory where the Slurm prolog writes one file per job with SLURM_JOB_GPUS.",
     ),
+    "JOBREPORT_EXPORTER_SCONTROL": (
+        "scontrol",
+        "scontrol command asked once per job for its GPUs when no prolog file or devices "
+        "cgroup tells; empty: never run it.",
+    ),
     "JOBREPORT_EXPORTER_FD_CACHE": ("1", "1 keeps /proc/<pid>/{stat,io} open between scrapes."),
     "JOBREPORT_EXPORTER_LOG_LEVEL": ("INFO", "Python logging level."),
 }
@@ -53,6 +58,7 @@ class Settings:
     scratch: tuple[str, ...] = ()
     gpus: str = "auto"
     gpu_alloc_dir: str = "/run/jobs-exporter/gpus"
+    scontrol: str = "scontrol"
     fd_cache: bool = True
     log_level: str = "INFO"
 
@@ -86,6 +92,7 @@ class Settings:
             scratch=tuple(p for p in get("JOBREPORT_EXPORTER_SCRATCH").split(":") if p),
             gpus=gpus,
             gpu_alloc_dir=get("JOBREPORT_EXPORTER_GPU_ALLOC_DIR"),
+            scontrol=get("JOBREPORT_EXPORTER_SCONTROL"),
             fd_cache=fd_cache == "1",
             log_level=get("JOBREPORT_EXPORTER_LOG_LEVEL"),
         )

@@ -107,7 +107,9 @@ def load_env() -> dict[str, str]:
 
 
 def start_stack() -> None:
-    subprocess.run([str(STACK_ROOT / "scripts" / "dev-stack"), "start"], check=True)
+    # The stack's own tools reject unknown JOBREPORT_* variables: keep ours out of theirs.
+    env = {k: v for k, v in os.environ.items() if k != "JOBREPORT_TEST_STACK_ROOT"}
+    subprocess.run([str(STACK_ROOT / "scripts" / "dev-stack"), "start"], check=True, env=env)
 
 
 def submit(job: StackJob) -> str:

@@ -10,8 +10,9 @@ import errno
 import logging
 import os
 import resource
-from collections.abc import Iterable
-from dataclasses import dataclass
+import time
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 log = logging.getLogger(__name__)
 
@@ -19,25 +20,23 @@ log = logging.getLogger(__name__)
 GONE = (FileNotFoundError, ProcessLookupError)
 _GONE_ERRNOS = {errno.ENOENT, errno.ESRCH, errno.ENODEV}
 _READ_SIZE = 8192
+_IO_KEYS = ["syscr:", "syscw:", "read_bytes:", "write_bytes:"]
 
 
-@dataclass(frozen=True)
-class StatFields:
+class StatFields(NamedTuple):
     ppid: int
     num_threads: int
     starttime: int  # clock ticks after boot; identifies the process across pid reuse
 
 
-@dataclass(frozen=True)
-class IoCounters:
+class IoCounters(NamedTuple):
     read_bytes: int
     write_bytes: int
     syscr: int
     syscw: int
 
 
-@dataclass(frozen=True)
-class ProcessSample:
+class ProcessSample(NamedTuple):
     pid: int
     starttime: int  # with pid, identifies the process across pid reuse
     ppid: int
@@ -53,7 +52,7 @@ def parse_stat(text: str) -> StatFields:
     ``26231 (vim) R 5392 7446 5392 34835 7446 4218880 32533 309516 ...``
     comm may contain spaces and parentheses, so split at the LAST ``)``.
     """
-    rest = text[text.rindex(")") + 2 :].split()
+    rest = text[text.rindex(")") + 2 :].split(None, 20)
     # rest[0] is field 3 (state); ppid is field 4, num_threads field 20, starttime field 22.
     return StatFields(ppid=int(rest[1]), num_threads=int(rest[17]), starttime=int(rest[19]))
 
@@ -64,8 +63,10 @@ def parse_io(text: str) -> IoCounters:
     ``rchar: 750339``
     ``read_bytes: 1024``
     """
-    # "key: value" pairs; split() + zip is ~3x faster than per-line parsing (hot path).
     words = text.split()
+    # The kernel writes these keys in this order (fs/proc/base.c); check, don't assume.
+    if words[4:12:2] == _IO_KEYS:
+        return IoCounters(int(words[9]), int(words[11]), int(words[5]), int(words[7]))
     values = dict(zip(words[::2], words[1::2], strict=False))
     return IoCounters(
         read_bytes=int(values["read_bytes:"]),
@@ -170,24 +171,59 @@ def uses_scratch(proc_root: str, pids: Iterable[int], prefixes: tuple[str, ...])
 
 
 class ProcReader:
-    """Reads ProcessSamples; optionally keeps /proc/<pid>/{stat,io,limits} open between scrapes.
+    """Samples the job processes once per scrape, within a time budget, into ``samples``.
 
-    A cached fd stays bound to the process it was opened for: once that process exits,
-    pread fails with ESRCH, even if the pid was reused, so a reused pid is never read
-    through a stale fd. The starttime check is a second guard. Not thread-safe: the
-    caller serialises scrapes.
+    With the cache, /proc/<pid>/{stat,io} stay open between scrapes and are re-read with
+    ``os.pread``; ``limits`` is read once per process (only prlimit changes it). A cached
+    fd stays bound to the process it was opened for: once that process exits, pread
+    fails with ESRCH even if the pid was reused; the starttime check is a second guard.
+    Open files are counted with one ``stat`` of /proc/<pid>/fd where the kernel reports
+    the count as its size (Linux >= 6.2, detected once), else by listing it.
+
+    ``refresh`` reads the processes least recently read first; past the deadline the
+    rest keep their previous sample (``stale``). Not thread-safe: the caller serialises
+    scrapes.
     """
-
-    _FILES = ("stat", "io", "limits")
 
     def __init__(self, proc_root: str, cache: bool = True, max_cached: int | None = None):
         self.proc_root = proc_root
         self.cache = cache
         if max_cached is None:
             soft, _hard = _nofile_limits()
-            max_cached = max(0, (soft - 256) // len(self._FILES))
+            max_cached = max(0, (soft - 256) // 2)
         self.max_cached = max_cached
-        self._open: dict[int, tuple[int, list[int | None]]] = {}  # pid -> (starttime, fds)
+        # pid -> [starttime, stat fd, io fd or None, soft nofile limit or None]
+        self._open: dict[int, list] = {}
+        self.samples: dict[int, ProcessSample] = {}
+        self._last_read: dict[int, int] = {}  # pid -> refresh round it was last read in
+        self._round = 0
+        self.stale = 0  # processes not read in the last refresh
+        self._fd_size_counts = fd_dir_size_is_count(proc_root)
+
+    def refresh(self, pids: Sequence[int], budget: float = 0.0) -> int:
+        """Read ``pids`` (least recently read first) until ``budget`` seconds have passed
+        (0: no limit); forget every other pid. Returns how many were not read."""
+        self._round += 1
+        live = set(pids)
+        self.samples = {p: s for p, s in self.samples.items() if p in live}
+        self._last_read = {p: r for p, r in self._last_read.items() if p in live}
+        for pid in [p for p in self._open if p not in live]:
+            self._forget(pid)
+        order = sorted(live, key=lambda p: self._last_read.get(p, -1)) if budget else live
+        deadline = time.perf_counter() + budget if budget else None
+        read = 0
+        for pid in order:
+            if deadline is not None and read % 32 == 0 and time.perf_counter() > deadline:
+                break
+            read += 1
+            self._last_read[pid] = self._round
+            sample = self.read(pid)
+            if sample is None:
+                self.samples.pop(pid, None)
+            else:
+                self.samples[pid] = sample
+        self.stale = len(live) - read
+        return self.stale
 
     def read(self, pid: int) -> ProcessSample | None:
         """One process's sample, or None when it has exited."""
@@ -195,7 +231,7 @@ class ProcReader:
             found = self._read_cached(pid) if self.cache else self._read_paths(pid)
             if found is None:
                 return None
-            stat, (_, io, limits) = found
+            stat, io, limit = found
             open_files = self._count_fds(pid)
         except OSError as exc:
             if _is_gone(exc):
@@ -203,13 +239,7 @@ class ProcReader:
                 return None
             raise
         return ProcessSample(
-            pid=pid,
-            starttime=stat.starttime,
-            ppid=stat.ppid,
-            threads=stat.num_threads,
-            open_files=open_files,
-            open_files_limit=parse_nofile_limit(limits) if limits else None,
-            io=parse_io(io) if io else None,
+            pid, stat.starttime, stat.ppid, stat.num_threads, open_files, limit, io
         )
 
     def sweep(self, live: set[int]) -> None:
@@ -219,6 +249,8 @@ class ProcReader:
 
     def close(self) -> None:
         self.sweep(set())
+        self.samples.clear()
+        self._last_read.clear()
 
     def _read_path(self, pid: int, name: str) -> str | None:
         try:
@@ -228,36 +260,50 @@ class ProcReader:
                 raise
             return None  # io/limits of another user's process when not root
 
-    def _read_paths(self, pid: int) -> tuple[StatFields, list[str | None]] | None:
-        texts = [self._read_path(pid, name) for name in self._FILES]
-        return (parse_stat(texts[0]), texts) if texts[0] else None
+    def _read_paths(self, pid: int) -> tuple[StatFields, IoCounters | None, int | None] | None:
+        stat = self._read_path(pid, "stat")
+        if not stat:
+            return None
+        io = self._read_path(pid, "io")
+        limits = self._read_path(pid, "limits")
+        return (
+            parse_stat(stat),
+            parse_io(io) if io else None,
+            parse_nofile_limit(limits) if limits else None,
+        )
 
     def _count_fds(self, pid: int) -> int | None:
+        path = f"{self.proc_root}/{pid}/fd"
+        if self._fd_size_counts:
+            return os.stat(path).st_size
         try:
-            return len(os.listdir(f"{self.proc_root}/{pid}/fd"))
+            return len(os.listdir(path))
         except PermissionError:
             return None
 
-    def _read_cached(self, pid: int) -> tuple[StatFields, list[str | None]] | None:
+    def _read_cached(self, pid: int) -> tuple[StatFields, IoCounters | None, int | None] | None:
         entry = self._open.get(pid)
         if entry is not None:
             try:
-                texts = [_pread(fd) for fd in entry[1]]
-                if texts[0]:
-                    stat = parse_stat(texts[0])
-                    if stat.starttime == entry[0]:
-                        return stat, texts
+                stat = parse_stat(os.pread(entry[1], 1024, 0).decode("latin-1"))
+                if stat.starttime == entry[0]:
+                    io_fd = entry[2]
+                    io = parse_io(os.pread(io_fd, 1024, 0).decode("latin-1")) if io_fd else None
+                    return stat, io, entry[3]
             except OSError as exc:
                 if not _is_gone(exc):
                     raise
+            except ValueError:
+                pass  # empty read of an exiting process: reopen by path below
             self._forget(pid)  # exited or pid reused: reopen by path below
         if len(self._open) >= self.max_cached:
             return self._read_paths(pid)
         fds: list[int | None] = []
         try:
-            for name in self._FILES:
-                fds.append(self._open_fd(pid, name))
+            fds.append(self._open_fd(pid, "stat"))
+            fds.append(self._open_fd(pid, "io"))
             texts = [_pread(fd) for fd in fds]
+            limits = self._read_path(pid, "limits")
         except OSError:
             _close_all(fds)  # e.g. the process exited between opening stat and io
             raise
@@ -265,8 +311,9 @@ class ProcReader:
             _close_all(fds)
             return None
         stat = parse_stat(texts[0])
-        self._open[pid] = (stat.starttime, fds)
-        return stat, texts
+        limit = parse_nofile_limit(limits) if limits else None
+        self._open[pid] = [stat.starttime, fds[0], fds[1], limit]
+        return stat, parse_io(texts[1]) if texts[1] else None, limit
 
     def _open_fd(self, pid: int, name: str) -> int | None:
         try:
@@ -279,7 +326,20 @@ class ProcReader:
     def _forget(self, pid: int) -> None:
         entry = self._open.pop(pid, None)
         if entry is not None:
-            _close_all(entry[1])
+            _close_all(entry[1:3])
+
+
+def fd_dir_size_is_count(proc_root: str) -> bool:
+    """Whether ``stat(<proc>/<pid>/fd).st_size`` is the number of open fds (Linux >= 6.2).
+
+    Older kernels report 0; a captured tree is no procfs at all. Needs root, like the
+    listing it replaces, to count other users' processes.
+    """
+    path = f"{proc_root}/self/fd"
+    if os.geteuid() != 0 or not os.path.isdir(path):
+        return False
+    size = os.stat(path).st_size
+    return size > 0 and size == len(os.listdir(path)) - 1  # the listing holds one fd more
 
 
 def _pread(fd: int | None) -> str | None:
@@ -288,7 +348,7 @@ def _pread(fd: int | None) -> str | None:
     return os.pread(fd, _READ_SIZE, 0).decode("ascii", errors="replace")
 
 
-def _close_all(fds: list[int | None]) -> None:
+def _close_all(fds: Iterable[int | None]) -> None:
     for fd in fds:
         if fd is not None:
             os.close(fd)

@@ -108,6 +108,19 @@ class JobsCollector:
             return [self._info(found)]
 
         run("discovery", discovery)
+
+        def proc() -> list[Metric]:
+            pids = [pid for job in jobs for pid in job.pids]
+            stale_count = self.procs.refresh(pids, self.settings.scrape_budget)
+            stale = GaugeMetricFamily(
+                "jobs_scrape_stale_processes",
+                "Job processes not read in this scrape (time budget spent); "
+                "their previous sample was reported.",
+            )
+            stale.add_metric([], stale_count)
+            return [stale]
+
+        run("procfs", proc)
         for collector in self.collectors:
             run(collector.name, lambda c=collector: list(c.collect(jobs)))
         gone = {job.job_id for job in jobs if job.gone}

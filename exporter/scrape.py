@@ -19,7 +19,7 @@ T = TypeVar("T")
 
 
 class ScrapedJob:
-    """A discovered job plus its /proc samples, read lazily and at most once per scrape."""
+    """A discovered job plus its /proc samples (read once per scrape by ``ProcReader.refresh``)."""
 
     def __init__(self, cgroup: cgroupfs.Job, procs: procfs.ProcReader):
         self.cgroup = cgroup
@@ -40,8 +40,8 @@ class ScrapedJob:
 
         Raises FileNotFoundError when the job ended meanwhile (see ``check_alive``).
         """
-        samples = (self._procs.read(pid) for pid in self.cgroup.pids)
-        found = [s for s in samples if s is not None]
+        samples = self._procs.samples  # filled by ProcReader.refresh for this scrape
+        found = [s for s in map(samples.get, self.cgroup.pids) if s is not None]
         self.check_alive()
         return found
 

@@ -40,7 +40,15 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
         "scontrol command asked once per job for its GPUs when no prolog file or devices "
         "cgroup tells; empty: never run it.",
     ),
-    "JOBREPORT_EXPORTER_FD_CACHE": ("1", "1 keeps /proc/<pid>/{stat,io} open between scrapes."),
+    "JOBREPORT_EXPORTER_FD_CACHE": (
+        "1",
+        "1 keeps /proc/<pid>/{stat,io} open between scrapes (limits read once per process).",
+    ),
+    "JOBREPORT_EXPORTER_SCRAPE_BUDGET": (
+        "5",
+        "Seconds a scrape may spend reading /proc; past it the least recently read "
+        "processes keep their previous sample (jobs_scrape_stale_processes). 0: no limit.",
+    ),
     "JOBREPORT_EXPORTER_LOG_LEVEL": ("INFO", "Python logging level."),
 }
 
@@ -60,6 +68,7 @@ class Settings:
     gpu_alloc_dir: str = "/run/jobs-exporter/gpus"
     scontrol: str = "scontrol"
     fd_cache: bool = True
+    scrape_budget: float = 5.0
     log_level: str = "INFO"
 
     @classmethod
@@ -79,6 +88,15 @@ class Settings:
         fd_cache = get("JOBREPORT_EXPORTER_FD_CACHE")
         if fd_cache not in ("0", "1"):
             raise SettingsError(f"JOBREPORT_EXPORTER_FD_CACHE={fd_cache!r} is not 0 or 1")
+        budget_text = get("JOBREPORT_EXPORTER_SCRAPE_BUDGET")
+        try:
+            scrape_budget = float(budget_text)
+        except ValueError:
+            scrape_budget = -1.0
+        if not 0 <= scrape_budget < 3600:
+            raise SettingsError(
+                f"JOBREPORT_EXPORTER_SCRAPE_BUDGET={budget_text!r} is not seconds (0: no limit)"
+            )
         listen = get("JOBREPORT_EXPORTER_LISTEN")
         try:
             parse_listen(listen)
@@ -94,6 +112,7 @@ class Settings:
             gpu_alloc_dir=get("JOBREPORT_EXPORTER_GPU_ALLOC_DIR"),
             scontrol=get("JOBREPORT_EXPORTER_SCONTROL"),
             fd_cache=fd_cache == "1",
+            scrape_budget=scrape_budget,
             log_level=get("JOBREPORT_EXPORTER_LOG_LEVEL"),
         )
 

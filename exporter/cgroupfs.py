@@ -34,6 +34,7 @@ _V1_UNLIMITED = 1 << 62
 _NS = 1e-9
 _US = 1e-6
 _USER_HZ = os.sysconf("SC_CLK_TCK")
+_CHUNK = 65536
 
 
 @dataclass(frozen=True)
@@ -128,13 +129,24 @@ def parse_pids(text: str) -> list[int]:
 
 
 def _read(path: str) -> str:
+    # os.open/os.read: a third of the cost of open() with a text wrapper, and this runs
+    # for about ten files per job on every scrape.
     try:
-        with open(path, encoding="ascii") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, _CHUNK)
+            while len(data) % _CHUNK == 0 and data:  # a read fills the buffer until EOF
+                more = os.read(fd, _CHUNK)
+                if not more:
+                    break
+                data += more
+        finally:
+            os.close(fd)
     except OSError as exc:
         if exc.errno == errno.ENODEV:  # read through a cgroup removed under us
             raise FileNotFoundError(exc.errno, exc.strerror, path) from None
         raise
+    return data.decode("ascii")
 
 
 def _read_optional(path: str) -> str | None:

@@ -21,6 +21,7 @@ GONE = (FileNotFoundError, ProcessLookupError)
 _GONE_ERRNOS = {errno.ENOENT, errno.ESRCH, errno.ENODEV}
 _READ_SIZE = 8192
 _IO_KEYS = ["syscr:", "syscw:", "read_bytes:", "write_bytes:"]
+_IO_KEYS_BYTES = [k.encode() for k in _IO_KEYS]
 
 
 class StatFields(NamedTuple):
@@ -57,7 +58,7 @@ def parse_stat(text: str) -> StatFields:
     return StatFields(ppid=int(rest[1]), num_threads=int(rest[17]), starttime=int(rest[19]))
 
 
-def parse_io(text: str) -> IoCounters:
+def parse_io(text: str | bytes) -> IoCounters:
     """Parse /proc/<pid>/io.
 
     ``rchar: 750339``
@@ -65,8 +66,11 @@ def parse_io(text: str) -> IoCounters:
     """
     words = text.split()
     # The kernel writes these keys in this order (fs/proc/base.c); check, don't assume.
-    if words[4:12:2] == _IO_KEYS:
+    keys = words[4:12:2]
+    if keys == _IO_KEYS or keys == _IO_KEYS_BYTES:
         return IoCounters(int(words[9]), int(words[11]), int(words[5]), int(words[7]))
+    if isinstance(text, bytes):
+        words = text.decode("latin-1").split()
     values = dict(zip(words[::2], words[1::2], strict=False))
     return IoCounters(
         read_bytes=int(values["read_bytes:"]),
@@ -190,9 +194,9 @@ class ProcReader:
         self.cache = cache
         if max_cached is None:
             soft, _hard = _nofile_limits()
-            max_cached = max(0, (soft - 256) // 2)
+            max_cached = max(0, (soft - 256) // 3)
         self.max_cached = max_cached
-        # pid -> [starttime, stat fd, io fd or None, soft nofile limit or None]
+        # pid -> [starttime, stat fd, io fd | None, soft nofile limit | None, fd dir fd | None]
         self._open: dict[int, list] = {}
         self.samples: dict[int, ProcessSample] = {}
         self._last_read: dict[int, int] = {}  # pid -> refresh round it was last read in
@@ -228,19 +232,44 @@ class ProcReader:
     def read(self, pid: int) -> ProcessSample | None:
         """One process's sample, or None when it has exited."""
         try:
-            found = self._read_cached(pid) if self.cache else self._read_paths(pid)
+            entry = self._open.get(pid)
+            if entry is not None:
+                sample = self._read_open(pid, entry)
+                if sample is not None:
+                    return sample
+                self._forget(pid)  # exited, pid reused or odd read: by path below
+            if self.cache and len(self._open) < self.max_cached:
+                return self._open_and_read(pid)
+            found = self._read_paths(pid)
             if found is None:
                 return None
             stat, io, limit = found
-            open_files = self._count_fds(pid)
+            return ProcessSample(
+                pid, stat.starttime, stat.ppid, stat.num_threads, self._count_fds(pid), limit, io
+            )
         except OSError as exc:
             if _is_gone(exc):
                 self._forget(pid)
                 return None
             raise
-        return ProcessSample(
-            pid, stat.starttime, stat.ppid, stat.num_threads, open_files, limit, io
-        )
+
+    def _read_open(self, pid: int, entry: list) -> ProcessSample | None:
+        """The hot path: pread of the kept stat and io fds, fstat of the fd directory."""
+        starttime, stat_fd, io_fd, limit, fd_dir = entry
+        try:
+            data = os.pread(stat_fd, 1024, 0)
+            rest = data[data.rindex(b")") + 2 :].split(None, 20)
+            if int(rest[19]) != starttime:
+                return None
+            io = parse_io(os.pread(io_fd, 1024, 0)) if io_fd is not None else None
+        except ValueError:
+            return None  # empty or cut read of an exiting process
+        except OSError as exc:
+            if _is_gone(exc):
+                return None
+            raise
+        fds = os.fstat(fd_dir).st_size if fd_dir is not None else self._count_fds(pid)
+        return ProcessSample(pid, starttime, int(rest[1]), int(rest[17]), fds, limit, io)
 
     def sweep(self, live: set[int]) -> None:
         """Close cached fds of processes not seen in this scrape."""
@@ -281,43 +310,35 @@ class ProcReader:
         except PermissionError:
             return None
 
-    def _read_cached(self, pid: int) -> tuple[StatFields, IoCounters | None, int | None] | None:
-        entry = self._open.get(pid)
-        if entry is not None:
-            try:
-                stat = parse_stat(os.pread(entry[1], 1024, 0).decode("latin-1"))
-                if stat.starttime == entry[0]:
-                    io_fd = entry[2]
-                    io = parse_io(os.pread(io_fd, 1024, 0).decode("latin-1")) if io_fd else None
-                    return stat, io, entry[3]
-            except OSError as exc:
-                if not _is_gone(exc):
-                    raise
-            except ValueError:
-                pass  # empty read of an exiting process: reopen by path below
-            self._forget(pid)  # exited or pid reused: reopen by path below
-        if len(self._open) >= self.max_cached:
-            return self._read_paths(pid)
+    def _open_and_read(self, pid: int) -> ProcessSample | None:
         fds: list[int | None] = []
         try:
             fds.append(self._open_fd(pid, "stat"))
             fds.append(self._open_fd(pid, "io"))
-            texts = [_pread(fd) for fd in fds]
+            if self._fd_size_counts:
+                fds.append(self._open_fd(pid, "fd", os.O_DIRECTORY))
+            else:
+                fds.append(None)
+            texts = [_pread(fd) for fd in fds[:2]]
             limits = self._read_path(pid, "limits")
+            if not texts[0]:
+                _close_all(fds)
+                return None
+            stat = parse_stat(texts[0])
+            open_files = os.fstat(fds[2]).st_size if fds[2] is not None else self._count_fds(pid)
         except OSError:
             _close_all(fds)  # e.g. the process exited between opening stat and io
             raise
-        if not texts[0]:
-            _close_all(fds)
-            return None
-        stat = parse_stat(texts[0])
         limit = parse_nofile_limit(limits) if limits else None
-        self._open[pid] = [stat.starttime, fds[0], fds[1], limit]
-        return stat, parse_io(texts[1]) if texts[1] else None, limit
+        self._open[pid] = [stat.starttime, fds[0], fds[1], limit, fds[2]]
+        io = parse_io(texts[1]) if texts[1] else None
+        return ProcessSample(
+            pid, stat.starttime, stat.ppid, stat.num_threads, open_files, limit, io
+        )
 
-    def _open_fd(self, pid: int, name: str) -> int | None:
+    def _open_fd(self, pid: int, name: str, flags: int = 0) -> int | None:
         try:
-            return os.open(f"{self.proc_root}/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+            return os.open(f"{self.proc_root}/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC | flags)
         except PermissionError:
             if name == "stat":
                 raise
@@ -326,7 +347,7 @@ class ProcReader:
     def _forget(self, pid: int) -> None:
         entry = self._open.pop(pid, None)
         if entry is not None:
-            _close_all(entry[1:3])
+            _close_all((entry[1], entry[2], entry[4]))
 
 
 def fd_dir_size_is_count(proc_root: str) -> bool:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from exporter import procfs
 
@@ -44,6 +44,8 @@ class Job:
     version: int  # 1 or 2
     dirs: Mapping[str, str]  # v1: controller -> job dir; v2: {"unified": job dir}
     pids: tuple[int, ...]
+    # Set by the scrape: the readers below re-read kept-open files through it.
+    files: OpenFiles | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -128,31 +130,78 @@ def parse_pids(text: str) -> list[int]:
 # ---------------------------------------------------------------- I/O helpers
 
 
-def _read(path: str) -> str:
-    # os.open/os.read: a third of the cost of open() with a text wrapper, and this runs
-    # for about ten files per job on every scrape.
+def _read(path: str, files: OpenFiles | None = None) -> str:
+    if files is not None:
+        return files.read(path)
+    # os.open/os.read: a third of the cost of open() with a text wrapper.
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            data = os.read(fd, _CHUNK)
-            while len(data) % _CHUNK == 0 and data:  # a read fills the buffer until EOF
-                more = os.read(fd, _CHUNK)
-                if not more:
-                    break
-                data += more
+            data = _read_fd(fd)
         finally:
             os.close(fd)
     except OSError as exc:
-        if exc.errno == errno.ENODEV:  # read through a cgroup removed under us
-            raise FileNotFoundError(exc.errno, exc.strerror, path) from None
-        raise
+        raise _gone_if_removed(exc, path) from None
     return data.decode("ascii")
 
 
-def _read_optional(path: str) -> str | None:
+def _read_fd(fd: int) -> bytes:
+    data = os.pread(fd, _CHUNK, 0)
+    while data and len(data) % _CHUNK == 0:  # a read fills the buffer until EOF
+        more = os.pread(fd, _CHUNK, len(data))
+        if not more:
+            break
+        data += more
+    return data
+
+
+def _gone_if_removed(exc: OSError, path: str) -> OSError:
+    if exc.errno == errno.ENODEV:  # read through a cgroup removed under us
+        return FileNotFoundError(exc.errno, exc.strerror, path)
+    return exc
+
+
+class OpenFiles:
+    """Cgroup files kept open between scrapes and re-read with ``pread`` (no open/close).
+
+    A file of a removed cgroup fails with ENODEV, which reads as FileNotFoundError like a
+    missing file. ``retain`` closes the files of jobs no longer found. Not thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._fds: dict[str, int] = {}
+
+    def read(self, path: str) -> str:
+        fd = self._fds.get(path)
+        try:
+            if fd is None:
+                fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            return _read_fd(fd).decode("ascii")
+        except OSError as exc:
+            self._close(path)
+            raise _gone_if_removed(exc, path) from None
+
+    def retain(self, job_dirs: Iterable[str]) -> None:
+        keep = set(job_dirs)
+        for path in [p for p in self._fds if os.path.dirname(p) not in keep]:
+            self._close(path)
+
+    def close(self) -> None:
+        self.retain(())
+
+    def __len__(self) -> int:
+        return len(self._fds)
+
+    def _close(self, path: str) -> None:
+        fd = self._fds.pop(path, None)
+        if fd is not None:
+            os.close(fd)
+
+
+def _read_optional(path: str, files: OpenFiles | None = None) -> str | None:
     """None when the file does not exist (old kernel, controller not enabled)."""
     try:
-        return _read(path)
+        return _read(path, files)
     except FileNotFoundError:
         if not os.path.isdir(os.path.dirname(path)):
             raise  # the cgroup itself is gone: the job ended
@@ -208,7 +257,7 @@ def _discover_v1(roots: dict[str, str], proc_root: str) -> list[Job]:
             continue
         uid = int(uid_text) if uid_text.isdigit() else None
         for job_id, job_dir in job_dirs:
-            rel = os.path.relpath(job_dir, roots[main])
+            rel = job_dir[len(roots[main]) + 1 :]
             try:
                 pids = _leaf_pids(job_dir, proc_root, skip=())
             except GONE:
@@ -289,15 +338,15 @@ def read_cpu(job: Job) -> CpuUsage:
         acct, cpuset = job.dirs.get("cpuacct"), job.dirs.get("cpuset")
         if acct is None:
             raise FileNotFoundError(f"job {job.job_id}: no cpuacct cgroup")
-        user_ns = _read_optional(f"{acct}/cpuacct.usage_user")
+        user_ns = _read_optional(f"{acct}/cpuacct.usage_user", job.files)
         if user_ns is not None:
             user = int(user_ns) * _NS
-            system = int(_read(f"{acct}/cpuacct.usage_sys")) * _NS
+            system = int(_read(f"{acct}/cpuacct.usage_sys", job.files)) * _NS
         else:  # kernels before 4.16: only USER_HZ ticks in cpuacct.stat
-            ticks = parse_flat_keyed(_read(f"{acct}/cpuacct.stat"))
+            ticks = parse_flat_keyed(_read(f"{acct}/cpuacct.stat", job.files))
             user, system = ticks["user"] / _USER_HZ, ticks["system"] / _USER_HZ
-        percpu = _read_optional(f"{acct}/cpuacct.usage_percpu")
-        cpus = _read_optional(f"{cpuset}/cpuset.cpus") if cpuset else None
+        percpu = _read_optional(f"{acct}/cpuacct.usage_percpu", job.files)
+        cpus = _read_optional(f"{cpuset}/cpuset.cpus", job.files) if cpuset else None
         return CpuUsage(
             user_seconds=user,
             system_seconds=system,
@@ -306,8 +355,8 @@ def read_cpu(job: Job) -> CpuUsage:
             throttled_seconds=None,
         )
     path = job.dirs["unified"]
-    stat = parse_flat_keyed(_read(f"{path}/cpu.stat"))
-    cpus = _read_optional(f"{path}/cpuset.cpus.effective")
+    stat = parse_flat_keyed(_read(f"{path}/cpu.stat", job.files))
+    cpus = _read_optional(f"{path}/cpuset.cpus.effective", job.files)
     throttled = stat.get("throttled_usec")
     return CpuUsage(
         user_seconds=stat["user_usec"] * _US,
@@ -323,25 +372,25 @@ def read_memory(job: Job) -> MemoryUsage:
         path = job.dirs.get("memory")
         if path is None:
             raise FileNotFoundError(f"job {job.job_id}: no memory cgroup")
-        stat = parse_flat_keyed(_read(f"{path}/memory.stat"))
-        limit = int(_read(f"{path}/memory.limit_in_bytes"))
+        stat = parse_flat_keyed(_read(f"{path}/memory.stat", job.files))
+        limit = int(_read(f"{path}/memory.limit_in_bytes", job.files))
         return MemoryUsage(
             rss=stat["total_rss"],  # what sacct reports as MaxRSS; includes children
             cache=stat["total_cache"],
-            usage=int(_read(f"{path}/memory.usage_in_bytes")),
-            max_usage=int(_read(f"{path}/memory.max_usage_in_bytes")),
+            usage=int(_read(f"{path}/memory.usage_in_bytes", job.files)),
+            max_usage=int(_read(f"{path}/memory.max_usage_in_bytes", job.files)),
             limit=limit if limit < _V1_UNLIMITED else None,
             events=None,
         )
     path = job.dirs["unified"]
-    stat = parse_flat_keyed(_read(f"{path}/memory.stat"))
-    limit = _read(f"{path}/memory.max").strip()
-    peak = _read_optional(f"{path}/memory.peak")
-    events = parse_flat_keyed(_read(f"{path}/memory.events"))
+    stat = parse_flat_keyed(_read(f"{path}/memory.stat", job.files))
+    limit = _read(f"{path}/memory.max", job.files).strip()
+    peak = _read_optional(f"{path}/memory.peak", job.files)
+    events = parse_flat_keyed(_read(f"{path}/memory.events", job.files))
     return MemoryUsage(
         rss=stat["anon"],
         cache=stat["file"],
-        usage=int(_read(f"{path}/memory.current")),
+        usage=int(_read(f"{path}/memory.current", job.files)),
         max_usage=int(peak) if peak is not None else None,
         limit=None if limit == "max" else int(limit),
         events={k: events[k] for k in MEMORY_EVENTS if k in events},
@@ -354,7 +403,7 @@ def read_devices_list(job: Job) -> str | None:
     v2 enforces devices with an eBPF program, which cannot be read back as a list.
     """
     path = job.dirs.get("devices") if job.version == 1 else None
-    return _read_optional(f"{path}/devices.list") if path else None
+    return _read_optional(f"{path}/devices.list", job.files) if path else None
 
 
 def read_pressure(job: Job) -> dict[str, float] | None:
@@ -364,7 +413,7 @@ def read_pressure(job: Job) -> dict[str, float] | None:
     path = job.dirs["unified"]
     out = {}
     for resource in PRESSURE_RESOURCES:
-        text = _read_optional(f"{path}/{resource}.pressure")
+        text = _read_optional(f"{path}/{resource}.pressure", job.files)
         if text is not None:
             out[resource] = parse_pressure_total(text)
     return out or None

@@ -217,7 +217,8 @@ class ProcReader:
         deadline = time.perf_counter() + budget if budget else None
         read = 0
         for pid in order:
-            if deadline is not None and read % 32 == 0 and time.perf_counter() > deadline:
+            # Checked every 32 reads, after the first 32: every scrape makes progress.
+            if deadline is not None and read and read % 32 == 0 and time.perf_counter() > deadline:
                 break
             read += 1
             self._last_read[pid] = self._round

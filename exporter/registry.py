@@ -5,6 +5,7 @@ the scrape.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import pwd
 import threading
@@ -57,6 +58,8 @@ class JobsCollector:
         self.settings = settings
         self.node_name = settings.effective_node_name
         self.procs = ProcReader(settings.proc_root, cache=settings.fd_cache)
+        # Kept-open cgroup files, with the same switch as the /proc fd cache.
+        self.cgroup_files = cgroupfs.OpenFiles() if settings.fd_cache else None
         context = CollectorContext(
             settings=settings, procs=self.procs, nvml=nvml, scontrol=scontrol
         )
@@ -104,6 +107,8 @@ class JobsCollector:
             found = self.discover(
                 self.settings.cgroup_root, self.settings.proc_root, self.node_name
             )
+            if self.cgroup_files is not None:
+                found = [dataclasses.replace(j, files=self.cgroup_files) for j in found]
             jobs.extend(ScrapedJob(j, self.procs) for j in found)
             return [self._info(found)]
 
@@ -128,8 +133,14 @@ class JobsCollector:
             for family in out:
                 family.samples = [s for s in family.samples if s.labels.get("jobid") not in gone]
         self.procs.sweep({pid for job in jobs for pid in job.pids})
+        if self.cgroup_files is not None:  # close the files of jobs that ended
+            self.cgroup_files.retain(self._file_dirs(jobs))
         out.extend((duration, success))
         return out
+
+    @staticmethod
+    def _file_dirs(jobs: list[ScrapedJob]) -> set[str]:
+        return {d for job in jobs if not job.gone for d in job.cgroup.dirs.values()}
 
     def _info(self, jobs: list[cgroupfs.Job]) -> GaugeMetricFamily:
         info = GaugeMetricFamily(

@@ -92,3 +92,68 @@ def test_partly_missing_process_leaks_no_fd(tmp_path):
     assert reader.read(26232) is None
     assert len(os.listdir("/proc/self/fd")) == before
     assert not reader._open
+
+
+def _sleepers(n: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen(["sleep", "60"]) for _ in range(n)]
+
+
+def test_time_budget_reads_least_recently_read_first_and_keeps_the_rest():
+    children = _sleepers(80)
+    pids = [c.pid for c in children]
+    reader = procfs.ProcReader("/proc", cache=True)
+    try:
+        assert reader.refresh(pids, budget=1e-9) == 80 - 32  # at least 32 per scrape
+        first = set(reader.samples)
+        assert len(first) == 32
+        assert reader.refresh(pids, budget=1e-9) == 48
+        second = {p for p, r in reader._last_read.items() if r == reader._round}
+        assert len(second) == 32 and second.isdisjoint(first)  # the unread ones came next
+        assert len(reader.samples) == 64  # the 32 of the first round kept their sample
+        reader.refresh(pids, budget=1e-9)
+        assert set(reader.samples) == set(pids)
+        assert reader.refresh(pids, budget=0) == 0  # no budget: everything, every time
+    finally:
+        for c in children:
+            c.kill()
+            c.wait()
+    assert reader.refresh(pids) == 0 and not reader.samples and not reader._open
+
+
+def test_fd_count_by_fstat_matches_the_listing():
+    code = (
+        "import time; fs=[open('/dev/null') for _ in range(200)]; "
+        "print('ok', flush=True); time.sleep(30)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline().strip() == b"ok"
+        listed = len(os.listdir(f"/proc/{child.pid}/fd"))
+        reader = procfs.ProcReader("/proc", cache=True)
+        assert reader._fd_size_counts == (_kernel() >= (6, 2))  # root, real procfs
+        assert reader.read(child.pid).open_files == listed  # opens the fd directory
+        assert reader.read(child.pid).open_files == listed  # fstat of the kept one
+        assert listed >= 203
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_limits_read_once_per_process():
+    import resource
+
+    child = _sleepers(1)[0]
+    try:
+        reader = procfs.ProcReader("/proc", cache=True)
+        before = reader.read(child.pid).open_files_limit
+        resource.prlimit(child.pid, resource.RLIMIT_NOFILE, (100, 100))
+        assert reader.read(child.pid).open_files_limit == before != 100
+        assert procfs.ProcReader("/proc", cache=False).read(child.pid).open_files_limit == 100
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _kernel() -> tuple[int, int]:
+    major, minor = os.uname().release.split(".")[:2]
+    return int(major), int(minor)

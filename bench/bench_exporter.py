@@ -9,7 +9,7 @@ same processes (bench/floor_proc.py) timed in the same runs, the processes left 
 the scrape time budget, and the exporter's RSS after 10 and --rss-scrapes scrapes of
 2,000 processes. Everything it created is killed and removed in a finally. The soft and
 soft open-files limit is raised to 65536 (LimitNOFILE of deploy/jobs-exporter.service)
-or the hard limit if that is lower; the fd cache holds (limit - 256) / 3 processes.
+or the hard limit if that is lower; the fd cache holds (limit - 256 - cgroup files) / 3 processes.
 
     .venv/bin/python bench/bench_exporter.py [--runs 3] [--scrapes 40] [--rss-scrapes 1000]
         [--processes 400,2000,10000,20000]
@@ -32,6 +32,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.floor_proc import Floor, time_pass  # noqa: E402
+from exporter.procfs import fd_budget  # noqa: E402
 from exporter.registry import JobsCollector  # noqa: E402
 from exporter.settings import Settings  # noqa: E402
 
@@ -159,7 +160,7 @@ def time_scrapes(
         walls.append(time.perf_counter() - w0)
         cpus.append(time.process_time() - c0)
         stale = max(stale, collector.procs.stale)
-    collector.procs.close()
+    collector.close()
     walls.sort()
     p95 = walls[max(0, int(len(walls) * 0.95) - 1)]
     return walls[len(walls) // 2], p95, statistics.median(cpus), stale
@@ -223,7 +224,7 @@ def bench_scenario(processes: int, jobs: int, args: argparse.Namespace) -> None:
                 if i == 10:
                     after_10 = rss_kib()
             after_n = rss_kib()
-            collector.procs.close()
+            collector.close()
             print(
                 f"{label:28s} RSS after 10 scrapes {after_10 / 1024:.1f} MiB, "
                 f"after {args.rss_scrapes}: {after_n / 1024:.1f} MiB"
@@ -264,7 +265,7 @@ def main() -> int:
     print(
         f"machine: {os.cpu_count()} cores, {platform.platform()}, "
         f"Python {platform.python_version()}; open files limit {nofile} "
-        f"(fd cache for up to {(nofile - 256) // 3:,} processes)"
+        f"(fd cache for up to {fd_budget(nofile)[0]:,} processes)"
     )
     for processes in cases:
         bench_scenario(processes, SCENARIOS[processes], args)

@@ -165,17 +165,29 @@ class OpenFiles:
     """Cgroup files kept open between scrapes and re-read with ``pread`` (no open/close).
 
     A file of a removed cgroup fails with ENODEV, which reads as FileNotFoundError like a
-    missing file. ``retain`` closes the files of jobs no longer found. Not thread-safe.
+    missing file. ``retain`` closes the files of jobs no longer found. At most
+    ``max_open`` files stay open; the rest (and all, once the process runs out of fds)
+    are read by path. Not thread-safe.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_open: int = procfs.CGROUP_FILES_MAX) -> None:
         self._fds: dict[str, int] = {}
+        self.max_open = max_open
 
     def read(self, path: str) -> str:
         fd = self._fds.get(path)
+        if fd is None and len(self._fds) >= self.max_open:
+            return _read(path)
         try:
             if fd is None:
-                fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                except OSError as exc:
+                    if exc.errno not in procfs.OUT_OF_FDS:
+                        raise
+                    log.warning("out of file descriptors: keeping %d cgroup files", len(self))
+                    self.max_open = len(self._fds)
+                    return _read(path)
             return _read_fd(fd).decode("ascii")
         except OSError as exc:
             self._close(path)

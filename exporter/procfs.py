@@ -19,6 +19,10 @@ log = logging.getLogger(__name__)
 # Errors that mean "this process (or its cgroup) is gone": skip it, never fail.
 GONE = (FileNotFoundError, ProcessLookupError)
 _GONE_ERRNOS = {errno.ENOENT, errno.ESRCH, errno.ENODEV}
+OUT_OF_FDS = {errno.EMFILE, errno.ENFILE}
+# Kept-open files: fds left for everything else (sockets, cgroup.procs, listings).
+FD_RESERVE = 256
+CGROUP_FILES_MAX = 4096
 _READ_SIZE = 8192
 _IO_KEYS = ["syscr:", "syscw:", "read_bytes:", "write_bytes:"]
 _IO_KEYS_BYTES = [k.encode() for k in _IO_KEYS]
@@ -193,8 +197,7 @@ class ProcReader:
         self.proc_root = proc_root
         self.cache = cache
         if max_cached is None:
-            soft, _hard = _nofile_limits()
-            max_cached = max(0, (soft - 256) // 3)
+            max_cached = fd_budget()[0]
         self.max_cached = max_cached
         # pid -> [starttime, stat fd, io fd | None, soft nofile limit | None, fd dir fd | None]
         self._open: dict[int, list] = {}
@@ -240,7 +243,15 @@ class ProcReader:
                     return sample
                 self._forget(pid)  # exited, pid reused or odd read: by path below
             if self.cache and len(self._open) < self.max_cached:
-                return self._open_and_read(pid)
+                try:
+                    return self._open_and_read(pid)
+                except OSError as exc:
+                    if exc.errno not in OUT_OF_FDS:
+                        raise
+                    # Another part of the process holds more fds than budgeted: cache no
+                    # more, read this process (and later ones) by path.
+                    log.warning("out of file descriptors: caching %d processes", len(self._open))
+                    self.max_cached = len(self._open)
             found = self._read_paths(pid)
             if found is None:
                 return None
@@ -376,6 +387,13 @@ def _close_all(fds: Iterable[int | None]) -> None:
             os.close(fd)
 
 
-def _nofile_limits() -> tuple[int, int]:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return soft, hard
+def fd_budget(soft: int | None = None) -> tuple[int, int]:
+    """(processes the /proc cache may hold, cgroup files that may stay open).
+
+    Each cached process holds 3 fds; cgroup files get up to an eighth of the soft
+    RLIMIT_NOFILE (at most CGROUP_FILES_MAX); FD_RESERVE stays free.
+    """
+    if soft is None:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    cgroup_files = min(CGROUP_FILES_MAX, max(0, soft // 8))
+    return max(0, (soft - FD_RESERVE - cgroup_files) // 3), cgroup_files

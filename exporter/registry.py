@@ -24,7 +24,7 @@ from exporter.collectors.memory import MemoryCollector
 from exporter.collectors.pressure import PressureCollector
 from exporter.collectors.processes import ProcessesCollector
 from exporter.collectors.scratch import ScratchCollector
-from exporter.procfs import ProcReader
+from exporter.procfs import ProcReader, fd_budget
 from exporter.scrape import ScrapedJob
 from exporter.settings import Settings
 
@@ -57,9 +57,10 @@ class JobsCollector:
     ):
         self.settings = settings
         self.node_name = settings.effective_node_name
-        self.procs = ProcReader(settings.proc_root, cache=settings.fd_cache)
+        processes, cgroup_files = fd_budget()
+        self.procs = ProcReader(settings.proc_root, cache=settings.fd_cache, max_cached=processes)
         # Kept-open cgroup files, with the same switch as the /proc fd cache.
-        self.cgroup_files = cgroupfs.OpenFiles() if settings.fd_cache else None
+        self.cgroup_files = cgroupfs.OpenFiles(cgroup_files) if settings.fd_cache else None
         context = CollectorContext(
             settings=settings, procs=self.procs, nvml=nvml, scontrol=scontrol
         )
@@ -68,6 +69,13 @@ class JobsCollector:
         self._lock = threading.Lock()  # the HTTP server is threaded; the fd cache is not
         self._user_name = user_name or _passwd_name
         self._users: dict[int, str] = {}
+
+    def close(self) -> None:
+        """Close every kept-open file (the collector keeps working, reopening them)."""
+        with self._lock:
+            self.procs.close()
+            if self.cgroup_files is not None:
+                self.cgroup_files.close()
 
     def describe(self) -> list[Metric]:
         return []  # families vary with the jobs present; don't scrape at registration

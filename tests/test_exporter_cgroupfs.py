@@ -56,3 +56,10 @@ def test_retain_keeps_only_live_jobs_files(cgroup):
     assert len(files) == 1
     files.close()
     assert len(files) == 0
+
+
+def test_files_past_the_cap_are_read_by_path(cgroup):
+    files = cgroupfs.OpenFiles(max_open=1)
+    files.read(f"{cgroup}/memory.usage_in_bytes")
+    assert int(files.read(f"{cgroup}/memory.limit_in_bytes")) > 0
+    assert len(files) == 1

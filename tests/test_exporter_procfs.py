@@ -157,3 +157,30 @@ def test_limits_read_once_per_process():
 def _kernel() -> tuple[int, int]:
     major, minor = os.uname().release.split(".")[:2]
     return int(major), int(minor)
+
+
+def test_running_out_of_fds_reads_the_rest_by_path():
+    import resource
+
+    children = _sleepers(40)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    reader = procfs.ProcReader("/proc", cache=True, max_cached=10_000)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 30, hard))
+        assert reader.refresh([c.pid for c in children]) == 0
+        assert len(reader.samples) == 40  # every process read, none lost
+        assert 0 < reader.max_cached < 40  # caching stopped where the fds ran out
+        assert reader.refresh([c.pid for c in children]) == 0
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        reader.close()
+        for c in children:
+            c.kill()
+            c.wait()
+
+
+def test_fd_budget_leaves_room_for_cgroup_files_and_the_rest():
+    processes, cgroup_files = procfs.fd_budget(65536)
+    assert cgroup_files == 4096 and 3 * processes + cgroup_files <= 65536 - 256
+    assert procfs.fd_budget(1024) == ((1024 - 256 - 128) // 3, 128)
+    assert procfs.fd_budget(100) == (0, 12)

@@ -35,12 +35,19 @@ from tqdm import tqdm
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 REPLAY = ROOT / "fixtures" / "exporter" / "nvml" / "stack-replay.json"
 MONOTONIC = ("_total",)  # counters: never down for the same job and labels
+PEAKS = ("jobs_processes{", "jobs_open_files{", "jobs_threads{")
 
 # name -> (sbatch options, script); the driver cycles through them.
 JOBS: dict[str, tuple[tuple[str, ...], str]] = {
-    "procs5000": (
+    "procs5000": (  # python forks faster than a shell loop on a busy core
         ("--mem=4G",),
-        "#!/bin/bash\nfor i in $(seq 4999); do sleep 40 & done\nwait\n",
+        "#!/bin/bash\nexec python3 -c '\n"
+        "import os, time\n"
+        "for _ in range(4999):\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(45)\n"
+        "        os._exit(0)\n"
+        "time.sleep(45)\n'\n",
     ),
     "files10000": (
         ("--mem=500M",),
@@ -179,6 +186,12 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=9316, help="port for this soak's exporter")
     parser.add_argument("--user", default="alice", help="submit the jobs as this user")
     parser.add_argument("--active", type=int, default=3, help="our jobs queued or running")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.05,
+        help="least seconds between scrape starts, so the run spans many jobs (0: none)",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         parser.error("needs root (the exporter reads every job's /proc)")
@@ -189,6 +202,7 @@ def main() -> int:
     walls: list[float] = []
     last: dict[tuple, float] = {}
     most_jobs = most_series = 0
+    peaks: collections.Counter[str] = collections.Counter()  # largest value seen per metric
     rss_first = rss_last = rss_max = 0.0
     try:
         driver.start()
@@ -207,6 +221,13 @@ def main() -> int:
                 failures.append(f"scrape {i + 1}: {'; '.join(problems[:3])}")
             most_jobs = max(most_jobs, body.count("jobs_info{"))
             most_series = max(most_series, body.count("\njobs_"))
+            for line in body.splitlines():
+                if line.startswith(PEAKS):
+                    name = line.split("{", 1)[0]
+                    peaks[name] = max(peaks[name], int(float(line.rsplit(" ", 1)[1])))
+            pause = args.interval - (time.perf_counter() - start)
+            if pause > 0:
+                time.sleep(pause)
             rss = rss_mib(exporter.pid)
             rss_max = max(rss_max, rss)
             if i == 0:
@@ -229,6 +250,7 @@ def main() -> int:
         f"p95 {walls[int(len(walls) * 0.95) - 1] * 1000:.1f} ms, max {walls[-1] * 1000:.1f} ms"
     )
     print(f"most jobs in one scrape: {most_jobs}, most series: {most_series}")
+    print("largest per job: " + ", ".join(f"{k} {v:,}" for k, v in sorted(peaks.items())))
     print(f"jobs submitted: {dict(driver.counts)}; sbatch errors: {len(driver.errors)}")
     for line in driver.errors[:5]:
         print("  " + line)

@@ -146,13 +146,17 @@ def _read(path: str, files: OpenFiles | None = None) -> str:
 
 
 def _read_fd(fd: int) -> bytes:
+    # Until an empty read: a seq_file read returns at most about a page (cgroup.procs of
+    # a job with 5,000 processes takes several reads).
     data = os.pread(fd, _CHUNK, 0)
-    while data and len(data) % _CHUNK == 0:  # a read fills the buffer until EOF
-        more = os.pread(fd, _CHUNK, len(data))
-        if not more:
-            break
-        data += more
-    return data
+    if not data:
+        return data
+    chunks = [data]
+    offset = len(data)
+    while more := os.pread(fd, _CHUNK, offset):
+        chunks.append(more)
+        offset += len(more)
+    return b"".join(chunks)
 
 
 def _gone_if_removed(exc: OSError, path: str) -> OSError:

@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.floor_proc import Floor, time_pass  # noqa: E402
-from exporter.procfs import fd_budget  # noqa: E402
+from exporter.proc_reader import fd_budget  # noqa: E402
 from exporter.registry import JobsCollector  # noqa: E402
 from exporter.settings import Settings  # noqa: E402
 

@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from exporter import procfs
+from exporter import proc_reader, procfs
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ class OpenFiles:
     are read by path. Not thread-safe.
     """
 
-    def __init__(self, max_open: int = procfs.CGROUP_FILES_MAX) -> None:
+    def __init__(self, max_open: int = proc_reader.CGROUP_FILES_MAX) -> None:
         self._fds: dict[str, int] = {}
         self.max_open = max_open
 
@@ -187,7 +187,7 @@ class OpenFiles:
                 try:
                     fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
                 except OSError as exc:
-                    if exc.errno not in procfs.OUT_OF_FDS:
+                    if exc.errno not in proc_reader.OUT_OF_FDS:
                         raise
                     log.warning("out of file descriptors: keeping %d cgroup files", len(self))
                     self.max_open = len(self._fds)

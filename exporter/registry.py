@@ -24,7 +24,7 @@ from exporter.collectors.memory import MemoryCollector
 from exporter.collectors.pressure import PressureCollector
 from exporter.collectors.processes import ProcessesCollector
 from exporter.collectors.scratch import ScratchCollector
-from exporter.procfs import ProcReader, fd_budget
+from exporter.proc_reader import ProcReader, fd_budget
 from exporter.scrape import ScrapedJob
 from exporter.settings import Settings
 

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import TypeVar
 
 from exporter import cgroupfs, procfs
+from exporter.proc_reader import ProcReader
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -21,7 +22,7 @@ T = TypeVar("T")
 class ScrapedJob:
     """A discovered job plus its /proc samples (read once per scrape by ``ProcReader.refresh``)."""
 
-    def __init__(self, cgroup: cgroupfs.Job, procs: procfs.ProcReader):
+    def __init__(self, cgroup: cgroupfs.Job, procs: ProcReader):
         self.cgroup = cgroup
         self._procs = procs
         self.gone = False  # the job's cgroup was found removed during this scrape

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
-from exporter.procfs import ProcReader
+from exporter.proc_reader import ProcReader
 from exporter.settings import Settings
 
 

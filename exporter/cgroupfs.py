@@ -35,6 +35,7 @@ _NS = 1e-9
 _US = 1e-6
 _USER_HZ = os.sysconf("SC_CLK_TCK")
 _CHUNK = 65536
+_SHORT = 2048
 
 
 @dataclass(frozen=True)
@@ -146,10 +147,11 @@ def _read(path: str, files: OpenFiles | None = None) -> str:
 
 
 def _read_fd(fd: int) -> bytes:
-    # Until an empty read: a seq_file read returns at most about a page (cgroup.procs of
-    # a job with 5,000 processes takes several reads).
+    # A seq_file read returns the records that fit in about a page (cgroup.procs of a job
+    # with 5,000 processes takes several reads), so read until an empty read; but a read
+    # shorter than _SHORT had room for the next line (cgroup lines are far shorter): EOF.
     data = os.pread(fd, _CHUNK, 0)
-    if not data:
+    if len(data) < _SHORT:
         return data
     chunks = [data]
     offset = len(data)

@@ -16,6 +16,7 @@ from jobreport_net.redact import redact
 from mgmt.setup import SetupError
 from webapp.cli import db_setup
 from webapp.cli.mail import add_email_arguments, add_outbox_arguments, run_email, run_outbox
+from webapp.cli.staff import add_staff_arguments, run_staff_report
 from webapp.cli.sync import add_sync_arguments, run_sync
 from webapp.cli.watch import add_watch_arguments, run_watch
 from webapp.model import InvalidJobId, JobId, JobNotFound, JobReport, SourceUnavailable
@@ -142,6 +143,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_watch_arguments(watch)
     watch.set_defaults(func=run_watch)
+
+    staff = sub.add_parser(
+        "staff-report",
+        help="ranked tables of who wasted what, for the support staff",
+        description="Rank the jobs that ended in the window (default 7 days) and their "
+        "users: low CPU/GPU efficiency among the heaviest users, jobs fit for a smaller GPU "
+        "or MIG slice, GPU fragmentation, idle nodes, unused memory and time, large-memory "
+        "partitions without need, the longest waits with their reasons, repeat offenders. "
+        "Thresholds and partitions: JOBREPORT_STAFF_REPORT.",
+    )
+    add_staff_arguments(staff)
+    staff.set_defaults(func=run_staff_report)
 
     setup = sub.add_parser(
         "db-setup",

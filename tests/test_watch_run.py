@@ -125,3 +125,13 @@ def test_policy_file_is_checked():
                                          (11, "11th"), (12, "12th"), (22, "22nd")])
 def test_ordinal(n, text):
     assert ordinal(n) == text
+
+
+def test_shipped_policy_example_parses_and_names_gpu_idle():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "deploy/watch-policy.toml").read_text()
+    policy = parse_policy(text, RULE_NAMES)
+    assert [(e.rule, e.partitions, e.grace_seconds) for e in policy.entries] == [
+        ("gpu_idle", frozenset({"gpu"}), 3600.0)]
+    assert policy.exempt_accounts == frozenset({"admin"})

@@ -69,6 +69,12 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_ARCHIVE_RETENTION_DAYS": ("730", "`jobreport sync` drops archived jobs that ended longer ago than this (0: keep forever)."),
     "JOBREPORT_THRESHOLDS": ("", "Detector threshold overrides, e.g. `cpu_efficiency_low=0.5,gpu_util_low=0.1`."),
     "JOBREPORT_CONSTANTS_FILE": ("", "TOML file of allocation targets (the one slurm-exporter reads): served at `/api/constants`, drawn on the cluster page; empty: none."),
+    "JOBREPORT_WATCH": ("", "`jobreport watch` threshold overrides, e.g. `gpu_idle_seconds=1800,node_idle_seconds=900` (names in the README)."),
+    "JOBREPORT_WATCH_POLICY": ("", "TOML enforcement policy of `jobreport watch` (which rule cancels jobs of which partitions/accounts, grace, exemptions); empty: never cancel."),
+    "JOBREPORT_SCANCEL": ("scancel", "Path of the scancel command (enforcement only)."),
+    "JOBREPORT_STAFF_REPORT": ("", "Staff report thresholds and partitions, e.g. `days=7,cpu_efficiency_low=0.5,large_memory_partitions=bigmem|fat` (names in the README)."),
+    "JOBREPORT_STAFF_MAIL_TO": ("", "Comma-separated addresses `jobreport staff-report --email` sends to."),
+    "JOBREPORT_WEB_URL": ("", "Public URL of the web app (e.g. `https://jobreport.example.org`): links in emails; empty: no links."),
 }
 
 
@@ -180,6 +186,12 @@ class Settings:
     archive_retention_days: float = _float("archive_retention_days")
     thresholds: dict[str, float] = field(default_factory=lambda: _thresholds("thresholds"))
     constants_file: str = _str("constants_file")
+    watch: dict[str, float] = field(default_factory=lambda: _thresholds("watch"))
+    watch_policy: str = _str("watch_policy")
+    scancel: str = _str("scancel")
+    staff_report: str = _str("staff_report")
+    staff_mail_to: str = _str("staff_mail_to")
+    web_url: str = _str("web_url")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -250,6 +262,12 @@ class Settings:
             archive_retention_days=_float("archive_retention_days", env),
             thresholds=_thresholds("thresholds", env),
             constants_file=_str("constants_file", env),
+            watch=_thresholds("watch", env),
+            watch_policy=_str("watch_policy", env),
+            scancel=_str("scancel", env),
+            staff_report=_str("staff_report", env),
+            staff_mail_to=_str("staff_mail_to", env),
+            web_url=_str("web_url", env).rstrip("/"),
         )
         _check_prometheus_client(settings)
         if settings.pdf_builds < 1:

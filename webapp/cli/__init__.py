@@ -16,7 +16,9 @@ from jobreport_net.redact import redact
 from mgmt.setup import SetupError
 from webapp.cli import db_setup
 from webapp.cli.mail import add_email_arguments, add_outbox_arguments, run_email, run_outbox
+from webapp.cli.staff import add_staff_arguments, run_staff_report
 from webapp.cli.sync import add_sync_arguments, run_sync
+from webapp.cli.watch import add_watch_arguments, run_watch
 from webapp.model import InvalidJobId, JobId, JobNotFound, JobReport, SourceUnavailable
 from webapp.report.service import ReportService
 from webapp.settings import Settings, SettingsError
@@ -130,6 +132,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_sync_arguments(sync)
     sync.set_defaults(func=cmd_sync)
+
+    watch = sub.add_parser(
+        "watch",
+        help="alert the owners of running jobs that waste or risk their allocation",
+        description="Apply the watch rules (idle GPUs, an idle node, memory about to run "
+        "out, a time limit near without output, small files off scratch) to every running "
+        "job over trailing windows; email each owner once per job and rule; cancel what "
+        "the enforcement policy names. Run every few minutes by jobreport-watch.timer.",
+    )
+    add_watch_arguments(watch)
+    watch.set_defaults(func=run_watch)
+
+    staff = sub.add_parser(
+        "staff-report",
+        help="ranked tables of who wasted what, for the support staff",
+        description="Rank the jobs that ended in the window (default 7 days) and their "
+        "users: low CPU/GPU efficiency among the heaviest users, jobs fit for a smaller GPU "
+        "or MIG slice, GPU fragmentation, idle nodes, unused memory and time, large-memory "
+        "partitions without need, the longest waits with their reasons, repeat offenders. "
+        "Thresholds and partitions: JOBREPORT_STAFF_REPORT.",
+    )
+    add_staff_arguments(staff)
+    staff.set_defaults(func=run_staff_report)
 
     setup = sub.add_parser(
         "db-setup",

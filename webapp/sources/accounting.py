@@ -57,6 +57,9 @@ QUERIES = {
     # distinct values, so the median is computed here without reading every row.
     "partition_time_limits": "SELECT timelimit, COUNT(*) AS n FROM jobs WHERE cluster = %s"
     " AND `partition` = %s AND submit_time >= %s GROUP BY timelimit",
+    # Jobs holding an allocation now (state RUNNING, flags masked): what `watch` walks.
+    "running": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND end_time = 0"  # noqa: S608
+    " AND (state & 255) = 1 ORDER BY job_id",
 }
 
 
@@ -249,6 +252,11 @@ class AccountingSource:
             if limit is not None and int(limit) not in NO_VAL32:
                 out[int(limit) * 60.0] = out.get(int(limit) * 60.0, 0) + int(r["n"])
         return out
+
+    def running(self) -> list[AccountingJob]:
+        """Every job running now, oldest id first."""
+        names = self.tres_names()
+        return [parse_row(r, names) for r in self._query("running", self.cluster)]
 
 
 def gpu_types(tres: Mapping[str, float]) -> tuple[str, ...]:

@@ -1,0 +1,106 @@
+"""The staff report's tables on jobs built in code and on a captured sacct window."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from webapp.archive.alerts import AlertRecord
+from webapp.report.staff_build import build_staff_report
+from webapp.report.staff_config import StaffConfig
+from webapp.report.staff_render import render_json, render_text
+from webapp.sources.staff_data import StaffJob, parse_window
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/sacct/local-staff-window.psv"
+GIB = 1024**3
+H = 3600.0
+CFG = StaffConfig(min_core_hours=0, min_gpu_hours=0)
+
+
+def job(job_id: str, user: str = "alice", **kw) -> StaffJob:
+    base = dict(raw_id=job_id, user=user, account="research", partition="debug",
+                state="COMPLETED", submit=0.0, start=100.0, end=100.0 + H, elapsed=H,
+                time_limit=4 * H, cpus=4, nodes=("n1",), memory_requested=8 * GIB, gpus=0,
+                cpu_seconds=4 * H, max_rss=8 * GIB)
+    return StaffJob(job_id, **{**base, **kw})
+
+
+def table(report, key):
+    return next(t for t in report.tables if t.key == key)
+
+
+def test_captured_window_parses_ended_jobs_with_submit_and_raw_ids():
+    jobs = parse_window(FIXTURE.read_text(), 1795442930, 1795443066)
+    by_id = {j.job_id: j for j in jobs}
+    busy, idle = by_id["687"], by_id["688"]
+    assert (busy.user, busy.cpus, busy.elapsed) == ("alice", 1, 30.0)
+    assert busy.cpu_seconds == pytest.approx(29.5, abs=6)
+    assert idle.cpu_seconds < 1 and idle.submit <= idle.start
+    assert all(1795442930 <= j.end <= 1795443066 for j in jobs)
+    assert "672" not in by_id and "676" in by_id  # 672 ended at ...925, before the window
+
+
+def test_low_efficiency_users_are_ranked_among_all_by_hours():
+    jobs = [job("1", "heavy", cpus=8, cpu_seconds=0.8 * H),  # 8 core-h, 10 %
+            job("2", "busy", cpus=4, cpu_seconds=4 * H),  # efficient: not listed
+            job("3", "light", cpus=1, cpu_seconds=0.1 * H)]  # 1 core-h, 10 %
+    t = table(build_staff_report("demo", jobs, 0, 2 * H, CFG, {}), "low_efficiency_users")
+    assert [(r.values["user"], r.values["rank_core_hours"]) for r in t.rows] == [
+        ("heavy", 1), ("light", 3)]
+    assert t.rows[0].values["cpu_efficiency"] == pytest.approx(0.1)
+
+
+def test_gpu_tables_smaller_gpu_and_fragmentation():
+    jobs = [job("10", gpus=1, gpu_utilization=0.05, gpu_memory_used=2 * GIB,
+                gpu_memory_total=80 * GIB),
+            job("11", gpus=1, gpu_utilization=0.9, gpu_memory_used=2 * GIB,
+                gpu_memory_total=80 * GIB),
+            job("12", gpus=4, nodes=("a", "b", "c", "d"), gpu_utilization=0.9)]
+    r = build_staff_report("demo", jobs, 0, 2 * H, CFG, {})
+    assert [row.job for row in table(r, "smaller_gpu").rows] == ["10"]
+    assert [row.job for row in table(r, "gpu_fragmentation").rows] == ["12"]
+
+
+def test_idle_nodes_memory_and_time_unused_queue_and_offenders():
+    jobs = [job("20", nodes=("a", "b"), node_cpu_seconds={"a": 2 * H, "b": 1.0}),
+            job("21", "bob", memory_requested=10 * GIB, max_rss=2 * GIB, submit=-500.0,
+                pending_reasons=(("Priority", 400.0), ("Resources", 100.0)))]
+    alerts = {"bob": [AlertRecord("bob", str(i), "gpu_idle", float(i)) for i in range(3)]}
+    r = build_staff_report("demo", jobs, 0, 2 * H, CFG, alerts)
+    (idle,) = table(r, "idle_nodes").rows
+    assert idle.values["idle_nodes"] == "b" and idle.values["node_hours_idle"] == 1.0
+    (mem,) = table(r, "memory_unused").rows
+    assert (mem.values["user"], mem.values["gb_hours_unused"]) == ("bob", 8.0)
+    assert [row.values["core_hours_unused"] for row in table(r, "time_unused").rows] == [12, 12]
+    assert table(r, "longest_queued").rows[0].cells == (
+        "21", "bob", "debug", "10m 00s", "Priority (6m 40s), Resources (1m 40s)")
+    (offender,) = table(r, "repeat_offenders").rows
+    assert offender.cells[1] == "3rd notice in 30 days"
+
+
+def test_large_memory_partition_and_partition_filter():
+    cfg = replace(CFG, large_memory_partitions=("bigmem",))
+    jobs = [job("30", partition="bigmem", max_rss=10 * GIB),
+            job("31", partition="bigmem", max_rss=300 * GIB)]
+    assert [row.job for row in table(build_staff_report("demo", jobs, 0, H, cfg, {}),
+                                     "large_memory").rows] == ["30"]
+    only = build_staff_report("demo", jobs, 0, H, replace(cfg, partitions=("gpu",)), {})
+    assert only.jobs == 0
+
+
+def test_settings_block_parses_numbers_and_partition_lists():
+    cfg = StaffConfig.parse("days=14,large_memory_partitions=bigmem|fat,cpu_efficiency_low=0.4")
+    assert (cfg.days, cfg.large_memory_partitions, cfg.cpu_efficiency_low) == (
+        14.0, ("bigmem", "fat"), 0.4)
+    with pytest.raises(ValueError, match="dayz"):
+        StaffConfig.parse("dayz=3")
+
+
+def test_text_and_json_render_every_table():
+    r = build_staff_report("demo", [job("40", "<b>x</b>", cpu_seconds=0.0)], 0, H, CFG, {})
+    text, doc = render_text(r), render_json(r)
+    for t in r.tables:
+        assert t.title in text and f'"{t.key}"' in doc
+    assert "<b>x</b>" in text  # text is plain; the HTML page escapes it

@@ -1,0 +1,54 @@
+"""`jobreport staff-report`: options, and what a run prints."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+
+from webapp.mail.staff import send_staff_report
+from webapp.report.staff_render import render_json, render_text
+from webapp.report.staff_service import staff_report
+from webapp.settings import Settings
+
+
+def _days(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 366:
+        raise argparse.ArgumentTypeError("must be more than 0 and at most 366")
+    return value
+
+
+def _until(text: str) -> float:
+    try:
+        return float(text) if text.replace(".", "", 1).isdigit() else \
+            datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise argparse.ArgumentTypeError("use Unix seconds or an ISO date/time") from None
+
+
+def add_staff_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--days", type=_days, metavar="N",
+                        help="window length in days (default: the settings block, 7)")
+    parser.add_argument("--until", type=_until, metavar="TIME",
+                        help="end of the window (Unix seconds or ISO time; default now)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE, not stdout")
+    parser.add_argument("--email", action="store_true",
+                        help="also email it to JOBREPORT_STAFF_MAIL_TO through the outbox")
+
+
+def run_staff_report(args: argparse.Namespace, settings: Settings) -> int:
+    report = staff_report(settings, days=args.days, until=args.until)
+    out = render_json(report) if args.format == "json" else render_text(report)
+    if args.output:
+        with open(args.output, "w") as fh:
+            fh.write(out + "\n")
+    else:
+        sys.stdout.write(out + "\n")
+    if args.email:
+        queued, d = send_staff_report(report, settings)
+        print(f"staff emails: {queued} queued, {d['sent']} sent, {d['deferred']} deferred, "
+              f"{d['failed']} failed", file=sys.stderr)
+        return 1 if d["failed"] else 0
+    return 0

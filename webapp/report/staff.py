@@ -1,0 +1,184 @@
+"""The staff report: who wasted what over a window, as ranked tables (pure).
+
+Every table is computed from ``StaffJob``s (sacct + Prometheus, ``sources.staff_data``)
+and the alert record; each row keeps its raw ``values`` (JSON, tests) besides the
+formatted cells, and names the job or user it links to.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from webapp.formatting import format_bytes, format_duration, format_percent
+from webapp.report.staff_config import StaffConfig
+from webapp.sources.staff_data import StaffJob
+
+GIB = 1024**3
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class Row:
+    cells: tuple[str, ...]
+    values: Mapping[str, float | str | None]
+    job: str | None = None  # the row links to this job's page ...
+    user: str | None = None  # ... or to this user's
+
+
+@dataclass(frozen=True)
+class Table:
+    key: str
+    title: str
+    why: str
+    columns: tuple[str, ...]
+    rows: tuple[Row, ...]
+
+
+@dataclass(frozen=True)
+class StaffReport:
+    cluster: str
+    since: float
+    until: float
+    jobs: int
+    config: StaffConfig
+    tables: tuple[Table, ...]
+
+
+def _h(seconds: float) -> str:
+    return f"{seconds / HOUR:,.2f}"
+
+
+def _pct(x: float | None) -> str:
+    return format_percent(x) if x is not None else "n/a"
+
+
+def user_efficiency(jobs: list[StaffJob], cfg: StaffConfig, notices: Mapping[str, int]) -> Table:
+    core, cpu, gpu, gpu_seen, gpu_used = (Counter() for _ in range(5))
+    for j in jobs:
+        core[j.user] += j.elapsed * j.cpus if j.cpu_seconds is not None else 0.0
+        cpu[j.user] += j.cpu_seconds or 0.0
+        gpu[j.user] += j.elapsed * j.gpus
+        if j.gpus and j.gpu_utilization is not None:
+            gpu_seen[j.user] += j.elapsed * j.gpus
+            gpu_used[j.user] += j.elapsed * j.gpus * j.gpu_utilization
+    users = sorted(set(core) | set(gpu))
+    rank_cpu = {u: i + 1 for i, u in enumerate(sorted(users, key=lambda u: (-core[u], u)))}
+    rank_gpu = {u: i + 1 for i, u in enumerate(sorted(
+        (u for u in users if gpu[u]), key=lambda u: (-gpu[u], u)))}
+    rows = []
+    for u in users:
+        cpu_eff = cpu[u] / core[u] if core[u] else None
+        gpu_eff = gpu_used[u] / gpu_seen[u] if gpu_seen[u] else None
+        low_cpu = (core[u] >= cfg.min_core_hours * HOUR and cpu_eff is not None
+                   and cpu_eff < cfg.cpu_efficiency_low)
+        low_gpu = (gpu[u] >= cfg.min_gpu_hours * HOUR and gpu_eff is not None
+                   and gpu_eff < cfg.gpu_efficiency_low)
+        if not (low_cpu or low_gpu):
+            continue
+        n = notices.get(u, 0)
+        rows.append(Row(
+            (u, str(rank_cpu[u]), _h(core[u]), _pct(cpu_eff), str(rank_gpu.get(u, "")),
+             _h(gpu[u]), _pct(gpu_eff), f"{n} in {cfg.notice_days:.0f} days" if n else ""),
+            {"user": u, "rank_core_hours": rank_cpu[u], "core_hours": core[u] / HOUR,
+             "cpu_efficiency": cpu_eff, "rank_gpu_hours": rank_gpu.get(u),
+             "gpu_hours": gpu[u] / HOUR, "gpu_efficiency": gpu_eff, "notices": n},
+            user=u))
+    rows.sort(key=lambda r: (r.values["rank_core_hours"], r.values["user"]))
+    return Table("low_efficiency_users", "Heaviest users with low CPU or GPU efficiency",
+                 f"CPU efficiency below {_pct(cfg.cpu_efficiency_low)} or GPU utilisation below "
+                 f"{_pct(cfg.gpu_efficiency_low)}; rank among all users by hours used.",
+                 ("user", "rank (core-h)", "core-hours", "CPU efficiency", "rank (GPU-h)",
+                  "GPU-hours", "GPU utilisation", "alerts"), tuple(rows[: int(cfg.rows)]))
+
+
+def _job_table(key: str, title: str, why: str, columns: tuple[str, ...],
+               jobs: Iterable[StaffJob], cell: Callable[[StaffJob], tuple[tuple, dict] | None],
+               sort: str, cfg: StaffConfig) -> Table:
+    rows = []
+    for j in jobs:
+        got = cell(j)
+        if got is not None:
+            cells, values = got
+            rows.append(Row((j.job_id, j.user, *cells), {"job": j.job_id, "user": j.user,
+                                                         **values}, job=j.job_id))
+    rows.sort(key=lambda r: (-float(r.values[sort] or 0), r.values["job"]))
+    return Table(key, title, why, ("job", "user", *columns), tuple(rows[: int(cfg.rows)]))
+
+
+def smaller_gpu(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+    def cell(j: StaffJob):
+        if not j.gpus or j.gpu_utilization is None or not j.gpu_memory_total:
+            return None
+        used = j.gpu_memory_used or 0.0
+        big = used > cfg.small_gpu_memory * j.gpu_memory_total
+        if j.gpu_utilization >= cfg.small_gpu_util or big:
+            return None
+        gh = j.elapsed * j.gpus
+        return ((str(j.gpus), _pct(j.gpu_utilization),
+                 f"{format_bytes(used)} of {format_bytes(j.gpu_memory_total)}", _h(gh)),
+                {"gpus": j.gpus, "gpu_utilization": j.gpu_utilization, "gpu_memory_used": used,
+                 "gpu_memory_total": j.gpu_memory_total, "gpu_hours": gh / HOUR})
+    return _job_table("smaller_gpu", "Jobs that could have used a smaller GPU or a MIG slice",
+                      f"Mean GPU utilisation below {_pct(cfg.small_gpu_util)} and peak GPU memory "
+                      f"at most {_pct(cfg.small_gpu_memory)} of the GPU's.",
+                      ("GPUs", "GPU utilisation", "GPU memory peak", "GPU-hours"),
+                      jobs, cell, "gpu_hours", cfg)
+
+
+def fragmentation(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+    def cell(j: StaffJob):
+        n = len(j.nodes)
+        if n < 2 or j.gpus < 2 or j.gpus > n:
+            return None
+        gh = j.elapsed * j.gpus
+        return ((str(n), str(j.gpus), _h(gh)), {"nodes": n, "gpus": j.gpus, "gpu_hours": gh / HOUR})
+    return _job_table("gpu_fragmentation", "GPU fragmentation: one GPU per node over many nodes",
+                      "Multi-node jobs with at most one GPU per node; packed on fewer nodes they "
+                      "leave whole nodes free.", ("nodes", "GPUs", "GPU-hours"),
+                      jobs, cell, "gpu_hours", cfg)
+
+
+def idle_nodes(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+    def cell(j: StaffJob):
+        if len(j.nodes) < 2 or not j.elapsed or not j.node_cpu_seconds:
+            return None
+        idle = sorted(n for n, s in j.node_cpu_seconds.items()
+                      if s / j.elapsed < cfg.node_idle_cores)
+        if not idle:
+            return None
+        nh = len(idle) * j.elapsed
+        return ((str(len(j.nodes)), ", ".join(idle), _h(nh)),
+                {"nodes": len(j.nodes), "idle_nodes": ",".join(idle), "node_hours_idle": nh / HOUR})
+    return _job_table("idle_nodes", "Multi-node jobs with idle nodes",
+                      f"Nodes whose mean CPU use stayed below {cfg.node_idle_cores:g} cores.",
+                      ("nodes", "idle nodes", "node-hours idle"), jobs, cell,
+                      "node_hours_idle", cfg)
+
+
+def large_memory(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+    need = cfg.large_memory_need_gib * GIB
+
+    def cell(j: StaffJob):
+        if j.partition not in cfg.large_memory_partitions or j.max_rss is None or j.max_rss >= need:
+            return None
+        return ((j.partition, format_bytes(j.max_rss), format_duration(j.elapsed)),
+                {"partition": j.partition, "max_rss": j.max_rss, "elapsed": j.elapsed})
+    return _job_table("large_memory", "Large-memory partitions used without need",
+                      f"Jobs on {', '.join(cfg.large_memory_partitions) or '(none configured)'} "
+                      f"whose peak stayed below {cfg.large_memory_need_gib:g} GiB.",
+                      ("partition", "peak memory", "elapsed"), jobs, cell, "elapsed", cfg)
+
+
+def longest_queued(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+    def cell(j: StaffJob):
+        if j.wait is None:
+            return None
+        reasons = ", ".join(f"{r} ({format_duration(s)})" for r, s in j.pending_reasons)
+        return ((j.partition, format_duration(j.wait), reasons or "not seen"),
+                {"partition": j.partition, "wait": j.wait,
+                 "reasons": ",".join(r for r, _ in j.pending_reasons)})
+    return _job_table("longest_queued", "Longest-queued jobs and why they waited",
+                      "Start minus submit; reasons as slurm-exporter saw them while the job was "
+                      "pending.", ("partition", "waited", "reasons"), jobs, cell, "wait", cfg)

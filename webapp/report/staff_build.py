@@ -1,0 +1,101 @@
+"""The staff report assembled: the per-user tables (what was requested and not used,
+repeat offenders) and every table of ``report.staff`` over one window's jobs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from webapp.archive.alerts import AlertRecord, ordinal
+from webapp.report.staff import (
+    GIB,
+    HOUR,
+    Row,
+    StaffReport,
+    Table,
+    fragmentation,
+    idle_nodes,
+    large_memory,
+    longest_queued,
+    smaller_gpu,
+    user_efficiency,
+)
+from webapp.report.staff_config import StaffConfig
+from webapp.sources.staff_data import StaffJob
+
+
+def _per_user(key: str, title: str, why: str, columns: tuple[str, ...],
+              totals: Mapping[str, tuple[float, float]], unit: str, cfg: StaffConfig) -> Table:
+    """Rows of (user, unused, requested, share unused), most unused first."""
+    rows = [Row((u, f"{unused:,.2f}", f"{asked:,.2f}", f"{unused / asked:.0%}" if asked else ""),
+                {"user": u, f"{unit}_unused": unused, f"{unit}_requested": asked}, user=u)
+            for u, (unused, asked) in totals.items() if unused > 0]
+    rows.sort(key=lambda r: (-float(r.values[f"{unit}_unused"]), r.values["user"]))
+    return Table(key, title, why, ("user", *columns), tuple(rows[: int(cfg.rows)]))
+
+
+def memory_unused(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+    totals: dict[str, tuple[float, float]] = {}
+    for j in jobs:
+        if j.memory_requested is None or j.max_rss is None:
+            continue
+        unused = max(0, j.memory_requested - j.max_rss) * j.elapsed / GIB / HOUR
+        asked = j.memory_requested * j.elapsed / GIB / HOUR
+        u, a = totals.get(j.user, (0.0, 0.0))
+        totals[j.user] = (u + unused, a + asked)
+    return _per_user("memory_unused", "Over-requested memory",
+                     "Requested minus peak memory (sacct MaxRSS), times the run time.",
+                     ("GB-hours unused", "GB-hours requested", "unused"), totals, "gb_hours", cfg)
+
+
+def time_unused(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+    totals: dict[str, tuple[float, float]] = {}
+    for j in jobs:
+        if j.time_limit is None:
+            continue
+        unused = max(0.0, j.time_limit - j.elapsed) * j.cpus / HOUR
+        u, a = totals.get(j.user, (0.0, 0.0))
+        totals[j.user] = (u + unused, a + j.time_limit * j.cpus / HOUR)
+    return _per_user("time_unused", "Over-requested time",
+                     "Time limit minus run time, times the cores held: core-hours the scheduler "
+                     "had to keep free and did not need.",
+                     ("core-hours unused", "core-hours requested", "unused"), totals,
+                     "core_hours", cfg)
+
+
+def offenders(alerts: Mapping[str, list[AlertRecord]], cfg: StaffConfig) -> Table:
+    rows = []
+    for user, records in alerts.items():
+        rules = Counter(a.rule for a in records)
+        last = records[-1]
+        rows.append(Row(
+            (user, f"{ordinal(len(records))} notice in {cfg.notice_days:.0f} days",
+             ", ".join(f"{r} x{n}" for r, n in rules.most_common()), last.job_id),
+            {"user": user, "notices": len(records), "rules": ",".join(sorted(rules)),
+             "last_job": last.job_id, "last_at": last.created_at}, user=user))
+    rows.sort(key=lambda r: (-int(r.values["notices"]), r.values["user"]))
+    return Table("repeat_offenders", "Repeat offenders",
+                 f"Alerts `jobreport watch` sent per user in the last {cfg.notice_days:.0f} days.",
+                 ("user", "notices", "rules", "last job"), tuple(rows[: int(cfg.rows)]))
+
+
+def build_staff_report(cluster: str, jobs: list[StaffJob], since: float, until: float,
+                       cfg: StaffConfig, alerts: Mapping[str, list[AlertRecord]]) -> StaffReport:
+    """Every table over the jobs that ended in [since, until]."""
+    if cfg.partitions:
+        jobs = [j for j in jobs if j.partition in cfg.partitions]
+    long_enough = [j for j in jobs if j.elapsed >= cfg.min_runtime_hours * HOUR]
+    notices = {u: len(a) for u, a in alerts.items()}
+    tables = (
+        user_efficiency(jobs, cfg, notices),
+        smaller_gpu(long_enough, cfg),
+        fragmentation(long_enough, cfg),
+        idle_nodes(long_enough, cfg),
+        memory_unused(jobs, cfg),
+        time_unused(jobs, cfg),
+        large_memory(long_enough, cfg),
+        longest_queued(jobs, cfg),
+        offenders(alerts, cfg),
+    )
+    return StaffReport(cluster, since, until, len(jobs), cfg, tables)
+

@@ -1,0 +1,48 @@
+"""The staff report as text (terminal, email) and JSON. It sits beside the report it
+renders (renderers/ is below report/); the HTML page and the email's HTML part are the
+templates ``staff.html`` and ``email/staff.html``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import UTC, datetime
+
+from webapp.report.staff import StaffReport, Table
+
+
+def when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def heading(report: StaffReport) -> str:
+    return (f"Staff report for cluster {report.cluster}: {report.jobs} jobs that ended "
+            f"{when(report.since)} to {when(report.until)}")
+
+
+def _table_text(t: Table) -> list[str]:
+    lines = [t.title, "-" * len(t.title), t.why]
+    if not t.rows:
+        return [*lines, "(none)", ""]
+    widths = [max(len(c), *(len(r.cells[i]) for r in t.rows)) for i, c in enumerate(t.columns)]
+    lines.append("  ".join(c.ljust(w) for c, w in zip(t.columns, widths, strict=True)).rstrip())
+    for r in t.rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r.cells, widths, strict=True)).rstrip())
+    return [*lines, ""]
+
+
+def render_text(report: StaffReport) -> str:
+    lines = [heading(report), ""]
+    for t in report.tables:
+        lines += _table_text(t)
+    return "\n".join(lines)
+
+
+def render_json(report: StaffReport) -> str:
+    doc = {
+        "cluster": report.cluster, "since": report.since, "until": report.until,
+        "jobs": report.jobs, "config": asdict(report.config),
+        "tables": {t.key: {"title": t.title, "why": t.why, "columns": list(t.columns),
+                           "rows": [dict(r.values) for r in t.rows]} for t in report.tables},
+    }
+    return json.dumps(doc, indent=2, sort_keys=True)

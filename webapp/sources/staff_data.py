@@ -1,0 +1,150 @@
+"""The staff report's input: every job that ended in a window, in bulk.
+
+One ``sacct`` call for the window (allocations and steps: TotalCPU, MaxRSS) and one
+PromQL query per metric for all jobs at once (``... by (jobid) (*_over_time(...[window]))``
+evaluated at the window's end), never a query per job. Jobs are joined to the
+exporter's series by their raw id (an array task's own id) and to slurm-exporter's
+pending reasons by the id squeue shows (``123_4``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from webapp.sources.ended import FINAL_STATES
+from webapp.sources.prometheus import PrometheusSource, promql_string
+from webapp.sources.sacct import FIELDS, parse_nodelist, parse_sacct, run_sacct
+
+# SacctSource's FIELDS without the free text (a job name or directory may hold a newline,
+# which would cost the job its line), plus Submit for the wait.
+STAFF_FIELDS = (*(f for f in FIELDS if f not in ("JobName", "WorkDir")), "Submit")
+JOB_QUERIES = {
+    "gpu_utilization": "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio[{w}]))",
+    "gpu_memory_used": "max by (jobid) (max_over_time(jobs_gpu_memory_used_bytes[{w}]))",
+    "gpu_memory_total": "max by (jobid) (max_over_time(jobs_gpu_memory_total_bytes[{w}]))",
+}
+# Per node: the job's CPU seconds there (counters start at zero with the job's cgroup).
+NODE_CPU_QUERY = "sum by (jobid, {node}) (max_over_time(jobs_cpu_seconds_total[{w}]))"
+REASONS_QUERY = "sum by (jobid, reason) (count_over_time(slurm_job_pending_info{{{c}}}[{w}]))"
+
+
+@dataclass(frozen=True)
+class StaffJob:
+    """One ended job, reduced to what the staff report ranks (seconds, bytes, Unix time)."""
+
+    job_id: str
+    raw_id: str
+    user: str
+    account: str
+    partition: str
+    state: str
+    submit: float | None
+    start: float | None
+    end: float | None
+    elapsed: float
+    time_limit: float | None
+    cpus: int
+    nodes: tuple[str, ...]
+    memory_requested: int | None
+    gpus: int
+    cpu_seconds: float | None
+    max_rss: int | None
+    gpu_utilization: float | None = None  # mean over the job and its GPUs, 0..1
+    gpu_memory_used: float | None = None  # peak on any GPU
+    gpu_memory_total: float | None = None
+    node_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    pending_reasons: tuple[tuple[str, float], ...] = ()  # (reason, seconds seen)
+
+    @property
+    def wait(self) -> float | None:
+        return self.start - self.submit if self.start and self.submit else None
+
+
+def _local(ts: int) -> str:
+    """sacct reads -S/-E in the local zone (it prints Unix seconds, but does not parse them)."""
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%dT%H:%M:%S")  # noqa: DTZ006
+
+
+def sacct_argv(sacct: str, cluster: str, since: int, until: int) -> list[str]:
+    """With end states, -S/-E select the jobs in those states within the window: every
+    job that ended in it, and some that ended later (``parse_window`` drops those)."""
+    return [sacct, "--parsable2", "--noheader", "--allusers", "--clusters", cluster,
+            "--format", ",".join(STAFF_FIELDS), "--starttime", _local(since),
+            "--endtime", _local(until + 1), "--state", ",".join(FINAL_STATES)]
+
+
+def _raw_and_submit(text: str) -> dict[str, tuple[str, float | None]]:
+    """JobID -> (JobIDRaw, Submit) from allocation lines (steps have a '.')."""
+    n = len(STAFF_FIELDS)
+    i_id, i_raw = STAFF_FIELDS.index("JobID"), STAFF_FIELDS.index("JobIDRaw")
+    out = {}
+    for line in text.splitlines():
+        p = line.split("|")
+        if len(p) != n or "." in p[i_id]:
+            continue
+        out[p[i_id]] = (p[i_raw], float(p[-1]) if p[-1].isdigit() else None)
+    return out
+
+
+def parse_window(text: str, since: float, until: float) -> list[StaffJob]:
+    """``sacct_argv``'s output (times as Unix seconds) -> the jobs that ended in
+    [since, until], in sacct's order."""
+    ids = _raw_and_submit(text)
+    out = []
+    for j in parse_sacct(text, STAFF_FIELDS):
+        if j.job_id not in ids or not j.start_time or not j.end_time:
+            continue
+        if not since <= j.end_time.timestamp() <= until:
+            continue
+        raw, submit = ids[j.job_id]
+        try:
+            nodes = parse_nodelist(j.node_list) if j.node_list else ()
+        except ValueError:
+            nodes = ()
+        out.append(StaffJob(
+            j.job_id, raw, j.user or "", j.account or "", j.partition or "", j.state, submit,
+            j.start_time.timestamp(), j.end_time.timestamp(), j.elapsed_seconds or 0.0,
+            j.time_limit_seconds, j.cpus or 0, tuple(nodes), j.memory_requested_bytes, j.gpus,
+            j.total_cpu_seconds, j.max_rss_bytes))
+    return out
+
+
+class StaffDataSource:
+    """sacct + Prometheus for a window; ``runner`` runs sacct (injectable)."""
+
+    def __init__(self, sacct: str, cluster: str, prometheus: PrometheusSource,
+                 runner: Callable[[list[str]], str] | None = None, timeout: float = 120.0) -> None:
+        self.sacct, self.cluster, self.p = sacct, cluster, prometheus
+        self.runner = runner or (lambda argv: run_sacct(argv, timeout))
+
+    def jobs(self, since: float, until: float) -> list[StaffJob]:
+        """Raises SourceUnavailable when sacct or Prometheus fails."""
+        text = self.runner(sacct_argv(self.sacct, self.cluster, int(since), int(until)))
+        jobs = parse_window(text, since, until)
+        w = f"{max(1, int(until - since))}s"
+        per_job = {name: {labels.get("jobid", ""): v for labels, v in self.p.vector(
+            q.format(w=w), until)} for name, q in JOB_QUERIES.items()}
+        node = self.p.node_label or "instance"
+        node_cpu: dict[str, dict[str, float]] = defaultdict(dict)
+        for labels, v in self.p.vector(NODE_CPU_QUERY.format(w=w, node=node), until):
+            node_cpu[labels.get("jobid", "")][labels.get(node, "")] = v
+        reasons: dict[str, list[tuple[str, float]]] = defaultdict(list)
+        c = f"cluster={promql_string(self.cluster)}"
+        for labels, v in self.p.vector(REASONS_QUERY.format(w=w, c=c), until):
+            reasons[labels.get("jobid", "")].append(
+                (labels.get("reason", "?"), v * self.p.scrape_interval))
+        out = []
+        for j in jobs:
+            out.append(StaffJob(**{
+                **j.__dict__,
+                "gpu_utilization": per_job["gpu_utilization"].get(j.raw_id),
+                "gpu_memory_used": per_job["gpu_memory_used"].get(j.raw_id),
+                "gpu_memory_total": per_job["gpu_memory_total"].get(j.raw_id),
+                "node_cpu_seconds": dict(node_cpu.get(j.raw_id, {})),
+                "pending_reasons": tuple(sorted(reasons.get(j.job_id, []),
+                                                key=lambda r: -r[1])),
+            }))
+        return out

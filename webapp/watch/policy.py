@@ -1,0 +1,113 @@
+"""The enforcement policy: which rule may cancel which jobs, after what grace.
+
+Off unless ``JOBREPORT_WATCH_POLICY`` names a file; a job is cancelled only when one of
+its ``[[cancel]]`` entries names the rule and the job's partition or account, and
+neither it nor the file's top level exempts the job's user or account::
+
+    exempt_accounts = ["admin"]          # never cancelled, whatever an entry says
+
+    [[cancel]]
+    rule = "gpu_idle"                    # a rule of `jobreport watch`
+    partitions = ["gpu"]                 # jobs of these partitions ...
+    accounts = ["physics"]               # ... or of these accounts
+    grace_minutes = 60                   # after the first notice was delivered
+    exempt_users = ["alice"]
+    exempt_accounts = ["benchmarks"]
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from webapp.model import AccountingJob
+
+LISTS = ("partitions", "accounts", "exempt_users", "exempt_accounts")
+
+
+class PolicyError(ValueError):
+    """The policy file cannot be used; the message names the entry and key."""
+
+
+@dataclass(frozen=True)
+class CancelEntry:
+    rule: str
+    grace_seconds: float
+    partitions: frozenset[str] = frozenset()
+    accounts: frozenset[str] = frozenset()
+    exempt_users: frozenset[str] = frozenset()
+    exempt_accounts: frozenset[str] = frozenset()
+
+    def names(self, job: AccountingJob) -> bool:
+        return job.partition in self.partitions or job.account in self.accounts
+
+    def exempts(self, job: AccountingJob) -> bool:
+        return job.user in self.exempt_users or job.account in self.exempt_accounts
+
+
+@dataclass(frozen=True)
+class Policy:
+    entries: tuple[CancelEntry, ...] = ()
+    exempt_users: frozenset[str] = frozenset()
+    exempt_accounts: frozenset[str] = frozenset()
+
+    def entry_for(self, rule: str, job: AccountingJob) -> CancelEntry | None:
+        """The entry that lets ``rule`` cancel ``job``, or None (also when exempt)."""
+        if job.user in self.exempt_users or job.account in self.exempt_accounts:
+            return None
+        for entry in self.entries:
+            if entry.rule == rule and entry.names(job) and not entry.exempts(job):
+                return entry
+        return None
+
+
+def _names(table: dict, key: str, where: str) -> frozenset[str]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PolicyError(f"{where}: {key} must be a list of names")
+    return frozenset(value)
+
+
+def parse_policy(text: str, rules: tuple[str, ...]) -> Policy:
+    """The policy in ``text``; PolicyError on an unknown rule or key, or an entry that
+    names no partition and no account (nothing is cancelled by default)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"not TOML: {exc}") from None
+    unknown = sorted(set(data) - {"cancel", "exempt_users", "exempt_accounts"})
+    if unknown:
+        raise PolicyError(f"unknown key(s) {', '.join(unknown)}")
+    entries = []
+    for i, table in enumerate(data.get("cancel", [])):
+        where = f"[[cancel]] #{i + 1}"
+        extra = sorted(set(table) - {"rule", "grace_minutes", *LISTS})
+        if extra:
+            raise PolicyError(f"{where}: unknown key(s) {', '.join(extra)}")
+        rule = table.get("rule")
+        if rule not in rules:
+            raise PolicyError(f"{where}: rule {rule!r} is not one of {', '.join(rules)}")
+        grace = table.get("grace_minutes")
+        if not isinstance(grace, int | float) or grace < 0:
+            raise PolicyError(f"{where}: grace_minutes must be a number >= 0")
+        entry = CancelEntry(rule, float(grace) * 60, **{k: _names(table, k, where) for k in LISTS})
+        if not entry.partitions and not entry.accounts:
+            raise PolicyError(f"{where}: name at least one partition or account")
+        entries.append(entry)
+    return Policy(tuple(entries), _names(data, "exempt_users", "policy"),
+                  _names(data, "exempt_accounts", "policy"))
+
+
+def load_policy(path: str, rules: tuple[str, ...]) -> Policy | None:
+    """None when no policy is configured: enforcement is off."""
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise PolicyError(f"{path}: {exc.strerror}") from None
+    try:
+        return parse_policy(text, rules)
+    except PolicyError as exc:
+        raise PolicyError(f"{path}: {exc}") from None

@@ -1,0 +1,53 @@
+"""Staff-only pages: the staff report (``/staff/report?days=7``) and a user's record of
+alerts and cancellations (``/staff/users/<name>``). Anyone else gets a 403."""
+
+from __future__ import annotations
+
+import time
+
+from flask import Blueprint, abort, g, render_template, request
+
+from webapp.archive.alerts import AlertLog, ordinal
+from webapp.model import SourceUnavailable
+from webapp.report.staff_config import StaffConfig
+from webapp.report.staff_render import heading, when
+from webapp.report.staff_service import DAY, staff_report
+from webapp.web import auth
+
+bp = Blueprint("staff", __name__, url_prefix="/staff")
+MAX_DAYS = 90  # a bounded window: the report's queries grow with it
+
+
+@bp.before_request
+def staff_only() -> None:
+    if not auth.is_staff(g.get("user")):
+        abort(403, description="This page is for the support staff.")
+
+
+@bp.get("/report")
+def report():
+    s = auth.settings()
+    days = request.args.get("days", type=int) or int(StaffConfig.parse(s.staff_report).days)
+    if not 1 <= days <= MAX_DAYS:
+        abort(400, description=f"days must be between 1 and {MAX_DAYS}")
+    try:
+        staff, unavailable = staff_report(s, days=days), None
+    except SourceUnavailable as exc:
+        staff, unavailable = None, str(exc)
+    return render_template("staff.html", report=staff, days=days, unavailable=unavailable,
+                           heading=heading(staff) if staff else "")
+
+
+@bp.get("/users/<name>")
+def user(name: str):
+    s = auth.settings()
+    days = int(StaffConfig.parse(s.staff_report).notice_days)
+    log = AlertLog(s.outbox)
+    try:
+        since = time.time() - days * DAY
+        alerts, cancels = log.alerts(since, name), [c for c in log.cancellations(since)
+                                                    if c.user == name]
+    finally:
+        log.close()
+    return render_template("staff_user.html", name=name, days=days, alerts=alerts,
+                           cancellations=cancels, notice=ordinal(len(alerts)), when=when)

@@ -14,6 +14,7 @@ from typing import Any
 from webapp.model import Series, Usage
 from webapp.sources.prometheus import (
     RANGE_QUERIES,
+    VECTOR_QUERIES,
     WINDOW_QUERIES,
     PrometheusSource,
     choose_step,
@@ -82,6 +83,10 @@ def figures_before(src: PrometheusSource, job_id: str, start: datetime, end: dat
     per_core = parse_vector(
         get("/api/v1/query", {"query": OLD_PER_CORE.format(sel=sel, start=int(w0), node=node),
                               "time": w1}),
+        f"{node}/core",
+    ) or parse_vector(  # when that finds nothing, the rate over the whole job
+        get("/api/v1/query", {"query": VECTOR_QUERIES["cpu_per_core"][1].format(
+            sel=sel, window=span, node=node), "time": w1 + scrape}),
         f"{node}/core",
     )
     scalars = {

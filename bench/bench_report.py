@@ -22,7 +22,6 @@ import argparse
 import cProfile
 import dataclasses
 import itertools
-import json as stdlib_json
 import os
 import platform
 import pstats
@@ -34,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -42,17 +42,18 @@ import requests
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from tests.helpers.prometheus_before import differences, figures_before  # noqa: E402
 from webapp.detectors import Thresholds, detect_all  # noqa: E402
 from webapp.model import AccountingJob, JobId, JobReport, SacctJob, Step  # noqa: E402
 from webapp.renderers import json as json_renderer  # noqa: E402
 from webapp.renderers import text as text_renderer  # noqa: E402
 from webapp.report.build import build_report  # noqa: E402
-from webapp.sources.prometheus import PrometheusSource  # noqa: E402
+from webapp.sources.prometheus import MAX_WORKERS, PrometheusSource  # noqa: E402
 
 JOB_ID = "900001"
 PORT = 19090
 INTERVAL = 30
-TARGET_MS = 300.0
+TARGETS_MS = {"text": 120.0, "json": 150.0}  # p50, build + render
 BUSY_CORES = 28
 GIB = 1024**3
 EXPORTER_PORT = 9306  # what a scrape puts in ``instance``: node01:9306
@@ -418,13 +419,17 @@ def fetched(r: JobReport) -> tuple[int, int]:
     return len(all_series), sum(len(s.points) for s in all_series)
 
 
-def timed(fn, runs: int) -> list[float]:
-    fn()  # warm-up: page cache, Prometheus' chunk cache, connection
-    out = []
-    for _ in range(runs):
-        t = time.perf_counter()
+def interleaved(fns: dict, runs: int) -> dict[str, list[float]]:
+    """ms per call of each function: one warm-up each (page cache, Prometheus' chunk
+    cache, connections), then ``runs`` rounds calling each once in turn."""
+    for fn in fns.values():
         fn()
-        out.append((time.perf_counter() - t) * 1000)
+    out: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(runs):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            out[name].append((time.perf_counter() - t) * 1000)
     return out
 
 
@@ -454,15 +459,33 @@ def machine() -> str:
 
 
 class CountingSession(requests.Session):
-    """A plain session that counts the HTTP requests made through it (thread-safe)."""
+    """A plain session that counts the HTTP requests made through it (thread-safe) and
+    keeps the last ones' URL and parameters (to replay them as the floor)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.requests = itertools.count()
+        self.recorded: list[tuple[str, dict]] = []
 
-    def request(self, *args, **kwargs):  # noqa: ANN002, ANN003
+    def request(self, method, url, params=None, **kwargs):  # noqa: ANN001, ANN003, ANN201
         next(self.requests)
-        return super().request(*args, **kwargs)
+        self.recorded.append((url, dict(params or {})))
+        return super().request(method, url, params=params, **kwargs)
+
+
+def floor(recorded: list[tuple[str, dict]], session: requests.Session):  # noqa: ANN201
+    """Prometheus alone answering one report's requests: the same URLs and parameters,
+    as concurrent, bodies read and not parsed."""
+    headers = {"Accept-Encoding": "identity"}
+
+    def one(request: tuple[str, dict]) -> int:
+        return len(session.get(request[0], params=request[1], headers=headers).content)
+
+    def run() -> int:
+        with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(recorded))) as pool:
+            return sum(pool.map(one, recorded))
+
+    return run
 
 
 def sequential(calls):  # noqa: ANN001, ANN201 -- for --profile: queries in the main thread
@@ -547,6 +570,7 @@ def main() -> int:
         assert None not in (u.memory_limit_bytes, u.read_bytes, u.open_files_max, u.scratch_in_use)
         n_fetched, n_points = fetched(first)
         n_requests = next(session.requests)
+        recorded = list(session.recorded)
         busy = statistics.mean(s.mean() for s in first.usage.cpu_cores)
         print(
             f"report: {n_requests} HTTP requests, {n_fetched} series, {n_points:,} points; "
@@ -569,50 +593,69 @@ def main() -> int:
                 pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(20)
             del source._run
 
-        print(f"timings: one warm-up, then {args.runs} runs each; p95 is the nearest rank")
-        results = {}
-        for name, fn in (("text", text), ("json", json)):
-            times = timed(fn, args.runs)
-            results[name] = statistics.median(times)
-            label = f"build + {name} render"
-            print(f"  {label:<31} {stats(times)}  ({len(fn()):,} bytes)")
+        job = (JOB_ID, a.start_time, a.end_time, a.nodes)
+        for resolution in ("plot", "full"):
+            now = source.usage(*job, resolution=resolution)
+            diff = differences(figures_before(source, *job, resolution), now)
+            print(f"figures at {resolution} resolution vs the first version's whole-window "
+                  f"queries: {'all within 1 %' if not diff else diff}")
+            if diff:
+                return 1
+
+        print(f"timings: one warm-up, then {args.runs} rounds, each running every line once "
+              "in turn (so the machine's load falls on all alike); p95 is the nearest rank")
+        fl = floor(recorded, requests.Session())
+        lines = {
+            "floor: prometheus alone": fl,
+            "build + text render": text,
+            "build + json render": json,
+        }
+        results = interleaved(lines, args.runs)
+        for label, times in results.items():
+            print(f"  {label:<31} {stats(times)}")
+        print(f"  (floor: the report's {len(recorded)} requests replayed concurrently, answers "
+              f"read, not parsed: {fl():,} bytes; JSON answer {len(json()):,} bytes)")
         # Where the time goes, and what a remote Prometheus (gzip answers) costs.
         gzip = PrometheusSource(url, scrape_interval=INTERVAL, compress=True)
-        parts = (
-            ("build only (queries, model)", lambda: report(acct, sacct, source), ""),
-            ("text render only", lambda: text_renderer.render(first), ""),
-            ("json render only", lambda: json_renderer.render(first), ""),
-            (
-                "json.dumps without indent",
-                lambda: stdlib_json.dumps(json_renderer.to_dict(first)),
-                "  (comparison only: indent=2 keeps json's C encoder out)",
-            ),
-            (
-                "build + text, gzip answers",
-                lambda: text_renderer.render(report(acct, sacct, gzip)),
-                "  (what a remote Prometheus sends; network time not included)",
-            ),
-        )
-        for label, fn, note in parts:
-            print(f"  {label:<31} {stats(timed(fn, args.runs))}{note}")
+        parts = {
+            "build only (queries, model)": lambda: report(acct, sacct, source),
+            "text render only": lambda: text_renderer.render(first),
+            "json render only": lambda: json_renderer.render(first),
+            "json render, pretty": lambda: json_renderer.render(first, pretty=True),
+            "build + text, gzip answers": lambda: text_renderer.render(report(acct, sacct, gzip)),
+        }
+        for label, times in interleaved(parts, args.runs).items():
+            print(f"  {label:<31} {stats(times)}")
+        print("  (gzip answers: what a remote Prometheus sends; network time not included)")
         # CPU time does not depend on what else the machine runs: wall time on a shared
-        # 2-CPU machine does.
-        client, server = [], []
+        # 2-CPU machine does. "before": the first version's queries for the same job.
+        cpu = {"before": ([], []), "now": ([], []), "floor": ([], [])}
         for _ in range(args.runs):
-            c0, s0 = cpu_ms(proc.pid)
-            report(acct, sacct, source)
-            c1, s1 = cpu_ms(proc.pid)
-            client.append(c1 - c0)
-            server.append(s1 - s0)
+            for name, fn in (
+                ("before", lambda: figures_before(source, *job)),
+                ("now", lambda: report(acct, sacct, source)),
+                ("floor", fl),
+            ):
+                c0, s0 = cpu_ms(proc.pid)
+                fn()
+                c1, s1 = cpu_ms(proc.pid)
+                cpu[name][0].append(c1 - c0)
+                cpu[name][1].append(s1 - s0)
+        (_, bs), (nc, ns), (_, fs) = cpu["before"], cpu["now"], cpu["floor"]
         print(
-            f"  CPU per build (p50)             this process {statistics.median(client):.0f} ms,"
-            f" prometheus {statistics.median(server):.0f} ms"
+            f"  CPU per build (p50)             this process {statistics.median(nc):.0f} ms, "
+            f"prometheus {statistics.median(ns):.0f} ms (the floor's requests "
+            f"{statistics.median(fs):.0f} ms; the first version's queries "
+            f"{statistics.median(bs):.0f} ms, {figures_before(source, *job).requests} requests)"
         )
         print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(f"history: generation {gen_s:.1f} s, backfill {backfill_s:.1f} s")
+        p50 = {name: statistics.median(results[f"build + {name} render"]) for name in TARGETS_MS}
         print(
-            f"report build p50: text {results['text']:.0f} ms, json {results['json']:.0f} ms "
-            f"(target {TARGET_MS:.0f} ms)"
+            f"report build p50: text {p50['text']:.0f} ms, json {p50['json']:.0f} ms (targets "
+            f"{TARGETS_MS['text']:.0f} / {TARGETS_MS['json']:.0f} ms), floor "
+            f"{statistics.median(results['floor: prometheus alone']):.0f} ms; prometheus CPU "
+            f"{statistics.median(ns):.0f} ms, {statistics.median(bs):.0f} ms before"
         )
         return 0
     finally:

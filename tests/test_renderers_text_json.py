@@ -71,3 +71,12 @@ def test_json_types_and_units():
 def test_json_gaps_are_listed():
     data = json.loads(json_renderer.render(gap_report()))
     assert data["gaps"] and set(data["gaps"][0]) == {"source", "reason"}
+
+
+def test_json_is_compact_by_default_and_indented_when_pretty():
+    compact, pretty = json_renderer.render(sample_report()), json_renderer.render(
+        sample_report(), pretty=True)
+    assert compact.count("\n") == 1 and ", " not in compact.split('"message"')[0]
+    assert pretty.startswith('{\n  "schema_version": 1,')
+    assert json.loads(compact) == json.loads(pretty)  # every key, the same values
+    assert len(compact) < len(pretty)

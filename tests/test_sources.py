@@ -4,13 +4,14 @@ same sources against the real Prometheus and MariaDB of the local stack."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from webapp.model import JobId, JobNotFound, SourceUnavailable
-from webapp.sources import accounting, prometheus
+from webapp.sources import accounting, prometheus, prometheus_queries
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "prometheus"
 
@@ -153,3 +154,32 @@ def test_accounting_down_is_source_unavailable():
         src.job(JobId(1))
     assert err.value.source == "accounting"
 
+
+
+def test_figures_share_one_request_each_labelled():
+    query = prometheus_queries.combined({"read_bytes": "sum(a)", "threads_max": "max(b)"})
+    assert query == ('label_replace(sum(a), "figure", "read_bytes", "", "") or '
+                     'label_replace(max(b), "figure", "threads_max", "", "")')
+
+
+@pytest.mark.parametrize(("first", "at"), [(1_000, 1_090), (1_700_000_017, 1_700_604_877),
+                                           (0, 3 * 365 * 86400), (3_599, 3_601)])
+def test_peak_pieces_cover_the_whole_window(first, at):
+    query, time = prometheus_queries.peak_query("threads_max", 'jobid="1"', first, at)
+    piece, window = (int(x) for x in re.search(r"\[(\d+)s\]\)\[(\d+)s:", query).groups())
+    assert time >= at and time % piece == 0  # the last piece ends at or after the end
+    first_piece_end = (time - window) // piece * piece + piece  # first multiple > T - W
+    assert first_piece_end - piece <= first  # and the first starts at or before the start
+    assert window // piece <= 201 and piece >= 3600
+
+
+def test_mean_since_start_from_raw_last_samples():
+    answer = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"instance": "n1", "core": "0", "job": "a"},
+         "values": [[1000, "40"], [1030, "45"]]},
+        {"metric": {"instance": "n1", "core": "0", "job": "b"}, "values": [[1030, "9"]]},
+        {"metric": {"instance": "n1", "core": "1"}, "values": [[1030, "3"]]},
+    ]}}
+    got = prometheus.parse_mean_since(answer, "instance/core", 940, 1040)
+    assert [(s.label, s.points) for s in got] == [("n1/0", ((1040, 0.5 + 0.1),)),
+                                                  ("n1/1", ((1040, 3 / 90),))]

@@ -354,3 +354,15 @@ def test_serve_binds_loopback_by_default(web_settings, monkeypatch):
     assert calls == [{"host": "127.0.0.1", "port": 8000, "threaded": True},
                      {"host": "0.0.0.0", "port": 9000, "threaded": True},
                      {"host": "::1", "port": 8080, "threaded": True}]
+
+
+def test_json_compact_pretty_and_full_resolution(app, client):
+    login(client, "staffer")
+    compact = client.get("/jobs/4242.json").get_data(as_text=True)
+    pretty = client.get("/jobs/4242.json?pretty=1").get_data(as_text=True)
+    assert compact.count("\n") == 1 and pretty.startswith('{\n  "schema_version"')
+    assert json.loads(compact) == json.loads(pretty)
+    assert client.get("/jobs/4242.json?resolution=full").status_code == 200
+    assert app.extensions["jobreport.service"].resolutions[-1] == "full"
+    bad = client.get("/jobs/4242.json?resolution=raw")
+    assert bad.status_code == 400 and "plot, full" in bad.get_json()["message"]

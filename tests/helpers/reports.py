@@ -97,9 +97,11 @@ class FakeService:
         self.down = down
         self.built: list[str] = []
         self.owners: list[str] = []  # job ids owner() was asked about
+        self.resolutions: list[str] = []  # the resolution of each build
 
-    def build(self, job_id: JobId | str) -> JobReport:
+    def build(self, job_id: JobId | str, resolution: str = "plot") -> JobReport:
         job_id = str(JobId.of(job_id))  # raises InvalidJobId like the real service
+        self.resolutions.append(resolution)
         if self.down:
             raise SourceUnavailable("accounting", "Can't connect to MySQL server on '127.0.0.1'")
         self.built.append(job_id)

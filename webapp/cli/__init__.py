@@ -22,14 +22,17 @@ from webapp.cli.watch import add_watch_arguments, run_watch
 from webapp.model import InvalidJobId, JobId, JobNotFound, JobReport, SourceUnavailable
 from webapp.report.service import ReportService
 from webapp.settings import Settings, SettingsError
+from webapp.sources.prometheus import RESOLUTIONS
 
 FORMATS = ("text", "json", "html", "pdf")
 
 
-def _render(report: JobReport, fmt: str) -> str | bytes:
+def _render(report: JobReport, fmt: str, pretty: bool = False) -> str | bytes:
     if fmt == "json":
-        from webapp.renderers import json as renderer
-    elif fmt == "html":
+        from webapp.renderers import json as json_renderer
+
+        return json_renderer.render(report, pretty=pretty)
+    if fmt == "html":
         from webapp.renderers import html as renderer
     elif fmt == "pdf":
         from webapp.renderers import pdf as renderer
@@ -40,8 +43,10 @@ def _render(report: JobReport, fmt: str) -> str | bytes:
 
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     job_id = JobId.parse(args.job_id)
-    report = ReportService(settings).build(job_id, strict_accounting=False)
-    out = _render(report, args.format)
+    report = ReportService(settings).build(
+        job_id, strict_accounting=False, resolution=args.resolution
+    )
+    out = _render(report, args.format, pretty=args.pretty)
     if args.output:
         mode = "wb" if isinstance(out, bytes) else "w"
         with open(args.output, mode) as fh:
@@ -95,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("job_id", metavar="JOBID")
     show.add_argument("--format", choices=FORMATS, default="text", help="output format")
     show.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    show.add_argument("--pretty", action="store_true", help="indent JSON (compact by default)")
+    show.add_argument(
+        "--resolution",
+        choices=tuple(RESOLUTIONS),
+        default="plot",
+        help="series resolution: plot (about one point per pixel of a plot, the default) or "
+        "full (up to 1,000 points per series)",
+    )
     show.set_defaults(func=cmd_show)
 
     serve = sub.add_parser(

@@ -49,8 +49,10 @@ def build_report(
     prometheus: MetricsReader,
     now: datetime | None = None,
     strict_accounting: bool = False,
+    resolution: str = "plot",
 ) -> JobReport:
-    """Join the sources for one job. ``strict_accounting`` re-raises an accounting outage."""
+    """Join the sources for one job. ``strict_accounting`` re-raises an accounting outage;
+    ``resolution`` is the series' (``plot`` or ``full``, see PrometheusSource.usage)."""
     gaps: list[Gap] = []
     acct: AccountingJob | None = None
     sj: SacctJob | None = None
@@ -87,7 +89,7 @@ def build_report(
         gaps.append(Gap("prometheus", "the job has not started: no metrics yet"))
     else:
         try:
-            usage = prometheus.usage(job_id, start, end or now, nodes)
+            usage = prometheus.usage(job_id, start, end or now, nodes, resolution=resolution)
             if usage.empty:
                 gaps.append(
                     Gap(

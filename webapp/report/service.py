@@ -85,9 +85,10 @@ class ReportService:
         return self._archive
 
     def build(self, job_id: JobId | str, strict_accounting: bool = True,
-              archive_fallback: bool = True) -> JobReport:
+              archive_fallback: bool = True, resolution: str = "plot") -> JobReport:
         """The full report with findings; from the archive once Prometheus has lost the
         job (unless ``archive_fallback`` is False: what the archiver itself builds).
+        ``resolution``: the series' (``plot``, or ``full`` for MAX_POINTS per series).
         Raises InvalidJobId, JobNotFound, SourceUnavailable."""
         jid = JobId.of(job_id)
         report = build_report(
@@ -97,6 +98,7 @@ class ReportService:
             self.sacct,
             self.prometheus,
             strict_accounting=strict_accounting,
+            resolution=resolution,
         )
         if report.array_job == jid.job and jid.array_task is None:
             try:

@@ -31,86 +31,46 @@ from webapp.model import JobId, Series, SourceUnavailable, Usage
 from webapp.sources.prometheus_answers import merge_series as merge_series
 from webapp.sources.prometheus_answers import parse_matrix as parse_matrix
 from webapp.sources.prometheus_answers import parse_matrix_body as parse_matrix_body
+from webapp.sources.prometheus_answers import parse_mean_since as parse_mean_since
 from webapp.sources.prometheus_answers import parse_scalar as parse_scalar
 from webapp.sources.prometheus_answers import parse_vector as parse_vector
+from webapp.sources.prometheus_queries import FIGURE_LABEL, combined, peak_query, tail_query
 
-MAX_POINTS = 1000  # per series of a range query
+# The named queries are re-exported: tests and the benchmark read them from here.
+from webapp.sources.prometheus_queries import INSTANT_QUERIES as INSTANT_QUERIES
+from webapp.sources.prometheus_queries import RANGE_QUERIES as RANGE_QUERIES
+from webapp.sources.prometheus_queries import TAIL_FIGURES as TAIL_FIGURES
+from webapp.sources.prometheus_queries import VECTOR_QUERIES as VECTOR_QUERIES
+from webapp.sources.prometheus_queries import WINDOW_FIGURES as WINDOW_FIGURES
+from webapp.sources.prometheus_queries import WINDOW_QUERIES as WINDOW_QUERIES
+
+MAX_POINTS = 1000  # per series of a range query: the "full" resolution
+PLOT_POINTS = 500  # the default: about one point per pixel of a plot (axes ~490 pt wide)
+RESOLUTIONS = {"plot": PLOT_POINTS, "full": MAX_POINTS}
 MIN_POINTS = 120  # however many nodes: a plot needs some shape
 POINTS_BUDGET = 24_000  # per range query, estimated as nodes x points (jobs on <= 24 nodes: 1000)
 MAX_WORKERS = 8  # concurrent queries per report: bounded, a report must not flood Prometheus
-PIECE_STEPS = 250  # range queries are split into pieces of this many steps, fetched concurrently
+# Range queries are fetched whole (one request of up to MAX_POINTS steps): every request
+# costs Prometheus a series lookup and chunk seeks, and a report's queries already run
+# concurrently. Pieces only bound a request whose step was not chosen here.
+PIECE_STEPS = MAX_POINTS
+LOOKBACK = "5m"  # Prometheus' default staleness lookback: where an instant selector looks
+TAIL_SCRAPES = 10  # the last samples are looked for this many scrapes (at least 5 min) back
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
-# Named range queries: name -> (PromQL template, label that names each series).
-# {sel} is the job selector, {rate} the rate window. Every metric used here is one the
-# exporter emits (a test checks that against exporter/).
-RANGE_QUERIES: dict[str, tuple[str, str]] = {
-    "cpu_cores": ("sum by ({node}) (rate(jobs_cpu_seconds_total{{{sel}}}[{rate}]))", "{node}"),
-    "memory_rss": ("sum by ({node}) (jobs_memory_rss_bytes{{{sel}}})", "{node}"),
-    "gpu_utilization": (
-        "max by ({node}, gpu) (jobs_gpu_utilization_ratio{{{sel}}})",
-        "{node}/gpu",
-    ),
-    "gpu_memory_used": (
-        "max by ({node}, gpu) (jobs_gpu_memory_used_bytes{{{sel}}})",
-        "{node}/gpu",
-    ),
-    "io_read_rate": (
-        "sum by ({node}) (rate(jobs_read_bytes_total{{{sel}}}[{rate}]))",
-        "{node}",
-    ),
-    "io_write_rate": (
-        "sum by ({node}) (rate(jobs_write_bytes_total{{{sel}}}[{rate}]))",
-        "{node}",
-    ),
-}
-# Named instant queries returning one value per series, evaluated at the job's end.
-# Per-core use is a whole-job mean per core: a job's cpuacct counters start at zero with its
-# cgroup, so the last sample divided by the time since the job started is the mean, read
-# from one sample per core instead of rate() over every sample (a 256-core week is 5 M).
-# Evaluated at the job's end, before the staleness marker of the scrape after it; if that
-# finds nothing (clock skew, a gap at the end) the rate over the whole job is the fallback.
-VECTOR_QUERIES: dict[str, tuple[str, str, str]] = {
-    "cpu_per_core": (
-        "sum by ({node}, core) (jobs_cpu_core_seconds_total{{{sel}}}"
-        " / (timestamp(jobs_cpu_core_seconds_total{{{sel}}}) - {start}))",
-        "sum by ({node}, core) (rate(jobs_cpu_core_seconds_total{{{sel}}}[{window}]))",
-        "{node}/core",
-    ),
-}
-# Named instant queries evaluated at the job's end over its whole window {window}.
-INSTANT_QUERIES: dict[str, str] = {
-    # per node: each node's cgroup has its own limit (the job's --mem is per node)
-    "memory_limit_bytes": "max(max_over_time(jobs_memory_limit_bytes{{{sel}}}[{window}]))",
-    "memory_max_usage_bytes": "sum(max_over_time(jobs_memory_max_usage_bytes{{{sel}}}[{window}]))",
-    "gpu_memory_total_bytes": "max(max_over_time(jobs_gpu_memory_total_bytes{{{sel}}}[{window}]))",
-    "read_bytes": "sum(max_over_time(jobs_read_bytes_total{{{sel}}}[{window}]))",
-    "write_bytes": "sum(max_over_time(jobs_write_bytes_total{{{sel}}}[{window}]))",
-    "read_syscalls": "sum(max_over_time(jobs_read_syscalls_total{{{sel}}}[{window}]))",
-    "write_syscalls": "sum(max_over_time(jobs_write_syscalls_total{{{sel}}}[{window}]))",
-    "processes_max": "max(max_over_time(jobs_processes{{{sel}}}[{window}]))",
-    "threads_max": "max(max_over_time(jobs_threads{{{sel}}}[{window}]))",
-    "open_files_max": "max(max_over_time(jobs_open_files{{{sel}}}[{window}]))",
-    "open_files_limit_ratio_max": (
-        "max(max_over_time(jobs_open_files_limit_ratio{{{sel}}}[{window}]))"
-    ),
-    "scratch_in_use": "max(max_over_time(jobs_scratch_in_use{{{sel}}}[{window}]))",
-}
-
-
 # Requests one report may make: every range query in its pieces, each vector query with
-# its fallback, each instant query once (38 with today's queries, whatever the job's length).
+# its fallback, the tail figures, the window figures and the tail figures' fallback
+# (11 with today's queries, whatever the job's length).
 REQUEST_BUDGET = (
-    len(RANGE_QUERIES) * math.ceil(MAX_POINTS / PIECE_STEPS)
-    + 2 * len(VECTOR_QUERIES)
-    + len(INSTANT_QUERIES)
+    len(RANGE_QUERIES) * math.ceil(MAX_POINTS / PIECE_STEPS) + 2 * len(VECTOR_QUERIES) + 3
 )
 
 
-def max_points(n_nodes: int) -> int:
-    """Points per series for a job on ``n_nodes`` nodes: MAX_POINTS shared out of the
-    POINTS_BUDGET, never fewer than MIN_POINTS."""
-    return max(MIN_POINTS, min(MAX_POINTS, POINTS_BUDGET // max(1, n_nodes)))
+def max_points(n_nodes: int, resolution: str = "full") -> int:
+    """Points per series for a job on ``n_nodes`` nodes: the resolution's points
+    (``RESOLUTIONS``) shared out of the POINTS_BUDGET, never fewer than MIN_POINTS."""
+    full = max(MIN_POINTS, min(MAX_POINTS, POINTS_BUDGET // max(1, n_nodes)))
+    return max(MIN_POINTS, full * RESOLUTIONS[resolution] // MAX_POINTS)
 
 
 def choose_step(seconds: float, scrape_interval: float, points: int = MAX_POINTS) -> float:
@@ -225,9 +185,17 @@ class PrometheusSource:
         return payload
 
     def usage(
-        self, job_id: JobId | str, start: datetime, end: datetime, nodes: Iterable[str] = ()
+        self,
+        job_id: JobId | str,
+        start: datetime,
+        end: datetime,
+        nodes: Iterable[str] = (),
+        resolution: str = "plot",
     ) -> Usage:
-        """Everything the report needs about one job; empty ``Usage`` when nothing was kept."""
+        """Everything the report needs about one job; empty ``Usage`` when nothing was kept.
+
+        ``resolution``: ``plot`` (the default, about one point per pixel of a plot) or
+        ``full`` (MAX_POINTS per series: every scrape of a job up to ~8 h at 30 s)."""
         window = Window(start.timestamp(), max(end.timestamp(), start.timestamp() + 1))
         nodes = tuple(nodes)
         sel = job_selector(str(job_id), nodes, self.node_label)
@@ -236,12 +204,16 @@ class PrometheusSource:
         step = choose_step(
             window.end + self.scrape_interval - window.start,
             self.scrape_interval,
-            max_points(len(nodes)),
+            max_points(len(nodes), resolution),
         )
         rate = rate_window(step, self.scrape_interval)
+        span_s = int(window.end - window.start + 2 * self.scrape_interval)
+        span = f"{span_s}s"
+        tail = f"{min(span_s, int(max(300, TAIL_SCRAPES * self.scrape_interval)))}s"
+        at_end = window.end + self.scrape_interval
         calls: list[Callable[[], Any]] = []
         n_chunks: dict[str, int] = {}
-        spans = pieces(window.start, window.end + self.scrape_interval, step)
+        spans = pieces(window.start, at_end, step)
         for name, (template, label) in RANGE_QUERIES.items():
             query = template.format(sel=sel, rate=rate, node=node)
             label = label.format(node=node)
@@ -249,50 +221,57 @@ class PrometheusSource:
             for a, b in spans:
                 params = {"query": query, "start": a, "end": b, "step": step}
                 calls.append(self._matrix_call(params, label))
-        span = f"{int(window.end - window.start + 2 * self.scrape_interval)}s"
         for template, fallback, label in VECTOR_QUERIES.values():
-            params = {
-                "query": template.format(sel=sel, start=int(window.start), node=node),
-                "time": window.end,
-            }
-            slow = {
-                "query": fallback.format(sel=sel, window=span, node=node),
-                "time": window.end + self.scrape_interval,
-            }
-            calls.append(self._vector_call(params, slow, label.format(node=node)))
-        for template in INSTANT_QUERIES.values():
-            params = {
-                "query": template.format(sel=sel, window=span),
-                "time": window.end + self.scrape_interval,
-            }
-            calls.append(self._call("/api/v1/query", params, parse_scalar))
+            params = {"query": template.format(sel=sel, lookback=LOOKBACK), "time": window.end}
+            slow = {"query": fallback.format(sel=sel, window=span, node=node), "time": at_end}
+            since = (int(window.start), window.end)
+            calls.append(self._vector_call(params, slow, label.format(node=node), since))
+        tails = combined({name: tail_query(name, sel, node, tail) for name in TAIL_FIGURES})
+        calls.append(self._call("/api/v1/query", {"query": tails, "time": at_end}, parse_labelled))
+        whole = {n: WINDOW_QUERIES[n].format(sel=sel, window=span) for n in WINDOW_QUERIES}
+        peaks = {n: peak_query(n, sel, window.start - self.scrape_interval, at_end)
+                 for n in WINDOW_FIGURES}
+        gauges = {"query": combined({n: q for n, (q, _) in peaks.items()}),
+                  "time": next(iter(peaks.values()))[1]}
+        calls.append(self._call("/api/v1/query", gauges, parse_labelled))
         answers = iter(self._run(calls))
         ranges: dict[str, tuple[Series, ...]] = {
             name: merge_series([next(answers) for _ in range(n)]) for name, n in n_chunks.items()
         }
         vectors = {name: tuple(next(answers)) for name in VECTOR_QUERIES}
-        scalars: dict[str, float | None] = {name: next(answers) for name in INSTANT_QUERIES}
+        per_node = next(answers)
+        scalars = _figures(next(answers))
+        scalars.update(_tail_figures(per_node))
+        # A node with series in the window but no last sample (its exporter stopped before
+        # the job ended): those figures are computed over the whole window instead.
+        missing = _missing_tails(per_node, _nodes(ranges, "cpu_cores", "memory_rss"),
+                                 _nodes(ranges, "gpu_utilization", "gpu_memory_used"))
+        if missing:
+            again = {"query": combined({n: whole[n] for n in missing}), "time": at_end}
+            answer = self._get("/api/v1/query", again)
+            found = _figures(self._parse(parse_labelled, answer))
+            scalars.update({name: found.get(name) for name in missing})
         return Usage(
             cpu_cores=ranges["cpu_cores"],
             cpu_per_core=vectors["cpu_per_core"],
             memory_rss=ranges["memory_rss"],
-            memory_limit_bytes=_int(scalars["memory_limit_bytes"]),
-            memory_max_usage_bytes=_int(scalars["memory_max_usage_bytes"]),
+            memory_limit_bytes=_int(scalars.get("memory_limit_bytes")),
+            memory_max_usage_bytes=_int(scalars.get("memory_max_usage_bytes")),
             gpu_utilization=ranges["gpu_utilization"],
             gpu_memory_used=ranges["gpu_memory_used"],
-            gpu_memory_total_bytes=_int(scalars["gpu_memory_total_bytes"]),
-            read_bytes=scalars["read_bytes"],
-            write_bytes=scalars["write_bytes"],
-            read_syscalls=scalars["read_syscalls"],
-            write_syscalls=scalars["write_syscalls"],
+            gpu_memory_total_bytes=_int(scalars.get("gpu_memory_total_bytes")),
+            read_bytes=scalars.get("read_bytes"),
+            write_bytes=scalars.get("write_bytes"),
+            read_syscalls=scalars.get("read_syscalls"),
+            write_syscalls=scalars.get("write_syscalls"),
             io_read_rate=ranges["io_read_rate"],
             io_write_rate=ranges["io_write_rate"],
-            processes_max=scalars["processes_max"],
-            threads_max=scalars["threads_max"],
-            open_files_max=scalars["open_files_max"],
-            open_files_limit_ratio_max=scalars["open_files_limit_ratio_max"],
+            processes_max=scalars.get("processes_max"),
+            threads_max=scalars.get("threads_max"),
+            open_files_max=scalars.get("open_files_max"),
+            open_files_limit_ratio_max=scalars.get("open_files_limit_ratio_max"),
             scratch_in_use=None
-            if scalars["scratch_in_use"] is None
+            if scalars.get("scratch_in_use") is None
             else scalars["scratch_in_use"] > 0,
             step_seconds=step,
         )
@@ -303,10 +282,15 @@ class PrometheusSource:
         return lambda: self._parse(parser, self._get(path, params), *args)
 
     def _vector_call(
-        self, params: Mapping[str, Any], fallback: Mapping[str, Any], label: str
+        self,
+        params: Mapping[str, Any],
+        fallback: Mapping[str, Any],
+        label: str,
+        since: tuple[float, float],
     ) -> Callable[[], Any]:
         def call() -> list[Series]:
-            series = self._parse(parse_vector, self._get("/api/v1/query", params), label)
+            answer = self._get("/api/v1/query", params)
+            series = self._parse(parse_mean_since, answer, label, *since)
             if series:
                 return series
             return self._parse(parse_vector, self._get("/api/v1/query", fallback), label)
@@ -379,3 +363,40 @@ def parse_labelled(payload: Mapping[str, Any]) -> list[tuple[dict[str, str], flo
         if math.isfinite(value):
             out.append((dict(item.get("metric", {})), value))
     return out
+
+
+def _figures(answer: list[tuple[dict[str, str], float]]) -> dict[str, float | None]:
+    """A combined answer (``prometheus_queries.combined``) as {figure: value}."""
+    return {labels[FIGURE_LABEL]: value for labels, value in answer if FIGURE_LABEL in labels}
+
+
+def _tail_figures(per_node: list[tuple[dict[str, str], float]]) -> dict[str, float | None]:
+    """The tail answer's per-node values combined over nodes as each figure says."""
+    values: dict[str, list[float]] = {}
+    for labels, value in per_node:
+        values.setdefault(labels.get(FIGURE_LABEL, ""), []).append(value)
+    out: dict[str, float | None] = {}
+    for name, (agg, _) in TAIL_FIGURES.items():
+        found = values.get(name)
+        out[name] = None if not found else (sum(found) if agg == "sum" else max(found))
+    return out
+
+
+def _nodes(ranges: Mapping[str, tuple[Series, ...]], *names: str) -> set[str]:
+    """The nodes with points in the named range answers (labels ``node`` or ``node/...``)."""
+    return {s.label.split("/")[0] for n in names for s in ranges[n] if s.points}
+
+
+def _missing_tails(
+    per_node: list[tuple[dict[str, str], float]], nodes: set[str], gpu_nodes: set[str]
+) -> list[str]:
+    """Tail figures lacking a node that has series in the job's window."""
+    seen: dict[str, set[str]] = {}
+    for labels, _ in per_node:
+        node = next((v for k, v in labels.items() if k != FIGURE_LABEL), "")
+        seen.setdefault(labels.get(FIGURE_LABEL, ""), set()).add(node)
+    return [
+        name
+        for name in TAIL_FIGURES
+        if not (gpu_nodes if name == "gpu_memory_total_bytes" else nodes) <= seen.get(name, set())
+    ]

@@ -172,3 +172,23 @@ def _join(runs: list[tuple[tuple[float, float], ...]]) -> tuple[tuple[float, flo
 
 
 _time = itemgetter(0)
+
+
+def parse_mean_since(
+    payload: Mapping[str, Any], label: str, start: float, at: float
+) -> list[Series]:
+    """A counter's raw last samples (an instant query of ``counter[lookback]``) -> the mean
+    rate since ``start`` per ``label``: last value / (its time - start), summed over the
+    series sharing a label, one point at ``at`` (what ``sum by (...) (c / (timestamp(c) -
+    start))`` evaluated at ``at`` gives, without Prometheus evaluating it per series).
+
+    ``{"status":"success","data":{"resultType":"matrix","result":[{"metric":{...},
+    "values":[[1435781430,"10"],[1435781460,"12.5"]]}]}}``
+    """
+    sums: dict[str, float] = {}
+    for s in parse_matrix(payload, label):
+        if s.points:
+            t, v = s.points[-1]
+            if t > start:
+                sums[s.label] = sums.get(s.label, 0.0) + v / (t - start)
+    return [Series(name, ((at, value),)) for name, value in sorted(sums.items())]

@@ -36,7 +36,7 @@ class MetricsReader(Protocol):
     """A Prometheus-compatible query API holding the exporter's jobs_* series."""
 
     def usage(self, job_id: JobId, start: datetime, end: datetime,
-              nodes: Iterable[str] = ()) -> Usage: ...
+              nodes: Iterable[str] = (), resolution: str = "plot") -> Usage: ...
 
 
 class ClusterReader(Protocol):

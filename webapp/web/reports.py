@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from flask import abort, current_app, g
 
@@ -28,16 +28,18 @@ class ReportCache:
 
     def __init__(self, ttl: float = REPORT_TTL, size: int = 256, gap_ttl: float = GAP_TTL) -> None:
         self.ttl, self.size, self.gap_ttl = ttl, size, gap_ttl
-        self._items: dict[JobId, tuple[float, JobReport]] = {}
+        self._items: dict[Hashable, tuple[float, JobReport]] = {}
         self._lock = threading.Lock()
 
-    def get(self, job_id: JobId, build: Callable[[JobId], JobReport]) -> JobReport:
+    def get(self, job_id: Hashable, build: Callable[[], JobReport]) -> JobReport:
+        """The report kept under ``job_id`` (any key: a job id, or with its resolution),
+        else ``build()``."""
         now = time.monotonic()
         with self._lock:
             hit = self._items.get(job_id)
         if hit is not None and hit[0] > now:
             return hit[1]
-        report = build(job_id)
+        report = build()
         with self._lock:
             if len(self._items) >= self.size:
                 self._items = {k: v for k, v in self._items.items() if v[0] > now}
@@ -75,14 +77,17 @@ def authorize(job_id: JobId) -> None:
             _deny(job_id, owner)
 
 
-def load_report(job_id: JobId, authorized: bool = False) -> JobReport:
+def load_report(job_id: JobId, authorized: bool = False, resolution: str = "plot") -> JobReport:
     """Check the user may see the job (unless ``authorize`` just did), then build its
-    report (400, 404, 403, 503 otherwise)."""
+    report with series at ``resolution`` (400, 404, 403, 503 otherwise)."""
     canonical = job_id
     service = get_service()
     if not authorized:
         authorize(canonical)
-    report = current_app.extensions["jobreport.reports"].get(canonical, service.build)
+    key = canonical if resolution == "plot" else (canonical, resolution)
+    report = current_app.extensions["jobreport.reports"].get(
+        key, lambda: service.build(canonical, resolution=resolution)
+    )
     if not auth.can_view(g.user, report):  # the report's owner agrees with the check above
         _deny(canonical, report.user)
     return report

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, current_app, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 
 from webapp.model import JobId
 from webapp.renderers.presentation import context
+from webapp.sources.prometheus import RESOLUTIONS
 from webapp.web.reports import authorize, load_report
 
 bp = Blueprint("views", __name__)
@@ -46,11 +56,16 @@ def job_pdf(job_id: str):
 
 @bp.get("/jobs/<job_id>.json")
 def job_json(job_id: str):
-    """The report as JSON (the same document `jobreport show --format json` prints)."""
+    """The report as JSON (what `jobreport show --format json` prints): compact, series at
+    the plots' resolution; ?pretty=1 indents it, ?resolution=full has the finest series."""
     from webapp.renderers import json as json_renderer
 
-    report = load_report(JobId.parse(job_id))
-    return Response(json_renderer.render(report), mimetype="application/json")
+    resolution = request.args.get("resolution", "plot")
+    if resolution not in RESOLUTIONS:
+        abort(400, description=f"resolution must be one of: {', '.join(RESOLUTIONS)}")
+    report = load_report(JobId.parse(job_id), resolution=resolution)
+    pretty = request.args.get("pretty", "") not in ("", "0")
+    return Response(json_renderer.render(report, pretty=pretty), mimetype="application/json")
 
 
 @bp.get("/jobs/<job_id>.txt")

@@ -1,0 +1,147 @@
+"""The named PromQL a report asks Prometheus, and how one-number figures share a request.
+
+Templates take ``{sel}`` (the job selector), ``{node}`` (the label naming a node),
+``{rate}`` (a rate window), ``{window}`` (the job's whole window), ``{tail}`` (a short
+window before its end) and ``{start}`` (its start, unix seconds). Every metric used is
+one the exporter emits (a test checks that against exporter/).
+
+Prometheus' cost is the samples it decodes: a 7-day, 8-node job has 20,000 per series.
+So a figure that a counter or a high-watermark already holds is read from the job's last
+samples (``TAIL_FIGURES``), and only the gauges whose peak may lie anywhere are scanned
+over the whole window (``WINDOW_FIGURES``); several figures go in one request.
+"""
+
+from __future__ import annotations
+
+import math
+
+# Range queries: name -> (PromQL template, label that names each series).
+RANGE_QUERIES: dict[str, tuple[str, str]] = {
+    "cpu_cores": ("sum by ({node}) (rate(jobs_cpu_seconds_total{{{sel}}}[{rate}]))", "{node}"),
+    "memory_rss": ("sum by ({node}) (jobs_memory_rss_bytes{{{sel}}})", "{node}"),
+    "gpu_utilization": (
+        "max by ({node}, gpu) (jobs_gpu_utilization_ratio{{{sel}}})",
+        "{node}/gpu",
+    ),
+    "gpu_memory_used": (
+        "max by ({node}, gpu) (jobs_gpu_memory_used_bytes{{{sel}}})",
+        "{node}/gpu",
+    ),
+    "io_read_rate": (
+        "sum by ({node}) (rate(jobs_read_bytes_total{{{sel}}}[{rate}]))",
+        "{node}",
+    ),
+    "io_write_rate": (
+        "sum by ({node}) (rate(jobs_write_bytes_total{{{sel}}}[{rate}]))",
+        "{node}",
+    ),
+}
+
+# Per-node-and-core values at the job's end: (query, fallback, label).
+# Per-core use is a whole-job mean per core: a job's cpuacct counters start at zero with its
+# cgroup, so the last sample divided by the time since the job started is the mean. The
+# query asks for each core's raw samples of the last {lookback} before the job's end (the
+# staleness lookback, so the same sample an instant selector finds) and the division is
+# done here: one sample per core instead of rate() over every sample (a 256-core week is
+# 5 M). If that finds nothing (clock skew, a gap at the end) the rate over the whole job
+# is the fallback.
+VECTOR_QUERIES: dict[str, tuple[str, str, str]] = {
+    "cpu_per_core": (
+        "jobs_cpu_core_seconds_total{{{sel}}}[{lookback}]",
+        "sum by ({node}, core) (rate(jobs_cpu_core_seconds_total{{{sel}}}[{window}]))",
+        "{node}/core",
+    ),
+}
+
+# One number each over the job's whole window: the definition of every figure below.
+# Memory limits are per node (each node's cgroup has the job's --mem), so their max.
+WINDOW_QUERIES: dict[str, str] = {
+    "memory_limit_bytes": "max(max_over_time(jobs_memory_limit_bytes{{{sel}}}[{window}]))",
+    "memory_max_usage_bytes": "sum(max_over_time(jobs_memory_max_usage_bytes{{{sel}}}[{window}]))",
+    "gpu_memory_total_bytes": "max(max_over_time(jobs_gpu_memory_total_bytes{{{sel}}}[{window}]))",
+    "read_bytes": "sum(max_over_time(jobs_read_bytes_total{{{sel}}}[{window}]))",
+    "write_bytes": "sum(max_over_time(jobs_write_bytes_total{{{sel}}}[{window}]))",
+    "read_syscalls": "sum(max_over_time(jobs_read_syscalls_total{{{sel}}}[{window}]))",
+    "write_syscalls": "sum(max_over_time(jobs_write_syscalls_total{{{sel}}}[{window}]))",
+    "processes_max": "max(max_over_time(jobs_processes{{{sel}}}[{window}]))",
+    "threads_max": "max(max_over_time(jobs_threads{{{sel}}}[{window}]))",
+    "open_files_max": "max(max_over_time(jobs_open_files{{{sel}}}[{window}]))",
+    "open_files_limit_ratio_max": (
+        "max(max_over_time(jobs_open_files_limit_ratio{{{sel}}}[{window}]))"
+    ),
+    "scratch_in_use": "max(max_over_time(jobs_scratch_in_use{{{sel}}}[{window}]))",
+}
+INSTANT_QUERIES = WINDOW_QUERIES  # the name earlier callers knew
+
+# Figures whose largest value is their last: the exporter's counters never go down (I/O
+# totals keep exited processes), cgroup max_usage is a high-watermark, limits and a GPU's
+# memory are constant. name -> (how nodes combine, metric). Read per node from the last
+# samples before the job's end; a node that has series in the window but none there (its
+# exporter stopped early) sends that figure back to its WINDOW_QUERIES definition.
+TAIL_FIGURES: dict[str, tuple[str, str]] = {
+    "memory_limit_bytes": ("max", "jobs_memory_limit_bytes"),
+    "memory_max_usage_bytes": ("sum", "jobs_memory_max_usage_bytes"),
+    "gpu_memory_total_bytes": ("max", "jobs_gpu_memory_total_bytes"),
+    "read_bytes": ("sum", "jobs_read_bytes_total"),
+    "write_bytes": ("sum", "jobs_write_bytes_total"),
+    "read_syscalls": ("sum", "jobs_read_syscalls_total"),
+    "write_syscalls": ("sum", "jobs_write_syscalls_total"),
+}
+TAIL_TEMPLATE = "{agg} by ({node}) (last_over_time({metric}{{{sel}}}[{tail}]))"
+# Gauges whose peak can be anywhere: scanned over the whole window, all in one request,
+# as the largest of hour-long maxima (a subquery): the same samples, but Prometheus holds
+# an hour of them at a time instead of the whole window (~20 % less of its CPU on a week).
+# name -> (how series combine, metric), as in their WINDOW_QUERIES definitions.
+WINDOW_PEAKS: dict[str, tuple[str, str]] = {
+    "processes_max": ("max", "jobs_processes"),
+    "threads_max": ("max", "jobs_threads"),
+    "open_files_max": ("max", "jobs_open_files"),
+    "open_files_limit_ratio_max": ("max", "jobs_open_files_limit_ratio"),
+    "scratch_in_use": ("max", "jobs_scratch_in_use"),
+}
+WINDOW_FIGURES = tuple(WINDOW_PEAKS)
+PEAK_TEMPLATE = (
+    "{agg}(max_over_time(max_over_time({metric}{{{sel}}}[{piece}s])[{window}s:{piece}s]))"
+)
+PIECE_SECONDS = 3600  # at least; grows past ~8 days so that at most 200 pieces are read
+
+FIGURE_LABEL = "figure"  # names each figure in a combined answer
+
+
+def tail_query(name: str, sel: str, node: str, tail: str) -> str:
+    """One figure per node from the last samples before the job's end."""
+    agg, metric = TAIL_FIGURES[name]
+    return TAIL_TEMPLATE.format(agg=agg, metric=metric, sel=sel, node=node, tail=tail)
+
+
+def peak_query(name: str, sel: str, first: float, at: float) -> tuple[str, float]:
+    """(query, evaluation time) for the largest value of a WINDOW_FIGURES gauge in
+    [first, at]: the max of aligned pieces covering it.
+
+    A subquery ``[W:P]`` evaluated at T reads the pieces ending on multiples of P in
+    (T - W, T], each covering the P seconds before it. Evaluated at T = ``at`` rounded up
+    to a multiple of P with W = T - ``first``, they cover [first, at] and at most one
+    piece more on each side, where the job has no samples.
+    """
+    agg, metric = WINDOW_PEAKS[name]
+    piece = PIECE_SECONDS * max(1, math.ceil((at - first) / (200 * PIECE_SECONDS)))
+    time = math.ceil(at / piece) * piece
+    window = math.ceil(time - first)
+    return PEAK_TEMPLATE.format(
+        agg=agg, metric=metric, sel=sel, piece=piece, window=window
+    ), float(time)
+
+
+def combined(queries: dict[str, str]) -> str:
+    """Several figures in one request: each query's answer labelled ``figure="<name>"``.
+
+        {"read_bytes": "sum(...)", "threads_max": "max(...)"}
+        -> label_replace(sum(...), "figure", "read_bytes", "", "") or label_replace(...)
+
+    Figure names are identifiers (no quoting needed); ``or`` keeps every answer, their
+    label sets differing by ``figure``.
+    """
+    return " or ".join(
+        f'label_replace({query}, "{FIGURE_LABEL}", "{name}", "", "")'
+        for name, query in queries.items()
+    )

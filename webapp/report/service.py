@@ -13,8 +13,14 @@ from webapp.report.arrays import summarize_array
 from webapp.report.build import build_report
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
+from webapp.sources.partitions import PartitionSource
 from webapp.sources.prometheus import PrometheusSource
-from webapp.sources.protocols import AccountingReader, MetricsReader, SacctReader
+from webapp.sources.protocols import (
+    AccountingReader,
+    MetricsReader,
+    PartitionReader,
+    SacctReader,
+)
 from webapp.sources.sacct import SacctSource
 
 
@@ -27,6 +33,7 @@ class ReportService:
         accounting: AccountingReader | None = None,
         sacct: SacctReader | None = None,
         prometheus: MetricsReader | None = None,
+        partitions: PartitionReader | None = None,
     ) -> None:
         self.settings = settings
         self.thresholds = Thresholds.from_overrides(settings.thresholds)
@@ -40,6 +47,9 @@ class ReportService:
             scrape_interval=settings.scrape_interval,
             node_label=settings.prometheus_node_label,
         )
+        self.partitions = partitions or PartitionSource(
+            settings.scontrol, timeout=settings.sacct_timeout
+        )
 
     def build(self, job_id: JobId | str, strict_accounting: bool = True) -> JobReport:
         """The full report with findings. Raises InvalidJobId, JobNotFound, SourceUnavailable."""
@@ -51,14 +61,19 @@ class ReportService:
             self.sacct,
             self.prometheus,
             strict_accounting=strict_accounting,
+            partitions=self.partitions,
         )
         if report.array_job == jid.job and jid.array_task is None:
+            # The id names a whole array: its summary leads; the single figures are those
+            # of one task (``figures_from``), whose peak the summary reuses as is.
             try:
                 tasks = self.sacct.array(jid)
             except (JobNotFound, SourceUnavailable):
                 tasks = ()
-            if len(tasks) > 1:
-                report = dataclasses.replace(report, array=summarize_array(tasks))
+            if tasks:
+                shown = {report.figures_from: report.memory_peak} if report.figures_from else {}
+                summary = summarize_array(tasks, self.thresholds, peaks=shown)
+                report = dataclasses.replace(report, array=summary)
         return dataclasses.replace(report, findings=detect_all(report, self.thresholds))
 
     def owner(self, job_id: JobId | str) -> str | None:

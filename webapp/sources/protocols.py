@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Protocol
 
-from webapp.model import AccountingJob, JobId, SacctJob, Usage
+from webapp.model import AccountingJob, JobId, SacctJob, TimeLimitKind, Usage
 
 
 class AccountingReader(Protocol):
@@ -34,3 +34,9 @@ class MetricsReader(Protocol):
 
     def usage(self, job_id: JobId, start: datetime, end: datetime,
               nodes: Iterable[str] = ()) -> Usage: ...
+
+
+class PartitionReader(Protocol):
+    """The partitions' own limits: what a job's ``Partition_Limit`` stands for."""
+
+    def max_time(self, partition: str) -> tuple[TimeLimitKind, float | None]: ...

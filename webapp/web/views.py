@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, redirect, render_template, request, url_for
+from flask import Blueprint, Response, g, redirect, render_template, request, url_for
 
 from webapp.model import JobId
 from webapp.renderers.presentation import context
+from webapp.web import auth
 from webapp.web.reports import load_report
 
 bp = Blueprint("views", __name__)
@@ -26,7 +27,9 @@ def job(job_id: str):
     report = load_report(JobId.parse(job_id))
     links = [(fmt.upper(), url_for(f"views.job_{fmt}", job_id=report.job_id))
              for fmt in ("pdf", "json", "txt")]
-    return render_template("report.html", links=links, **context(report))
+    # Staff also see each gap's technical detail (driver errors); users the plain reason.
+    return render_template("report.html", links=links,
+                           **context(report, staff=auth.is_staff(g.user)))
 
 
 @bp.get("/jobs/<job_id>.pdf")

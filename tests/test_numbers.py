@@ -219,6 +219,7 @@ def test_pending_job_is_not_started():
     report = show(sacct_answer(PENDING, job="17"), "17")
     assert any(g.reason == "the job has not started yet (PENDING): no metrics"
                for g in report.gaps)
+    assert report.cpu_seconds is None  # not the allocation line's 00:00:00
 
 
 # --- 6. CPU time from the allocation line ------------------------------------------------------

@@ -131,7 +131,9 @@ def build_report(
             gaps.append(_gap(job_id, exc))
 
     running = state in RUNNING_STATES
-    cpu_seconds, cpu_source = _cpu(sj, usage, elapsed, running)
+    cpu_seconds, cpu_source = (None, None) if state in NOT_STARTED_STATES else _cpu(
+        sj, usage, elapsed, running
+    )
     peak = job_peak(sacct_peak(sj) if sj else None, prometheus_peak(usage))
     partition = _first(acct and acct.partition, sj and sj.partition)
     limit_kind, limit = _time_limit(acct, sj, partition, partitions)

@@ -17,9 +17,11 @@ stack:
 stop:
 	scripts/dev-stack stop
 
-lint: ## ruff, and the layers written down as import contracts in pyproject.toml
+lint: ## ruff, the import contracts, bandit (high severity fails), pip-audit
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/bandit -q -r webapp exporter slurm_exporter mgmt jobreport_net --severity-level high
+	scripts/audit-deps
 
 unit: ## the tests that need no stack
 	$(VENV)/bin/pytest -q -m "not stack"

@@ -55,6 +55,8 @@ def app_env(tmp: str) -> dict[str, str]:
     pw.write_text(f"{USER}:{generate_password_hash(PASSWORD)}\n")
     env.update(JOBREPORT_AUTH="password", JOBREPORT_PASSWORD_FILE=str(pw),
                JOBREPORT_STAFF=USER, JOBREPORT_SECRET_KEY=secrets.token_hex(32),
+               JOBREPORT_SESSION_COOKIE_SECURE="0",  # plain http on loopback
+               JOBREPORT_WEB_STATE=str(Path(tmp) / "web-state.sqlite"),
                PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'bench'}")
     return env
 

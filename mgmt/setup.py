@@ -14,13 +14,15 @@ from collections.abc import Sequence
 from importlib import resources
 from urllib.parse import urlsplit
 
+from jobreport_net.redact import redact
+
 
 class SetupError(RuntimeError):
     """The database refused a connection or a statement; the message says which."""
 
 
-IDENT_RE = re.compile(r"^[A-Za-z0-9_]{1,64}$")
-HOST_RE = re.compile(r"^[A-Za-z0-9_.%:-]{1,255}$")
+IDENT_RE = re.compile(r"^[A-Za-z0-9_]{1,64}\Z")
+HOST_RE = re.compile(r"^[A-Za-z0-9_.%:-]{1,255}\Z")
 
 
 def _sql(name: str) -> str:
@@ -106,7 +108,8 @@ def apply(statements: Sequence[str], admin_socket: str, admin_user: str,
         )
     except pymysql.MySQLError as exc:
         raise SetupError(
-            f"cannot connect to MariaDB at {admin_socket} as {admin_user}: {exc.args[-1]}"
+            f"cannot connect to MariaDB at {admin_socket} as {admin_user}: "
+            f"{redact(str(exc.args[-1]))}"
         ) from None
     try:
         with conn.cursor() as cur:
@@ -114,7 +117,8 @@ def apply(statements: Sequence[str], admin_socket: str, admin_user: str,
                 try:
                     cur.execute(stmt)
                 except pymysql.MySQLError as exc:
-                    first = stmt.splitlines()[0][:70]
-                    raise SetupError(f"{first!r} failed: {exc.args[-1]}") from None
+                    # Redacted before it is cut short, so no partial password survives.
+                    first = redact(stmt.splitlines()[0])[:70]
+                    raise SetupError(f"{first!r} failed: {redact(str(exc.args[-1]))}") from None
     finally:
         conn.close()

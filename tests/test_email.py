@@ -25,6 +25,7 @@ from tests.helpers.mail import (
     outbox_args,
 )
 from tests.helpers.reports import (
+    ENCODED_WORD_PAYLOAD,
     HEADER_PAYLOAD,
     HTML_PAYLOAD,
     FakeService,
@@ -123,6 +124,24 @@ def test_send_one_to_owner_over_smtp(smtp, tmp_path, capsys):
     assert len(recorder.messages) == 1
     assert mail_cli.run_email(email_args("4243", "--resend"), settings, service) == 0
     assert len(set(recorder.message_ids())) == 2
+
+
+def test_encoded_word_in_a_job_name_adds_no_header(smtp, tmp_path, fast_pdf):
+    # The DATA the real SMTP server received holds one Subject and no Reply-To; a reader
+    # sees the job's name as it was submitted.
+    recorder, port = smtp
+    report = sample_report("6003", "alice", name=ENCODED_WORD_PAYLOAD)
+    assert len(ENCODED_WORD_PAYLOAD) == 50
+    settings = mail_settings(tmp_path, port)
+    assert mail_cli.run_email(email_args("6003"), settings, FakeService({"6003": report})) == 0
+    _, raw = recorder.messages[0]
+    head = raw.split(b"\r\n\r\n", 1)[0]
+    assert b"Reply-To" not in head.replace(b"\r\n ", b" ").split(b"Subject:")[0]
+    received = message_from_bytes(raw, policy=default)
+    assert received["Reply-To"] is None and len(received.get_all("Subject")) == 1
+    assert [k for k in received.keys() if k.lower() == "reply-to"] == []
+    shown = str(received["Subject"]).replace("\N{WORD JOINER}", "")
+    assert ENCODED_WORD_PAYLOAD in shown and "\r" not in shown and "\n" not in shown
 
 
 def test_send_one_unknown_or_invalid_job(tmp_path, capsys):

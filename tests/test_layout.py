@@ -18,7 +18,7 @@ import requests
 from jobreport_net.bind import parse_bind
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("webapp", "exporter", "mgmt", "jobreport_net")
+PACKAGES = ("webapp", "exporter", "slurm_exporter", "mgmt", "jobreport_net")
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 

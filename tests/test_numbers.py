@@ -266,8 +266,9 @@ def test_web_page_shows_the_detail_to_staff_only(tmp_path):
     pw = tmp_path / "passwords"
     hashed = generate_password_hash("pw")
     pw.write_text(f"alice:{hashed}\nstaffer:{hashed}\n")
-    settings = Settings(secret_key="k", password_file=str(pw), staff=frozenset({"staffer"}),
-                        outbox=str(tmp_path / "o.sqlite"))
+    settings = Settings(secret_key="a-test-secret-of-at-least-32-bytes", password_file=str(pw),
+                        staff=frozenset({"staffer"}), outbox=str(tmp_path / "o.sqlite"),
+                        web_state=str(tmp_path / "web-state.sqlite"))
     app = create_app(settings, FakeService({"7000": report}))
     pages = {}
     for user in ("alice", "staffer"):
@@ -294,7 +295,7 @@ def test_json_schema_is_pinned():
         "figures_from", "cpus", "cpu_seconds", "cpu_seconds_source", "cpu_efficiency",
         "memory_peak_bytes", "memory_peak", "memory_requested_bytes",
         "memory_requested_per_node_bytes", "memory_efficiency", "gpus", "usage", "steps",
-        "findings", "gaps", "array", "series",
+        "findings", "gaps", "notes", "array", "series",
     }  # fmt: skip
     assert set(data["memory_peak"]) == {"bytes", "source", "estimate", "node", "step_id",
                                         "per_task_bytes", "tasks"}

@@ -131,3 +131,23 @@ def test_outbox_command_lists_pending_and_failed(box, capsys):
     assert run_outbox(parser.parse_args([]), Settings(outbox=box.path)) == 1
     out = capsys.readouterr().out
     assert "failed" in out and "554" in out and "2 email(s) listed" in out
+
+
+def test_outbox_files_are_private(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)  # a usual umask would make new files world-readable
+    try:
+        path = tmp_path / "var" / "outbox.sqlite"
+        box = ob.Outbox(str(path))
+        box.enqueue("1:ended", "1", "ended", message(1))
+        with box.lock():
+            pass
+        box.close()
+    finally:
+        os.umask(old)
+    files = [p for p in path.parent.iterdir()]
+    assert {p.name for p in files} >= {"outbox.sqlite", "outbox.sqlite.lock"}
+    for p in files:
+        assert stat.S_IMODE(p.stat().st_mode) & 0o077 == 0, p

@@ -499,3 +499,14 @@ def test_big_outputs_parse_the_same_and_leave_the_collector_as_found():
     assert len(jobs) == 4 * 799
     small = parse_sacct("\n".join([header, *rows]), tz=UTC)
     assert [replace(j, job_id=j.job_id[1:]) for j in jobs[:4]] == list(small)
+
+
+def test_run_sacct_replaces_bytes_that_are_not_utf8():
+    # A site whose accounting DB kept a Latin-1 byte: sacct prints it raw.
+    import sys
+
+    from webapp.sources.sacct import run_sacct
+
+    out = run_sacct([sys.executable, "-c",
+                     "import sys; sys.stdout.buffer.write(b'1|caf\\xe9|alice\\n')"])
+    assert out == "1|caf\N{REPLACEMENT CHARACTER}|alice\n"

@@ -58,9 +58,19 @@ def test_step_keeps_series_under_max_points(seconds, interval, step):
     assert seconds / got + 1 <= prometheus.MAX_POINTS
 
 
-def test_long_windows_are_chunked():
-    parts = prometheus.chunks(0, 20 * 86400)
-    assert len(parts) == 3 and parts[0] == (0, 7 * 86400) and parts[-1][1] == 20 * 86400
+@pytest.mark.parametrize("days", [1 / 24, 7, 365, 3650])
+def test_range_queries_are_split_by_points_not_by_days(days):
+    seconds = days * 86400
+    step = prometheus.choose_step(seconds, 30)
+    parts = prometheus.pieces(0, seconds, step)
+    assert len(parts) <= prometheus.MAX_POINTS / prometheus.PIECE_STEPS
+    assert parts[0][0] == 0 and parts[-1][1] == seconds
+
+
+def test_many_nodes_share_the_points_budget():
+    assert prometheus.max_points(1) == prometheus.MAX_POINTS
+    assert prometheus.max_points(100) * 100 <= prometheus.POINTS_BUDGET
+    assert prometheus.max_points(10_000) == prometheus.MIN_POINTS
 
 
 def test_selector_escapes_and_limits_nodes():

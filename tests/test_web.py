@@ -15,6 +15,7 @@ from webapp.settings import Settings, SettingsError
 from webapp.web.reports import ReportCache
 
 PASSWORD = "correct horse"
+SECRET = "test-secret-of-at-least-32-bytes!"
 
 
 @pytest.fixture
@@ -22,8 +23,9 @@ def web_settings(tmp_path) -> Settings:
     pw = tmp_path / "passwords"
     hashed = generate_password_hash(PASSWORD)
     pw.write_text(f"# user:hash\nalice:{hashed}\nbob:{hashed}\nstaffer:{hashed}\n")
-    return Settings(secret_key="test-secret", password_file=str(pw),
-                    staff=frozenset({"staffer"}), outbox=str(tmp_path / "outbox.sqlite"))
+    return Settings(secret_key=SECRET, password_file=str(pw),
+                    staff=frozenset({"staffer"}), outbox=str(tmp_path / "outbox.sqlite"),
+                    web_state=str(tmp_path / "web-state.sqlite"))
 
 
 @pytest.fixture

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from jobreport_net.redact import redact
+
 # 123, array task 123_4, het component 123+1. Anything else is refused before any query.
-JOB_ID_RE = re.compile(r"^(?P<job>[0-9]{1,10})(?:_(?P<task>[0-9]{1,10})|\+(?P<het>[0-9]{1,4}))?$")
+JOB_ID_RE = re.compile(r"^(?P<job>[0-9]{1,10})(?:_(?P<task>[0-9]{1,10})|\+(?P<het>[0-9]{1,4}))?\Z")
 
 
 # A job in these states holds its allocation; with PENDING, it has not ended yet.
@@ -48,6 +50,8 @@ class SourceUnavailable(RuntimeError):
     """
 
     def __init__(self, source: str, reason: str, detail: str | None = None) -> None:
+        reason = redact(reason)  # driver and HTTP errors may quote URLs with credentials
+        detail = redact(detail) if detail else detail
         super().__init__(f"{source} unavailable: {reason}")
         self.source = source
         self.reason = reason
@@ -258,6 +262,7 @@ class Usage:
     open_files_max: float | None = None
     open_files_limit_ratio_max: float | None = None
     scratch_in_use: bool | None = None
+    step_seconds: float | None = None  # resolution of the series (the range queries' step)
 
     @property
     def empty(self) -> bool:
@@ -366,6 +371,8 @@ class JobReport:
     steps: tuple[Step, ...] = ()
     array: ArraySummary | None = None  # set when ``job_id`` names a whole array
     gaps: tuple[Gap, ...] = ()
+    # What the data covers where it is less than everything (e.g. the plots' resolution).
+    notes: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = ()
 
     @property

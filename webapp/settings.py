@@ -8,8 +8,10 @@ dataclass takes its defaults from there and the README's table is generated from
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from jobreport_net.bind import parse_bind
 
@@ -18,6 +20,12 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_CLUSTER": ("demo", "Slurm cluster name (selects rows of the accounting view)."),
     "JOBREPORT_PROMETHEUS_URL": ("http://127.0.0.1:9090", "Prometheus-compatible HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics)."),
     "JOBREPORT_PROMETHEUS_TIMEOUT": ("10", "Seconds before a Prometheus query gives up."),
+    "JOBREPORT_PROMETHEUS_USER": ("", "Basic-auth user for Prometheus (the password comes from JOBREPORT_PROMETHEUS_PASSWORD_FILE; never put it in the URL)."),
+    "JOBREPORT_PROMETHEUS_PASSWORD_FILE": ("", "File holding the Prometheus basic-auth password."),
+    "JOBREPORT_PROMETHEUS_TOKEN_FILE": ("", "File holding a bearer token for Prometheus (re-read when it changes)."),
+    "JOBREPORT_PROMETHEUS_CA_BUNDLE": ("", "CA bundle that signs the Prometheus server's certificate (empty: the system's)."),
+    "JOBREPORT_PROMETHEUS_CLIENT_CERT": ("", "Client certificate (PEM) for Prometheus behind mutual TLS."),
+    "JOBREPORT_PROMETHEUS_CLIENT_KEY": ("", "Private key of the client certificate (empty: it is in the certificate file)."),
     "JOBREPORT_SCRAPE_INTERVAL": ("30", "Prometheus scrape interval of the exporters (seconds); sets rate windows."),
     "JOBREPORT_PROMETHEUS_NODE_LABEL": (
         "instance",
@@ -33,7 +41,16 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_STAFF": ("", "Comma-separated user names that may see every job."),
     "JOBREPORT_AUTH": ("password", "`password` (built-in login) or `remote-user` (trust the reverse proxy)."),
     "JOBREPORT_PASSWORD_FILE": ("", "File of `user:werkzeug-hash` lines for built-in login."),
-    "JOBREPORT_SECRET_KEY": ("", "Flask secret key (sessions, CSRF); required by the web app."),
+    "JOBREPORT_SECRET_KEY": ("", "Flask secret key (sessions, CSRF), at least 32 bytes; required by the web app."),
+    "JOBREPORT_SESSION_COOKIE_SECURE": ("1", "`1`: the session cookie is sent over HTTPS only (production sits behind a TLS proxy); `0` only for a plain-http demo."),
+    "JOBREPORT_SESSION_LIFETIME": ("43200", "Seconds a login lasts, counted from the login."),
+    "JOBREPORT_WEB_STATE": ("var/web-state.sqlite", "SQLite file the web app's workers share: ended sessions and login attempt counts."),
+    "JOBREPORT_RATELIMIT_STORAGE": ("", "Flask-Limiter storage URI for login limits (e.g. `redis://host:6379` when several hosts serve the app); empty: the JOBREPORT_WEB_STATE file."),
+    "JOBREPORT_LOGIN_LIMIT_USER": ("10 per 15 minutes", "Failed logins allowed per user name; then every login of that name is refused until the window ends."),
+    "JOBREPORT_LOGIN_LIMIT_ADDRESS": ("30 per 15 minutes", "Failed logins allowed per client address."),
+    "JOBREPORT_TRUSTED_PROXIES": ("0", "Reverse proxies in front of the app whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed (1 behind one nginx)."),
+    "JOBREPORT_PDF_BUILDS": ("2", "PDF builds at once per worker process; more answer 503 with Retry-After."),
+    "JOBREPORT_PDF_CACHE_MB": ("64", "Memory per worker process for finished PDFs of ended jobs."),
     "JOBREPORT_BIND": ("127.0.0.1:8000", "Address `jobreport serve` listens on."),
     "JOBREPORT_SMTP_HOST": ("127.0.0.1", "SMTP server for report emails."),
     "JOBREPORT_SMTP_PORT": ("25", "SMTP port."),
@@ -50,8 +67,10 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
 }
 
 
-# Read by the exporter (exporter/settings.py) and the benchmarks, not by this module.
-OTHER_PREFIXES = ("JOBREPORT_EXPORTER_", "JOBREPORT_BENCH_")
+# Read by the exporters (their own settings modules), the benchmarks and the tests.
+OTHER_PREFIXES = (
+    "JOBREPORT_EXPORTER_", "JOBREPORT_SLURM_EXPORTER_", "JOBREPORT_BENCH_", "JOBREPORT_TEST_",
+)
 
 
 class SettingsError(ValueError):
@@ -116,6 +135,12 @@ class Settings:
     cluster: str = _str("cluster")
     prometheus_url: str = _str("prometheus_url")
     prometheus_timeout: float = _float("prometheus_timeout")
+    prometheus_user: str = _str("prometheus_user")
+    prometheus_password_file: str = _str("prometheus_password_file")
+    prometheus_token_file: str = _str("prometheus_token_file")
+    prometheus_ca_bundle: str = _str("prometheus_ca_bundle")
+    prometheus_client_cert: str = _str("prometheus_client_cert")
+    prometheus_client_key: str = _str("prometheus_client_key")
     scrape_interval: float = _float("scrape_interval")
     prometheus_node_label: str = _str("prometheus_node_label")
     db_url: str = _str("db_url")
@@ -126,6 +151,15 @@ class Settings:
     auth: str = _str("auth")
     password_file: str = _str("password_file")
     secret_key: str = _str("secret_key")
+    session_cookie_secure: bool = _bool("session_cookie_secure")
+    session_lifetime: float = _float("session_lifetime")
+    web_state: str = _str("web_state")
+    ratelimit_storage: str = _str("ratelimit_storage")
+    login_limit_user: str = _str("login_limit_user")
+    login_limit_address: str = _str("login_limit_address")
+    trusted_proxies: int = _int("trusted_proxies")
+    pdf_builds: int = _int("pdf_builds")
+    pdf_cache_mb: float = _float("pdf_cache_mb")
     bind: str = _str("bind")
     smtp_host: str = _str("smtp_host")
     smtp_port: int = _int("smtp_port")
@@ -156,17 +190,27 @@ class Settings:
         auth = _str("auth", env)
         if auth not in ("password", "remote-user"):
             raise SettingsError(f"JOBREPORT_AUTH={auth!r}: use password or remote-user")
+        node_label = _str("prometheus_node_label", env)
+        if node_label and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", node_label):
+            raise SettingsError(f"JOBREPORT_PROMETHEUS_NODE_LABEL={node_label!r} is not a "
+                                "Prometheus label name")
         bind = _str("bind", env)
         try:
             parse_bind(bind, "127.0.0.1")
         except ValueError as exc:
             raise SettingsError(f"JOBREPORT_BIND: {exc}") from None
-        return cls(
+        settings = cls(
             cluster=_str("cluster", env),
             prometheus_url=_str("prometheus_url", env).rstrip("/"),
             prometheus_timeout=_float("prometheus_timeout", env),
+            prometheus_user=_str("prometheus_user", env),
+            prometheus_password_file=_str("prometheus_password_file", env),
+            prometheus_token_file=_str("prometheus_token_file", env),
+            prometheus_ca_bundle=_str("prometheus_ca_bundle", env),
+            prometheus_client_cert=_str("prometheus_client_cert", env),
+            prometheus_client_key=_str("prometheus_client_key", env),
             scrape_interval=_float("scrape_interval", env),
-            prometheus_node_label=_str("prometheus_node_label", env),
+            prometheus_node_label=node_label,
             db_url=_str("db_url", env),
             sacct=_str("sacct", env),
             sacct_timeout=_float("sacct_timeout", env),
@@ -175,6 +219,15 @@ class Settings:
             auth=auth,
             password_file=_str("password_file", env),
             secret_key=_str("secret_key", env),
+            session_cookie_secure=_bool("session_cookie_secure", env),
+            session_lifetime=_float("session_lifetime", env),
+            web_state=_str("web_state", env),
+            ratelimit_storage=_str("ratelimit_storage", env),
+            login_limit_user=_str("login_limit_user", env),
+            login_limit_address=_str("login_limit_address", env),
+            trusted_proxies=_int("trusted_proxies", env),
+            pdf_builds=_int("pdf_builds", env),
+            pdf_cache_mb=_float("pdf_cache_mb", env),
             bind=bind,
             smtp_host=_str("smtp_host", env),
             smtp_port=_int("smtp_port", env),
@@ -189,3 +242,28 @@ class Settings:
             outbox=_str("outbox", env),
             thresholds=_thresholds("thresholds", env),
         )
+        _check_prometheus_client(settings)
+        if settings.pdf_builds < 1:
+            raise SettingsError("JOBREPORT_PDF_BUILDS must be at least 1")
+        return settings
+
+
+def _check_prometheus_client(s: Settings) -> None:
+    """Credentials come from files, never from the URL (it is shown in outage messages)."""
+    if "@" in urlsplit(s.prometheus_url).netloc:
+        raise SettingsError(
+            "JOBREPORT_PROMETHEUS_URL holds credentials: put the user in "
+            "JOBREPORT_PROMETHEUS_USER and the password in JOBREPORT_PROMETHEUS_PASSWORD_FILE "
+            "(or a token in JOBREPORT_PROMETHEUS_TOKEN_FILE)")
+    if s.prometheus_user and s.prometheus_token_file:
+        raise SettingsError("JOBREPORT_PROMETHEUS_USER and JOBREPORT_PROMETHEUS_TOKEN_FILE: "
+                            "use basic auth or a bearer token, not both")
+    if bool(s.prometheus_user) != bool(s.prometheus_password_file):
+        raise SettingsError("JOBREPORT_PROMETHEUS_USER and JOBREPORT_PROMETHEUS_PASSWORD_FILE "
+                            "go together")
+    if s.prometheus_client_key and not s.prometheus_client_cert:
+        raise SettingsError("JOBREPORT_PROMETHEUS_CLIENT_KEY needs JOBREPORT_PROMETHEUS_CLIENT_CERT")
+    for name in ("password_file", "token_file", "ca_bundle", "client_cert", "client_key"):
+        path = getattr(s, f"prometheus_{name}")
+        if path and not os.access(path, os.R_OK):
+            raise SettingsError(f"{env_name('prometheus_' + name)}={path!r} is not a readable file")

@@ -24,7 +24,10 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 def serve(make_service: Callable[[], object], tmp: Path) -> Iterator[str]:
     """Run the app in a thread on a free loopback port; yields its base URL."""
     (tmp / "passwords").write_text(f"alice:{generate_password_hash('pw')}\n")
-    settings = Settings(secret_key="browser-test", password_file=str(tmp / "passwords"))
+    # Plain http on loopback: the one place (with the demo) cookies go without Secure.
+    settings = Settings(secret_key="browser-test-key-of-at-least-32-bytes",
+                        password_file=str(tmp / "passwords"), session_cookie_secure=False,
+                        web_state=str(tmp / "web-state.sqlite"))
     server = make_server("127.0.0.1", 0, create_app(settings, make_service()), threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

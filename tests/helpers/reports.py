@@ -30,6 +30,8 @@ START = datetime(2026, 11, 22, 13, 0, tzinfo=UTC)
 LATEX_PAYLOAD = "\\input{/etc/passwd} $&%#_{}~^\\"
 HTML_PAYLOAD = "<script>alert(1)</script>"
 HEADER_PAYLOAD = "x\r\nBcc: evil@example.org"
+# 50 characters: an RFC 2047 encoded-word whose decoded text holds CR LF and a header
+ENCODED_WORD_PAYLOAD = "=?utf-8?q?x=0D=0AReply-To:_attacker@evil.example?="
 
 
 def _series(label: str, n: int, f) -> Series:

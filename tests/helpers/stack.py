@@ -114,7 +114,9 @@ def load_env() -> dict[str, str]:
 
 
 def start_stack() -> None:
-    subprocess.run([str(STACK_ROOT / "scripts" / "dev-stack"), "start"], check=True)
+    # The test-only variable is no setting of the stack's own jobreport (it refuses it).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBREPORT_TEST_")}
+    subprocess.run([str(STACK_ROOT / "scripts" / "dev-stack"), "start"], check=True, env=env)
 
 
 def submit(job: StackJob) -> str:

@@ -14,6 +14,7 @@ from selenium.webdriver.common.by import By
 
 from tests.helpers.browser import ARTIFACTS, severe, wait_for_url
 from tests.helpers.mail import free_port
+from tests.helpers.sessions import sign_in
 from tests.helpers.stack import ROOT
 from webapp import create_app
 from webapp.report.service import ReportService
@@ -117,25 +118,25 @@ def test_real_job_email_through_smtp(stack_jobs, settings, tmp_path):
     assert {"text/plain", "text/html", "application/pdf"} <= parts
 
 
-def _client(settings, **changes):
-    app = create_app(dataclasses.replace(settings, secret_key="t", staff=frozenset({"staff"})),
+def _client(settings, tmp_path, **changes):
+    app = create_app(dataclasses.replace(settings, staff=frozenset({"staff"}),
+                                         web_state=str(tmp_path / "web-state.sqlite")),
                      ReportService(dataclasses.replace(settings, **changes)))
     app.config["TESTING"] = True
     client = app.test_client()
-    with client.session_transaction() as sess:
-        sess["user"] = "staff"
+    sign_in(client, "staff")
     return client
 
 
-def test_prometheus_down_page_still_renders(stack_jobs, settings):
-    client = _client(settings, prometheus_url="http://127.0.0.1:9")
+def test_prometheus_down_page_still_renders(stack_jobs, settings, tmp_path):
+    client = _client(settings, tmp_path, prometheus_url="http://127.0.0.1:9")
     resp = client.get(f"/jobs/{stack_jobs['busy']}")
     assert resp.status_code == 200
     assert b"unavailable" in resp.data.lower()
 
 
-def test_database_down_is_503(stack_jobs, settings):
-    client = _client(settings, db_url="mysql://jobreport:x@127.0.0.1:9/jobreport")
+def test_database_down_is_503(stack_jobs, settings, tmp_path):
+    client = _client(settings, tmp_path, db_url="mysql://jobreport:x@127.0.0.1:9/jobreport")
     resp = client.get(f"/jobs/{stack_jobs['busy']}")
     assert resp.status_code == 503
     assert b"accounting" in resp.data.lower()

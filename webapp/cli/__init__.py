@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from jobreport_net.bind import parse_bind
+from jobreport_net.redact import redact
 from mgmt.setup import SetupError
 from webapp.cli import db_setup
 from webapp.cli.mail import add_email_arguments, add_outbox_arguments, run_email, run_outbox
@@ -144,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jobreport: job {exc.job_id} not found", file=sys.stderr)
         return 1
     except (SourceUnavailable, SettingsError, ValueError, SetupError) as exc:
-        print(f"jobreport: {exc}", file=sys.stderr)
+        print(f"jobreport: {redact(str(exc))}", file=sys.stderr)
         return 1
 
 

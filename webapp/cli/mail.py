@@ -19,7 +19,7 @@ from webapp.model import InvalidJobId, JobId, JobNotFound, SourceUnavailable
 from webapp.report.service import ReportService
 from webapp.settings import Settings
 
-_LOOKBACK_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_LOOKBACK_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*\Z")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 

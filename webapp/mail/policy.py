@@ -11,7 +11,7 @@ from webapp.settings import Settings
 
 log = logging.getLogger(__name__)
 
-USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")  # safe inside an address
+USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")  # safe inside an address
 _BAD_ADDRESS = re.compile(r"[\s,;<>]")
 
 

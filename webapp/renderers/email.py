@@ -16,12 +16,19 @@ from webapp.renderers.presentation import CONTROL_CHARS, context
 from webapp.renderers.templates import environment
 
 SUBJECT_NAME_MAX = 60
+ENCODED_WORD_BREAK = "=\N{WORD JOINER}?"
 _env = None
 
 
 def header_text(text: object, limit: int | None = None) -> str:
-    """Slurm text made safe for a header: control characters (CR, LF, ...) become spaces."""
-    clean = CONTROL_CHARS.sub(" ", str(text)).strip()
+    """Slurm text made safe for a header: control characters (CR, LF, ...) become spaces,
+    and RFC 2047 encoded-word openers ``=?`` are broken with an invisible WORD JOINER.
+
+    The email package decodes encoded-words in a header value it is given and writes the
+    decoded text back unencoded when it is ASCII, so a job named
+    ``=?utf-8?q?x=0D=0AReply-To:...?=`` would put a real CR LF in the message; with the
+    joiner the value is non-ASCII and goes out as one encoded-word of the literal text."""
+    clean = CONTROL_CHARS.sub(" ", str(text)).strip().replace("=?", ENCODED_WORD_BREAK)
     if limit is not None and len(clean) > limit:
         clean = clean[: limit - 1] + "…"
     return clean
@@ -36,7 +43,7 @@ def subject(report: JobReport) -> str:
 
 
 def _address(addr: str) -> str:
-    if CONTROL_CHARS.search(addr) or "@" not in addr:
+    if CONTROL_CHARS.search(addr) or "@" not in addr or "=?" in addr:
         raise ValueError(f"not a usable email address: {addr!r}")
     return addr
 

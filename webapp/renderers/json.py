@@ -111,6 +111,7 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
         ],
         # A gap's technical detail is logged and shown to staff on the web page, never here.
         "gaps": [{"source": g.source, "reason": g.reason} for g in report.gaps],
+        "notes": list(report.notes),
         "array": None,
     }
     if report.array:

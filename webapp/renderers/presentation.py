@@ -138,6 +138,6 @@ def context(report: JobReport, charts: list[Chart] | None = None,
         "array_more": array_more(report),
         "summary": summary_rows(report),
         "findings": sorted_findings(report),
-        "gaps": [gap_text(g, staff) for g in report.gaps],
+        "gaps": [gap_text(g, staff) for g in report.gaps] + list(report.notes),
         "charts": CHARTS.get(report) if charts is None else charts,
     }

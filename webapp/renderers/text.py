@@ -187,6 +187,8 @@ def render(report: JobReport) -> str:
         out.append("Findings: none")
     for g in r.gaps:
         out += textwrap.wrap(f"Note: {gap_text(g)}", WIDTH, subsequent_indent="      ")
+    for note in r.notes:
+        out += textwrap.wrap(f"Note: {note}", WIDTH, subsequent_indent="      ")
     return "\n".join(out) + "\n"
 
 

@@ -23,6 +23,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from webapp.formatting import format_duration
 from webapp.model import (
     RUNNING_STATES,
     AccountingJob,
@@ -50,6 +51,8 @@ log = logging.getLogger(__name__)
 # States in which a job has not run yet: no metrics can exist.
 NOT_STARTED_STATES = frozenset({"PENDING"})
 ACCOUNTING_DOWN = "accounting database unreachable; owner and limits from sacct"
+# Series this coarse (or coarser) are worth a note: plots of jobs over ~3.5 days.
+COARSE_STEP = 300.0
 
 
 def _first(*values: Any) -> Any:
@@ -130,6 +133,7 @@ def build_report(
         except SourceUnavailable as exc:
             gaps.append(_gap(job_id, exc))
 
+    notes = (coarse_note(usage.step_seconds),) if (usage.step_seconds or 0) >= COARSE_STEP else ()
     running = state in RUNNING_STATES
     cpu_seconds, cpu_source = (None, None) if state in NOT_STARTED_STATES else _cpu(
         sj, usage, elapsed, running
@@ -171,6 +175,7 @@ def build_report(
         cancelled_by=sj.cancelled_by if sj else None,
         array_job=_first(acct and acct.array_job, _array_job_of(sj)),
         gaps=tuple(gaps),
+        notes=notes,
     )
 
 
@@ -220,6 +225,14 @@ def _time_limit(
     return kind, seconds
 
 
+def coarse_note(step: float | None) -> str:
+    """The coverage note of a long job whose series were fetched at a coarse step."""
+    return (f"Plots show one point per {format_duration(step)}: each report asks Prometheus "
+            "for a bounded number of points, so long jobs are drawn coarsely and shorter "
+            "peaks may not show (CPU time comes from Slurm's accounting; when one task's "
+            "MaxRSS exceeds the plotted memory, the peak is sacct's).")
+
+
 def _array_job_of(sj: SacctJob | None) -> int | None:
     """``123`` for sacct's ``123_4``; None when the job is not an array task."""
     if sj is None or "_" not in sj.job_id:
@@ -229,4 +242,7 @@ def _array_job_of(sj: SacctJob | None) -> int | None:
 
 
 def _nodes_from_sacct(sj: SacctJob | None) -> tuple[str, ...]:
-    return parse_nodelist(sj.node_list) if sj else ()
+    try:
+        return parse_nodelist(sj.node_list) if sj else ()
+    except ValueError:
+        return ()  # a corrupt host list costs the node filter, not the report

@@ -15,6 +15,7 @@ from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
 from webapp.sources.partitions import PartitionSource
 from webapp.sources.prometheus import PrometheusSource
+from webapp.sources.prometheus_http import make_session
 from webapp.sources.protocols import (
     AccountingReader,
     MetricsReader,
@@ -46,6 +47,14 @@ class ReportService:
             timeout=settings.prometheus_timeout,
             scrape_interval=settings.scrape_interval,
             node_label=settings.prometheus_node_label,
+            session=make_session(
+                user=settings.prometheus_user,
+                password_file=settings.prometheus_password_file,
+                token_file=settings.prometheus_token_file,
+                ca_bundle=settings.prometheus_ca_bundle,
+                client_cert=settings.prometheus_client_cert,
+                client_key=settings.prometheus_client_key,
+            ),
         )
         self.partitions = partitions or PartitionSource(
             settings.scontrol, timeout=settings.sacct_timeout

@@ -104,7 +104,10 @@ def _time(value: int | None) -> datetime | None:
 def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> AccountingJob:
     """One row of the ``jobs`` view -> ``AccountingJob``."""
     alloc = parse_tres_ids(row["tres_alloc"], tres_names)
-    nodes = parse_nodelist(row["nodelist"] or "")
+    try:
+        nodes = parse_nodelist(row["nodelist"] or "")
+    except ValueError:
+        nodes = ()  # a corrupt host list costs the node filter, not the report
     cpus = int(alloc["cpu"]) if "cpu" in alloc else (int(row["cpus"]) if row["cpus"] else None)
     if "mem" in alloc:
         mem = int(alloc["mem"] * 2**20)

@@ -1,11 +1,15 @@
 """Prometheus source: named PromQL over the job's own window, returned as ``Usage``.
 
 Works against any Prometheus-compatible HTTP API (Thanos, Mimir, VictoriaMetrics): only
-``/api/v1/query`` and ``/api/v1/query_range`` are used. The step is chosen so that no
-series exceeds ``MAX_POINTS``; windows longer than ``CHUNK_SECONDS`` are fetched in chunks.
-The queries of one report are independent and run concurrently, at most ``MAX_WORKERS`` at
-a time (see bench/bench_report.py). The answers are read by ``webapp.sources.prometheus_answers``
-(its parsers are re-exported here).
+``/api/v1/query`` and ``/api/v1/query_range`` are used.
+
+Work is budgeted by points, not by time: the step grows with the job's length (and its
+node count) so that a range query returns at most ``MAX_POINTS`` points per series and
+``POINTS_BUDGET`` points in all; each is fetched in pieces of ``PIECE_STEPS`` steps, so a
+report makes at most ``REQUEST_BUDGET`` requests however long the job ran (a 10-year
+runaway as few as a 1-hour job). The queries of one report run concurrently, at most
+``MAX_WORKERS`` at a time (see bench/bench_report.py). The answers are read by
+``webapp.sources.prometheus_answers`` (its parsers are re-exported here).
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from webapp.sources.prometheus_answers import parse_matrix_body as parse_matrix_
 from webapp.sources.prometheus_answers import parse_scalar as parse_scalar
 from webapp.sources.prometheus_answers import parse_vector as parse_vector
 
-MAX_POINTS = 1000
-CHUNK_SECONDS = 7 * 86400
+MAX_POINTS = 1000  # per series of a range query
+MIN_POINTS = 120  # however many nodes: a plot needs some shape
+POINTS_BUDGET = 24_000  # per range query, estimated as nodes x points (jobs on <= 24 nodes: 1000)
 MAX_WORKERS = 8  # concurrent queries per report: bounded, a report must not flood Prometheus
 PIECE_STEPS = 250  # range queries are split into pieces of this many steps, fetched concurrently
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
@@ -93,23 +98,29 @@ INSTANT_QUERIES: dict[str, str] = {
 }
 
 
-def choose_step(seconds: float, scrape_interval: float) -> float:
-    """Smallest step (whole seconds, >= the scrape interval) keeping <= MAX_POINTS points."""
-    return float(max(math.ceil(scrape_interval), math.ceil(seconds / (MAX_POINTS - 1))))
+# Requests one report may make: every range query in its pieces, each vector query with
+# its fallback, each instant query once (38 with today's queries, whatever the job's length).
+REQUEST_BUDGET = (
+    len(RANGE_QUERIES) * math.ceil(MAX_POINTS / PIECE_STEPS)
+    + 2 * len(VECTOR_QUERIES)
+    + len(INSTANT_QUERIES)
+)
+
+
+def max_points(n_nodes: int) -> int:
+    """Points per series for a job on ``n_nodes`` nodes: MAX_POINTS shared out of the
+    POINTS_BUDGET, never fewer than MIN_POINTS."""
+    return max(MIN_POINTS, min(MAX_POINTS, POINTS_BUDGET // max(1, n_nodes)))
+
+
+def choose_step(seconds: float, scrape_interval: float, points: int = MAX_POINTS) -> float:
+    """Smallest step (whole seconds, >= the scrape interval) keeping <= ``points`` points."""
+    return float(max(math.ceil(scrape_interval), math.ceil(seconds / (points - 1))))
 
 
 def rate_window(step: float, scrape_interval: float) -> str:
     """Like Grafana's $__rate_interval: wide enough to always hold two samples."""
     return f"{int(max(step + scrape_interval, 4 * scrape_interval))}s"
-
-
-def chunks(start: float, end: float, size: float = CHUNK_SECONDS) -> list[tuple[float, float]]:
-    """Split [start, end] into consecutive windows of at most ``size`` seconds."""
-    out, t = [], start
-    while t < end:
-        out.append((t, min(t + size, end)))
-        t += size
-    return out or [(start, end)]
 
 
 def pieces(start: float, end: float, step: float) -> list[tuple[float, float]]:
@@ -131,16 +142,29 @@ def pieces(start: float, end: float, step: float) -> list[tuple[float, float]]:
 
 def job_selector(job_id: str, nodes: Iterable[str] = (), node_label: str = "instance") -> str:
     """PromQL label matchers for one job, optionally restricted to its nodes."""
-    sel = f'jobid="{_escape(job_id)}"'
+    sel = f"jobid={promql_string(job_id)}"
     nodes = [n for n in nodes if n]
     if nodes and node_label:
-        alt = "|".join(re.escape(n) for n in nodes).replace("\\", "\\\\")
-        sel += f',{node_label}=~"({alt})(:[0-9]+)?"'
+        # re.escape makes each name literal for the regex; promql_string then makes the
+        # regex one string literal (re.escape leaves '"' alone).
+        alt = "|".join(re.escape(n) for n in nodes)
+        sel += f",{node_label}=~{promql_string(f'({alt})(:[0-9]+)?')}"
     return sel
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
+# Backslash, quote, and every control character (as Go's \\xHH, which PromQL reads).
+_PROMQL_ESCAPES = str.maketrans({
+    "\\": "\\\\", '"': '\\"',
+    **{chr(c): f"\\x{c:02x}" for c in (*range(0x20), 0x7F)},
+})
+
+
+def promql_string(value: str) -> str:
+    """``value`` as a double-quoted PromQL string literal (Go escapes), whatever it holds.
+
+        n1"} or {x="  ->  "n1\\"} or {x=\\""
+    """
+    return '"' + value.translate(_PROMQL_ESCAPES) + '"'
 
 
 @dataclass(frozen=True)
@@ -205,20 +229,22 @@ class PrometheusSource:
     ) -> Usage:
         """Everything the report needs about one job; empty ``Usage`` when nothing was kept."""
         window = Window(start.timestamp(), max(end.timestamp(), start.timestamp() + 1))
+        nodes = tuple(nodes)
         sel = job_selector(str(job_id), nodes, self.node_label)
         node = self.node_label or "instance"  # grouping label, even when not filtering
-        step = choose_step(window.end - window.start, self.scrape_interval)
+        # The last instant asked for is one scrape after the end (the final sample).
+        step = choose_step(
+            window.end + self.scrape_interval - window.start,
+            self.scrape_interval,
+            max_points(len(nodes)),
+        )
         rate = rate_window(step, self.scrape_interval)
         calls: list[Callable[[], Any]] = []
         n_chunks: dict[str, int] = {}
+        spans = pieces(window.start, window.end + self.scrape_interval, step)
         for name, (template, label) in RANGE_QUERIES.items():
             query = template.format(sel=sel, rate=rate, node=node)
             label = label.format(node=node)
-            spans = [
-                piece
-                for a, b in chunks(window.start, window.end + self.scrape_interval)
-                for piece in pieces(a, b, step)
-            ]
             n_chunks[name] = len(spans)
             for a, b in spans:
                 params = {"query": query, "start": a, "end": b, "step": step}
@@ -268,6 +294,7 @@ class PrometheusSource:
             scratch_in_use=None
             if scalars["scratch_in_use"] is None
             else scalars["scratch_in_use"] > 0,
+            step_seconds=step,
         )
 
     def _call(

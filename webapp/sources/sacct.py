@@ -251,8 +251,11 @@ def run_sacct(argv: list[str], timeout: float = 30.0) -> str:
     # %s: Unix seconds, so timestamps never depend on this host's zone or DST.
     env = {**os.environ, "SLURM_TIME_FORMAT": "%s"}
     try:
+        # Slurm stores job names and paths as the bytes it was given: one Latin-1 byte
+        # must cost a replacement character, not the report.
         proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, env=env, check=False
+            argv, capture_output=True, text=True, encoding="utf-8", errors="replace",
+            timeout=timeout, env=env, check=False,
         )
     except FileNotFoundError:
         raise SourceUnavailable("sacct", f"{argv[0]} not found") from None

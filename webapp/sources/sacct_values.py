@@ -20,7 +20,7 @@ from webapp.model import TimeLimitKind
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 _NO_LIMIT = frozenset({"", "UNLIMITED", "PARTITION_LIMIT", "INVALID", "NONE", "N/A"})
 _NO_TIME = frozenset({"", "UNKNOWN", "NONE", "N/A", "0"})
-_MEMORY_RE = re.compile(r"^([0-9]+(?:\.[0-9]*)?)([KMGTP]?)$")
+_MEMORY_RE = re.compile(r"^([0-9]+(?:\.[0-9]*)?)([KMGTP]?)\Z")
 
 
 @lru_cache(maxsize=8192)
@@ -177,7 +177,10 @@ def parse_time(text: str, tz: tzinfo | None = None) -> datetime | None:
     if t.upper() in _NO_TIME:
         return None
     if t.isdigit():
-        return datetime.fromtimestamp(int(t), UTC)
+        try:
+            return datetime.fromtimestamp(int(t), UTC)
+        except (OverflowError, OSError):
+            raise ValueError(f"timestamp {t[:20]!r} out of range") from None
     naive = datetime.fromisoformat(t)
     if tz is None:
         return naive.astimezone(UTC)  # naive astimezone() means "this host's local time"
@@ -201,21 +204,29 @@ def _split_top(text: str) -> list[str]:
     return out
 
 
+# More hosts than any cluster has: a hostile or corrupt range is refused, not expanded.
+MAX_HOSTS = 65536
+
+
 def _expand_range(body: str) -> list[str]:
-    out = []
+    out: list[str] = []
     for part in body.split(","):
         lo, sep, hi = part.partition("-")
         if not sep:
             out.append(lo)
             continue
         width = len(lo)  # node[022-023] keeps its zero padding
-        out.extend(str(i).zfill(width) for i in range(int(lo), int(hi) + 1))
+        first, last = int(lo), int(hi)
+        if last - first + len(out) >= MAX_HOSTS:
+            raise ValueError(f"host range [{body[:40]}] names over {MAX_HOSTS} hosts")
+        out.extend(str(i).zfill(width) for i in range(first, last + 1))
     return out
 
 
 @lru_cache(maxsize=4096)
 def parse_nodelist(text: str) -> tuple[str, ...]:
-    """Host names from a Slurm host list; () when none was assigned.
+    """Host names from a Slurm host list; () when none was assigned; ValueError when the
+    list is malformed or names more than MAX_HOSTS hosts.
 
         omni[1,10-12]
         mycluster2-node[022-023,057-058]
@@ -232,5 +243,8 @@ def parse_nodelist(text: str) -> tuple[str, ...]:
         close = item.index("]", open_)
         prefix, body, rest = item[:open_], item[open_ + 1 : close], item[close + 1 :]
         tails = parse_nodelist(rest) if rest else ("",)
-        hosts.extend(prefix + n + tail for n in _expand_range(body) for tail in tails)
+        names = _expand_range(body)
+        if (len(hosts) + len(names)) * len(tails) > MAX_HOSTS:
+            raise ValueError(f"host list {t[:40]!r} names over {MAX_HOSTS} hosts")
+        hosts.extend(prefix + n + tail for n in names for tail in tails)
     return tuple(hosts)

@@ -1,7 +1,11 @@
 """Who is asking: built-in password login or a trusted reverse proxy, plus CSRF tokens.
 
 ``password``: a login form checked against ``user:hash`` lines (werkzeug hashes) in
-JOBREPORT_PASSWORD_FILE; the user name lives in the signed session cookie.
+JOBREPORT_PASSWORD_FILE; the user name lives in the signed session cookie, with a session
+id, the login time and a fingerprint of the user's password line. Every request checks
+all three, so a session ends at logout (its id is recorded as ended in the shared state
+file), after JOBREPORT_SESSION_LIFETIME, and as soon as the user is removed from the
+password file or given a new password.
 ``remote-user``: the WSGI ``REMOTE_USER`` or the ``X-Remote-User`` header set by the
 proxy (see deploy/nginx-jobreport.conf); only safe when the app is reachable solely
 through that proxy, which must always overwrite the header.
@@ -9,9 +13,13 @@ through that proxy, which must always overwrite the header.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
+import os
 import secrets
+import threading
+import time
 import unicodedata
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -40,6 +48,9 @@ RAW_SUFFIXES = (".json", ".txt", ".pdf")
 REMOTE_USER_HEADER = "X-Remote-User"
 # Checked when the user does not exist, so a wrong name costs as long as a wrong password.
 _DUMMY_HASH = generate_password_hash("not a password")
+# The password file parsed, per path, with the stat it was read at: re-read when it changes.
+_FILES: dict[str, tuple[tuple[int, int, int], dict[str, str]]] = {}
+_FILES_LOCK = threading.Lock()
 
 
 def settings() -> Settings:
@@ -58,20 +69,82 @@ def read_password_file(path: str) -> dict[str, str]:
     return users
 
 
-def check_login(username: str, password: str) -> bool:
-    """True when the password file has this user with this password."""
+def password_entries() -> dict[str, str] | None:
+    """The password file's users and hashes (None when unreadable), re-read on change."""
     path = settings().password_file
     if not path:
         log.error("JOBREPORT_PASSWORD_FILE is empty: nobody can log in")
-        return False
+        return None
     try:
+        st = os.stat(path)
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        with _FILES_LOCK:
+            cached = _FILES.get(path)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
         users = read_password_file(path)
     except OSError as exc:
         log.error("cannot read password file %s: %s", path, exc)
-        return False
+        return None
+    with _FILES_LOCK:
+        _FILES[path] = (stamp, users)
+    return users
+
+
+def check_login(username: str, password: str) -> str | None:
+    """The user's password hash when the password file has this user with this password."""
+    users = password_entries()
+    if users is None:
+        return None
     hashed = users.get(username)
     ok = check_password_hash(hashed or _DUMMY_HASH, password)
-    return ok and hashed is not None
+    return hashed if ok and hashed is not None else None
+
+
+def fingerprint(hashed: str) -> str:
+    """Names the password line a session was opened with, without revealing it."""
+    key = current_app.config["SECRET_KEY"].encode()
+    return hmac.new(key, hashed.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def start_session(username: str, hashed: str) -> None:
+    """A fresh session (no fixation) for a user who just gave the right password."""
+    session.clear()
+    session.permanent = True
+    session.update(user=username, sid=secrets.token_urlsafe(24), since=time.time(),
+                   pw=fingerprint(hashed))
+    csrf_token()
+
+
+def session_user() -> str | None:
+    """The session's user while the session is still valid; otherwise it is cleared."""
+    user = session.get("user")
+    if not user:
+        return None
+    since = session.get("since")
+    fresh = isinstance(since, float) and time.time() < since + settings().session_lifetime
+    entries = password_entries() or {}
+    hashed = entries.get(user)
+    same_password = hashed is not None and hmac.compare_digest(
+        fingerprint(hashed), str(session.get("pw", "")))
+    if fresh and same_password and not web_state().session_ended(str(session.get("sid"))):
+        return user
+    log.info("session of %s ended (expired, logged out, or removed from the password file)",
+             user)
+    session.clear()
+    return None
+
+
+def end_session() -> None:
+    """Logout: this session's id is refused from now on, by every worker."""
+    sid, since = session.get("sid"), session.get("since")
+    if sid and isinstance(since, float):
+        web_state().end_session(str(sid), since + settings().session_lifetime)
+    session.clear()
+
+
+def web_state():
+    return current_app.extensions["jobreport.state"]
 
 
 def is_staff(user: str | None) -> bool:
@@ -108,7 +181,7 @@ def _remote_user() -> str | None:
 def load_user() -> None:
     """Set g.user, check CSRF on POST and send anonymous visitors to the login page."""
     mode = settings().auth
-    g.user = _remote_user() if mode == "remote-user" else session.get("user")
+    g.user = _remote_user() if mode == "remote-user" else session_user()
     if request.method == "POST":
         check_csrf()
     if g.user or request.endpoint in PUBLIC_ENDPOINTS:
@@ -148,10 +221,9 @@ def login():
     error = None
     if request.method == "POST":
         username = request.form.get("username", "").strip()
-        if check_login(username, request.form.get("password", "")):
-            session.clear()  # a fresh session on login: no fixation
-            session["user"] = username
-            csrf_token()
+        hashed = check_login(username, request.form.get("password", ""))
+        if hashed is not None:
+            start_session(username, hashed)
             log.info("login %s from %s", username, request.remote_addr)
             return redirect(next_url)
         log.warning("failed login for %r from %s", username, request.remote_addr)
@@ -162,6 +234,6 @@ def login():
 
 @bp.post("/logout")
 def logout():
-    """Forget the session and go back to the login form."""
-    session.clear()
+    """End the session (its cookie stops working everywhere) and go back to the login form."""
+    end_session()
     return redirect(url_for("auth.login"))

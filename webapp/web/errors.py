@@ -44,7 +44,13 @@ def source_unavailable(exc: SourceUnavailable):
 
 
 def http_error(exc: HTTPException):
-    return error_response(exc.code or 500, exc.name, exc.description or exc.name)
+    """The error page, keeping the exception's own headers (Retry-After, Allow, ...)."""
+    response = make_response(error_response(exc.code or 500, exc.name,
+                                            exc.description or exc.name))
+    for name, value in exc.get_headers():
+        if name.lower() != "content-type":
+            response.headers[name] = value
+    return response
 
 
 def register(app: Flask) -> None:

@@ -16,15 +16,18 @@ from webapp.web import auth
 log = logging.getLogger(__name__)
 _service_lock = threading.Lock()
 REPORT_TTL = 30.0  # seconds a built report is reused; a page may be this much out of date
+# A report with a gap (a source was down) is reused only this long: an outage must not
+# outlive itself in the cache, yet a burst of requests does not hammer the failing source.
+GAP_TTL = 5.0
 
 
 class ReportCache:
     """Built reports by job id for REPORT_TTL seconds, so the page, its PDF and a reload
     do not each query the accounting DB, sacct and Prometheus again. Access is still
-    checked on every request; failures are never cached."""
+    checked on every request; failures are never cached, reports with gaps briefly."""
 
-    def __init__(self, ttl: float = REPORT_TTL, size: int = 256) -> None:
-        self.ttl, self.size = ttl, size
+    def __init__(self, ttl: float = REPORT_TTL, size: int = 256, gap_ttl: float = GAP_TTL) -> None:
+        self.ttl, self.size, self.gap_ttl = ttl, size, gap_ttl
         self._items: dict[JobId, tuple[float, JobReport]] = {}
         self._lock = threading.Lock()
 
@@ -40,7 +43,8 @@ class ReportCache:
                 self._items = {k: v for k, v in self._items.items() if v[0] > now}
                 while len(self._items) >= self.size:
                     self._items.pop(next(iter(self._items)))
-            self._items[job_id] = (now + self.ttl, report)
+            ttl = self.gap_ttl if report.gaps else self.ttl
+            self._items[job_id] = (now + ttl, report)
         return report
 
 
@@ -60,17 +64,24 @@ def _deny(canonical: JobId, owner: str | None) -> None:
                            "and support staff may see it.")
 
 
-def load_report(job_id: JobId) -> JobReport:
-    """Check the user may see the job, then build its report (400, 404, 403, 503 otherwise).
+def authorize(job_id: JobId) -> None:
+    """Refuse (403) a job the user may not see; 404, 503 when the owner is unknown.
 
     For anybody but staff the owner comes first, from one accounting query, so nobody can
     make the app query Prometheus and sacct for a job they may not see."""
+    if not auth.is_staff(g.user):
+        owner = get_service().owner(job_id)  # JobNotFound: 404; accounting down: 503
+        if owner is None or owner != g.user:
+            _deny(job_id, owner)
+
+
+def load_report(job_id: JobId, authorized: bool = False) -> JobReport:
+    """Check the user may see the job (unless ``authorize`` just did), then build its
+    report (400, 404, 403, 503 otherwise)."""
     canonical = job_id
     service = get_service()
-    if not auth.is_staff(g.user):
-        owner = service.owner(canonical)  # JobNotFound: 404; accounting down: 503
-        if owner is None or owner != g.user:
-            _deny(canonical, owner)
+    if not authorized:
+        authorize(canonical)
     report = current_app.extensions["jobreport.reports"].get(canonical, service.build)
     if not auth.can_view(g.user, report):  # the report's owner agrees with the check above
         _deny(canonical, report.user)

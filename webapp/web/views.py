@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, g, redirect, render_template, request, url_for
+from flask import Blueprint, Response, current_app, g, redirect, render_template, request, url_for
 
 from webapp.model import JobId
 from webapp.renderers.presentation import context
 from webapp.web import auth
-from webapp.web.reports import load_report
+from webapp.web.reports import authorize, load_report
 
 bp = Blueprint("views", __name__)
 
@@ -34,13 +34,17 @@ def job(job_id: str):
 
 @bp.get("/jobs/<job_id>.pdf")
 def job_pdf(job_id: str):
-    """The report as a PDF, one section per page."""
+    """The report as a PDF, one section per page (kept once the job has ended)."""
     from webapp.renderers import pdf
 
-    report = load_report(JobId.parse(job_id))
-    body = pdf.render(report)  # logs its render time
+    canonical = JobId.parse(job_id)
+    authorize(canonical)
+    builds = current_app.extensions["jobreport.pdfs"]
+    body = builds.cached(str(canonical))
+    if body is None:
+        body = builds.build(load_report(canonical, authorized=True), pdf.render)
     return Response(body, mimetype="application/pdf", headers={
-        "Content-Disposition": f'inline; filename="job-{report.job_id}.pdf"'})
+        "Content-Disposition": f'inline; filename="job-{canonical}.pdf"'})
 
 
 @bp.get("/jobs/<job_id>.json")

@@ -1,0 +1,1 @@
+"""slurm-exporter: cluster-wide Slurm metrics (nodes, GPUs, queue, fair share, scheduler)."""

@@ -1,0 +1,36 @@
+"""A signed-in session for Flask test clients, as the login form would open it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flask.testing import FlaskClient
+from werkzeug.security import generate_password_hash
+
+from webapp.settings import Settings
+from webapp.web import auth
+
+PASSWORD = "correct horse"
+SECRET = "sessions-test-secret-of-32-bytes-or-more"
+
+
+def password_settings(tmp: Path, **changes) -> Settings:
+    """Password login for alice, bob, carol and staffer (staff), state under ``tmp``."""
+    hashed = generate_password_hash(PASSWORD)
+    (tmp / "passwords").write_text(
+        "".join(f"{u}:{hashed}\n" for u in ("alice", "bob", "carol", "staffer")))
+    values = dict(secret_key=SECRET, password_file=str(tmp / "passwords"),
+                  staff=frozenset({"staffer"}), web_state=str(tmp / "web-state.sqlite"))
+    return Settings(**(values | changes))
+
+
+def sign_in(client: FlaskClient, user: str) -> None:
+    """Open a valid session for ``user`` (who must be in the app's password file)."""
+    app = client.application
+    with app.test_request_context():
+        hashed = (auth.password_entries() or {})[user]
+        auth.start_session(user, hashed)
+        values = dict(auth.session)
+    with client.session_transaction() as sess:
+        sess.update(values)
+        sess.permanent = True

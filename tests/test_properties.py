@@ -1,0 +1,144 @@
+"""Property-based tests: every parser of Slurm text raises only its documented error on
+any input, and every escaping function gives back the literal text."""
+
+from __future__ import annotations
+
+import html
+import re
+from email import message_from_bytes
+from email.message import EmailMessage
+from email.policy import SMTP, default
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from webapp.model import InvalidJobId, JobId
+from webapp.renderers.email import header_text
+from webapp.renderers.pdf import _printable, escaped
+from webapp.renderers.templates import environment
+from webapp.sources import accounting, sacct_values
+from webapp.sources.prometheus import promql_string
+from webapp.sources.sacct import FIELDS, parse_sacct
+
+settings.register_profile("jobreport", max_examples=300, deadline=None)
+settings.load_profile("jobreport")
+
+# Text as Slurm hands it over: anything, with a bias towards its own punctuation.
+slurm_text = st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from(
+    list("0123456789:-.[],|=/+_KMGTPcn ")), max_size=60)
+
+
+@given(slurm_text)
+def test_job_id_parses_or_is_invalid(text):
+    try:
+        job = JobId.parse(text)
+    except InvalidJobId:
+        return
+    assert JobId.parse(str(job)) == job
+
+
+@given(st.integers(0, 10**10 - 1), st.one_of(st.none(), st.integers(0, 10**10 - 1)))
+def test_job_id_round_trips(job, task):
+    text = f"{job}" if task is None else f"{job}_{task}"
+    assert str(JobId.parse(text)) == text
+
+
+@given(slurm_text)
+def test_sacct_value_parsers_raise_only_value_error(text):
+    for parse in (sacct_values.parse_sacct_duration, sacct_values.parse_memory,
+                  sacct_values.parse_req_mem, sacct_values.parse_time,
+                  sacct_values.parse_nodelist, sacct_values.parse_tres,
+                  sacct_values.parse_sacct_state):
+        try:
+            parse(text)
+        except ValueError:
+            pass
+
+
+@given(st.from_regex(r"[a-z]{1,4}\[[0-9]{1,7}-[0-9]{1,7}(,[0-9]{1,3})*\]", fullmatch=True))
+def test_host_lists_are_bounded(text):
+    try:
+        hosts = sacct_values.parse_nodelist(text)
+    except ValueError:
+        return
+    assert len(hosts) <= sacct_values.MAX_HOSTS
+
+
+@given(st.lists(st.lists(slurm_text, min_size=1, max_size=len(FIELDS) + 2), max_size=6))
+def test_sacct_output_never_breaks_the_parser(rows):
+    text = "\n".join("|".join(r) for r in rows)
+    parse_sacct(text, FIELDS)  # bad lines are logged and skipped
+
+
+@given(slurm_text)
+def test_accounting_tres_ids(text):
+    out = accounting.parse_tres_ids(text, {1: "cpu"})
+    assert all(isinstance(v, float) for v in out.values())
+
+
+# --- escaping: the literal text comes back ---------------------------------------------
+
+@given(st.text(max_size=80))
+def test_html_autoescape_round_trips(text):
+    rendered = environment().from_string("<p>{{ t }}</p>").render(t=text)
+    assert html.unescape(rendered[3:-4]) == text
+    assert "<" not in rendered[3:-4] and '"' not in rendered[3:-4]
+
+
+_LATEX_BACK = [(r"\textasciicircum{}", "^"), (r"\textasciitilde{}", "~"),
+               (r"\textbackslash{}", "\\"), (r"\textquotesingle{}", "'"),
+               (r"\textasciigrave{}", "`"), (r"\textquotedbl{}", '"'), ("{}", "")]
+# A literal character in its own group ({-}, {[}) only stops a ligature or an option.
+_GROUPED_CHAR = re.compile(r"\{([^\\{}$&#%^_~])\}")
+
+
+def _unlatex(out: str) -> str:
+    out = out.replace("~", "\xa0")  # a bare ~ is the no-break space it stands for
+    for command, char in _LATEX_BACK:
+        out = out.replace(command, char)
+    out = _GROUPED_CHAR.sub(r"\1", out)
+    return re.sub(r"\\([&%$#_{}])", r"\1", out)
+
+
+@given(st.text(max_size=80))
+def test_latex_escaping_round_trips(text):
+    out = str(escaped(text))
+    # No command but the escapes themselves: nothing can \input, open a group or math.
+    stripped = out
+    for command, _ in _LATEX_BACK:
+        stripped = stripped.replace(command, "")
+    stripped = _GROUPED_CHAR.sub("", stripped)
+    stripped = re.sub(r"\\[&%$#_{}]", "", stripped)
+    assert not re.search(r"[\\{}$&#%^_]", stripped), out
+    assert _unlatex(out) == "".join(_printable(c) for c in text)
+
+
+@given(st.text(max_size=80))
+def test_email_header_round_trips_and_adds_nothing(text):
+    msg = EmailMessage(policy=default)
+    msg["From"] = "jobreport@example.org"
+    msg["Subject"] = header_text(text)
+    msg.set_content("body")
+    received = message_from_bytes(msg.as_bytes(policy=SMTP), policy=default)
+    assert sorted(received.keys()) == sorted(msg.keys())
+    shown = str(received["Subject"]).replace("\N{WORD JOINER}", "")
+    expected = re.sub(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+", " ", text).strip()
+    expected = expected.replace("\N{WORD JOINER}", "")
+    # RFC 2047 drops white space between adjacent encoded-words: compare the rest.
+    assert "".join(shown.split()) == "".join(expected.split())
+
+
+def _go_unquote(literal: str) -> str:
+    assert literal[0] == literal[-1] == '"'
+    return re.sub(r'\\(x[0-9a-f]{2}|\\|")',
+                  lambda m: chr(int(m.group(1)[1:], 16)) if m.group(1)[0] == "x" else m.group(1),
+                  literal[1:-1])
+
+
+@given(st.text(max_size=60))
+def test_promql_string_round_trips(text):
+    literal = promql_string(text)
+    body = literal[1:-1]
+    assert not re.search(r'(?<!\\)"', body.replace("\\\\", "")), literal
+    assert not any(ord(c) < 0x20 for c in body)
+    assert _go_unquote(literal) == text

@@ -1,0 +1,76 @@
+"""Sessions and login limits on a real gunicorn with two worker processes."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.helpers.mail import free_port
+from tests.helpers.sessions import PASSWORD, SECRET, password_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gunicorn")
+    password_settings(tmp)  # writes the password file
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBREPORT_")}
+    env.update(JOBREPORT_PASSWORD_FILE=str(tmp / "passwords"), JOBREPORT_SECRET_KEY=SECRET,
+               JOBREPORT_STAFF="staffer", JOBREPORT_WEB_STATE=str(tmp / "web-state.sqlite"),
+               JOBREPORT_SESSION_COOKIE_SECURE="0", JOBREPORT_LOGIN_LIMIT_USER="3 per hour")
+    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-w", "2", "-b",
+                             f"127.0.0.1:{port}", "--log-level", "warning", "webapp:create_app()"],
+                            cwd=ROOT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            requests.get(f"{base}/healthz", timeout=2)
+            break
+        except requests.RequestException:  # not listening yet, or the workers still booting
+            assert proc.poll() is None and time.monotonic() < deadline, "gunicorn did not start"
+            time.sleep(0.2)
+    yield base
+    proc.terminate()
+    proc.wait(10)
+
+
+def login(base: str, user: str, password: str, session: requests.Session | None = None):
+    """A login on a fresh connection each time, so both workers take turns."""
+    s = session or requests.Session()
+    page = s.get(f"{base}/login", headers={"Connection": "close"}, timeout=10).text
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    return s.post(f"{base}/login", data={"username": user, "password": password,
+                                         "csrf_token": csrf},
+                  headers={"Connection": "close"}, allow_redirects=False, timeout=10)
+
+
+def test_failed_logins_count_across_workers(server):
+    for _ in range(3):
+        assert login(server, "alice", "wrong").status_code == 401
+    answers = [login(server, "alice", PASSWORD) for _ in range(6)]
+    assert {a.status_code for a in answers} == {429}
+    assert all(int(a.headers["Retry-After"]) > 0 for a in answers)
+
+
+def test_logout_ends_a_copied_cookie_on_every_worker(server):
+    bob = requests.Session()
+    assert login(server, "bob", PASSWORD, bob).status_code == 302
+    copied = bob.cookies.get("session")
+    page = bob.get(f"{server}/", timeout=10).text
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    bob.post(f"{server}/logout", data={"csrf_token": csrf}, timeout=10)
+    for _ in range(4):
+        replay = requests.get(f"{server}/", cookies={"session": copied},
+                              headers={"Connection": "close"}, allow_redirects=False,
+                              timeout=10)
+        assert replay.status_code == 302 and "/login" in replay.headers["Location"]

@@ -4,10 +4,15 @@ Creates job-like cgroups under the node's real v1 hierarchy with a separate node
   /sys/fs/cgroup/{cpuacct,memory}/slurm_bench/uid_0/job_N/step_0/task_0 (+ cpuset at job level)
 so slurmd's own slurm_<node> tree is never touched, puts sleeping processes in them and
 times in-process scrapes (--node-name bench). Prints p50/p95 wall time and CPU seconds
-per scrape, with and without the /proc fd cache, and the exporter's RSS after 10 and
-1,000 scrapes. Everything it created is killed and removed in a finally.
+per scrape (fd cache on; off too for the smaller cases), beside the Python floor for the
+same processes (bench/floor_proc.py) timed in the same runs, the processes left stale by
+the scrape time budget, and the exporter's RSS after 10 and --rss-scrapes scrapes of
+2,000 processes. Everything it created is killed and removed in a finally. The soft and
+soft open-files limit is raised to 65536 (LimitNOFILE of deploy/jobs-exporter.service)
+or the hard limit if that is lower; the fd cache holds (limit - 256 - cgroup files) / 3 processes.
 
     .venv/bin/python bench/bench_exporter.py [--runs 3] [--scrapes 40] [--rss-scrapes 1000]
+        [--processes 400,2000,10000,20000]
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -24,12 +31,17 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.floor_proc import Floor, time_pass  # noqa: E402
+from exporter.proc_reader import fd_budget  # noqa: E402
 from exporter.registry import JobsCollector  # noqa: E402
 from exporter.settings import Settings  # noqa: E402
 
 CGROUP = "/sys/fs/cgroup"
 NODE = "bench"
-SCENARIOS = (("8 jobs x 50 processes", 8, 400), ("64 jobs, 2,000 processes", 64, 2000))
+# processes -> jobs; the 2,000-process case is the one issue figures are quoted for.
+SCENARIOS = {400: 8, 2000: 64, 10000: 256, 20000: 256}
+FD_CACHE_OFF_UP_TO = 2000  # reading 10,000+ processes by path is only slower
+NOFILE = 65536  # LimitNOFILE of deploy/jobs-exporter.service
 
 
 def _write(path: str, text: str) -> None:
@@ -43,6 +55,7 @@ class BenchJobs:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen] = []
         self.dirs: list[str] = []
+        self.tasks: list[str] = []  # cgroup.procs of each job's task cgroup
 
     def create(self, jobs: int, processes: int) -> None:
         cpus = open(f"{CGROUP}/cpuset/cpuset.cpus").read().strip()
@@ -60,12 +73,34 @@ class BenchJobs:
             _write(f"{CGROUP}/cpuset/{job}/cpuset.mems", mems)
             for controller in ("cpuacct", "memory"):
                 self._mkdir(f"{CGROUP}/{controller}/{job}/step_0/task_0")
-        for i in range(processes):
-            job = f"slurm_{NODE}/uid_0/job_{900000 + i % jobs}"
-            proc = subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL)
-            self.procs.append(proc)
+        # One shell per job, moved into the job's task cgroup before it forks its sleeps
+        # (children inherit the cgroup): thousands of processes in seconds.
+        for j in range(jobs):
+            job = f"slurm_{NODE}/uid_0/job_{900000 + j}"
+            count = processes // jobs + (1 if j < processes % jobs else 0)
+            script = (
+                f"read go; i=1; while [ $i -lt {count} ]; do sleep 3600 & i=$((i+1)); done; "
+                "exec sleep 3600"
+            )
+            shell = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE)
+            self.procs.append(shell)
             for controller in ("cpuacct", "memory"):
-                _write(f"{CGROUP}/{controller}/{job}/step_0/task_0/cgroup.procs", str(proc.pid))
+                _write(f"{CGROUP}/{controller}/{job}/step_0/task_0/cgroup.procs", str(shell.pid))
+            self.tasks.append(f"{CGROUP}/cpuacct/{job}/step_0/task_0/cgroup.procs")
+            shell.stdin.write(b"go\n")
+            shell.stdin.close()
+        deadline = time.monotonic() + 120
+        while len(self.pids()) < processes:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(self.pids())} of {processes} processes started")
+            time.sleep(0.2)
+
+    def pids(self) -> list[int]:
+        out: list[int] = []
+        for path in self.tasks:
+            with open(path) as f:
+                out.extend(int(line) for line in f.read().split())
+        return out
 
     def _mkdir(self, path: str) -> None:
         parts = path[len(CGROUP) + 1 :].split("/")
@@ -76,11 +111,18 @@ class BenchJobs:
                 self.dirs.append(sub)
 
     def close(self) -> None:
+        for _ in range(3):  # a shell may still be forking on the first pass
+            for pid in self.pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.2)
         for proc in self.procs:
             proc.kill()
-        for proc in self.procs:
             proc.wait()
         self.procs.clear()
+        self.tasks.clear()
         for path in reversed(self.dirs):  # children before parents
             for _ in range(50):  # a killed task leaves its cgroup a moment later
                 try:
@@ -95,28 +137,33 @@ class BenchJobs:
         self.dirs.clear()
 
 
-def _registry(fd_cache: bool) -> tuple[CollectorRegistry, JobsCollector]:
-    collector = JobsCollector(Settings(node_name=NODE, gpus="off", fd_cache=fd_cache))
+def _registry(fd_cache: bool, budget: float = 5.0) -> tuple[CollectorRegistry, JobsCollector]:
+    settings = Settings(node_name=NODE, gpus="off", fd_cache=fd_cache, scrape_budget=budget)
+    collector = JobsCollector(settings)
     registry = CollectorRegistry()
     registry.register(collector)
     return registry, collector
 
 
-def time_scrapes(fd_cache: bool, scrapes: int, expect_jobs: int) -> tuple[float, float, float]:
-    """(p50 seconds, p95 seconds, median CPU seconds) per scrape."""
-    registry, collector = _registry(fd_cache)
+def time_scrapes(
+    fd_cache: bool, scrapes: int, expect_jobs: int, budget: float = 5.0
+) -> tuple[float, float, float, float]:
+    """(p50 seconds, p95 seconds, median CPU seconds, most stale processes) per scrape."""
+    registry, collector = _registry(fd_cache, budget)
     text = generate_latest(registry).decode()  # warm-up (fills the fd cache)
     found = text.count("jobs_info{")
     assert found == expect_jobs, f"expected {expect_jobs} jobs, scraped {found}"
-    walls, cpus = [], []
+    walls, cpus, stale = [], [], 0
     for _ in range(scrapes):
         w0, c0 = time.perf_counter(), time.process_time()
         generate_latest(registry)
         walls.append(time.perf_counter() - w0)
         cpus.append(time.process_time() - c0)
-    collector.procs.close()
+        stale = max(stale, collector.procs.stale)
+    collector.close()
     walls.sort()
-    return walls[len(walls) // 2], walls[int(len(walls) * 0.95) - 1], statistics.median(cpus)
+    p95 = walls[max(0, int(len(walls) * 0.95) - 1)]
+    return walls[len(walls) // 2], p95, statistics.median(cpus), stale
 
 
 def rss_kib() -> int:
@@ -127,46 +174,101 @@ def rss_kib() -> int:
     return 0
 
 
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:6.1f} ms"
+
+
+def bench_scenario(processes: int, jobs: int, args: argparse.Namespace) -> None:
+    label = f"{jobs} jobs, {processes:,} processes"
+    bench = BenchJobs()
+    floor: Floor | None = None
+    try:
+        started = time.monotonic()
+        bench.create(jobs, processes)
+        print(f"{label:28s} started in {time.monotonic() - started:.0f} s")
+        pids = bench.pids()
+        # Kept-open fds for every process only where the open-files limit allows it.
+        keep_open = 3 * len(pids) + 256 < resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        floor = Floor(pids, keep_open=keep_open)
+        for fd_cache in (True, False) if processes <= FD_CACHE_OFF_UP_TO else (True,):
+            ours, floors = [], {name: [] for name in floor.passes()}
+            for _ in range(args.runs):  # alternate, so both see the same noise
+                ours.append(time_scrapes(fd_cache, args.scrapes, jobs))
+                for name, run in floor.passes().items():
+                    floors[name].append(time_pass(run, args.scrapes))
+            p50, p95, cpu, _ = (statistics.median(r[i] for r in ours) for i in range(4))
+            stale = max(r[3] for r in ours)
+            print(
+                f"{label:28s} fd cache {'on ' if fd_cache else 'off'}: p50 {_ms(p50)}  "
+                f"p95 {_ms(p95)}  CPU {_ms(cpu)}/scrape  stale {stale:.0f}  "
+                f"(median of {args.runs} x {args.scrapes})"
+            )
+            if fd_cache:
+                for name, runs in floors.items():
+                    f50 = statistics.median(r[0] for r in runs)
+                    f95 = statistics.median(r[1] for r in runs)
+                    print(
+                        f"{'':28s} {name:12s}: p50 {_ms(f50)}  p95 {_ms(f95)}  "
+                        f"exporter/{name} p50 {p50 / f50:.2f}x"
+                    )
+        if processes >= 10000 and args.small_budget:
+            p50, p95, cpu, stale = time_scrapes(True, args.scrapes, jobs, args.small_budget)
+            print(
+                f"{label:28s} budget {args.small_budget:g} s: p50 {_ms(p50)}  p95 {_ms(p95)}  "
+                f"CPU {_ms(cpu)}/scrape  stale up to {stale:.0f} per scrape"
+            )
+        if processes == 2000 and args.rss_scrapes:
+            registry, collector = _registry(True)
+            for i in range(1, args.rss_scrapes + 1):
+                generate_latest(registry)
+                if i == 10:
+                    after_10 = rss_kib()
+            after_n = rss_kib()
+            collector.close()
+            print(
+                f"{label:28s} RSS after 10 scrapes {after_10 / 1024:.1f} MiB, "
+                f"after {args.rss_scrapes}: {after_n / 1024:.1f} MiB"
+            )
+    finally:
+        if floor is not None:
+            floor.close()
+        bench.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per scenario (median shown)")
     parser.add_argument("--scrapes", type=int, default=40, help="timed scrapes per run")
     parser.add_argument("--rss-scrapes", type=int, default=1000)
+    parser.add_argument(
+        "--small-budget",
+        type=float,
+        default=0.1,
+        help="also time 10,000+ processes with this scrape budget in seconds (0: skip)",
+    )
+    parser.add_argument(
+        "--processes",
+        default="400,2000,10000,20000",
+        help=f"comma-separated cases out of {','.join(map(str, SCENARIOS))}",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         parser.error("needs root (creates cgroups)")
     if not os.path.isdir(f"{CGROUP}/cpuacct") or os.path.exists(f"{CGROUP}/cpuacct/slurm_{NODE}"):
         parser.error(f"needs cgroup v1 and no existing {CGROUP}/cpuacct/slurm_{NODE}")
+    cases = [int(p) for p in args.processes.split(",")]
+    if any(p not in SCENARIOS for p in cases):
+        parser.error(f"--processes: choose from {','.join(map(str, SCENARIOS))}")
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    nofile = NOFILE if hard == resource.RLIM_INFINITY else min(NOFILE, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))  # hard: as far as allowed
     print(
         f"machine: {os.cpu_count()} cores, {platform.platform()}, "
-        f"Python {platform.python_version()}"
+        f"Python {platform.python_version()}; open files limit {nofile} "
+        f"(fd cache for up to {fd_budget(nofile)[0]:,} processes)"
     )
-    for label, jobs, processes in SCENARIOS:
-        bench = BenchJobs()
-        try:
-            bench.create(jobs, processes)
-            for fd_cache in (True, False):
-                runs = [time_scrapes(fd_cache, args.scrapes, jobs) for _ in range(args.runs)]
-                p50, p95, cpu = (statistics.median(r[i] for r in runs) for i in range(3))
-                print(
-                    f"{label:26s} fd cache {'on ' if fd_cache else 'off'}: "
-                    f"p50 {p50 * 1000:6.1f} ms  p95 {p95 * 1000:6.1f} ms  "
-                    f"CPU {cpu * 1000:6.1f} ms/scrape  (median of {args.runs} x {args.scrapes})"
-                )
-            if processes == max(p for _, _, p in SCENARIOS):
-                registry, collector = _registry(True)
-                for i in range(1, args.rss_scrapes + 1):
-                    generate_latest(registry)
-                    if i == 10:
-                        after_10 = rss_kib()
-                after_n = rss_kib()
-                collector.procs.close()
-                print(
-                    f"{label:26s} RSS after 10 scrapes {after_10 / 1024:.1f} MiB, "
-                    f"after {args.rss_scrapes}: {after_n / 1024:.1f} MiB"
-                )
-        finally:
-            bench.close()
+    for processes in cases:
+        bench_scenario(processes, SCENARIOS[processes], args)
     return 0
 
 

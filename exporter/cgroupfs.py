@@ -18,15 +18,15 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
-from exporter import procfs
+from exporter import proc_reader, procfs
 
 log = logging.getLogger(__name__)
 
 GONE = procfs.GONE
-V1_CONTROLLERS = ("cpuacct", "memory", "cpuset")
+V1_CONTROLLERS = ("cpuacct", "memory", "cpuset", "devices")
 PRESSURE_RESOURCES = ("cpu", "memory", "io")
 MEMORY_EVENTS = ("oom", "oom_kill", "max", "high")
 # v1 reports "no limit" as PAGE_COUNTER_MAX pages (9223372036854771712 with 4 KiB pages).
@@ -34,6 +34,8 @@ _V1_UNLIMITED = 1 << 62
 _NS = 1e-9
 _US = 1e-6
 _USER_HZ = os.sysconf("SC_CLK_TCK")
+_CHUNK = 65536
+_SHORT = 2048
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class Job:
     version: int  # 1 or 2
     dirs: Mapping[str, str]  # v1: controller -> job dir; v2: {"unified": job dir}
     pids: tuple[int, ...]
+    # Set by the scrape: the readers below re-read kept-open files through it.
+    files: OpenFiles | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -127,20 +131,95 @@ def parse_pids(text: str) -> list[int]:
 # ---------------------------------------------------------------- I/O helpers
 
 
-def _read(path: str) -> str:
+def _read(path: str, files: OpenFiles | None = None) -> str:
+    if files is not None:
+        return files.read(path)
+    # os.open/os.read: a third of the cost of open() with a text wrapper.
     try:
-        with open(path, encoding="ascii") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = _read_fd(fd)
+        finally:
+            os.close(fd)
     except OSError as exc:
-        if exc.errno == errno.ENODEV:  # read through a cgroup removed under us
-            raise FileNotFoundError(exc.errno, exc.strerror, path) from None
-        raise
+        raise _gone_if_removed(exc, path) from None
+    return data.decode("ascii")
 
 
-def _read_optional(path: str) -> str | None:
+def _read_fd(fd: int) -> bytes:
+    # A seq_file read returns the records that fit in about a page (cgroup.procs of a job
+    # with 5,000 processes takes several reads), so read until an empty read; but a read
+    # shorter than _SHORT had room for the next line (cgroup lines are far shorter): EOF.
+    data = os.pread(fd, _CHUNK, 0)
+    if len(data) < _SHORT:
+        return data
+    chunks = [data]
+    offset = len(data)
+    while more := os.pread(fd, _CHUNK, offset):
+        chunks.append(more)
+        offset += len(more)
+    return b"".join(chunks)
+
+
+def _gone_if_removed(exc: OSError, path: str) -> OSError:
+    if exc.errno == errno.ENODEV:  # read through a cgroup removed under us
+        return FileNotFoundError(exc.errno, exc.strerror, path)
+    return exc
+
+
+class OpenFiles:
+    """Cgroup files kept open between scrapes and re-read with ``pread`` (no open/close).
+
+    A file of a removed cgroup fails with ENODEV, which reads as FileNotFoundError like a
+    missing file. ``retain`` closes the files of jobs no longer found. At most
+    ``max_open`` files stay open; the rest (and all, once the process runs out of fds)
+    are read by path. Not thread-safe.
+    """
+
+    def __init__(self, max_open: int = proc_reader.CGROUP_FILES_MAX) -> None:
+        self._fds: dict[str, int] = {}
+        self.max_open = max_open
+
+    def read(self, path: str) -> str:
+        fd = self._fds.get(path)
+        if fd is None and len(self._fds) >= self.max_open:
+            return _read(path)
+        try:
+            if fd is None:
+                try:
+                    fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                except OSError as exc:
+                    if exc.errno not in proc_reader.OUT_OF_FDS:
+                        raise
+                    log.warning("out of file descriptors: keeping %d cgroup files", len(self))
+                    self.max_open = len(self._fds)
+                    return _read(path)
+            return _read_fd(fd).decode("ascii")
+        except OSError as exc:
+            self._close(path)
+            raise _gone_if_removed(exc, path) from None
+
+    def retain(self, job_dirs: Iterable[str]) -> None:
+        keep = set(job_dirs)
+        for path in [p for p in self._fds if os.path.dirname(p) not in keep]:
+            self._close(path)
+
+    def close(self) -> None:
+        self.retain(())
+
+    def __len__(self) -> int:
+        return len(self._fds)
+
+    def _close(self, path: str) -> None:
+        fd = self._fds.pop(path, None)
+        if fd is not None:
+            os.close(fd)
+
+
+def _read_optional(path: str, files: OpenFiles | None = None) -> str | None:
     """None when the file does not exist (old kernel, controller not enabled)."""
     try:
-        return _read(path)
+        return _read(path, files)
     except FileNotFoundError:
         if not os.path.isdir(os.path.dirname(path)):
             raise  # the cgroup itself is gone: the job ended
@@ -196,7 +275,7 @@ def _discover_v1(roots: dict[str, str], proc_root: str) -> list[Job]:
             continue
         uid = int(uid_text) if uid_text.isdigit() else None
         for job_id, job_dir in job_dirs:
-            rel = os.path.relpath(job_dir, roots[main])
+            rel = job_dir[len(roots[main]) + 1 :]
             try:
                 pids = _leaf_pids(job_dir, proc_root, skip=())
             except GONE:
@@ -277,15 +356,15 @@ def read_cpu(job: Job) -> CpuUsage:
         acct, cpuset = job.dirs.get("cpuacct"), job.dirs.get("cpuset")
         if acct is None:
             raise FileNotFoundError(f"job {job.job_id}: no cpuacct cgroup")
-        user_ns = _read_optional(f"{acct}/cpuacct.usage_user")
+        user_ns = _read_optional(f"{acct}/cpuacct.usage_user", job.files)
         if user_ns is not None:
             user = int(user_ns) * _NS
-            system = int(_read(f"{acct}/cpuacct.usage_sys")) * _NS
+            system = int(_read(f"{acct}/cpuacct.usage_sys", job.files)) * _NS
         else:  # kernels before 4.16: only USER_HZ ticks in cpuacct.stat
-            ticks = parse_flat_keyed(_read(f"{acct}/cpuacct.stat"))
+            ticks = parse_flat_keyed(_read(f"{acct}/cpuacct.stat", job.files))
             user, system = ticks["user"] / _USER_HZ, ticks["system"] / _USER_HZ
-        percpu = _read_optional(f"{acct}/cpuacct.usage_percpu")
-        cpus = _read_optional(f"{cpuset}/cpuset.cpus") if cpuset else None
+        percpu = _read_optional(f"{acct}/cpuacct.usage_percpu", job.files)
+        cpus = _read_optional(f"{cpuset}/cpuset.cpus", job.files) if cpuset else None
         return CpuUsage(
             user_seconds=user,
             system_seconds=system,
@@ -294,8 +373,8 @@ def read_cpu(job: Job) -> CpuUsage:
             throttled_seconds=None,
         )
     path = job.dirs["unified"]
-    stat = parse_flat_keyed(_read(f"{path}/cpu.stat"))
-    cpus = _read_optional(f"{path}/cpuset.cpus.effective")
+    stat = parse_flat_keyed(_read(f"{path}/cpu.stat", job.files))
+    cpus = _read_optional(f"{path}/cpuset.cpus.effective", job.files)
     throttled = stat.get("throttled_usec")
     return CpuUsage(
         user_seconds=stat["user_usec"] * _US,
@@ -311,29 +390,38 @@ def read_memory(job: Job) -> MemoryUsage:
         path = job.dirs.get("memory")
         if path is None:
             raise FileNotFoundError(f"job {job.job_id}: no memory cgroup")
-        stat = parse_flat_keyed(_read(f"{path}/memory.stat"))
-        limit = int(_read(f"{path}/memory.limit_in_bytes"))
+        stat = parse_flat_keyed(_read(f"{path}/memory.stat", job.files))
+        limit = int(_read(f"{path}/memory.limit_in_bytes", job.files))
         return MemoryUsage(
             rss=stat["total_rss"],  # what sacct reports as MaxRSS; includes children
             cache=stat["total_cache"],
-            usage=int(_read(f"{path}/memory.usage_in_bytes")),
-            max_usage=int(_read(f"{path}/memory.max_usage_in_bytes")),
+            usage=int(_read(f"{path}/memory.usage_in_bytes", job.files)),
+            max_usage=int(_read(f"{path}/memory.max_usage_in_bytes", job.files)),
             limit=limit if limit < _V1_UNLIMITED else None,
             events=None,
         )
     path = job.dirs["unified"]
-    stat = parse_flat_keyed(_read(f"{path}/memory.stat"))
-    limit = _read(f"{path}/memory.max").strip()
-    peak = _read_optional(f"{path}/memory.peak")
-    events = parse_flat_keyed(_read(f"{path}/memory.events"))
+    stat = parse_flat_keyed(_read(f"{path}/memory.stat", job.files))
+    limit = _read(f"{path}/memory.max", job.files).strip()
+    peak = _read_optional(f"{path}/memory.peak", job.files)
+    events = parse_flat_keyed(_read(f"{path}/memory.events", job.files))
     return MemoryUsage(
         rss=stat["anon"],
         cache=stat["file"],
-        usage=int(_read(f"{path}/memory.current")),
+        usage=int(_read(f"{path}/memory.current", job.files)),
         max_usage=int(peak) if peak is not None else None,
         limit=None if limit == "max" else int(limit),
         events={k: events[k] for k in MEMORY_EVENTS if k in events},
     )
+
+
+def read_devices_list(job: Job) -> str | None:
+    """The job's v1 ``devices.list`` (what Slurm lets it open); None on v2 or without it.
+
+    v2 enforces devices with an eBPF program, which cannot be read back as a list.
+    """
+    path = job.dirs.get("devices") if job.version == 1 else None
+    return _read_optional(f"{path}/devices.list", job.files) if path else None
 
 
 def read_pressure(job: Job) -> dict[str, float] | None:
@@ -343,7 +431,7 @@ def read_pressure(job: Job) -> dict[str, float] | None:
     path = job.dirs["unified"]
     out = {}
     for resource in PRESSURE_RESOURCES:
-        text = _read_optional(f"{path}/{resource}.pressure")
+        text = _read_optional(f"{path}/{resource}.pressure", job.files)
         if text is not None:
             out[resource] = parse_pressure_total(text)
     return out or None

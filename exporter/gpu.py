@@ -1,6 +1,6 @@
-"""NVIDIA GPUs through NVML (nvidia-ml-py's ``pynvml``) and Slurm's GPU allocation per job.
+"""NVIDIA GPUs through NVML (nvidia-ml-py's ``pynvml``), keyed by Slurm's GPU index.
 
-GPUs are attributed to jobs by ALLOCATION (SLURM_JOB_GPUS), never by the processes
+GPUs are attributed to jobs by ALLOCATION (exporter/gpu_alloc.py), never by the processes
 running on them: an allocated, idle GPU is reported at 0 %, which is the point.
 
 Indexes: SLURM_JOB_GPUS holds the index of the gres.conf entry, which for
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -29,31 +28,6 @@ class GpuReading:
     memory_used_bytes: int
     memory_total_bytes: int
     power_watts: float | None  # None: the board does not report power
-
-
-def parse_gpu_list(text: str) -> tuple[int, ...]:
-    """Parse SLURM_JOB_GPUS / a prolog file.
-
-    ``0,1``
-    ``0-1,3``
-    """
-    out: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return tuple(sorted(out))
-
-
-def read_allocation_file(alloc_dir: str, job_id: str) -> tuple[int, ...] | None:
-    """GPUs the prolog recorded for ``job_id``; None when there is no file."""
-    try:
-        with open(os.path.join(alloc_dir, job_id), encoding="ascii") as f:
-            return parse_gpu_list(f.read())
-    except FileNotFoundError:
-        return None
 
 
 def load_nvml() -> ModuleType | None:

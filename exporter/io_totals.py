@@ -86,9 +86,15 @@ class IoTotals:
         by_pid = {pid: (pid, start) for pid, start in now}
         state.procs = {key: (by_pid.get(p.ppid), p.io) for key, p in now.items()}
         state.retired = retired
-        total = retired
+        # Plain int sums: this runs for every process of the node on every scrape.
+        r, w, sr, sw = retired
         for p in now.values():
-            total = _add(total, p.io)
+            io = p.io
+            r += io[0]
+            w += io[1]
+            sr += io[2]
+            sw += io[3]
+        total = IoCounters(r, w, sr, sw)
         if state.emitted is not None:
             total = _max(total, state.emitted)
         state.emitted = total

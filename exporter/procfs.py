@@ -9,35 +9,32 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import resource
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 log = logging.getLogger(__name__)
 
 # Errors that mean "this process (or its cgroup) is gone": skip it, never fail.
 GONE = (FileNotFoundError, ProcessLookupError)
 _GONE_ERRNOS = {errno.ENOENT, errno.ESRCH, errno.ENODEV}
-_READ_SIZE = 8192
+_IO_KEYS = ["syscr:", "syscw:", "read_bytes:", "write_bytes:"]
+_IO_KEYS_BYTES = [k.encode() for k in _IO_KEYS]
 
 
-@dataclass(frozen=True)
-class StatFields:
+class StatFields(NamedTuple):
     ppid: int
     num_threads: int
     starttime: int  # clock ticks after boot; identifies the process across pid reuse
 
 
-@dataclass(frozen=True)
-class IoCounters:
+class IoCounters(NamedTuple):
     read_bytes: int
     write_bytes: int
     syscr: int
     syscw: int
 
 
-@dataclass(frozen=True)
-class ProcessSample:
+class ProcessSample(NamedTuple):
     pid: int
     starttime: int  # with pid, identifies the process across pid reuse
     ppid: int
@@ -53,19 +50,24 @@ def parse_stat(text: str) -> StatFields:
     ``26231 (vim) R 5392 7446 5392 34835 7446 4218880 32533 309516 ...``
     comm may contain spaces and parentheses, so split at the LAST ``)``.
     """
-    rest = text[text.rindex(")") + 2 :].split()
+    rest = text[text.rindex(")") + 2 :].split(None, 20)
     # rest[0] is field 3 (state); ppid is field 4, num_threads field 20, starttime field 22.
     return StatFields(ppid=int(rest[1]), num_threads=int(rest[17]), starttime=int(rest[19]))
 
 
-def parse_io(text: str) -> IoCounters:
+def parse_io(text: str | bytes) -> IoCounters:
     """Parse /proc/<pid>/io.
 
     ``rchar: 750339``
     ``read_bytes: 1024``
     """
-    # "key: value" pairs; split() + zip is ~3x faster than per-line parsing (hot path).
     words = text.split()
+    # The kernel writes these keys in this order (fs/proc/base.c); check, don't assume.
+    keys = words[4:12:2]
+    if keys == _IO_KEYS or keys == _IO_KEYS_BYTES:
+        return IoCounters(int(words[9]), int(words[11]), int(words[5]), int(words[7]))
+    if isinstance(text, bytes):
+        words = text.decode("latin-1").split()
     values = dict(zip(words[::2], words[1::2], strict=False))
     return IoCounters(
         read_bytes=int(values["read_bytes:"]),
@@ -102,15 +104,6 @@ def parse_status_field(text: str, key: str) -> str | None:
     return None
 
 
-def parse_environ_var(data: bytes, name: str) -> str | None:
-    """Value of ``name`` in /proc/<pid>/environ (NUL-separated ``KEY=value``)."""
-    prefix = name.encode() + b"="
-    for item in data.split(b"\0"):
-        if item.startswith(prefix):
-            return item[len(prefix) :].decode(errors="replace")
-    return None
-
-
 def normalize_prefixes(paths: Iterable[str]) -> tuple[str, ...]:
     return tuple(os.path.normpath(p) for p in paths if p)
 
@@ -129,20 +122,20 @@ def path_under(path: str, prefixes: Iterable[str]) -> bool:
     return False
 
 
-def _is_gone(exc: OSError) -> bool:
+def is_gone(exc: OSError) -> bool:
     return isinstance(exc, GONE) or exc.errno in _GONE_ERRNOS
 
 
-def _read_text(path: str) -> str:
+def read_text(path: str) -> str:
     with open(path, encoding="ascii", errors="replace") as f:
         return f.read()
 
 
 def read_status_field(proc_root: str, pid: int, key: str) -> str | None:
     try:
-        return parse_status_field(_read_text(f"{proc_root}/{pid}/status"), key)
+        return parse_status_field(read_text(f"{proc_root}/{pid}/status"), key)
     except OSError as exc:
-        if _is_gone(exc):
+        if is_gone(exc):
             return None
         raise
 
@@ -150,16 +143,6 @@ def read_status_field(proc_root: str, pid: int, key: str) -> str | None:
 def read_uid(proc_root: str, pid: int) -> int | None:
     value = read_status_field(proc_root, pid, "Uid")
     return int(value) if value is not None else None
-
-
-def read_environ_var(proc_root: str, pid: int, name: str) -> str | None:
-    try:
-        with open(f"{proc_root}/{pid}/environ", "rb") as f:
-            return parse_environ_var(f.read(), name)
-    except OSError as exc:
-        if _is_gone(exc) or isinstance(exc, PermissionError):
-            return None
-        raise
 
 
 def uses_scratch(proc_root: str, pids: Iterable[int], prefixes: tuple[str, ...]) -> bool:
@@ -180,139 +163,9 @@ def uses_scratch(proc_root: str, pids: Iterable[int], prefixes: tuple[str, ...])
                     if path_under(os.readlink(f"{fd_dir}/{name}"), prefixes):
                         return True
                 except OSError as exc:
-                    if not _is_gone(exc):
+                    if not is_gone(exc):
                         raise  # a closed fd is normal; anything else is a real problem
         except OSError as exc:
-            if not (_is_gone(exc) or isinstance(exc, PermissionError)):
+            if not (is_gone(exc) or isinstance(exc, PermissionError)):
                 raise
     return False
-
-
-class ProcReader:
-    """Reads ProcessSamples; optionally keeps /proc/<pid>/{stat,io,limits} open between scrapes.
-
-    A cached fd stays bound to the process it was opened for: once that process exits,
-    pread fails with ESRCH, even if the pid was reused, so a reused pid is never read
-    through a stale fd. The starttime check is a second guard. Not thread-safe: the
-    caller serialises scrapes.
-    """
-
-    _FILES = ("stat", "io", "limits")
-
-    def __init__(self, proc_root: str, cache: bool = True, max_cached: int | None = None):
-        self.proc_root = proc_root
-        self.cache = cache
-        if max_cached is None:
-            soft, _hard = _nofile_limits()
-            max_cached = max(0, (soft - 256) // len(self._FILES))
-        self.max_cached = max_cached
-        self._open: dict[int, tuple[int, list[int | None]]] = {}  # pid -> (starttime, fds)
-
-    def read(self, pid: int) -> ProcessSample | None:
-        """One process's sample, or None when it has exited."""
-        try:
-            found = self._read_cached(pid) if self.cache else self._read_paths(pid)
-            if found is None:
-                return None
-            stat, (_, io, limits) = found
-            open_files = self._count_fds(pid)
-        except OSError as exc:
-            if _is_gone(exc):
-                self._forget(pid)
-                return None
-            raise
-        return ProcessSample(
-            pid=pid,
-            starttime=stat.starttime,
-            ppid=stat.ppid,
-            threads=stat.num_threads,
-            open_files=open_files,
-            open_files_limit=parse_nofile_limit(limits) if limits else None,
-            io=parse_io(io) if io else None,
-        )
-
-    def sweep(self, live: set[int]) -> None:
-        """Close cached fds of processes not seen in this scrape."""
-        for pid in [p for p in self._open if p not in live]:
-            self._forget(pid)
-
-    def close(self) -> None:
-        self.sweep(set())
-
-    def _read_path(self, pid: int, name: str) -> str | None:
-        try:
-            return _read_text(f"{self.proc_root}/{pid}/{name}")
-        except PermissionError:
-            if name == "stat":
-                raise
-            return None  # io/limits of another user's process when not root
-
-    def _read_paths(self, pid: int) -> tuple[StatFields, list[str | None]] | None:
-        texts = [self._read_path(pid, name) for name in self._FILES]
-        return (parse_stat(texts[0]), texts) if texts[0] else None
-
-    def _count_fds(self, pid: int) -> int | None:
-        try:
-            return len(os.listdir(f"{self.proc_root}/{pid}/fd"))
-        except PermissionError:
-            return None
-
-    def _read_cached(self, pid: int) -> tuple[StatFields, list[str | None]] | None:
-        entry = self._open.get(pid)
-        if entry is not None:
-            try:
-                texts = [_pread(fd) for fd in entry[1]]
-                if texts[0]:
-                    stat = parse_stat(texts[0])
-                    if stat.starttime == entry[0]:
-                        return stat, texts
-            except OSError as exc:
-                if not _is_gone(exc):
-                    raise
-            self._forget(pid)  # exited or pid reused: reopen by path below
-        if len(self._open) >= self.max_cached:
-            return self._read_paths(pid)
-        fds: list[int | None] = []
-        try:
-            for name in self._FILES:
-                fds.append(self._open_fd(pid, name))
-            texts = [_pread(fd) for fd in fds]
-        except OSError:
-            _close_all(fds)  # e.g. the process exited between opening stat and io
-            raise
-        if not texts[0]:
-            _close_all(fds)
-            return None
-        stat = parse_stat(texts[0])
-        self._open[pid] = (stat.starttime, fds)
-        return stat, texts
-
-    def _open_fd(self, pid: int, name: str) -> int | None:
-        try:
-            return os.open(f"{self.proc_root}/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
-        except PermissionError:
-            if name == "stat":
-                raise
-            return None
-
-    def _forget(self, pid: int) -> None:
-        entry = self._open.pop(pid, None)
-        if entry is not None:
-            _close_all(entry[1])
-
-
-def _pread(fd: int | None) -> str | None:
-    if fd is None:
-        return None
-    return os.pread(fd, _READ_SIZE, 0).decode("ascii", errors="replace")
-
-
-def _close_all(fds: list[int | None]) -> None:
-    for fd in fds:
-        if fd is not None:
-            os.close(fd)
-
-
-def _nofile_limits() -> tuple[int, int]:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return soft, hard

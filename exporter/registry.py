@@ -5,6 +5,7 @@ the scrape.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import pwd
 import threading
@@ -23,7 +24,7 @@ from exporter.collectors.memory import MemoryCollector
 from exporter.collectors.pressure import PressureCollector
 from exporter.collectors.processes import ProcessesCollector
 from exporter.collectors.scratch import ScratchCollector
-from exporter.procfs import ProcReader
+from exporter.proc_reader import ProcReader, fd_budget
 from exporter.scrape import ScrapedJob
 from exporter.settings import Settings
 
@@ -52,16 +53,29 @@ class JobsCollector:
         nvml: Any = None,
         discover: Discover = cgroupfs.discover_jobs,
         user_name: Callable[[int], str] | None = None,
+        scontrol: Callable[[Sequence[str]], str] | None = None,
     ):
         self.settings = settings
         self.node_name = settings.effective_node_name
-        self.procs = ProcReader(settings.proc_root, cache=settings.fd_cache)
-        context = CollectorContext(settings=settings, procs=self.procs, nvml=nvml)
+        processes, cgroup_files = fd_budget()
+        self.procs = ProcReader(settings.proc_root, cache=settings.fd_cache, max_cached=processes)
+        # Kept-open cgroup files, with the same switch as the /proc fd cache.
+        self.cgroup_files = cgroupfs.OpenFiles(cgroup_files) if settings.fd_cache else None
+        context = CollectorContext(
+            settings=settings, procs=self.procs, nvml=nvml, scontrol=scontrol
+        )
         self.collectors = [cls(context) for cls in collectors]
         self.discover = discover
         self._lock = threading.Lock()  # the HTTP server is threaded; the fd cache is not
         self._user_name = user_name or _passwd_name
         self._users: dict[int, str] = {}
+
+    def close(self) -> None:
+        """Close every kept-open file (the collector keeps working, reopening them)."""
+        with self._lock:
+            self.procs.close()
+            if self.cgroup_files is not None:
+                self.cgroup_files.close()
 
     def describe(self) -> list[Metric]:
         return []  # families vary with the jobs present; don't scrape at registration
@@ -101,10 +115,25 @@ class JobsCollector:
             found = self.discover(
                 self.settings.cgroup_root, self.settings.proc_root, self.node_name
             )
+            if self.cgroup_files is not None:
+                found = [dataclasses.replace(j, files=self.cgroup_files) for j in found]
             jobs.extend(ScrapedJob(j, self.procs) for j in found)
             return [self._info(found)]
 
         run("discovery", discovery)
+
+        def proc() -> list[Metric]:
+            pids = [pid for job in jobs for pid in job.pids]
+            stale_count = self.procs.refresh(pids, self.settings.scrape_budget)
+            stale = GaugeMetricFamily(
+                "jobs_scrape_stale_processes",
+                "Job processes not read in this scrape (time budget spent); "
+                "their previous sample was reported.",
+            )
+            stale.add_metric([], stale_count)
+            return [stale]
+
+        run("procfs", proc)
         for collector in self.collectors:
             run(collector.name, lambda c=collector: list(c.collect(jobs)))
         gone = {job.job_id for job in jobs if job.gone}
@@ -112,8 +141,14 @@ class JobsCollector:
             for family in out:
                 family.samples = [s for s in family.samples if s.labels.get("jobid") not in gone]
         self.procs.sweep({pid for job in jobs for pid in job.pids})
+        if self.cgroup_files is not None:  # close the files of jobs that ended
+            self.cgroup_files.retain(self._file_dirs(jobs))
         out.extend((duration, success))
         return out
+
+    @staticmethod
+    def _file_dirs(jobs: list[ScrapedJob]) -> set[str]:
+        return {d for job in jobs if not job.gone for d in job.cgroup.dirs.values()}
 
     def _info(self, jobs: list[cgroupfs.Job]) -> GaugeMetricFamily:
         info = GaugeMetricFamily(

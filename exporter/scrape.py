@@ -13,15 +13,16 @@ from functools import cached_property
 from typing import TypeVar
 
 from exporter import cgroupfs, procfs
+from exporter.proc_reader import ProcReader
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
 class ScrapedJob:
-    """A discovered job plus its /proc samples, read lazily and at most once per scrape."""
+    """A discovered job plus its /proc samples (read once per scrape by ``ProcReader.refresh``)."""
 
-    def __init__(self, cgroup: cgroupfs.Job, procs: procfs.ProcReader):
+    def __init__(self, cgroup: cgroupfs.Job, procs: ProcReader):
         self.cgroup = cgroup
         self._procs = procs
         self.gone = False  # the job's cgroup was found removed during this scrape
@@ -40,8 +41,8 @@ class ScrapedJob:
 
         Raises FileNotFoundError when the job ended meanwhile (see ``check_alive``).
         """
-        samples = (self._procs.read(pid) for pid in self.cgroup.pids)
-        found = [s for s in samples if s is not None]
+        samples = self._procs.samples  # filled by ProcReader.refresh for this scrape
+        found = [s for s in map(samples.get, self.cgroup.pids) if s is not None]
         self.check_alive()
         return found
 

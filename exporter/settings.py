@@ -38,7 +38,9 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
         "/run/jobs-exporter/gpus",
         "Directory where the Slurm prolog writes one file per job with its GPUs.",
     ),
-    "JOBREPORT_EXPORTER_FD_CACHE": ("1", "`1` keeps `/proc/<pid>/{stat,io,limits}` open between scrapes; `0` reopens them."),
+    "JOBREPORT_EXPORTER_SCONTROL": ("scontrol", "Command asked once per job (`scontrol -d show job <id>`) for its GPUs when neither a prolog file nor the devices cgroup tells; empty: never run it."),
+    "JOBREPORT_EXPORTER_FD_CACHE": ("1", "`1` keeps `/proc/<pid>/{stat,io}` and each process's `fd` directory open between scrapes (limits are read once per process); `0` reopens them."),
+    "JOBREPORT_EXPORTER_SCRAPE_BUDGET": ("5", "Seconds a scrape may spend reading `/proc`; past it the least recently read processes keep their previous sample and `jobs_scrape_stale_processes` counts them. `0`: no limit. Keep it under Prometheus' `scrape_timeout` (10 s in `deploy/prometheus-jobs-exporter.yml`)."),
     "JOBREPORT_EXPORTER_LOG_LEVEL": ("INFO", "Python logging level."),
 }
 
@@ -65,7 +67,9 @@ class Settings:
     scratch: tuple[str, ...] = _dirs(_default("scratch"))
     gpus: str = _default("gpus")
     gpu_alloc_dir: str = _default("gpu_alloc_dir")
+    scontrol: str = _default("scontrol")
     fd_cache: bool = _default("fd_cache") == "1"
+    scrape_budget: float = float(_default("scrape_budget"))
     log_level: str = _default("log_level")
 
     @classmethod
@@ -85,6 +89,15 @@ class Settings:
         fd_cache = get("JOBREPORT_EXPORTER_FD_CACHE")
         if fd_cache not in ("0", "1"):
             raise SettingsError(f"JOBREPORT_EXPORTER_FD_CACHE={fd_cache!r} is not 0 or 1")
+        budget_text = get("JOBREPORT_EXPORTER_SCRAPE_BUDGET")
+        try:
+            scrape_budget = float(budget_text)
+        except ValueError:
+            scrape_budget = -1.0
+        if not 0 <= scrape_budget < 3600:
+            raise SettingsError(
+                f"JOBREPORT_EXPORTER_SCRAPE_BUDGET={budget_text!r} is not seconds (0: no limit)"
+            )
         listen = get("JOBREPORT_EXPORTER_LISTEN")
         try:
             parse_listen(listen)
@@ -98,7 +111,9 @@ class Settings:
             scratch=_dirs(get("JOBREPORT_EXPORTER_SCRATCH")),
             gpus=gpus,
             gpu_alloc_dir=get("JOBREPORT_EXPORTER_GPU_ALLOC_DIR"),
+            scontrol=get("JOBREPORT_EXPORTER_SCONTROL"),
             fd_cache=fd_cache == "1",
+            scrape_budget=scrape_budget,
             log_level=get("JOBREPORT_EXPORTER_LOG_LEVEL"),
         )
 

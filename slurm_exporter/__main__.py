@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 
 from jobreport_net.bind import parse_bind
-from slurm_exporter.constants import ConstantsError, load_constants
+from jobreport_net.constants import ConstantsError, load_constants
 from slurm_exporter.exposition import render, serve
 from slurm_exporter.registry import SlurmCollector, build_sources
 from slurm_exporter.settings import (

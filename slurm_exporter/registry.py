@@ -13,6 +13,7 @@ from typing import Any
 
 from prometheus_client.core import Metric
 
+from jobreport_net.constants import ClusterConstants
 from slurm_exporter.collectors.gpus import GpusCollector
 from slurm_exporter.collectors.jobs import JobsCollector
 from slurm_exporter.collectors.nodes import NodesCollector
@@ -20,7 +21,6 @@ from slurm_exporter.collectors.scheduler import SchedulerCollector
 from slurm_exporter.collectors.shares import SharesCollector
 from slurm_exporter.collectors.targets import TargetsCollector
 from slurm_exporter.commands import COMMAND_ENV, COMMANDS
-from slurm_exporter.constants import ClusterConstants
 from slurm_exporter.families import counter, gauge
 from slurm_exporter.runner import run_command
 from slurm_exporter.sdiag import parse_sdiag

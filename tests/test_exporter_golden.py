@@ -56,13 +56,14 @@ def test_v1_local_real_job():
     assert value(text, "jobs_memory_limit_bytes", jobid="2") == 500 * 2**20  # --mem=500M
 
 
-def test_v1_local_gpu_job_by_environ_allocation():
-    # No prolog file: SLURM_JOB_GPUS=0 from the job's /proc/<pid>/environ.
-    text = scrape(make_settings(V1_LOCAL, gpus="auto"), nvml=FakeNvml())
-    assert_golden("v1-local-gpu", text)
-    assert value(text, "jobs_gpu_utilization_ratio", jobid="2", gpu="0") == 1.0
-    assert value(text, "jobs_gpu_power_watts", jobid="2", gpu="0") == pytest.approx(631.95)
-    assert value(text, "jobs_gpu_utilization_ratio", jobid="2", gpu="1") is None
+def test_v1_local_gpu_job_environment_is_not_an_allocation():
+    # The captured job's environ says SLURM_JOB_GPUS=0, but with no prolog file and no
+    # scontrol answer nothing Slurm wrote says so: no GPU series.
+    environ = (V1_LOCAL / "proc/8272/environ").read_bytes()
+    assert b"SLURM_JOB_GPUS=0\0" in environ
+    text = scrape(make_settings(V1_LOCAL, gpus="auto", scontrol=""), nvml=FakeNvml())
+    assert series_of(text, "2") and not [s for s in series_of(text, "2") if "gpu" in s]
+    assert value(text, "jobs_scrape_collector_success", collector="gpu") == 1
 
 
 def test_gpu_job_by_prolog_file_reports_idle_allocated_gpu(tmp_path):

@@ -58,8 +58,3 @@ def test_load_nvml_without_nvidia_ml_py(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # makes `import pynvml` raise ImportError
     assert gpu.load_nvml() is None
 
-
-def test_allocation_file(tmp_path):
-    (tmp_path / "7").write_text("0,2\n")
-    assert gpu.read_allocation_file(str(tmp_path), "7") == (0, 2)
-    assert gpu.read_allocation_file(str(tmp_path), "8") is None

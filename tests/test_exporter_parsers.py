@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exporter import cgroupfs, gpu, procfs
+from exporter import cgroupfs, procfs
 from exporter.settings import parse_listen
 
 STAT_26231 = (
@@ -64,11 +64,6 @@ def test_parse_status_field():
     assert procfs.parse_status_field("Uid:   20821  20821  20821  20821\n", "Uid") == "20821"
 
 
-def test_parse_environ_var():
-    data = b"SLURM_JOB_ID=2\0SLURM_JOB_GPUS=0,1\0CUDA_VISIBLE_DEVICES=0,1\0"
-    assert procfs.parse_environ_var(data, "SLURM_JOB_GPUS") == "0,1"
-    assert procfs.parse_environ_var(data, "SLURM_JOB") is None
-
 
 @pytest.mark.parametrize(
     ("path", "expected"),
@@ -123,12 +118,6 @@ def test_parse_pids():
     assert cgroupfs.parse_pids("49276\n49334\n") == [49276, 49334]
     assert cgroupfs.parse_pids("") == []
 
-
-@pytest.mark.parametrize(
-    ("text", "gpus"), [("0", (0,)), ("0,1\n", (0, 1)), ("0-1,3", (0, 1, 3)), ("", ())]
-)
-def test_parse_gpu_list(text, gpus):
-    assert gpu.parse_gpu_list(text) == gpus
 
 
 @pytest.mark.parametrize(

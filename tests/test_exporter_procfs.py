@@ -7,14 +7,14 @@ import shutil
 import subprocess
 import sys
 
-from exporter import procfs
+from exporter import proc_reader, procfs
 from tests.helpers.exporter_scrape import FIXTURES
 
 
 def test_reads_own_process_same_with_and_without_cache():
     pid = os.getpid()
-    cached = procfs.ProcReader("/proc", cache=True).read(pid)
-    plain = procfs.ProcReader("/proc", cache=False).read(pid)
+    cached = proc_reader.ProcReader("/proc", cache=True).read(pid)
+    plain = proc_reader.ProcReader("/proc", cache=False).read(pid)
     assert cached is not None and plain is not None
     assert cached.threads == plain.threads >= 1
     assert cached.ppid == plain.ppid == os.getppid()
@@ -25,7 +25,7 @@ def test_reads_own_process_same_with_and_without_cache():
 
 def test_exited_process_is_skipped_and_its_fds_closed():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    reader = procfs.ProcReader("/proc", cache=True)
+    reader = proc_reader.ProcReader("/proc", cache=True)
     try:
         assert reader.read(child.pid) is not None
         assert child.pid in reader._open
@@ -37,7 +37,7 @@ def test_exited_process_is_skipped_and_its_fds_closed():
 
 
 def test_sweep_closes_fds_of_processes_no_longer_listed():
-    reader = procfs.ProcReader("/proc", cache=True)
+    reader = proc_reader.ProcReader("/proc", cache=True)
     reader.read(os.getpid())
     assert reader._open
     reader.sweep(set())
@@ -47,7 +47,7 @@ def test_sweep_closes_fds_of_processes_no_longer_listed():
 def test_pid_reuse_detected_by_starttime(tmp_path):
     root = tmp_path / "proc"
     shutil.copytree(FIXTURES / "v1-samples/proc/26231", root / "26231", symlinks=True)
-    reader = procfs.ProcReader(str(root), cache=True)
+    reader = proc_reader.ProcReader(str(root), cache=True)
     first = reader.read(26231)
     assert first is not None and first.threads == 1
     # A different process now has pid 26231: other starttime, 4 threads.
@@ -60,7 +60,7 @@ def test_pid_reuse_detected_by_starttime(tmp_path):
 
 
 def test_cache_limited_by_budget_falls_back_to_plain_reads():
-    reader = procfs.ProcReader("/proc", cache=True, max_cached=0)
+    reader = proc_reader.ProcReader("/proc", cache=True, max_cached=0)
     assert reader.read(os.getpid()) is not None
     assert not reader._open
 
@@ -87,8 +87,100 @@ def test_partly_missing_process_leaks_no_fd(tmp_path):
     # Capture 26232 has stat and limits but no io: reads as an exited process.
     root = tmp_path / "proc"
     shutil.copytree(FIXTURES / "v1-samples/proc/26232", root / "26232", symlinks=True)
-    reader = procfs.ProcReader(str(root), cache=True)
+    reader = proc_reader.ProcReader(str(root), cache=True)
     before = len(os.listdir("/proc/self/fd"))
     assert reader.read(26232) is None
     assert len(os.listdir("/proc/self/fd")) == before
     assert not reader._open
+
+
+def _sleepers(n: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen(["sleep", "60"]) for _ in range(n)]
+
+
+def test_time_budget_reads_least_recently_read_first_and_keeps_the_rest():
+    children = _sleepers(80)
+    pids = [c.pid for c in children]
+    reader = proc_reader.ProcReader("/proc", cache=True)
+    try:
+        assert reader.refresh(pids, budget=1e-9) == 80 - 32  # at least 32 per scrape
+        first = set(reader.samples)
+        assert len(first) == 32
+        assert reader.refresh(pids, budget=1e-9) == 48
+        second = {p for p, r in reader._last_read.items() if r == reader._round}
+        assert len(second) == 32 and second.isdisjoint(first)  # the unread ones came next
+        assert len(reader.samples) == 64  # the 32 of the first round kept their sample
+        reader.refresh(pids, budget=1e-9)
+        assert set(reader.samples) == set(pids)
+        assert reader.refresh(pids, budget=0) == 0  # no budget: everything, every time
+    finally:
+        for c in children:
+            c.kill()
+            c.wait()
+    assert reader.refresh(pids) == 0 and not reader.samples and not reader._open
+
+
+def test_fd_count_by_fstat_matches_the_listing():
+    code = (
+        "import time; fs=[open('/dev/null') for _ in range(200)]; "
+        "print('ok', flush=True); time.sleep(30)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline().strip() == b"ok"
+        listed = len(os.listdir(f"/proc/{child.pid}/fd"))
+        reader = proc_reader.ProcReader("/proc", cache=True)
+        assert reader._fd_size_counts == (_kernel() >= (6, 2))  # root, real procfs
+        assert reader.read(child.pid).open_files == listed  # opens the fd directory
+        assert reader.read(child.pid).open_files == listed  # fstat of the kept one
+        assert listed >= 203
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_limits_read_once_per_process():
+    import resource
+
+    child = _sleepers(1)[0]
+    try:
+        reader = proc_reader.ProcReader("/proc", cache=True)
+        before = reader.read(child.pid).open_files_limit
+        resource.prlimit(child.pid, resource.RLIMIT_NOFILE, (100, 100))
+        assert reader.read(child.pid).open_files_limit == before != 100
+        assert proc_reader.ProcReader("/proc", cache=False).read(child.pid).open_files_limit == 100
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _kernel() -> tuple[int, int]:
+    major, minor = os.uname().release.split(".")[:2]
+    return int(major), int(minor)
+
+
+def test_running_out_of_fds_reads_the_rest_by_path():
+    import resource
+
+    children = _sleepers(40)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    reader = proc_reader.ProcReader("/proc", cache=True, max_cached=10_000)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 30, hard))
+        assert reader.refresh([c.pid for c in children]) == 0
+        assert len(reader.samples) == 40  # every process read, none lost
+        assert 0 < reader.max_cached < 40  # caching stopped where the fds ran out
+        assert reader.refresh([c.pid for c in children]) == 0
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        reader.close()
+        for c in children:
+            c.kill()
+            c.wait()
+
+
+def test_fd_budget_leaves_room_for_cgroup_files_and_the_rest():
+    processes, cgroup_files = proc_reader.fd_budget(65536)
+    assert cgroup_files == 4096 and 3 * processes + cgroup_files <= 65536 - 256
+    assert proc_reader.fd_budget(1024) == ((1024 - 256 - 128) // 3, 128)
+    assert proc_reader.fd_budget(100) == (0, 12)

@@ -150,3 +150,13 @@ def test_serve_on_ipv6_loopback(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_every_package_ships_in_the_wheel():
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {str(p.parent.relative_to(ROOT)).replace("/", ".")
+             for name in PACKAGES for p in (ROOT / name).rglob("__init__.py")}
+    assert found - listed == set(), "add these to [tool.setuptools] packages"

@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from slurm_exporter.constants import ConstantsError, as_json, load_constants, parse_constants
+from jobreport_net.constants import ConstantsError, as_json, load_constants, parse_constants
 from tests.helpers.slurm_captures import CONSTANTS, collector, exposition
 
 

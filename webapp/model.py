@@ -374,6 +374,7 @@ class JobReport:
     # What the data covers where it is less than everything (e.g. the plots' resolution).
     notes: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = ()
+    queue: QueueContext | None = None  # why it waited; filled by the report service
 
     @property
     def cpu_efficiency(self) -> float | None:
@@ -407,3 +408,34 @@ class JobReport:
     def unfinished(self) -> bool:
         """Not ended yet (waiting in the queue counts): too early for a verdict or an email."""
         return self.state in UNFINISHED_STATES
+
+
+@dataclass(frozen=True)
+class PendingReason:
+    """One reason Slurm gave while the job waited, and for how long the exporter saw it."""
+
+    reason: str
+    seconds: float
+    first_seen: datetime
+
+
+@dataclass(frozen=True)
+class QueueContext:
+    """The job's wait in the queue and the state of its partition when it was submitted.
+
+    ``gpus_*`` are (GPU type, count) pairs. Numbers are None when Prometheus had no
+    slurm-exporter sample for them; ``usual_time_limit_seconds`` is the median time
+    limit of the partition's recent jobs (accounting view), for comparison."""
+
+    partition: str | None
+    pending_seconds: float | None  # start - submit (until now while still pending)
+    reasons: tuple[PendingReason, ...] = ()
+    cpus_idle: int | None = None  # partition at submit time
+    cpus_total: int | None = None
+    gpus_available: tuple[tuple[str, int], ...] = ()
+    queue_length: int | None = None  # pending jobs of the partition just before submit
+    gpus_available_max: tuple[tuple[str, int], ...] = ()  # most available during the wait
+    requested_gpu_types: tuple[str, ...] = ()  # from TRES gres/gpu:<type>
+    usual_time_limit_seconds: float | None = None
+    usual_time_limit_jobs: int = 0  # how many jobs the median is over
+    seen: bool = False  # slurm-exporter series covered the wait

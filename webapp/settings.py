@@ -63,7 +63,13 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_MAIL_OPT_OUT": ("", "Optional file of user names who get no emails."),
     "JOBREPORT_MAIL_MIN_RUNTIME": ("600", "Batch mail skips jobs shorter than this (seconds)."),
     "JOBREPORT_OUTBOX": ("var/outbox.sqlite", "SQLite file of the durable email outbox."),
+    "JOBREPORT_ARCHIVE_URL": (
+        "var/archive.sqlite",
+        "Archive of ended jobs: a SQLite path (or `sqlite:///path`), or `mysql://user:pass@host/db` shared by several web hosts.",
+    ),
+    "JOBREPORT_ARCHIVE_RETENTION_DAYS": ("730", "`jobreport sync` drops archived jobs that ended longer ago than this (0: keep forever)."),
     "JOBREPORT_THRESHOLDS": ("", "Detector threshold overrides, e.g. `cpu_efficiency_low=0.5,gpu_util_low=0.1`."),
+    "JOBREPORT_CONSTANTS_FILE": ("", "TOML file of allocation targets (the one slurm-exporter reads): served at `/api/constants`, drawn on the cluster page; empty: none."),
 }
 
 
@@ -172,7 +178,10 @@ class Settings:
     mail_opt_out: str = _str("mail_opt_out")
     mail_min_runtime: float = _float("mail_min_runtime")
     outbox: str = _str("outbox")
+    archive_url: str = _str("archive_url")
+    archive_retention_days: float = _float("archive_retention_days")
     thresholds: dict[str, float] = field(default_factory=lambda: _thresholds("thresholds"))
+    constants_file: str = _str("constants_file")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -240,7 +249,10 @@ class Settings:
             mail_opt_out=_str("mail_opt_out", env),
             mail_min_runtime=_float("mail_min_runtime", env),
             outbox=_str("outbox", env),
+            archive_url=_str("archive_url", env),
+            archive_retention_days=_float("archive_retention_days", env),
             thresholds=_thresholds("thresholds", env),
+            constants_file=_str("constants_file", env),
         )
         _check_prometheus_client(settings)
         if settings.pdf_builds < 1:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
-from exporter.procfs import ProcReader
+from exporter.proc_reader import ProcReader
 from exporter.settings import Settings
 
 
@@ -14,3 +15,5 @@ class CollectorContext:
     settings: Settings
     procs: ProcReader
     nvml: ModuleType | object | None = None  # a pynvml-compatible module; None: import pynvml
+    # Runs scontrol (argv -> stdout); None: gpu_alloc.run_scontrol. Tests replay captures.
+    scontrol: Callable[[Sequence[str]], str] | None = None

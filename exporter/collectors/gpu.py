@@ -1,18 +1,21 @@
 """GPU readings of the GPUs Slurm allocated to each job (allocation, not running processes).
 
-Allocation comes from the prolog's file (JOBREPORT_EXPORTER_GPU_ALLOC_DIR/<jobid>), else
-from SLURM_JOB_GPUS in the environment of the job's processes. Without an NVIDIA driver the
-collector disables itself with one log line and reports nothing.
+Allocation comes only from what Slurm wrote (exporter/gpu_alloc.py: the prolog's file,
+the v1 devices cgroup, then scontrol, once per job), never from the job's own
+environment. Bad allocation data drops that job's GPU series and nothing else. Without an
+NVIDIA driver the collector disables itself with one log line and reports nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import subprocess
+import time
 from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from exporter import gpu, procfs
+from exporter import cgroupfs, gpu, gpu_alloc
 from exporter.collectors.context import CollectorContext
 from exporter.scrape import ScrapedJob
 
@@ -29,6 +32,12 @@ _FAMILIES = (
 )
 
 
+# scontrol talks to slurmctld: a few new jobs per scrape, and a pause after a failure, so
+# a burst of job starts or a controller outage cannot stall scrapes.
+SCONTROL_PER_SCRAPE = 4
+SCONTROL_RETRY_SECONDS = 60.0
+
+
 class GpuCollector:
     name = "gpu"
 
@@ -36,9 +45,12 @@ class GpuCollector:
         self.context = context
         self._nvml: gpu.Nvml | None = None
         self._started = False
-        # job id -> (pids looked at, GPUs); an allocation is fixed for a job's lifetime, a
-        # "none found" answer is only trusted while the job's process list is unchanged.
-        self._allocations: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        # job id -> allocated GPU indexes; fixed for a job's lifetime, so each job is
+        # resolved once. A job not here is resolved again at the next scrape.
+        self._allocations: dict[str, tuple[int, ...]] = {}
+        self._run_scontrol = context.scontrol or gpu_alloc.run_scontrol
+        self._scontrol_after = 0.0  # monotonic time before which scontrol is not retried
+        self._scontrol_left = 0
 
     def _start(self) -> gpu.Nvml | None:
         self._started = True
@@ -58,16 +70,24 @@ class GpuCollector:
             return
         jobs = [j for j in jobs if not j.gone]  # found ended by an earlier collector
         families = [GaugeMetricFamily(n, h, labels=["jobid", "gpu"]) for n, h in _FAMILIES]
-        self._allocations = {j.job_id: self._allocation(j) for j in jobs}
+        self._scontrol_left = SCONTROL_PER_SCRAPE
+        allocations = {}
         for job in jobs:
-            for index in self._allocations[job.job_id][1]:
+            found = self._allocations.get(job.job_id)
+            if found is None:
+                found = self._allocation(job)
+            if found is not None:
+                allocations[job.job_id] = found
+        self._allocations = allocations  # forgets jobs no longer discovered
+        for job in jobs:
+            for index in allocations.get(job.job_id, ()):
                 try:
                     reading = self._nvml.read(index)
                 except self._nvml.nvml.NVMLError as exc:  # e.g. GPU fell off the bus
                     log.warning("GPU %d of job %s unreadable: %s", index, job.job_id, exc)
                     continue
                 if reading is None:
-                    continue
+                    continue  # not a GPU of this node
                 labels = [job.job_id, str(index)]
                 values = (
                     reading.utilization_ratio,
@@ -80,17 +100,41 @@ class GpuCollector:
                         family.add_metric(labels, value)
         yield from families
 
-    def _allocation(self, job: ScrapedJob) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        known = self._allocations.get(job.job_id)
-        if known is not None and (known[1] or known[0] == job.pids):
-            return known
+    def _allocation(self, job: ScrapedJob) -> tuple[int, ...] | None:
+        """The job's GPUs; None when no source could tell yet (asked again next scrape)."""
         settings = self.context.settings
-        found = gpu.read_allocation_file(settings.gpu_alloc_dir, job.job_id)
-        if found is not None:
-            return job.pids, found
-        # No prolog file: the batch step's processes carry SLURM_JOB_GPUS.
-        for pid in job.pids:
-            value = procfs.read_environ_var(settings.proc_root, pid, "SLURM_JOB_GPUS")
-            if value is not None:
-                return job.pids, gpu.parse_gpu_list(value)
-        return job.pids, ()
+        try:
+            found = gpu_alloc.read_allocation_file(settings.gpu_alloc_dir, job.job_id)
+            if found is None:
+                text = cgroupfs.read_devices_list(job.cgroup)
+                found = gpu_alloc.parse_devices_list(text) if text is not None else None
+            if found is None:
+                found = self._ask_scontrol(job.job_id)
+        except ValueError as exc:  # bad data stays bad: remembered as no GPUs
+            log.warning(
+                "job %s: GPU allocation not understood (%s); no GPU series", job.job_id, exc
+            )
+            return ()
+        except cgroupfs.GONE:
+            return None  # the job ended meanwhile
+        return found
+
+    def _ask_scontrol(self, job_id: str) -> tuple[int, ...] | None:
+        settings = self.context.settings
+        now = time.monotonic()
+        if not settings.scontrol or self._scontrol_left <= 0 or now < self._scontrol_after:
+            return None
+        self._scontrol_left -= 1
+        argv = [settings.scontrol, "-d", "show", "job", job_id]
+        try:
+            text = self._run_scontrol(argv)
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning(
+                "scontrol for job %s failed (%s); retrying in %.0f s",
+                job_id,
+                exc,
+                SCONTROL_RETRY_SECONDS,
+            )
+            self._scontrol_after = now + SCONTROL_RETRY_SECONDS
+            return None
+        return gpu_alloc.parse_scontrol_gpus(text, job_id, settings.effective_node_name)

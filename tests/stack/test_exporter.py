@@ -112,3 +112,53 @@ def test_running_job_is_scraped(stack_env):
     assert second[cpu] > first[cpu]
     uid = subprocess.run(["id", "-u", "alice"], capture_output=True, text=True).stdout.strip()
     assert first[f"jobs_info{{uid={uid},user=uid{uid}}}"] == 1
+
+
+def _submit(script: str, *options: str) -> str:
+    submitted = subprocess.run(
+        ["runuser", "-u", "alice", "--", "sbatch", "--parsable", "-c1", "--mem=100M"]
+        + ["--time=2", "--chdir=/tmp", "-o", "/dev/null", *options],
+        input=script,
+        capture_output=True,
+        text=True,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip().split(";")[0]
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "Priority=4000000000"], check=False)
+    return job_id
+
+
+@pytest.mark.stack
+def test_gpu_owner_from_real_scontrol_not_from_the_jobs_environment(stack_env, tmp_path):
+    from exporter.nvml_replay import load_replay
+    from tests.helpers.exporter_scrape import FIXTURES
+
+    gpu_job = _submit("#!/bin/bash\nsleep 60\n", "--gres=gpu:1", "-J", "exporter-gpu")
+    # A CPU-only job claiming every GPU of the node through its own environment.
+    hostile = _submit(
+        "#!/bin/bash\nexport SLURM_JOB_GPUS=0-1\nexec sleep 60\n", "-J", "exporter-claim"
+    )
+    settings = Settings(gpus="auto", gpu_alloc_dir=str(tmp_path))  # no prolog files
+    collector = JobsCollector(
+        settings,
+        nvml=load_replay(FIXTURES / "nvml" / "stack-replay.json"),
+        user_name=lambda uid: f"uid{uid}",
+    )
+    try:
+        both = _wait_for(
+            lambda: (a := _scrape(collector, gpu_job)).get("jobs_processes")
+            and (b := _scrape(collector, hostile)).get("jobs_processes")
+            and (a, b),
+            timeout=90,
+            what=f"jobs {gpu_job} and {hostile} running",
+        )
+        shown = subprocess.run(
+            ["scontrol", "-d", "show", "job", gpu_job], capture_output=True, text=True
+        ).stdout
+    finally:
+        subprocess.run(["scancel", gpu_job, hostile], check=False)
+    index = shown.split("(IDX:", 1)[1].split(")", 1)[0]
+    gpu_series, hostile_series = both
+    assert f"jobs_gpu_memory_total_bytes{{gpu={index}}}" in gpu_series
+    assert not [k for k in gpu_series if k.startswith("jobs_gpu_") and f"gpu={index}" not in k]
+    assert not [k for k in hostile_series if k.startswith("jobs_gpu_")]

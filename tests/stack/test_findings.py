@@ -103,7 +103,8 @@ def _service_with(settings: Settings, **changes) -> ReportService:
 
 def test_prometheus_down_is_a_named_gap(stack_jobs, settings):
     report = _service_with(settings, prometheus_url="http://127.0.0.1:9").build(stack_jobs["busy"])
-    assert [g.source for g in report.gaps] == ["prometheus"]
+    # The queue context reads slurm-exporter's series from the same Prometheus.
+    assert [g.source for g in report.gaps] == ["prometheus", "cluster"]
     assert report.user == "alice" and report.cpu_efficiency >= 0.85  # the rest still there
 
 

@@ -1,4 +1,4 @@
-"""The ``jobreport`` command line: show, serve, email, outbox, db-setup.
+"""The ``jobreport`` command line: show, serve, email, outbox, sync, db-setup.
 
 Every option and every line written to the terminal lives in this package; the library
 below it takes plain arguments and returns values.
@@ -16,6 +16,7 @@ from jobreport_net.redact import redact
 from mgmt.setup import SetupError
 from webapp.cli import db_setup
 from webapp.cli.mail import add_email_arguments, add_outbox_arguments, run_email, run_outbox
+from webapp.cli.sync import add_sync_arguments, run_sync
 from webapp.model import InvalidJobId, JobId, JobNotFound, JobReport, SourceUnavailable
 from webapp.report.service import ReportService
 from webapp.settings import Settings, SettingsError
@@ -67,6 +68,10 @@ def cmd_outbox(args: argparse.Namespace, settings: Settings) -> int:
     return run_outbox(args, settings)
 
 
+def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
+    return run_sync(args, settings)
+
+
 def cmd_db_setup(args: argparse.Namespace, settings: Settings) -> int:
     return db_setup.run(args, settings.db_url)
 
@@ -115,6 +120,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_outbox_arguments(outbox)
     outbox.set_defaults(func=cmd_outbox)
+
+    sync = sub.add_parser(
+        "sync",
+        help="archive and email the jobs that ended since the last run",
+        description="Walk the jobs that ended since the per-cluster watermark, oldest "
+        "first: archive each report (summary and downsampled series) and queue its "
+        "email. Idempotent; run every minute by jobreport-sync.timer.",
+    )
+    add_sync_arguments(sync)
+    sync.set_defaults(func=cmd_sync)
 
     setup = sub.add_parser(
         "db-setup",

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from webapp.detectors.cpu_efficiency_low import LowCpuEfficiencyDetector
 from webapp.detectors.gpu_idle import IdleGpuDetector
+from webapp.detectors.gpu_type_unavailable import GpuTypeUnavailableDetector
 from webapp.detectors.gpu_util_low import LowGpuUtilDetector
 from webapp.detectors.io_not_on_scratch import IoNotOnScratchDetector
 from webapp.detectors.many_open_files import ManyOpenFilesDetector
@@ -24,6 +25,7 @@ from webapp.detectors.serial_on_many_cores import SerialOnManyCoresDetector
 from webapp.detectors.short_job import ShortJobDetector
 from webapp.detectors.small_io import SmallIoDetector
 from webapp.detectors.thresholds import Thresholds
+from webapp.detectors.time_limit_past_usual import TimeLimitPastUsualDetector
 from webapp.detectors.time_over_requested import TimeOverRequestedDetector
 from webapp.model import Finding, JobReport
 
@@ -54,6 +56,8 @@ DETECTORS: tuple[Detector, ...] = (
     ManyOpenFilesDetector(),
     SmallIoDetector(),
     OpenFilesNearLimitDetector(),
+    GpuTypeUnavailableDetector(),
+    TimeLimitPastUsualDetector(),
 )
 
 def detect_all(

@@ -47,6 +47,11 @@ class Thresholds:
     io_many_syscalls: float = 1_000_000.0
     open_files_many: float = 1000.0
     open_files_ratio_high: float = 0.8
+    # queue: a wait worth a finding, and a time limit far past the partition's usual
+    # (its median over the last 30 days, once enough jobs make a median meaningful)
+    queue_wait_min_seconds: float = 1800.0
+    time_limit_usual_factor: float = 4.0
+    time_limit_usual_min_jobs: float = 20.0
 
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, float]) -> Thresholds:

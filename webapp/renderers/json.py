@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from webapp.model import JobReport, MemoryPeak, Series
+from webapp.renderers.queue import queue_dict
 
 SCHEMA_VERSION = 1
 
@@ -139,6 +140,7 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
                 for t in a.tasks
             ],
         }
+    out["queue"] = queue_dict(report.queue)
     if include_series:
         out["series"] = {
             "cpu_cores": _series(u.cpu_cores),

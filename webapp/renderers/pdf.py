@@ -29,6 +29,7 @@ from webapp.renderers.presentation import (
     sorted_findings,
     summary_rows,
 )
+from webapp.renderers.queue import queue_rows
 from webapp.renderers.wording import figures_from, gap_text, title
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,16 @@ def _summary(doc: Document, report: JobReport) -> None:
     with doc.create(Section("Summary", numbering=False)):
         with doc.create(Tabularx(r">{\bfseries}lX", width_argument=NoEscape(r"\textwidth"))) as t:
             for label, value in summary_rows(report):
+                t.add_row((escaped(label), escaped(value)))
+        _queue(doc, report)
+
+
+def _queue(doc: Document, report: JobReport) -> None:
+    rows = queue_rows(report)
+    if rows:
+        doc.append(NoEscape(r"\par\medskip{\large\bfseries Queue}\par"))
+        with doc.create(Tabularx(r">{\bfseries}lX", width_argument=NoEscape(r"\textwidth"))) as t:
+            for label, value in rows:
                 t.add_row((escaped(label), escaped(value)))
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent
 from webapp.model import Finding, JobReport
 from webapp.renderers.charts import Chart, ChartCache
+from webapp.renderers.queue import queue_rows
 from webapp.renderers.wording import (
     cpu_source_text,
     figures_from,
@@ -140,4 +141,5 @@ def context(report: JobReport, charts: list[Chart] | None = None,
         "findings": sorted_findings(report),
         "gaps": [gap_text(g, staff) for g in report.gaps] + list(report.notes),
         "charts": CHARTS.get(report) if charts is None else charts,
+        "queue": [(label, one_line(value)) for label, value in queue_rows(report)],
     }

@@ -6,6 +6,7 @@ import textwrap
 
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import JobReport, Series
+from webapp.renderers.queue import queue_rows
 from webapp.renderers.wording import (
     cpu_source_text,
     figures_from,
@@ -170,6 +171,7 @@ def render(report: JobReport) -> str:
         for s in u.cpu_cores:
             peak = s.max() or 0.0
             out.append(f"  {s.label[:12]:<12} {sparkline(s, 50, top)} max {peak:.2f}")
+    out += _queue(r)
     out.append("")
     if r.findings:
         out.append(f"Findings ({len(r.findings)})")
@@ -208,3 +210,15 @@ def _nodes(nodes: tuple[str, ...], room: int = WIDTH - 40) -> str:
 
 def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f}"
+
+
+def _queue(report: JobReport) -> list[str]:
+    """The "Queue" block: one wrapped line per row, within WIDTH."""
+    rows = queue_rows(report)
+    if not rows:
+        return []
+    out = ["", "Queue"]
+    for label, value in rows:
+        out += textwrap.wrap(_clean(value), WIDTH, initial_indent=f"  {label:<18}",
+                             subsequent_indent=" " * 20)
+    return out

@@ -72,6 +72,8 @@ def peak_text(peak: MemoryPeak | None) -> str:
 
 def gap_text(gap: Gap, staff: bool = False) -> str:
     """The visible note for a source that failed; the technical detail only for staff."""
+    if gap.source == "archive":  # not a failure: the report was rebuilt from the archive
+        return gap.reason
     if gap.source == "prometheus":
         text = (f"Metrics unavailable (Prometheus): {gap.reason}. Plots and usage numbers "
                 "from the exporter are missing from this report.")

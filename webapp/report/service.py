@@ -4,25 +4,35 @@ attached. What the command line, the web app and the mailer call."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from datetime import datetime
 
+from jobreport_net.redact import redact
+from webapp.archive.store import Archive
 from webapp.detectors import detect_all
 from webapp.detectors.thresholds import Thresholds
 from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
+from webapp.report.archived import with_archive_fallback
 from webapp.report.arrays import summarize_array
 from webapp.report.build import build_report
+from webapp.report.queue import with_queue
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
+from webapp.sources.cluster import ClusterSource
 from webapp.sources.partitions import PartitionSource
 from webapp.sources.prometheus import PrometheusSource
 from webapp.sources.prometheus_http import make_session
 from webapp.sources.protocols import (
     AccountingReader,
+    ClusterReader,
     MetricsReader,
     PartitionReader,
+    QueueHistoryReader,
     SacctReader,
 )
 from webapp.sources.sacct import SacctSource
+
+log = logging.getLogger(__name__)
 
 
 class ReportService:
@@ -35,6 +45,8 @@ class ReportService:
         sacct: SacctReader | None = None,
         prometheus: MetricsReader | None = None,
         partitions: PartitionReader | None = None,
+        cluster: ClusterReader | None = None,
+        archive: Archive | None = None,
     ) -> None:
         self.settings = settings
         self.thresholds = Thresholds.from_overrides(settings.thresholds)
@@ -42,7 +54,7 @@ class ReportService:
         self.sacct = sacct or SacctSource(
             settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster
         )
-        self.prometheus = prometheus or PrometheusSource(
+        default_prometheus = PrometheusSource(
             settings.prometheus_url,
             timeout=settings.prometheus_timeout,
             scrape_interval=settings.scrape_interval,
@@ -56,12 +68,33 @@ class ReportService:
                 client_key=settings.prometheus_client_key,
             ),
         )
+        self.prometheus = prometheus or default_prometheus
+        # The queue context reads slurm-exporter's series from the same Prometheus, with
+        # the same credentials.
+        self.cluster = cluster or ClusterSource(default_prometheus, settings.cluster)
+        self.queue_history = (
+            self.accounting if isinstance(self.accounting, QueueHistoryReader) else None
+        )
+        self._archive = archive
         self.partitions = partitions or PartitionSource(
             settings.scontrol, timeout=settings.sacct_timeout
         )
 
-    def build(self, job_id: JobId | str, strict_accounting: bool = True) -> JobReport:
-        """The full report with findings. Raises InvalidJobId, JobNotFound, SourceUnavailable."""
+    @property
+    def archive(self) -> Archive | None:
+        """The archive of ended jobs, opened on first use (None when it cannot be)."""
+        if self._archive is None and self.settings.archive_url:
+            try:
+                self._archive = Archive(self.settings.archive_url)
+            except Exception as exc:  # noqa: BLE001 - reports still work from the live sources
+                log.warning("archive %s unavailable: %s", redact(self.settings.archive_url), exc)
+        return self._archive
+
+    def build(self, job_id: JobId | str, strict_accounting: bool = True,
+              archive_fallback: bool = True) -> JobReport:
+        """The full report with findings; from the archive once Prometheus has lost the
+        job (unless ``archive_fallback`` is False: what the archiver itself builds).
+        Raises InvalidJobId, JobNotFound, SourceUnavailable."""
         jid = JobId.of(job_id)
         report = build_report(
             jid,
@@ -83,7 +116,11 @@ class ReportService:
                 shown = {report.figures_from: report.memory_peak} if report.figures_from else {}
                 summary = summarize_array(tasks, self.thresholds, peaks=shown)
                 report = dataclasses.replace(report, array=summary)
-        return dataclasses.replace(report, findings=detect_all(report, self.thresholds))
+        report = with_queue(report, self.cluster, self.queue_history)
+        report = dataclasses.replace(report, findings=detect_all(report, self.thresholds))
+        if not archive_fallback:
+            return report
+        return with_archive_fallback(report, lambda: self.archive)
 
     def owner(self, job_id: JobId | str) -> str | None:
         """The job's owner from the accounting view: one cheap query, for access checks

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from webapp.model import AccountingJob, JobId, JobNotFound, SourceUnavailable, TimeLimitKind
+from webapp.sources.ended import EndedJob
 from webapp.sources.sacct import parse_nodelist
 
 # enum job_states in slurm/slurm.h; the high bits are flags and are masked off.
@@ -51,7 +52,15 @@ QUERIES = {
     " AND het_job_offset = %s ORDER BY submit_time DESC LIMIT 1",
     "ended_since": "SELECT job_id, array_job_id, array_task_id, het_job_id, het_job_offset"
     " FROM jobs WHERE cluster = %s AND end_time >= %s ORDER BY end_time",
+    "ended_between": "SELECT job_id, array_job_id, array_task_id, het_job_id,"
+    " het_job_offset, submit_time, end_time FROM jobs WHERE cluster = %s"
+    " AND end_time >= %s AND end_time <= %s"
+    " ORDER BY end_time, job_id, array_task_id, het_job_offset LIMIT %s",
     "tres": "SELECT id, type, name FROM tres",
+    # Time limits (minutes) of a partition's jobs submitted since a time, counted: a few
+    # distinct values, so the median is computed here without reading every row.
+    "partition_time_limits": "SELECT timelimit, COUNT(*) AS n FROM jobs WHERE cluster = %s"
+    " AND `partition` = %s AND submit_time >= %s GROUP BY timelimit",
 }
 
 
@@ -227,12 +236,51 @@ class AccountingSource:
 
     def ended_since(self, since: datetime) -> list[str]:
         """Ids of jobs that ended at or after ``since``, oldest first."""
-        out = []
-        for r in self._query("ended_since", self.cluster, int(since.timestamp())):
-            if r["array_task_id"] is not None and r["array_job_id"]:
-                out.append(f"{r['array_job_id']}_{r['array_task_id']}")
-            elif r["het_job_offset"] is not None and r["het_job_id"]:
-                out.append(f"{r['het_job_id']}+{r['het_job_offset']}")
-            else:
-                out.append(str(r["job_id"]))
+        return [_job_id(r) for r in self._query("ended_since", self.cluster,
+                                                int(since.timestamp()))]
+
+    def ended_between(self, since: int, until: int, limit: int) -> list[EndedJob]:
+        """At most ``limit`` jobs whose end lies in [since, until] (Unix s), oldest end first."""
+        rows = self._query("ended_between", self.cluster, since, until, limit)
+        return [EndedJob(int(r["end_time"]), _job_id(r), int(r["submit_time"] or 0),
+                         self.cluster) for r in rows]
+
+
+    # Queue history (QueueHistoryReader): what the queue context compares a job with.
+    def requested_gpu_types(self, job_id: JobId | str) -> tuple[str, ...]:
+        """GPU types the job asked for (TRES ``gres/gpu:<type>``); () when untyped."""
+        job_id = JobId.of(job_id)
+        if job_id.array_task is not None:
+            rows = self._query("array_task", self.cluster, job_id.job, job_id.array_task)
+        elif job_id.het_offset is not None:
+            rows = self._query("het", self.cluster, job_id.job, job_id.het_offset)
+        else:
+            rows = self._query("job", self.cluster, job_id.job)
+        if not rows:
+            raise JobNotFound(str(job_id))
+        return gpu_types(parse_tres_ids(rows[0]["tres_req"], self.tres_names()))
+
+    def time_limits(self, partition: str, since: datetime) -> dict[float, int]:
+        """Time limit (seconds) -> number of the partition's jobs submitted since ``since``."""
+        out: dict[float, int] = {}
+        for r in self._query("partition_time_limits", self.cluster, partition,
+                             int(since.timestamp())):
+            limit = r["timelimit"]
+            if limit is not None and int(limit) not in TIME_LIMIT_KINDS:
+                out[int(limit) * 60.0] = out.get(int(limit) * 60.0, 0) + int(r["n"])
         return out
+
+
+def gpu_types(tres: Mapping[str, float]) -> tuple[str, ...]:
+    """``{"gres/gpu": 2, "gres/gpu:a100": 2}`` -> ``("a100",)``: the typed GPU TRES."""
+    return tuple(sorted(k.split(":", 1)[1] for k, v in tres.items()
+                        if k.startswith("gres/gpu:") and v > 0))
+
+
+def _job_id(r: Mapping[str, Any]) -> str:
+    """An array task as ``123_4``, a het component as ``123+1``, else the job id."""
+    if r["array_task_id"] is not None and r["array_job_id"]:
+        return f"{r['array_job_id']}_{r['array_task_id']}"
+    if r["het_job_offset"] is not None and r["het_job_id"]:
+        return f"{r['het_job_id']}+{r['het_job_offset']}"
+    return str(r["job_id"])

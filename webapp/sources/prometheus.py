@@ -343,6 +343,39 @@ class PrometheusSource:
         except (ValueError, KeyError, TypeError) as exc:
             raise SourceUnavailable(self.name, f"unexpected answer: {exc}") from exc
 
+    # Public helpers for other named queries (the cluster series): one query, parsed.
+    def instant(self, query: str, time: float | None, label: str) -> list[Series]:
+        """An instant query at ``time`` (None: now), one single-point Series per result."""
+        params: dict[str, Any] = {"query": query}
+        if time is not None:
+            params["time"] = time
+        return self._parse(parse_vector, self._get("/api/v1/query", params), label)
+
+    def vector(self, query: str, time: float | None = None) -> list[tuple[dict[str, str], float]]:
+        """An instant query's (labels, value) pairs, whatever the labels hold."""
+        params: dict[str, Any] = {"query": query}
+        if time is not None:
+            params["time"] = time
+        return self._parse(parse_labelled, self._get("/api/v1/query", params))
+
+    def range(self, query: str, start: float, end: float, label: str) -> list[Series]:
+        """A range query over [start, end] at the step ``choose_step`` picks."""
+        step = choose_step(end - start, self.scrape_interval)
+        params = {"query": query, "start": start, "end": max(end, start), "step": step}
+        return self._parse(parse_matrix, self._get("/api/v1/query_range", params), label)
+
 
 def _int(value: float | None) -> int | None:
     return None if value is None else int(value)
+
+
+def parse_labelled(payload: Mapping[str, Any]) -> list[tuple[dict[str, str], float]]:
+    """A vector answer as (labels, value) pairs, non-finite values left out."""
+    if payload.get("status") != "success":
+        raise ValueError(payload.get("error", "query failed"))
+    out = []
+    for item in payload["data"]["result"]:
+        value = float(item["value"][1])
+        if math.isfinite(value):
+            out.append((dict(item.get("metric", {})), value))
+    return out

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from webapp.model import AccountingJob, JobId, SacctJob, TimeLimitKind, Usage
+from webapp.model import AccountingJob, JobId, QueueContext, SacctJob, TimeLimitKind, Usage
+from webapp.sources.ended import EndedJob
 
 
 class AccountingReader(Protocol):
@@ -19,6 +20,8 @@ class AccountingReader(Protocol):
     def job(self, job_id: JobId) -> AccountingJob: ...
 
     def ended_since(self, since: datetime) -> list[str]: ...
+
+    def ended_between(self, since: int, until: int, limit: int) -> list[EndedJob]: ...
 
 
 class SacctReader(Protocol):
@@ -40,3 +43,19 @@ class PartitionReader(Protocol):
     """The partitions' own limits: what a job's ``Partition_Limit`` stands for."""
 
     def max_time(self, partition: str) -> tuple[TimeLimitKind, float | None]: ...
+
+
+class ClusterReader(Protocol):
+    """slurm-exporter's cluster series: a job's wait in the queue."""
+
+    def queue(self, job_id: str, partition: str | None, submit: datetime,
+              start: datetime | None) -> QueueContext: ...
+
+
+@runtime_checkable
+class QueueHistoryReader(Protocol):
+    """The accounting view, for what a job's wait is compared with."""
+
+    def requested_gpu_types(self, job_id: JobId) -> tuple[str, ...]: ...
+
+    def time_limits(self, partition: str, since: datetime) -> dict[float, int]: ...

@@ -1,5 +1,8 @@
 """Allocation targets: a small TOML file of per-cluster and per-account constants.
 
+Shared by slurm-exporter (gauges) and the web app (`/api/constants`, the target line
+of the cluster page).
+
 Pure (no Slurm, no Prometheus): the exporter turns it into gauges and the web app can
 serve the same file as JSON. Example::
 

@@ -1,0 +1,255 @@
+"""ProcReader: every job process read once per scrape, with kept-open fds and a time budget.
+
+The parsing is in exporter/procfs.py; this module owns the file descriptors: which
+processes keep /proc files open (``fd_budget``), reading through them, and falling back
+to reading by path.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import resource
+import time
+from collections.abc import Iterable, Sequence
+
+from exporter.procfs import (
+    IoCounters,
+    ProcessSample,
+    StatFields,
+    is_gone,
+    parse_io,
+    parse_nofile_limit,
+    parse_stat,
+    read_text,
+)
+
+log = logging.getLogger(__name__)
+
+OUT_OF_FDS = {errno.EMFILE, errno.ENFILE}
+# Kept-open files: fds left for everything else (sockets, cgroup.procs, listings).
+FD_RESERVE = 256
+CGROUP_FILES_MAX = 4096
+_READ_SIZE = 8192
+
+
+class ProcReader:
+    """Samples the job processes once per scrape, within a time budget, into ``samples``.
+
+    With the cache, /proc/<pid>/{stat,io} stay open between scrapes and are re-read with
+    ``os.pread``; ``limits`` is read once per process (only prlimit changes it). A cached
+    fd stays bound to the process it was opened for: once that process exits, pread
+    fails with ESRCH even if the pid was reused; the starttime check is a second guard.
+    Open files are counted with one ``stat`` of /proc/<pid>/fd where the kernel reports
+    the count as its size (Linux >= 6.2, detected once), else by listing it.
+
+    ``refresh`` reads the processes least recently read first; past the deadline the
+    rest keep their previous sample (``stale``). Not thread-safe: the caller serialises
+    scrapes.
+    """
+
+    def __init__(self, proc_root: str, cache: bool = True, max_cached: int | None = None):
+        self.proc_root = proc_root
+        self.cache = cache
+        if max_cached is None:
+            max_cached = fd_budget()[0]
+        self.max_cached = max_cached
+        # pid -> [starttime, stat fd, io fd | None, soft nofile limit | None, fd dir fd | None]
+        self._open: dict[int, list] = {}
+        self.samples: dict[int, ProcessSample] = {}
+        self._last_read: dict[int, int] = {}  # pid -> refresh round it was last read in
+        self._round = 0
+        self.stale = 0  # processes not read in the last refresh
+        self._fd_size_counts = fd_dir_size_is_count(proc_root)
+
+    def refresh(self, pids: Sequence[int], budget: float = 0.0) -> int:
+        """Read ``pids`` (least recently read first) until ``budget`` seconds have passed
+        (0: no limit); forget every other pid. Returns how many were not read."""
+        self._round += 1
+        live = set(pids)
+        self.samples = {p: s for p, s in self.samples.items() if p in live}
+        self._last_read = {p: r for p, r in self._last_read.items() if p in live}
+        for pid in [p for p in self._open if p not in live]:
+            self._forget(pid)
+        order = sorted(live, key=lambda p: self._last_read.get(p, -1)) if budget else live
+        deadline = time.perf_counter() + budget if budget else None
+        read = 0
+        for pid in order:
+            # Checked every 32 reads, after the first 32: every scrape makes progress.
+            if deadline is not None and read and read % 32 == 0 and time.perf_counter() > deadline:
+                break
+            read += 1
+            self._last_read[pid] = self._round
+            sample = self.read(pid)
+            if sample is None:
+                self.samples.pop(pid, None)
+            else:
+                self.samples[pid] = sample
+        self.stale = len(live) - read
+        return self.stale
+
+    def read(self, pid: int) -> ProcessSample | None:
+        """One process's sample, or None when it has exited."""
+        try:
+            entry = self._open.get(pid)
+            if entry is not None:
+                sample = self._read_open(pid, entry)
+                if sample is not None:
+                    return sample
+                self._forget(pid)  # exited, pid reused or odd read: by path below
+            if self.cache and len(self._open) < self.max_cached:
+                try:
+                    return self._open_and_read(pid)
+                except OSError as exc:
+                    if exc.errno not in OUT_OF_FDS:
+                        raise
+                    # Another part of the process holds more fds than budgeted: cache no
+                    # more, read this process (and later ones) by path.
+                    log.warning("out of file descriptors: caching %d processes", len(self._open))
+                    self.max_cached = len(self._open)
+            found = self._read_paths(pid)
+            if found is None:
+                return None
+            stat, io, limit = found
+            return ProcessSample(
+                pid, stat.starttime, stat.ppid, stat.num_threads, self._count_fds(pid), limit, io
+            )
+        except OSError as exc:
+            if is_gone(exc):
+                self._forget(pid)
+                return None
+            raise
+
+    def _read_open(self, pid: int, entry: list) -> ProcessSample | None:
+        """The hot path: pread of the kept stat and io fds, fstat of the fd directory."""
+        starttime, stat_fd, io_fd, limit, fd_dir = entry
+        try:
+            data = os.pread(stat_fd, 1024, 0)
+            rest = data[data.rindex(b")") + 2 :].split(None, 20)
+            if int(rest[19]) != starttime:
+                return None
+            io = parse_io(os.pread(io_fd, 1024, 0)) if io_fd is not None else None
+        except ValueError:
+            return None  # empty or cut read of an exiting process
+        except OSError as exc:
+            if is_gone(exc):
+                return None
+            raise
+        fds = os.fstat(fd_dir).st_size if fd_dir is not None else self._count_fds(pid)
+        return ProcessSample(pid, starttime, int(rest[1]), int(rest[17]), fds, limit, io)
+
+    def sweep(self, live: set[int]) -> None:
+        """Close cached fds of processes not seen in this scrape."""
+        for pid in [p for p in self._open if p not in live]:
+            self._forget(pid)
+
+    def close(self) -> None:
+        self.sweep(set())
+        self.samples.clear()
+        self._last_read.clear()
+
+    def _read_path(self, pid: int, name: str) -> str | None:
+        try:
+            return read_text(f"{self.proc_root}/{pid}/{name}")
+        except PermissionError:
+            if name == "stat":
+                raise
+            return None  # io/limits of another user's process when not root
+
+    def _read_paths(self, pid: int) -> tuple[StatFields, IoCounters | None, int | None] | None:
+        stat = self._read_path(pid, "stat")
+        if not stat:
+            return None
+        io = self._read_path(pid, "io")
+        limits = self._read_path(pid, "limits")
+        return (
+            parse_stat(stat),
+            parse_io(io) if io else None,
+            parse_nofile_limit(limits) if limits else None,
+        )
+
+    def _count_fds(self, pid: int) -> int | None:
+        path = f"{self.proc_root}/{pid}/fd"
+        if self._fd_size_counts:
+            return os.stat(path).st_size
+        try:
+            return len(os.listdir(path))
+        except PermissionError:
+            return None
+
+    def _open_and_read(self, pid: int) -> ProcessSample | None:
+        fds: list[int | None] = []
+        try:
+            fds.append(self._open_fd(pid, "stat"))
+            fds.append(self._open_fd(pid, "io"))
+            if self._fd_size_counts:
+                fds.append(self._open_fd(pid, "fd", os.O_DIRECTORY))
+            else:
+                fds.append(None)
+            texts = [_pread(fd) for fd in fds[:2]]
+            limits = self._read_path(pid, "limits")
+            if not texts[0]:
+                _close_all(fds)
+                return None
+            stat = parse_stat(texts[0])
+            open_files = os.fstat(fds[2]).st_size if fds[2] is not None else self._count_fds(pid)
+        except OSError:
+            _close_all(fds)  # e.g. the process exited between opening stat and io
+            raise
+        limit = parse_nofile_limit(limits) if limits else None
+        self._open[pid] = [stat.starttime, fds[0], fds[1], limit, fds[2]]
+        io = parse_io(texts[1]) if texts[1] else None
+        return ProcessSample(
+            pid, stat.starttime, stat.ppid, stat.num_threads, open_files, limit, io
+        )
+
+    def _open_fd(self, pid: int, name: str, flags: int = 0) -> int | None:
+        try:
+            return os.open(f"{self.proc_root}/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC | flags)
+        except PermissionError:
+            if name == "stat":
+                raise
+            return None
+
+    def _forget(self, pid: int) -> None:
+        entry = self._open.pop(pid, None)
+        if entry is not None:
+            _close_all((entry[1], entry[2], entry[4]))
+
+
+def fd_dir_size_is_count(proc_root: str) -> bool:
+    """Whether ``stat(<proc>/<pid>/fd).st_size`` is the number of open fds (Linux >= 6.2).
+
+    Older kernels report 0; a captured tree is no procfs at all. Needs root, like the
+    listing it replaces, to count other users' processes.
+    """
+    path = f"{proc_root}/self/fd"
+    if os.geteuid() != 0 or not os.path.isdir(path):
+        return False
+    size = os.stat(path).st_size
+    return size > 0 and size == len(os.listdir(path)) - 1  # the listing holds one fd more
+
+
+def _pread(fd: int | None) -> str | None:
+    if fd is None:
+        return None
+    return os.pread(fd, _READ_SIZE, 0).decode("ascii", errors="replace")
+
+
+def _close_all(fds: Iterable[int | None]) -> None:
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
+
+
+def fd_budget(soft: int | None = None) -> tuple[int, int]:
+    """(processes the /proc cache may hold, cgroup files that may stay open).
+
+    Each cached process holds 3 fds; cgroup files get up to an eighth of the soft
+    RLIMIT_NOFILE (at most CGROUP_FILES_MAX); FD_RESERVE stays free.
+    """
+    if soft is None:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    cgroup_files = min(CGROUP_FILES_MAX, max(0, soft // 8))
+    return max(0, (soft - FD_RESERVE - cgroup_files) // 3), cgroup_files

@@ -1,0 +1,106 @@
+"""Support for the sync tests: many short real jobs (plain, array, het), a MariaDB
+archive database of its own, runs of `jobreport sync` that may be killed."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import time
+
+import pymysql
+
+from tests.helpers import stack
+from tests.helpers.stack import ROOT
+from webapp.settings import SETTINGS_DOC
+
+SHORT = ("-c1", "--mem=50M", "--time=2", "-o", "/dev/null")
+
+
+def sbatch(user: str, *args: str) -> str:
+    cmd = ["runuser", "-u", user, "--", "sbatch", "--parsable", "--chdir", f"/home/{user}",
+           *args]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return out.strip().split(";")[0]
+
+
+def submit_short_jobs(plain: int) -> list[str]:
+    """``plain`` one-second jobs and a 3-task array, all at once; the submitted ids (the
+    array as its own id). No het job: its components cannot share this one node, so it
+    would never start (het ids are covered by the accounting and sacct parsers' tests)."""
+    ids = [sbatch("alice" if i % 2 else "bob", "-J", f"sync-{i}", *SHORT, "--wrap", "sleep 1")
+           for i in range(plain)]
+    ids.append(sbatch("alice", "-J", "sync-array", *SHORT, "--array=1-3", "--wrap", "sleep 1"))
+    return ids
+
+
+def known(env: dict[str, str]) -> dict[str, str]:
+    """The stack's settings this checkout knows (a newer stack may write more)."""
+    return {k: v for k, v in env.items() if k in SETTINGS_DOC}
+
+
+def all_done(ids: list[str]) -> bool:
+    """Every job (every array task) in a final state; False while sacct cannot answer
+    (slurmdbd reconnecting to a restarted MariaDB)."""
+    try:
+        current = stack.states(ids)
+    except subprocess.CalledProcessError:
+        return False
+    return all(stack._done(j, current) for j in ids)
+
+
+def root_mysql() -> pymysql.connections.Connection:
+    return pymysql.connect(unix_socket="/run/mysqld/mysqld.sock", user="root", autocommit=True)
+
+
+def create_mariadb_archive(name: str) -> str:
+    """A fresh database and a user owning only it (as root over the socket): its URL."""
+    password = secrets.token_hex(12)
+    conn = root_mysql()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+            cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+            cur.execute("CREATE USER IF NOT EXISTS %s@'localhost' IDENTIFIED BY %s",
+                        (name, password))
+            cur.execute("ALTER USER %s@'localhost' IDENTIFIED BY %s", (name, password))
+            cur.execute(f"GRANT ALL ON `{name}`.* TO %s@'localhost'", (name,))
+    finally:
+        conn.close()
+    return f"mysql://{name}:{password}@localhost/{name}?unix_socket=/run/mysqld/mysqld.sock"
+
+
+def drop_mariadb_archive(name: str) -> None:
+    conn = root_mysql()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+            cur.execute("DROP USER IF EXISTS %s@'localhost'", (name,))
+    finally:
+        conn.close()
+
+
+def run_sync(env: dict[str, str], *args: str, kill_after: float | None = None) -> int | None:
+    """`jobreport sync ARGS`; SIGKILLed after ``kill_after`` seconds when given. The exit
+    status, or None when it was killed."""
+    proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "jobreport"), "sync", *args],
+                            env={**os.environ, **env}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=kill_after if kill_after is not None else 300)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+        return None
+    if proc.returncode not in (0, 1):
+        raise AssertionError(f"jobreport sync failed ({proc.returncode}):\n{out}")
+    return proc.returncode
+
+
+def wait_for(predicate, timeout: float, what: str, every: float = 1.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(every)

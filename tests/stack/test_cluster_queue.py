@@ -1,0 +1,93 @@
+"""On the real stack: a job that waited for another shows its wait, the reason Slurm gave
+and the partition at submit; the cluster page in headless Chromium (JavaScript off)."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from tests.helpers import stack
+from tests.helpers.browser import ARTIFACTS, serve, severe, wait_for_url
+from webapp.renderers import text
+from webapp.report.service import ReportService
+from webapp.settings import SETTINGS_DOC, Settings
+
+# Both want the node's 2 CPUs: the second waits for the first (Resources, or Priority
+# behind other queued jobs). Its hour-long limit is far past the partition's minutes.
+FIRST = stack.StackJob("queue-first", "bob", ("-c2", "--mem=100M", "--time=5"), "sleep 20")
+SECOND = stack.StackJob("queue-second", "alice", ("-c2", "--mem=100M", "--time=60"), "sleep 1")
+
+
+@pytest.fixture(scope="module")
+def waited(stack_env) -> Iterator[tuple[str, str]]:
+    ids = (stack.submit(FIRST), stack.submit(SECOND))
+    try:
+        stack.wait_until_done(list(ids), timeout=300)
+        yield ids
+    finally:
+        subprocess.run(["scancel", *ids], check=False)
+
+
+def test_a_job_that_waited_shows_its_wait_and_reason(waited, stack_env):
+    first, second = waited
+    # Only this branch's settings: the stack may already export settings of others.
+    settings = Settings.from_env({k: v for k, v in stack_env.items() if k in SETTINGS_DOC})
+    service = ReportService(dataclasses.replace(
+        settings, thresholds={**settings.thresholds, "queue_wait_min_seconds": 10}))
+    report = service.build(second)
+    q = report.queue
+    assert q is not None and q.seen, report.gaps
+    assert q.pending_seconds >= 10
+    reasons = {r.reason for r in q.reasons}
+    assert reasons and reasons <= {"Resources", "Priority"}, reasons
+    assert q.cpus_total == 2 and q.queue_length is not None
+    out = text.render(report)
+    assert "Pending reasons" in out and "of 2 CPUs idle" in out
+    names = {f.name for f in report.findings}
+    assert "time_limit_past_usual" in names  # 60 min against the partition's minutes
+    assert "time_limit_past_usual" not in {f.name for f in service.build(first).findings}
+
+
+@pytest.fixture
+def app_url(stack_env, tmp_path) -> Iterator[str]:
+    yield from serve(lambda: None, tmp_path)  # default settings: the stack's Prometheus
+
+
+def test_cluster_page_in_chromium(app_url, driver):
+    driver.get(f"{app_url}/cluster")
+    assert "/login" in driver.current_url
+    driver.find_element(By.ID, "username").send_keys("alice")
+    driver.find_element(By.ID, "password").send_keys("pw")
+    driver.find_element(By.CSS_SELECTOR, "form.login button[type=submit]").click()
+    wait_for_url(driver, lambda url: url.endswith("/cluster"))
+
+    def base_state() -> str:
+        out = subprocess.run(["scontrol", "show", "node", "vm"], capture_output=True,
+                             text=True, check=True).stdout
+        return out.split("State=", 1)[1].split()[0].split("+")[0].lower()
+
+    # Jobs of other tests start and end meanwhile, and the page shows what the last scrape
+    # saw (5 s ago at most): compare with the node's states around the page load.
+    deadline = time.monotonic() + 30
+    while True:
+        before = base_state()
+        states = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#nodes td.state")]
+        seen = {before, base_state()}
+        if len(states) == 1 and states[0].split("+")[0] in seen:
+            break
+        assert time.monotonic() < deadline, (states, seen)
+        time.sleep(2)
+        driver.refresh()
+    gpu_rows = driver.find_elements(By.CSS_SELECTOR, "#gpus tr")
+    assert any(r.text.startswith("untyped") and r.text.endswith(" 2") for r in gpu_rows)
+    assert driver.find_element(By.CSS_SELECTOR, "#usage svg").is_displayed()
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = Path(ARTIFACTS) / "browser-cluster-page.png"
+    assert driver.save_screenshot(str(shot))
+    assert severe(driver) == []

@@ -1,0 +1,107 @@
+"""The archive on SQLite: migrations, keys, watermarks, downsampling, a report's round trip,
+retention, and the sacct fallback's parser."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tests.helpers.reports import sample_report
+from webapp.archive.codec import MAX_POINTS, downsample
+from webapp.archive.migrations import LATEST
+from webapp.archive.store import Archive, ArchiveBusy
+from webapp.renderers import text
+from webapp.renderers.json import to_dict
+from webapp.report.archived import archive_record, from_archive
+from webapp.sources.ended import EndedJob, parse_ended
+
+
+@pytest.fixture
+def archive(tmp_path):
+    with Archive(str(tmp_path / "archive.sqlite")) as a:
+        yield a
+
+
+def test_migrations_run_once_on_open(tmp_path):
+    path = str(tmp_path / "a.sqlite")
+    with Archive(path) as a:
+        assert a.version() == LATEST
+    with Archive(path) as a:  # reopening applies nothing twice
+        assert a.db.query("SELECT count(*) FROM schema_version")[0][0] == LATEST
+
+
+def test_put_is_idempotent_by_cluster_job_and_submit_time(archive):
+    report = sample_report("4242", n=2000)
+    record = archive_record(report)
+    assert archive.put(record) is True
+    assert archive.put(record) is False
+    # the same id submitted again after a controller reset is another job
+    again = replace(record, submit_time=record.submit_time + 86400, end_time=record.end_time + 1)
+    assert archive.put(again) is True
+    assert archive.count("demo") == 2
+    assert archive.get("demo", "4242").submit_time == again.submit_time
+
+
+def test_series_are_downsampled_to_max_points_and_keep_their_mean(archive):
+    report = sample_report("4242", n=2000)  # 2,000 points at 30 s
+    record = archive_record(report)
+    for items in record.series.values():
+        for s in items:
+            assert len(s["points"]) <= MAX_POINTS
+    assert record.resolution == 30 * 7  # ceil(59,970 s / 300) = 200 s -> buckets of 7 samples
+    full = report.usage.memory_rss[1].mean()
+    small = [v for _, v in record.series["memory_rss_bytes"][1]["points"]]
+    assert sum(small) / len(small) == pytest.approx(full, rel=1e-6)
+
+
+def test_downsample_bucket_means():
+    assert downsample([[0, 1], [10, 3], [20, 5], [30, 7]], 20) == [[0, 2.0], [20, 6.0]]
+
+
+def test_report_round_trip_keeps_the_summary(archive):
+    report = sample_report("4242")
+    archive.put(archive_record(report))
+    back = from_archive(archive.get("demo", "4242"))
+    want, got = to_dict(report, include_series=False), to_dict(back, include_series=False)
+    assert got.pop("gaps")[0]["source"] == "archive"
+    want.pop("gaps")
+    assert got == want
+    assert "from the archive, at 30-second resolution" in text.render(back)
+
+
+def test_watermark_never_moves_back(archive):
+    assert archive.watermark("demo", "archive") is None
+    archive.advance("demo", "archive", 200)
+    archive.advance("demo", "archive", 100)
+    assert archive.watermark("demo", "archive") == 200
+    assert archive.watermark("other", "archive") is None
+
+
+def test_sync_lock_excludes_a_second_holder(tmp_path):
+    path = str(tmp_path / "a.sqlite")
+    with Archive(path) as one, Archive(path) as two, one.sync_lock("demo"):
+        with pytest.raises(ArchiveBusy):
+            with two.sync_lock("demo"):
+                pass
+        with two.sync_lock("other"):  # clusters sync independently
+            pass
+
+
+def test_retention_drops_old_jobs(tmp_path):
+    now = 1_800_000_000.0
+    with Archive(str(tmp_path / "a.sqlite"), clock=lambda: now) as a:
+        old = archive_record(sample_report("1"), 1, int(now - 40 * 86400))
+        new = archive_record(sample_report("2"), 2, int(now - 10 * 86400))
+        a.put(old), a.put(new)
+        assert a.prune(0) == 0
+        assert a.prune(30) == 1
+        assert [j.job_id for j in a.jobs("demo")] == ["2"]
+
+
+def test_parse_ended_filters_orders_and_skips_pending_arrays():
+    text = ("125|100|300\n123|100|200\n124_[1-4]|100|Unknown\n126+1|100|250\n"
+            "127|100|999\n")
+    jobs = parse_ended(text, "demo", 150, 400)
+    assert jobs == [EndedJob(200, "123", 100, "demo"), EndedJob(250, "126+1", 100, "demo"),
+                    EndedJob(300, "125", 100, "demo")]

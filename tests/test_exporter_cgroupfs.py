@@ -1,0 +1,107 @@
+"""Kept-open cgroup files on the real v1 hierarchy: re-reads see new values, removal is gone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from exporter import cgroupfs
+
+MEMORY = "/sys/fs/cgroup/memory"
+
+
+@pytest.fixture
+def cgroup():
+    path = f"{MEMORY}/jobreport-test-{os.getpid()}"
+    os.mkdir(path)
+    try:
+        yield path
+    finally:
+        if os.path.isdir(path):
+            os.rmdir(path)
+
+
+def test_pread_of_a_kept_file_sees_the_current_value(cgroup):
+    files = cgroupfs.OpenFiles()
+    limit = f"{cgroup}/memory.limit_in_bytes"
+    assert int(files.read(limit)) > 2**40  # unlimited
+    with open(limit, "w") as f:
+        f.write(str(256 * 2**20))
+    assert int(files.read(limit)) == 256 * 2**20  # same fd, new value
+    assert len(files) == 1
+    stat = files.read(f"{cgroup}/memory.stat")
+    assert "total_rss" in cgroupfs.parse_flat_keyed(stat)
+    files.retain(())
+    assert len(files) == 0
+
+
+def test_removed_cgroup_reads_as_gone_and_its_file_is_closed(cgroup):
+    files = cgroupfs.OpenFiles()
+    usage = f"{cgroup}/memory.usage_in_bytes"
+    files.read(usage)
+    os.rmdir(cgroup)
+    with pytest.raises(FileNotFoundError):
+        files.read(usage)  # ENODEV through the kept fd
+    assert len(files) == 0
+    with pytest.raises(FileNotFoundError):
+        files.read(usage)  # and reopening finds nothing
+
+
+def test_retain_keeps_only_live_jobs_files(cgroup):
+    files = cgroupfs.OpenFiles()
+    files.read(f"{cgroup}/memory.usage_in_bytes")
+    files.read(f"{MEMORY}/memory.usage_in_bytes")
+    files.retain([cgroup])
+    assert len(files) == 1
+    files.close()
+    assert len(files) == 0
+
+
+def test_files_past_the_cap_are_read_by_path(cgroup):
+    files = cgroupfs.OpenFiles(max_open=1)
+    files.read(f"{cgroup}/memory.usage_in_bytes")
+    assert int(files.read(f"{cgroup}/memory.limit_in_bytes")) > 0
+    assert len(files) == 1
+
+
+def test_discovery_reads_every_pid_of_a_big_leaf():
+    # cgroup.procs of 1,000 processes is several seq_file reads (about a page each).
+    node = f"jobreport-test-{os.getpid()}"
+    dirs = [f"/sys/fs/cgroup/{c}/slurm_{node}/uid_0/job_7/step_0/task_0" for c in ("cpuacct",)]
+    for d in dirs:
+        os.makedirs(d)
+    script = "read go; i=1; while [ $i -lt 1000 ]; do sleep 60 & i=$((i+1)); done; exec sleep 60"
+    shell = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE)
+    try:
+        for d in dirs:
+            with open(f"{d}/cgroup.procs", "w") as f:
+                f.write(str(shell.pid))
+        shell.stdin.write(b"go\n")
+        shell.stdin.close()
+        procs = f"{dirs[0]}/cgroup.procs"
+        deadline = time.monotonic() + 60
+        while len(open(procs).read().split()) < 1000 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(open(procs).read()) > 4096  # more than one page
+        for files in (None, cgroupfs.OpenFiles()):
+            jobs = cgroupfs.discover_jobs("/sys/fs/cgroup", "/proc", node)
+            assert [len(j.pids) for j in jobs] == [1000]
+            if files is not None:
+                assert len(files.read(procs).split()) == 1000
+    finally:
+        for pid in open(f"{dirs[0]}/cgroup.procs").read().split():
+            os.kill(int(pid), signal.SIGKILL)
+        shell.wait()
+        for d in dirs:  # task_0 up to slurm_<node>, children first
+            for depth in range(5):
+                path = d.rsplit("/", depth)[0] if depth else d
+                for _ in range(50):  # a killed task leaves its cgroup a moment later
+                    try:
+                        os.rmdir(path)
+                        break
+                    except OSError:
+                        time.sleep(0.05)

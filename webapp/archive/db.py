@@ -1,0 +1,178 @@
+"""One small database interface over SQLite (sqlite3) and MariaDB (pymysql).
+
+Statements are written once with ``?`` placeholders and the few dialect differences
+(insert-if-new, keep-the-larger upsert, the cross-process lock) live in ``Dialect``.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+
+class ArchiveBusy(RuntimeError):
+    """Another process holds the sync lock."""
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str
+    insert_ignore: str
+    upsert_watermark: str  # keeps the larger end_time: a watermark never moves back
+
+
+_WATERMARK = ("INSERT INTO sync_watermarks (cluster, stream, end_time, updated_at)"
+              " VALUES (?, ?, ?, ?) ")
+SQLITE = Dialect(
+    "sqlite",
+    "INSERT OR IGNORE",
+    _WATERMARK + "ON CONFLICT (cluster, stream) DO UPDATE SET"
+    " end_time = MAX(end_time, excluded.end_time),"
+    " updated_at = excluded.updated_at",
+)
+MYSQL = Dialect(
+    "mysql",
+    "INSERT IGNORE",
+    _WATERMARK + "ON DUPLICATE KEY UPDATE end_time = GREATEST(end_time, VALUES(end_time)),"
+    " updated_at = VALUES(updated_at)",
+)
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file of ``sqlite:///abs/path``, ``sqlite:rel/path`` or a bare path; None for
+    ``mysql://``."""
+    if url.startswith(("mysql://", "mariadb://")):
+        return None
+    if url.startswith("sqlite://"):
+        return url[len("sqlite://"):] or ":memory:"
+    if url.startswith("sqlite:"):
+        return url[len("sqlite:"):]
+    return url
+
+
+class Database:
+    """A connection in autocommit mode; ``transaction()`` groups statements."""
+
+    def __init__(self, url: str, timeout: float = 30.0) -> None:
+        self.url = url
+        path = sqlite_path(url)
+        self.path = path
+        if path is not None:
+            self.dialect = SQLITE
+            if path != ":memory:":
+                os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+            self.conn: Any = sqlite3.connect(path, timeout=timeout, isolation_level=None,
+                                             check_same_thread=False)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+        else:
+            self.dialect = MYSQL
+            self.conn = _mysql_connect(url, timeout)
+        self._lock_fd: int | None = None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.dialect is SQLITE else sql.replace("?", "%s")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; the number of rows it changed."""
+        cur = self.conn.cursor()
+        try:
+            cur.execute(self._sql(sql), tuple(params))
+            return cur.rowcount
+        finally:
+            cur.close()
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        cur = self.conn.cursor()
+        try:
+            cur.execute(self._sql(sql), tuple(params))
+            return [tuple(r) for r in cur.fetchall()]
+        finally:
+            cur.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.execute("BEGIN IMMEDIATE" if self.dialect is SQLITE else "START TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.execute("ROLLBACK")
+            raise
+        self.execute("COMMIT")
+
+    @contextmanager
+    def lock_blocking(self, name: str, timeout: int = 60) -> Iterator[None]:
+        """Wait for the lock (schema migrations: the second process waits, then finds
+        the work done)."""
+        if self.dialect is MYSQL:
+            self.query("SELECT GET_LOCK(?, ?)", (f"jobreport:{name}", timeout))
+            try:
+                yield
+            finally:
+                self.query("SELECT RELEASE_LOCK(?)", (f"jobreport:{name}",))
+            return
+        if self.path == ":memory:":
+            yield
+            return
+        fd = os.open(f"{self.path}.{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    @contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        """A non-blocking cross-process lock (ArchiveBusy when held): an fcntl lock beside
+        a SQLite file, MariaDB's GET_LOCK on a shared server. Both die with the holder."""
+        if self.dialect is MYSQL:
+            got = self.query("SELECT GET_LOCK(?, 0)", (f"jobreport:{name}",))[0][0]
+            if got != 1:
+                raise ArchiveBusy(f"another process holds the {name} lock")
+            try:
+                yield
+            finally:
+                self.query("SELECT RELEASE_LOCK(?)", (f"jobreport:{name}",))
+            return
+        lock_path = f"{self.path}.{name}.lock" if self.path != ":memory:" else None
+        if lock_path is None:
+            yield
+            return
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EACCES):
+                    raise ArchiveBusy(f"another process holds {lock_path}") from None
+                raise
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
+
+
+def _mysql_connect(url: str, timeout: float) -> Any:
+    import pymysql
+
+    parts = urlsplit(url)
+    query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
+    return pymysql.connect(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=unquote(parts.username or ""),
+        password=unquote(parts.password or ""),
+        database=(parts.path or "/jobreport_archive").lstrip("/") or "jobreport_archive",
+        unix_socket=query.get("unix_socket"),
+        connect_timeout=int(timeout),
+        autocommit=True,
+        charset="utf8mb4",
+    )

@@ -1,0 +1,179 @@
+"""The archive store: archived jobs, the sync's per-cluster watermarks and its log.
+
+Keys are ``(cluster, job_id, submit_time)``: Slurm reuses job ids after a controller
+reset, the submit time tells the two jobs apart. Every write is insert-if-new, so a
+second sync (or two at once) never archives a job twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from webapp.archive.db import ArchiveBusy as ArchiveBusy
+from webapp.archive.db import Database
+from webapp.archive.migrations import LATEST, MIGRATIONS
+
+STREAMS = ("archive", "email")
+
+
+@dataclass(frozen=True)
+class ArchivedJob:
+    """One archived job: the report summary (JSON renderer's dict without series) and
+    its series downsampled to ``resolution`` seconds."""
+
+    cluster: str
+    job_id: str
+    submit_time: int
+    end_time: int
+    user: str | None
+    state: str | None
+    resolution: float
+    summary: dict[str, Any]
+    series: dict[str, Any]
+    archived_at: float
+
+
+_JOB_COLUMNS = ("cluster, job_id, submit_time, end_time, user_name, state, resolution,"
+                " summary, series, archived_at")
+
+
+class Archive:
+    """The archive at ``url`` (``sqlite:///path``, a bare path, or ``mysql://...``);
+    opening it applies any migration not yet applied."""
+
+    def __init__(self, url: str, clock: Callable[[], float] = time.time) -> None:
+        self.db = Database(url)
+        self.clock = clock
+        self.migrate()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Archive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema -----------------------------------------------------------------
+    def version(self) -> int:
+        self.db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        rows = self.db.query("SELECT max(version) FROM schema_version")
+        return int(rows[0][0] or 0) if rows else 0
+
+    def migrate(self) -> int:
+        """Apply the missing migrations in order (one process at a time); the version."""
+        if self.version() >= LATEST:
+            return LATEST
+        with self.db.lock_blocking("migrate"):
+            current = self.version()
+            for number in sorted(n for n in MIGRATIONS if n > current):
+                for statement in MIGRATIONS[number][self.db.dialect.name]:
+                    self.db.execute(statement)
+                self.db.execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
+        return self.version()
+
+    # -- jobs -------------------------------------------------------------------
+    def put(self, job: ArchivedJob) -> bool:
+        """Archive one job; False when its key is already there."""
+        return self.db.execute(
+            f"{self.db.dialect.insert_ignore} INTO archive_jobs ({_JOB_COLUMNS})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (job.cluster, job.job_id, job.submit_time, job.end_time, job.user, job.state,
+             job.resolution, json.dumps(job.summary), json.dumps(job.series),
+             job.archived_at),
+        ) == 1
+
+    def replace(self, job: ArchivedJob) -> bool:
+        """Archive one job again (``--jobid``); True when it replaced an older record."""
+        with self.db.transaction():
+            removed = self.db.execute("DELETE FROM archive_jobs WHERE cluster = ? AND"
+                                      " job_id = ? AND submit_time = ?",
+                                      (job.cluster, job.job_id, job.submit_time))
+            self.put(job)
+        return removed > 0
+
+    def get(self, cluster: str, job_id: str, submit_time: int | None = None) -> ArchivedJob | None:
+        """The job's archived record (the latest submission when ``submit_time`` is None)."""
+        sql = f"SELECT {_JOB_COLUMNS} FROM archive_jobs WHERE cluster = ? AND job_id = ?"  # noqa: S608
+        params: list[Any] = [cluster, job_id]
+        if submit_time is not None:
+            sql += " AND submit_time = ?"
+            params.append(submit_time)
+        rows = self.db.query(sql + " ORDER BY submit_time DESC LIMIT 1", params)
+        return _job(rows[0]) if rows else None
+
+    def jobs(self, cluster: str, since: int = 0, until: int = 2**62,
+             user: str | None = None) -> Iterator[ArchivedJob]:
+        """Archived jobs that ended in [since, until], oldest first (optionally one user's)."""
+        sql = (f"SELECT {_JOB_COLUMNS} FROM archive_jobs WHERE cluster = ?"  # noqa: S608
+               " AND end_time >= ? AND end_time <= ?")
+        params: list[Any] = [cluster, since, until]
+        if user is not None:
+            sql += " AND user_name = ?"
+            params.append(user)
+        for row in self.db.query(sql + " ORDER BY end_time, job_id", params):
+            yield _job(row)
+
+    def count(self, cluster: str) -> int:
+        return int(self.db.query("SELECT count(*) FROM archive_jobs WHERE cluster = ?",
+                                 (cluster,))[0][0])
+
+    def prune(self, older_than_days: float) -> int:
+        """Drop jobs that ended more than ``older_than_days`` ago (0: keep forever)."""
+        if older_than_days <= 0:
+            return 0
+        cutoff = int(self.clock() - older_than_days * 86400)
+        removed = self.db.execute("DELETE FROM archive_jobs WHERE end_time < ?", (cutoff,))
+        self.db.execute("DELETE FROM sync_log WHERE end_time < ?", (cutoff,))
+        return removed
+
+    # -- the sync's bookkeeping -------------------------------------------------
+    def watermark(self, cluster: str, stream: str) -> int | None:
+        rows = self.db.query("SELECT end_time FROM sync_watermarks WHERE cluster = ?"
+                             " AND stream = ?", (cluster, stream))
+        return int(rows[0][0]) if rows else None
+
+    def advance(self, cluster: str, stream: str, end_time: int) -> None:
+        """Move the watermark to ``end_time``; never backwards."""
+        self.db.execute(
+            self.db.dialect.upsert_watermark,
+            (cluster, stream, int(end_time), self.clock()))
+
+    def done(self, cluster: str, stream: str, since: int) -> set[tuple[str, int]]:
+        """(job id, submit time) of the jobs this stream processed that ended since ``since``."""
+        rows = self.db.query("SELECT job_id, submit_time FROM sync_log WHERE cluster = ?"
+                             " AND stream = ? AND end_time >= ?", (cluster, stream, since))
+        return {(r[0], int(r[1])) for r in rows}
+
+    def log(self, cluster: str, stream: str, job_id: str, submit_time: int, end_time: int,
+            outcome: str) -> bool:
+        """Record a processed job; False when it was already recorded."""
+        return self.db.execute(
+            f"{self.db.dialect.insert_ignore} INTO sync_log (cluster, stream, job_id,"
+            " submit_time, end_time, outcome, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (cluster, stream, job_id, submit_time, end_time, outcome, self.clock())) == 1
+
+    def outcomes(self, cluster: str, stream: str) -> list[tuple[str, int, str]]:
+        rows = self.db.query("SELECT job_id, submit_time, outcome FROM sync_log WHERE"
+                             " cluster = ? AND stream = ? ORDER BY end_time, job_id",
+                             (cluster, stream))
+        return [(r[0], int(r[1]), r[2]) for r in rows]
+
+    @contextmanager
+    def sync_lock(self, cluster: str) -> Iterator[None]:
+        """One sync per cluster at a time (ArchiveBusy otherwise)."""
+        with self.db.lock(f"sync-{cluster}"):
+            yield
+
+
+def _job(row: Iterable[Any]) -> ArchivedJob:
+    (cluster, job_id, submit, end, user, state, resolution, summary, series, at) = row
+    return ArchivedJob(cluster, job_id, int(submit), int(end), user, state,
+                       float(resolution or 0), json.loads(summary), json.loads(series),
+                       float(at))

@@ -1,0 +1,86 @@
+"""`jobreport sync`: options, and what a run prints."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+
+from webapp.cli.mail import parse_lookback
+from webapp.model import JobId
+from webapp.settings import Settings
+from webapp.sync.options import DEFAULT_LIMIT, DIRECTIONS, SyncOptions
+from webapp.sync.run import Syncer, SyncResult
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _span(text: str) -> float:
+    try:
+        return parse_lookback(text).total_seconds()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _job_id(text: str) -> str:
+    return str(JobId.parse(text))
+
+
+def add_sync_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-j", "--jobid", type=_job_id, metavar="JOBID",
+                        help="process this one job again (any end time; the watermark stays)")
+    parser.add_argument("-l", "--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N",
+                        help=f"at most N jobs per direction, then exit (default {DEFAULT_LIMIT})")
+    parser.add_argument("--direction", choices=tuple(DIRECTIONS), default="both",
+                        help="archive reports, queue emails, or both (default both)")
+    parser.add_argument("--max-span", type=_span, default=_span("7d"), metavar="DURATION",
+                        help="how far back a first run reaches (default 7d)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the jobs a run would process; change nothing")
+    parser.add_argument("--no-deliver", action="store_true",
+                        help="queue emails in the outbox but leave sending to the mail timer")
+
+
+def _when(ts: int | None) -> str:
+    if ts is None:
+        return "none"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def print_result(result: SyncResult, dry_run: bool, out=sys.stdout) -> None:  # noqa: ANN001
+    if result.busy:
+        out.write(f"{result.busy}: another sync is running, nothing done\n")
+        return
+    if dry_run:
+        for job in result.selected:
+            out.write(f"would process job {job.job_id} (submitted {job.submit_time}, "
+                      f"ended {_when(job.end_time)})\n")
+    for stream, counts in result.outcomes.items():
+        parts = ", ".join(f"{n} {what}" for what, n in sorted(counts.items())) or "nothing"
+        out.write(f"{stream}: {parts}; watermark {_when(result.watermarks.get(stream))}\n")
+    if result.delivery:
+        d = result.delivery
+        out.write(f"emails: {d['sent']} sent, {d['deferred']} deferred, {d['failed']} failed\n")
+    if result.pruned:
+        out.write(f"retention: {result.pruned} archived jobs dropped\n")
+    out.write(f"{len(result.selected)} ended jobs selected (from {result.source})\n")
+    if result.error:
+        out.write(f"stopped at {result.error}; the next run starts there\n")
+
+
+def run_sync(args: argparse.Namespace, settings: Settings) -> int:
+    """`jobreport sync [--jobid ID] [--limit N] [--direction D] [--max-span S] [--dry-run]`."""
+    opts = SyncOptions(direction=args.direction, limit=args.limit, max_span=args.max_span,
+                       job_id=args.jobid, dry_run=args.dry_run, no_deliver=args.no_deliver)
+    syncer = Syncer(settings)
+    try:
+        result = syncer.run(opts)
+    finally:
+        syncer.close()
+    print_result(result, opts.dry_run)
+    return 1 if result.error or result.delivery["failed"] else 0

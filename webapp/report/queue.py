@@ -1,0 +1,62 @@
+"""The job's queue context: its wait from the cluster series, compared with the accounting
+view (its requested GPU types, the partition's usual time limit). A failing source costs
+its part of the context and leaves a named gap, never the report."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
+from webapp.model import Gap, JobId, JobReport, QueueContext, SourceUnavailable
+from webapp.sources.protocols import ClusterReader, QueueHistoryReader
+
+USUAL_WINDOW = timedelta(days=30)  # "the partition's usual": its jobs of the last 30 days
+
+
+def weighted_median(counts: dict[float, int]) -> float | None:
+    """The median of values given as value -> count (lower median on a tie)."""
+    total = sum(counts.values())
+    if total <= 0:
+        return None
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if 2 * seen >= total:
+            return value
+    return None
+
+
+def with_queue(report: JobReport, cluster: ClusterReader | None,
+               history: QueueHistoryReader | None, now: datetime | None = None) -> JobReport:
+    """``report`` with ``queue`` filled in (and gaps for what could not be read)."""
+    if cluster is None or report.submit_time is None:
+        return report
+    gaps = list(report.gaps)
+    try:
+        queue = cluster.queue(report.job_id, report.partition, report.submit_time,
+                              report.start_time)
+    except SourceUnavailable as exc:
+        gaps.append(Gap("cluster", f"queue context unavailable ({exc.reason})"))
+        return dataclasses.replace(report, gaps=tuple(gaps))
+    if not queue.seen:
+        gaps.append(Gap("cluster", "no slurm-exporter data while the job waited: "
+                                   "queue reasons and partition state unknown"))
+    if history is not None:
+        queue = _with_history(report, queue, history, gaps, now or datetime.now(UTC))
+    return dataclasses.replace(report, queue=queue, gaps=tuple(gaps))
+
+
+def _with_history(report: JobReport, queue: QueueContext, history: QueueHistoryReader,
+                  gaps: list[Gap], now: datetime) -> QueueContext:
+    try:
+        types = history.requested_gpu_types(JobId.parse(report.job_id)) if report.gpus else ()
+        limits = history.time_limits(report.partition, now - USUAL_WINDOW) \
+            if report.partition else {}
+    except (SourceUnavailable, LookupError) as exc:
+        gaps.append(Gap("accounting", f"queue history unavailable ({exc})"))
+        return queue
+    return dataclasses.replace(
+        queue, requested_gpu_types=types,
+        usual_time_limit_seconds=weighted_median(limits),
+        usual_time_limit_jobs=sum(limits.values()),
+    )

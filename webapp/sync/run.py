@@ -1,0 +1,170 @@
+"""One sync run: per stream (archive, email) a watermark in the archive; the jobs whose
+end lies in [watermark - 1 s, now], oldest first, at most ``limit`` per stream; each
+processed in order, and the watermark moved to the last one processed (never to "now"),
+so a limit, an error or a kill skips nothing. Every step is keyed by (cluster, job id,
+submit time): a second run, or a second copy at once, does nothing twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tqdm import tqdm
+
+from webapp.archive.store import Archive, ArchiveBusy
+from webapp.mail.outbox import Outbox, OutboxBusy, deliver
+from webapp.mail.policy import owner_address, read_opt_out, skip_reason
+from webapp.mail.sending import Connect, message, smtp_connect
+from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
+from webapp.report.archived import archive_record
+from webapp.report.service import ReportService
+from webapp.settings import Settings
+from webapp.sources.ended import EndedJob, SacctEnded
+from webapp.sync.options import DIRECTIONS, SyncOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SyncResult:
+    """What a run did: outcomes per stream, watermarks after it, and why it stopped."""
+
+    selected: list[EndedJob] = field(default_factory=list)
+    outcomes: dict[str, Counter] = field(default_factory=dict)
+    watermarks: dict[str, int | None] = field(default_factory=dict)
+    delivery: Counter = field(default_factory=Counter)
+    pruned: int = 0
+    source: str = "accounting"
+    busy: str | None = None
+    error: str | None = None  # the job that stopped the run, and why
+
+
+def email_key(job: EndedJob) -> str:
+    return f"{job.cluster}:{job.job_id}:{job.submit_time}:ended"
+
+
+class Syncer:
+    """The sync's parts wired from settings; each is injectable for tests."""
+
+    def __init__(self, settings: Settings, service: ReportService | None = None,
+                 archive: Archive | None = None, connect: Connect | None = None) -> None:
+        self.settings = settings
+        self.cluster = settings.cluster
+        self.archive = archive or Archive(settings.archive_url)
+        self.service = service or ReportService(settings, archive=self.archive)
+        self.connect = connect or smtp_connect(settings)
+        self.sacct = SacctEnded(settings.sacct, settings.cluster, settings.sacct_timeout)
+
+    def close(self) -> None:
+        self.archive.close()
+
+    def _ended(self, since: int, until: int, limit: int, result: SyncResult) -> list[EndedJob]:
+        try:
+            return self.service.accounting.ended_between(since, until, limit)
+        except SourceUnavailable as exc:
+            log.warning("accounting view unavailable (%s); asking sacct", exc.reason)
+            result.source = "sacct"
+            return self.sacct.ended_between(since, until, limit)
+
+    def select(self, opts: SyncOptions, now: int, result: SyncResult) -> dict[str, list[EndedJob]]:
+        """Per stream, the jobs still to process, oldest end first, at most ``limit``."""
+        todo: dict[str, list[EndedJob]] = {}
+        for stream in DIRECTIONS[opts.direction]:
+            mark = self.archive.watermark(self.cluster, stream)
+            since = now - int(opts.max_span) if mark is None else mark - 1
+            done = self.archive.done(self.cluster, stream, since)
+            found = self._ended(since, now, opts.limit + len(done), result)
+            todo[stream] = [j for j in found if j.key not in done][: opts.limit]
+        return todo
+
+    def run(self, opts: SyncOptions, clock: Callable[[], float] = time.time) -> SyncResult:
+        result = SyncResult()
+        try:
+            with self.archive.sync_lock(self.cluster):
+                self._run_locked(opts, int(clock()), result)
+        except ArchiveBusy as exc:
+            result.busy = str(exc)
+        return result
+
+    def _run_locked(self, opts: SyncOptions, now: int, result: SyncResult) -> None:
+        todo = self.one(opts.job_id) if opts.job_id else self.select(opts, now, result)
+        jobs = sorted({j for stream_jobs in todo.values() for j in stream_jobs})
+        result.selected = jobs
+        result.outcomes = {stream: Counter() for stream in todo}
+        if not opts.dry_run:
+            opt_out = read_opt_out(self.settings.mail_opt_out)
+            outbox = Outbox(self.settings.outbox) if "email" in todo else None
+            try:
+                for job in tqdm(jobs, unit="job", desc="sync", disable=None):
+                    streams = [s for s in todo if job in todo[s]]
+                    try:
+                        self._process(job, streams, opts, outbox, opt_out, result)
+                    except (JobNotFound, SourceUnavailable) as exc:
+                        # Stop here: the watermark stays before this job, the next run
+                        # tries it again. Skipping it would lose it for good.
+                        result.error = f"job {job.job_id}: {exc}"
+                        log.error("%s", result.error)
+                        break
+                if outbox is not None and not opts.no_deliver:
+                    result.delivery = _deliver(outbox, self.connect)
+            finally:
+                if outbox is not None:
+                    outbox.close()
+            if "archive" in todo and not opts.job_id:
+                result.pruned = self.archive.prune(self.settings.archive_retention_days)
+        result.watermarks = {s: self.archive.watermark(self.cluster, s) for s in todo}
+
+    def one(self, job_id: str) -> dict[str, list[EndedJob]]:
+        """``--jobid``: the job (any end time), for every stream, processed again."""
+        acct = self.service.accounting.job(JobId.parse(job_id))
+        if acct.end_time is None:
+            return {}
+        job = EndedJob(int(acct.end_time.timestamp()), acct.job_id,
+                       int(acct.submit_time.timestamp()) if acct.submit_time else 0,
+                       self.cluster)
+        return {"archive": [job], "email": [job]}
+
+    def _process(self, job: EndedJob, streams: list[str], opts: SyncOptions,
+                 outbox: Outbox | None, opt_out: frozenset[str], result: SyncResult) -> None:
+        report = self.service.build(job.job_id, archive_fallback="archive" not in streams)
+        for stream in streams:
+            if stream == "archive":
+                outcome = self._archive(job, report, replace=bool(opts.job_id))
+            else:
+                assert outbox is not None
+                outcome = self._email(job, report, outbox, opt_out)
+            result.outcomes[stream][outcome] += 1
+            self.archive.log(self.cluster, stream, job.job_id, job.submit_time, job.end_time,
+                             outcome)
+            if not opts.job_id:
+                self.archive.advance(self.cluster, stream, job.end_time)
+
+    def _archive(self, job: EndedJob, report: JobReport, replace: bool) -> str:
+        record = archive_record(report, job.submit_time, job.end_time)
+        if replace:
+            return "archived again" if self.archive.replace(record) else "archived"
+        return "archived" if self.archive.put(record) else "already archived"
+
+    def _email(self, job: EndedJob, report: JobReport, outbox: Outbox,
+               opt_out: frozenset[str]) -> str:
+        reason = skip_reason(report, self.settings, opt_out)
+        to_addr = owner_address(report, self.settings) if reason is None else None
+        if reason is None and to_addr is None:
+            reason = "no address"
+        if reason:
+            return f"skipped: {reason}"
+        queued = outbox.enqueue(email_key(job), job.job_id, "ended",
+                                message(report, to_addr, self.settings))
+        return "queued" if queued else "already queued"
+
+
+def _deliver(outbox: Outbox, connect: Connect) -> Counter:
+    try:
+        with outbox.lock():
+            return deliver(outbox, connect)
+    except OutboxBusy:
+        return Counter()  # the mailer holding it sends what we queued

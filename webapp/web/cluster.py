@@ -1,0 +1,53 @@
+"""The cluster page (node states, GPUs, queue, who holds what, fair share, usage against
+the allocation targets) and ``/api/constants``. Login required, like every page; any
+signed-in user may see them (squeue and sinfo show the same to every user)."""
+
+from __future__ import annotations
+
+import time
+
+from flask import Blueprint, abort, jsonify, render_template
+
+from jobreport_net.constants import ConstantsError, as_json, load_constants
+from webapp.model import SourceUnavailable
+from webapp.renderers.cluster_chart import usage_svg
+from webapp.sources.cluster_overview import ClusterOverviewSource
+from webapp.sources.prometheus import PrometheusSource
+from webapp.web import auth
+
+bp = Blueprint("cluster", __name__)
+
+
+def _constants() -> dict:
+    path = auth.settings().constants_file
+    if not path:
+        return {}
+    try:
+        return as_json(load_constants(path))
+    except ConstantsError as exc:
+        abort(503, description=f"The allocation targets file is unusable: {exc}")
+
+
+@bp.get("/api/constants")
+def constants():
+    """The allocation targets file (JOBREPORT_CONSTANTS_FILE) as JSON."""
+    return jsonify(_constants())
+
+
+@bp.get("/cluster")
+def cluster():
+    """The cluster now, from slurm-exporter's series in Prometheus."""
+    s = auth.settings()
+    source = ClusterOverviewSource(
+        PrometheusSource(s.prometheus_url, timeout=s.prometheus_timeout,
+                         scrape_interval=s.scrape_interval), s.cluster)
+    now = time.time()
+    try:
+        overview, unavailable = source.overview(now), None
+    except SourceUnavailable as exc:
+        overview, unavailable = None, exc.reason
+    accounts = _constants().get(s.cluster, {}).get("accounts", {})
+    targets = {a: v["gpu_years"] for a, v in accounts.items() if "gpu_years" in v}
+    plot = usage_svg(overview.usage, targets, now) if overview else None
+    return render_template("cluster.html", cluster=s.cluster, overview=overview,
+                           unavailable=unavailable, plot=plot, targets=accounts)

@@ -18,7 +18,17 @@ from webapp.detectors import DETECTORS, Thresholds, detect_all
 from webapp.detectors.advice import next_cpus, next_mem, next_time, round_up_time
 from webapp.detectors.outcome import parse_exit_code
 from webapp.detectors.serial_on_many_cores import looks_serial
-from webapp.model import Finding, JobReport, SacctJob, Series, Severity, Usage
+from webapp.model import (
+    Finding,
+    JobReport,
+    MemoryPeak,
+    PeakSource,
+    SacctJob,
+    Series,
+    Severity,
+    Usage,
+)
+from webapp.report.peak import sacct_peak
 from webapp.sources.sacct import parse_nodelist, parse_sacct
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sacct"
@@ -63,7 +73,7 @@ def build(job: SacctJob, usage: Usage | None = None, **extra) -> JobReport:
         gpus=job.gpus, time_limit_seconds=job.time_limit_seconds, state=job.state,
         exit_code=job.exit_code, start_time=job.start_time, end_time=job.end_time,
         elapsed_seconds=elapsed, cpu_seconds=job.total_cpu_seconds,
-        memory_peak_bytes=job.max_rss_bytes, usage=usage or Usage(), steps=job.steps,
+        memory_peak=sacct_peak(job), usage=usage or Usage(), steps=job.steps,
         cancelled_by=job.cancelled_by,
     )  # fmt: skip
     fields.update(extra)
@@ -174,7 +184,8 @@ EMPTY_REPORTS = {
     "bare": JobReport(job_id="1", cluster="c"),
     "state-only": JobReport(job_id="1", cluster="c", state="COMPLETED"),
     "zeros": JobReport(job_id="1", cluster="c", state="COMPLETED", cpus=0, elapsed_seconds=0,
-                       cpu_seconds=0, memory_peak_bytes=0, memory_requested_bytes=0, gpus=2,
+                       cpu_seconds=0, memory_peak=MemoryPeak(0, PeakSource.SACCT),
+                       memory_requested_bytes=0, gpus=2,
                        time_limit_seconds=0, usage=Usage(gpu_utilization=(Series("0", ()),))),
     "failed-no-code": JobReport(job_id="1", cluster="c", state="FAILED", exit_code=None),
 }
@@ -195,15 +206,20 @@ def test_missing_inputs_never_crash(detector, name):
 
 
 def test_efficiency_formulas_are_seffs():
-    # seff: CPU efficiency = TotalCPU / (elapsed x CPUs); memory = MaxRSS / requested
+    # seff: CPU efficiency = TotalCPU / (elapsed x CPUs); memory = its "estimated maximum"
+    # (MaxRSS x tasks, here per node) / the memory requested per node
     for fixture, job_id in [(HB, "7216823_40"), (JOBINFO, "20957017"), (DOG, "6240722"),
                             (LOCAL, "15"), ("local-cancelled-17.psv", "17")]:
         job = sacct_job(fixture, job_id)
         report = build(job)
         expected_cpu = job.total_cpu_seconds / (job.elapsed_seconds * job.cpus)
         assert report.cpu_efficiency == pytest.approx(expected_cpu)
-        if job.max_rss_bytes is not None:
-            expected_mem = job.max_rss_bytes / job.memory_requested_bytes
+        peak = sacct_peak(job)
+        if peak is None:  # MaxRSS 0 or empty: never sampled, not "no memory"
+            assert report.memory_efficiency is None
+        else:
+            nodes = max(1, len(parse_nodelist(job.node_list)))
+            expected_mem = peak.bytes / (job.memory_requested_bytes // nodes)
             assert report.memory_efficiency == pytest.approx(expected_mem)
     # hand-checked: 1-09:18:06 of CPU over 07:03:00 on 12 cores
     report = report_for(HB, "7216823_40")

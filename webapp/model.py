@@ -43,13 +43,27 @@ class JobNotFound(LookupError):
 
 
 class SourceUnavailable(RuntimeError):
-    """A data source could not be reached or answered nonsense."""
+    """A data source could not be reached or answered nonsense.
 
-    def __init__(self, source: str, reason: str) -> None:
+    ``reason`` is a plain sentence any user may read; ``detail`` (driver errors, hosts,
+    ports) is for logs and staff only.
+    """
+
+    def __init__(self, source: str, reason: str, detail: str | None = None) -> None:
         reason = redact(reason)  # driver and HTTP errors may quote URLs with credentials
+        detail = redact(detail) if detail else detail
         super().__init__(f"{source} unavailable: {reason}")
         self.source = source
         self.reason = reason
+        self.detail = detail
+
+
+class TimeLimitKind(StrEnum):
+    """Which time limit applied: Slurm prints a job's own, ``Partition_Limit`` or ``UNLIMITED``."""
+
+    JOB = "job"
+    PARTITION = "partition"  # the partition's MaxTime applies (resolved when we can)
+    UNLIMITED = "unlimited"  # only when Slurm itself says UNLIMITED / INFINITE
 
 
 @dataclass(frozen=True)
@@ -108,10 +122,12 @@ class Finding:
 
 @dataclass(frozen=True)
 class Gap:
-    """A source that failed or had no data for this job, and why."""
+    """A source that failed or had no data for this job: why, in plain words for anyone
+    (``reason``), and the technical ``detail`` that only logs and staff see."""
 
     source: str
     reason: str
+    detail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +162,7 @@ class Step:
     cpus: int | None
     nodes: tuple[str, ...] = ()
     tasks: int | None = None  # NTasks: MaxRSS is per task, so the step used up to MaxRSS x tasks
+    max_rss_node: str | None = None  # MaxRSSNode: where the largest task ran
 
 
 @dataclass(frozen=True)
@@ -176,6 +193,7 @@ class AccountingJob:
     node_list: str
     work_dir: str | None
     gpus: int
+    time_limit_kind: TimeLimitKind | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +218,12 @@ class SacctJob:
     work_dir: str | None
     steps: tuple[Step, ...]
     cancelled_by: int | None = None  # uid from sacct's "CANCELLED by <uid>"
+    raw_id: str | None = None  # JobIDRaw: an array task's own numeric id (its cgroup's name)
+    time_limit_kind: TimeLimitKind | None = None
+    # The allocation line's own TotalCPU and MaxRSS: all there is when sacct lists no steps
+    # (old Slurm, or steps purged); with -X, TotalCPU reads 0 there.
+    alloc_cpu_seconds: float | None = None
+    alloc_max_rss_bytes: int | None = None
 
     @property
     def total_cpu_seconds(self) -> float | None:
@@ -209,6 +233,7 @@ class SacctJob:
 
     @property
     def max_rss_bytes(self) -> int | None:
+        """The largest single task's MaxRSS over the steps (not the job's peak: see peak.py)."""
         values = [s.max_rss_bytes for s in self.steps if s.max_rss_bytes is not None]
         return max(values) if values else None
 
@@ -244,6 +269,35 @@ class Usage:
         return not (self.cpu_cores or self.memory_rss or self.gpu_utilization)
 
 
+class PeakSource(StrEnum):
+    PROMETHEUS = "prometheus"  # the cgroup's RSS as the exporter sampled it, per node
+    SACCT = "sacct"  # MaxRSS of the largest task x the tasks on its node: an estimate
+
+
+@dataclass(frozen=True)
+class MemoryPeak:
+    """The job's memory peak on its busiest node: the one figure every part of a report
+    shows and judges (``webapp.report.peak`` defines it)."""
+
+    bytes: int
+    source: PeakSource
+    node: str | None = None  # the node that held it, when known
+    step_id: str | None = None  # sacct: the step whose MaxRSS it is
+    per_task_bytes: int | None = None  # sacct: MaxRSS, the largest single task
+    tasks: int | None = None  # sacct: tasks on that node MaxRSS was multiplied by
+
+    @property
+    def estimate(self) -> bool:
+        """sacct samples each task and keeps the largest: the job's peak is inferred."""
+        return self.source == PeakSource.SACCT
+
+
+class CpuSource(StrEnum):
+    STEPS = "sacct_steps"  # TotalCPU of the step lines, summed (seff's input)
+    ALLOCATION = "sacct_allocation"  # TotalCPU of the allocation line: sacct listed no steps
+    PROMETHEUS = "prometheus"  # the CPU rate integrated over the job (running, or no sacct)
+
+
 @dataclass(frozen=True)
 class ArrayTask:
     """One task of an array job, reduced to the numbers the summary compares."""
@@ -270,6 +324,13 @@ class ArraySummary:
     suggested_mem: str | None
     suggested_time: str | None
 
+    def state_counts(self) -> dict[str, int]:
+        """Tasks per state, most frequent first."""
+        counts: dict[str, int] = {}
+        for task in self.tasks:
+            counts[task.state] = counts.get(task.state, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
 
 @dataclass(frozen=True)
 class JobReport:
@@ -288,7 +349,8 @@ class JobReport:
     cpus: int | None = None
     memory_requested_bytes: int | None = None
     gpus: int = 0
-    time_limit_seconds: float | None = None
+    time_limit_seconds: float | None = None  # the limit that applied, when finite and known
+    time_limit_kind: TimeLimitKind | None = None
     # outcome
     state: str | None = None
     exit_code: str | None = None
@@ -298,12 +360,16 @@ class JobReport:
     start_time: datetime | None = None
     end_time: datetime | None = None
     elapsed_seconds: float | None = None
+    # The record the single figures come from, when it is not ``job_id`` itself: the task
+    # shown for an array id (123 -> 123_4), the leading component of a het job.
+    figures_from: str | None = None
     # usage
     cpu_seconds: float | None = None
-    memory_peak_bytes: int | None = None
+    cpu_source: CpuSource | None = None
+    memory_peak: MemoryPeak | None = None
     usage: Usage = field(default_factory=Usage)
     steps: tuple[Step, ...] = ()
-    array: ArraySummary | None = None
+    array: ArraySummary | None = None  # set when ``job_id`` names a whole array
     gaps: tuple[Gap, ...] = ()
     # What the data covers where it is less than everything (e.g. the plots' resolution).
     notes: tuple[str, ...] = ()
@@ -315,11 +381,23 @@ class JobReport:
         return cpu_efficiency(self.cpu_seconds, self.elapsed_seconds, self.cpus)
 
     @property
-    def memory_efficiency(self) -> float | None:
-        """seff's formula: MaxRSS / requested memory."""
-        if self.memory_peak_bytes is None or not self.memory_requested_bytes:
+    def memory_peak_bytes(self) -> int | None:
+        return self.memory_peak.bytes if self.memory_peak else None
+
+    @property
+    def memory_requested_per_node(self) -> int | None:
+        """--mem is per node: the request split evenly over the job's nodes."""
+        if not self.memory_requested_bytes:
             return None
-        return self.memory_peak_bytes / self.memory_requested_bytes
+        return self.memory_requested_bytes // max(1, len(self.nodes))
+
+    @property
+    def memory_efficiency(self) -> float | None:
+        """The peak of the busiest node over the memory requested per node."""
+        per_node = self.memory_requested_per_node
+        if self.memory_peak is None or not per_node:
+            return None
+        return self.memory_peak.bytes / per_node
 
     @property
     def running(self) -> bool:

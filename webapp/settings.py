@@ -37,6 +37,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     ),
     "JOBREPORT_SACCT": ("sacct", "Path of the sacct command."),
     "JOBREPORT_SACCT_TIMEOUT": ("30", "Seconds before a sacct call is abandoned."),
+    "JOBREPORT_SCONTROL": ("scontrol", "Path of the scontrol command (a partition's MaxTime, for `Partition_Limit`)."),
     "JOBREPORT_STAFF": ("", "Comma-separated user names that may see every job."),
     "JOBREPORT_AUTH": ("password", "`password` (built-in login) or `remote-user` (trust the reverse proxy)."),
     "JOBREPORT_PASSWORD_FILE": ("", "File of `user:werkzeug-hash` lines for built-in login."),
@@ -157,6 +158,7 @@ class Settings:
     db_url: str = _str("db_url")
     sacct: str = _str("sacct")
     sacct_timeout: float = _float("sacct_timeout")
+    scontrol: str = _str("scontrol")
     staff: frozenset[str] = _names("staff")
     auth: str = _str("auth")
     password_file: str = _str("password_file")
@@ -233,6 +235,7 @@ class Settings:
             db_url=_str("db_url", env),
             sacct=_str("sacct", env),
             sacct_timeout=_float("sacct_timeout", env),
+            scontrol=_str("scontrol", env),
             staff=_names("staff", env),
             auth=auth,
             password_file=_str("password_file", env),

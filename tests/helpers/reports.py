@@ -17,6 +17,8 @@ from webapp.model import (
     JobId,
     JobNotFound,
     JobReport,
+    MemoryPeak,
+    PeakSource,
     Series,
     Severity,
     SourceUnavailable,
@@ -65,7 +67,8 @@ def sample_report(job_id: str = "4242", user: str = "alice", name: str = "train-
         cpus=8, memory_requested_bytes=16 * GIB, gpus=2, time_limit_seconds=4 * 3600,
         state="COMPLETED", exit_code="0:0", submit_time=START - timedelta(minutes=5),
         start_time=START, end_time=START + timedelta(seconds=30 * n),
-        elapsed_seconds=30.0 * n, cpu_seconds=30.0 * n * 1.7, memory_peak_bytes=3 * GIB,
+        elapsed_seconds=30.0 * n, cpu_seconds=30.0 * n * 1.7,
+        memory_peak=MemoryPeak(3 * GIB, PeakSource.PROMETHEUS, "node01"),
         usage=usage,
         findings=(
             Finding("cpu_efficiency_low", Severity.WARNING,

@@ -21,6 +21,7 @@ EXPECTED = {
     "gpu-untouched": {"gpu_idle", "cpu_efficiency_low"},
     "short": {"short_job"},
     "small-files": {"cpu_efficiency_low", "io_not_on_scratch", "small_io"},
+    "multi-task": {"cpu_efficiency_low", "memory_over_requested"},
 }
 
 
@@ -127,7 +128,7 @@ def test_text_report_shows_the_gap(stack_jobs, settings):
     from webapp.renderers import text
 
     report = _service_with(settings, prometheus_url="http://127.0.0.1:9").build(stack_jobs["idle"])
-    assert "prometheus data unavailable" in text.render(report)
+    assert "Metrics unavailable (Prometheus)" in text.render(report)
 
 
 def test_running_job_uses_prometheus_for_cpu(stack_jobs, service):

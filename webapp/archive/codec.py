@@ -12,12 +12,16 @@ from typing import Any
 from webapp.model import (
     ArraySummary,
     ArrayTask,
+    CpuSource,
     Finding,
     Gap,
     JobReport,
+    MemoryPeak,
+    PeakSource,
     Series,
     Severity,
     Step,
+    TimeLimitKind,
     Usage,
 )
 
@@ -98,6 +102,23 @@ def _series(items: list[dict[str, Any]]) -> tuple[Series, ...]:
                  for s in items)
 
 
+def _enum(kind: Any, value: str | None) -> Any:
+    try:
+        return kind(value) if value else None
+    except ValueError:
+        return None
+
+
+def _peak(summary: Mapping[str, Any]) -> MemoryPeak | None:
+    """The archived peak; summaries written before ``memory_peak`` only kept the bytes."""
+    p = summary.get("memory_peak")
+    if p:
+        return MemoryPeak(p["bytes"], PeakSource(p["source"]), p.get("node"), p.get("step_id"),
+                          p.get("per_task_bytes"), p.get("tasks"))
+    old = summary.get("memory_peak_bytes")
+    return MemoryPeak(old, PeakSource.SACCT) if old is not None else None
+
+
 def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
                        note: Gap | None = None) -> JobReport:
     """The report an archived summary and its series describe; ``note`` is added to gaps."""
@@ -112,7 +133,8 @@ def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
     steps = tuple(
         Step(step_id=s["step_id"], name=s["name"], state=s["state"], exit_code=s["exit_code"],
              elapsed_seconds=s["elapsed_seconds"], total_cpu_seconds=s["cpu_seconds"],
-             max_rss_bytes=s["max_rss_bytes"], cpus=s["cpus"])
+             max_rss_bytes=s["max_rss_bytes"], cpus=s["cpus"], tasks=s.get("tasks"),
+             max_rss_node=s.get("max_rss_node"))
         for s in summary.get("steps") or ()
     )
     findings = tuple(
@@ -129,8 +151,11 @@ def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
     if a:
         array = ArraySummary(
             # the summary keeps the count, not each task: placeholders keep len() right
-            tasks=tuple(ArrayTask(f"task {i + 1}", "", None, None, None)
-                        for i in range(int(a["tasks"]))),
+            tasks=tuple(ArrayTask(t["job_id"], t["state"], t["elapsed_seconds"],
+                                  t["cpu_efficiency"], t["memory_peak_bytes"])
+                        for t in a["task_list"]) if "task_list" in a else
+            tuple(ArrayTask(f"task {i + 1}", "", None, None, None)
+                  for i in range(int(a["tasks"]))),
             elapsed_p50=a["elapsed_seconds_p50"], elapsed_p95=a["elapsed_seconds_p95"],
             memory_peak_p50=a["memory_peak_bytes_p50"], memory_peak_p95=a["memory_peak_bytes_p95"],
             cpu_efficiency_p50=a["cpu_efficiency_p50"], cpu_efficiency_p95=a["cpu_efficiency_p95"],
@@ -148,6 +173,9 @@ def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
         submit_time=_time(summary.get("submit_time")), start_time=_time(summary.get("start_time")),
         end_time=_time(summary.get("end_time")), elapsed_seconds=summary.get("elapsed_seconds"),
         cpu_seconds=summary.get("cpu_seconds"),
-        memory_peak_bytes=summary.get("memory_peak_bytes"), usage=usage, steps=steps,
+        time_limit_kind=_enum(TimeLimitKind, summary.get("time_limit_kind")),
+        figures_from=summary.get("figures_from"),
+        cpu_source=_enum(CpuSource, summary.get("cpu_seconds_source")),
+        memory_peak=_peak(summary), usage=usage, steps=steps,
         array=array, gaps=tuple(gaps), findings=findings,
     )

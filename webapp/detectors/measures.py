@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from webapp.model import JobReport, Series
 
 ENDED_OK = frozenset({"COMPLETED"})
@@ -37,24 +35,7 @@ def memory_limit(report: JobReport) -> int | None:
     """The memory ceiling of one node: the cgroup limit, else the request split per node."""
     if report.usage.memory_limit_bytes:
         return report.usage.memory_limit_bytes
-    if report.memory_requested_bytes:
-        return report.memory_requested_bytes // max(1, len(report.nodes))
-    return None
-
-
-def peak_per_node(report: JobReport) -> float | None:
-    """Peak memory of the busiest node, as seff estimates it.
-
-    sacct's MaxRSS is the largest single task; a step with N tasks on a node may have
-    used up to N times that (seff prints it as "estimated maximum").
-    """
-    estimates = [
-        s.max_rss_bytes * math.ceil((s.tasks or 1) / max(1, len(s.nodes)))
-        for s in report.steps
-        if s.max_rss_bytes
-    ]
-    values = [v for v in (*estimates, report.memory_peak_bytes) if v]
-    return max(values) if values else None
+    return report.memory_requested_per_node
 
 
 def step_states(report: JobReport) -> set[str]:

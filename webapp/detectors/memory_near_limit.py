@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from webapp.detectors.advice import next_mem
-from webapp.detectors.measures import memory_limit, peak_per_node, step_states
+from webapp.detectors.measures import memory_limit, step_states
 from webapp.detectors.out_of_memory import OOM
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_percent
@@ -14,7 +14,7 @@ class MemoryNearLimitDetector:
     name = "memory_near_limit"
 
     def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
-        peak, limit = peak_per_node(report), memory_limit(report)
+        peak, limit = report.memory_peak_bytes, memory_limit(report)
         if report.state == OOM or OOM in step_states(report):
             return ()  # out_of_memory says it all
         if not peak or not limit or peak / limit < t.memory_near_limit:
@@ -32,6 +32,7 @@ class MemoryNearLimitDetector:
                 advice=f"Ask for `--mem={mem}` next time to keep a safety margin.",
                 evidence={
                     "memory_peak_bytes": round(peak),
+                    "memory_peak_source": str(report.memory_peak.source),
                     "memory_limit_bytes": limit,
                     "suggested_mem": mem,
                 },

@@ -1,9 +1,9 @@
-"""Memory requested far beyond what the job used (seff's MaxRSS / requested)."""
+"""Memory requested far beyond what the job used: the report's peak per node / the limit."""
 
 from __future__ import annotations
 
 from webapp.detectors.advice import next_mem
-from webapp.detectors.measures import long_enough, memory_limit, peak_per_node
+from webapp.detectors.measures import long_enough, memory_limit
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_percent
 from webapp.model import Finding, JobReport, Severity
@@ -15,7 +15,7 @@ class MemoryOverRequestedDetector:
     def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
         # A peak of 0 means "not sampled" (jobs shorter than the gather interval) far more
         # often than "no memory"; a running job's peak may still grow.
-        peak, limit = peak_per_node(report), memory_limit(report)
+        peak, limit = report.memory_peak_bytes, memory_limit(report)
         if not peak or not limit or report.unfinished:
             return ()
         if not long_enough(report, t.min_runtime_seconds):
@@ -42,6 +42,7 @@ class MemoryOverRequestedDetector:
                 ),
                 evidence={
                     "memory_peak_bytes": round(peak),
+                    "memory_peak_source": str(report.memory_peak.source),
                     "memory_limit_bytes": limit,
                     "memory_efficiency": round(ratio, 4),
                     "wasted_bytes": round(wasted),

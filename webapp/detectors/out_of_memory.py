@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from webapp.detectors.advice import next_mem
-from webapp.detectors.measures import memory_limit, peak_per_node, step_states
+from webapp.detectors.measures import memory_limit, step_states
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_percent
 from webapp.model import Finding, JobReport, Severity
@@ -15,7 +15,7 @@ class OutOfMemoryDetector:
     name = "out_of_memory"
 
     def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
-        peak, limit = peak_per_node(report), memory_limit(report)
+        peak, limit = report.memory_peak_bytes, memory_limit(report)
         oom = report.state == OOM or OOM in step_states(report)
         if not oom:
             return ()

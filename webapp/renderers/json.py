@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from webapp.model import JobReport, Series
+from webapp.model import JobReport, MemoryPeak, Series
 from webapp.renderers.queue import queue_dict
 
 SCHEMA_VERSION = 1
@@ -23,6 +23,20 @@ def _time(value: datetime | None) -> str | None:
 
 def _series(series: tuple[Series, ...]) -> list[dict[str, Any]]:
     return [{"label": s.label, "points": [[t, v] for t, v in s.points]} for s in series]
+
+
+def _peak(peak: MemoryPeak | None) -> dict[str, Any] | None:
+    if peak is None:
+        return None
+    return {
+        "bytes": peak.bytes,
+        "source": str(peak.source),
+        "estimate": peak.estimate,
+        "node": peak.node,
+        "step_id": peak.step_id,
+        "per_task_bytes": peak.per_task_bytes,
+        "tasks": peak.tasks,
+    }
 
 
 def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
@@ -46,11 +60,16 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
         "end_time": _time(report.end_time),
         "elapsed_seconds": report.elapsed_seconds,
         "time_limit_seconds": report.time_limit_seconds,
+        "time_limit_kind": report.time_limit_kind and str(report.time_limit_kind),
+        "figures_from": report.figures_from,
         "cpus": report.cpus,
         "cpu_seconds": report.cpu_seconds,
+        "cpu_seconds_source": report.cpu_source and str(report.cpu_source),
         "cpu_efficiency": report.cpu_efficiency,
         "memory_peak_bytes": report.memory_peak_bytes,
+        "memory_peak": _peak(report.memory_peak),
         "memory_requested_bytes": report.memory_requested_bytes,
+        "memory_requested_per_node_bytes": report.memory_requested_per_node,
         "memory_efficiency": report.memory_efficiency,
         "gpus": report.gpus,
         "usage": {
@@ -76,6 +95,8 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
                 "elapsed_seconds": s.elapsed_seconds,
                 "cpu_seconds": s.total_cpu_seconds,
                 "max_rss_bytes": s.max_rss_bytes,
+                "max_rss_node": s.max_rss_node,
+                "tasks": s.tasks,
                 "cpus": s.cpus,
             }
             for s in report.steps
@@ -90,6 +111,7 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
             }
             for f in report.findings
         ],
+        # A gap's technical detail is logged and shown to staff on the web page, never here.
         "gaps": [{"source": g.source, "reason": g.reason} for g in report.gaps],
         "notes": list(report.notes),
         "array": None,
@@ -107,6 +129,17 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
             "outliers": list(a.outliers),
             "suggested_mem": a.suggested_mem,
             "suggested_time": a.suggested_time,
+            "states": a.state_counts(),
+            "task_list": [
+                {
+                    "job_id": t.job_id,
+                    "state": t.state,
+                    "elapsed_seconds": t.elapsed_seconds,
+                    "cpu_efficiency": t.cpu_efficiency,
+                    "memory_peak_bytes": t.memory_peak_bytes,
+                }
+                for t in a.tasks
+            ],
         }
     out["queue"] = queue_dict(report.queue)
     if include_series:

@@ -22,8 +22,15 @@ from pylatex.utils import bold, escape_latex
 
 from webapp.model import JobReport
 from webapp.renderers.charts import FIGURES, to_file
-from webapp.renderers.presentation import gap_text, sorted_findings, summary_rows
+from webapp.renderers.presentation import (
+    array_more,
+    array_rows,
+    array_task_rows,
+    sorted_findings,
+    summary_rows,
+)
 from webapp.renderers.queue import queue_rows
+from webapp.renderers.wording import figures_from, gap_text, title
 
 log = logging.getLogger(__name__)
 
@@ -71,15 +78,39 @@ def _preamble(doc: Document, report: JobReport) -> None:
     doc.change_document_style("report")
 
 
+def _array(doc: Document, report: JobReport) -> None:
+    """The array's summary and its tasks' spread, before any single task's figures."""
+    with doc.create(Section("Array summary", numbering=False)):
+        with doc.create(Tabularx(r">{\bfseries}lX", width_argument=NoEscape(r"\textwidth"))) as t:
+            for label, value in array_rows(report):
+                t.add_row((escaped(label), escaped(value)))
+        doc.append(NoEscape(r"\par\medskip"))
+        with doc.create(Tabularx(r"Xlrrr", width_argument=NoEscape(r"\textwidth"))) as t:
+            t.add_row([bold(h) for h in ("task", "state", "elapsed", "CPU eff.", "peak memory")])
+            t.add_hline()
+            for row in array_task_rows(report):
+                t.add_row([escaped(cell) for cell in row])
+        more = array_more(report)
+        if more:
+            doc.append(escaped(f"... and {more} more tasks (all of them in the JSON report)."))
+    doc.append(NoEscape(r"\medskip"))
+
+
 def _summary(doc: Document, report: JobReport) -> None:
+    doc.append(NoEscape(r"{\Large "))
+    doc.append(escaped(title(report)))
+    doc.append(NoEscape(r"}\par\medskip"))
+    for gap in report.gaps:
+        doc.append(NoEscape(r"\fbox{\parbox{0.95\textwidth}{"))
+        doc.append(escaped(gap_text(gap)))
+        doc.append(NoEscape(r"}}\par\medskip"))
+    if report.array:
+        _array(doc, report)
+    note = figures_from(report)
+    if note:
+        doc.append(escaped(note))
+        doc.append(NoEscape(r"\par\medskip"))
     with doc.create(Section("Summary", numbering=False)):
-        doc.append(NoEscape(r"{\Large "))
-        doc.append(escaped(f"Job {report.job_id}: {report.job_name or 'unnamed'}"))
-        doc.append(NoEscape(r"}\par\medskip"))
-        for note in [gap_text(gap) for gap in report.gaps] + list(report.notes):
-            doc.append(NoEscape(r"\fbox{\parbox{0.95\textwidth}{"))
-            doc.append(escaped(note))
-            doc.append(NoEscape(r"}}\par\medskip"))
         with doc.create(Tabularx(r">{\bfseries}lX", width_argument=NoEscape(r"\textwidth"))) as t:
             for label, value in summary_rows(report):
                 t.add_row((escaped(label), escaped(value)))
@@ -115,7 +146,7 @@ def _findings(doc: Document, report: JobReport) -> None:
 
 
 def _plots(doc: Document, report: JobReport, tmp: str) -> None:
-    for name, title, build in FIGURES:
+    for name, heading, build in FIGURES:
         built = build(report)
         if built is None:
             continue
@@ -123,7 +154,7 @@ def _plots(doc: Document, report: JobReport, tmp: str) -> None:
         path = os.path.join(tmp, f"plot-{name}.pdf")
         to_file(fig, path)
         doc.append(NoEscape(r"\clearpage"))
-        with doc.create(Section(title, numbering=False)):
+        with doc.create(Section(heading, numbering=False)):
             doc.append(Command("includegraphics", options=NoEscape(r"width=\textwidth"),
                                arguments=NoEscape(f"plot-{name}.pdf")))
             doc.append(NoEscape(r"\par"))

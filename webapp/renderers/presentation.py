@@ -11,9 +11,20 @@ from datetime import datetime
 from typing import Any
 
 from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent
-from webapp.model import Finding, Gap, JobReport
+from webapp.model import Finding, JobReport
 from webapp.renderers.charts import Chart, ChartCache
 from webapp.renderers.queue import queue_rows
+from webapp.renderers.wording import (
+    cpu_source_text,
+    figures_from,
+    gap_text,
+    peak_text,
+    time_limit_text,
+    title,
+    what,
+)
+
+ARRAY_ROWS_SHOWN = 50  # tasks listed one by one; the rest are counted
 
 CHARTS = ChartCache()
 # Line breaks of every kind (and other control characters): one value stays one line.
@@ -23,16 +34,6 @@ CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
 def format_time(when: datetime | None) -> str:
     """A UTC-aware datetime as '2026-11-22 13:00:00 UTC'."""
     return UNKNOWN if when is None else when.strftime("%Y-%m-%d %H:%M:%S %Z")
-
-
-def gap_text(gap: Gap) -> str:
-    """The visible note for a source that failed; Prometheus gaps say 'metrics unavailable'."""
-    if gap.source == "archive":  # not a failure: the report was rebuilt from the archive
-        return gap.reason
-    if gap.source == "prometheus":
-        return f"Metrics unavailable (Prometheus): {gap.reason}. Plots and usage numbers " \
-            "from the exporter are missing from this report."
-    return f"Data from {gap.source} unavailable: {gap.reason}."
 
 
 def one_line(text: str) -> str:
@@ -50,8 +51,18 @@ def _summary_rows(report: JobReport) -> list[tuple[str, str]]:
         return f"{used} of {asked} ({format_percent(ratio)})" if ratio is not None else used
 
     cpu_used = "unknown" if report.cpu_seconds is None else format_duration(report.cpu_seconds)
+    if report.cpu_source:
+        cpu_used += f" ({cpu_source_text(report)})"
+    peak = report.memory_peak
+    per_node = " per node" if len(report.nodes) > 1 else ""
+    memory = of(format_bytes(report.memory_peak_bytes),
+                format_bytes(report.memory_requested_per_node) + per_node,
+                report.memory_efficiency) + f" peak; {peak_text(peak)}"
+    job = f"{report.job_id} on {report.cluster}"
+    if report.figures_from:
+        job += f" (figures from {report.figures_from})"
     return [
-        ("Job", f"{report.job_id} on {report.cluster}"),
+        ("Job", job),
         ("Name", report.job_name or "unknown"),
         ("User", f"{report.user or 'unknown'} (account {report.account or 'unknown'})"),
         ("Partition", report.partition or "unknown"),
@@ -61,15 +72,51 @@ def _summary_rows(report: JobReport) -> list[tuple[str, str]]:
         ("Started", format_time(report.start_time)),
         ("Ended", format_time(report.end_time)),
         ("Elapsed", f"{format_duration(report.elapsed_seconds)} of "
-                    f"{format_duration(report.time_limit_seconds)} time limit"),
+                    f"{time_limit_text(report)} time limit"),
         ("CPUs", f"{report.cpus or 'unknown'} allocated; CPU time {cpu_used}; "
                  f"efficiency {format_percent(report.cpu_efficiency)}"),
-        ("Memory", of(format_bytes(report.memory_peak_bytes),
-                      format_bytes(report.memory_requested_bytes), report.memory_efficiency)
-         + " peak of requested"),
+        ("Memory", memory),
         ("GPUs", str(report.gpus)),
         ("Work directory", report.work_dir or "unknown"),
     ]
+
+
+def array_rows(report: JobReport) -> list[tuple[str, str]]:
+    """The array's summary (label/value pairs), shown before any single task's figures."""
+    a = report.array
+    if a is None:
+        return []
+    states = ", ".join(f"{n} {state}" for state, n in a.state_counts().items())
+    rows = [
+        ("Tasks", f"{len(a.tasks)} ({states})"),
+        ("Elapsed p50 / p95", f"{format_duration(a.elapsed_p50)} / "
+                              f"{format_duration(a.elapsed_p95)}"),
+        ("Peak memory p50 / p95", f"{format_bytes(a.memory_peak_p50)} / "
+                                  f"{format_bytes(a.memory_peak_p95)}"),
+        ("CPU efficiency p50 / p95", f"{format_percent(a.cpu_efficiency_p50)} / "
+                                     f"{format_percent(a.cpu_efficiency_p95)}"),
+        ("Outlier tasks", ", ".join(a.outliers) or "none"),
+    ]
+    advice = " ".join(x for x in (a.suggested_mem and f"--mem={a.suggested_mem}",
+                                  a.suggested_time and f"--time={a.suggested_time}") if x)
+    rows.append(("Next submission", advice or "no suggestion (no task ended yet)"))
+    return [(label, one_line(value)) for label, value in rows]
+
+
+def array_task_rows(report: JobReport) -> list[tuple[str, str, str, str, str]]:
+    """One row per task (id, state, elapsed, CPU efficiency, peak memory): the spread."""
+    if report.array is None:
+        return []
+    return [
+        (one_line(t.job_id), one_line(t.state), format_duration(t.elapsed_seconds),
+         format_percent(t.cpu_efficiency), format_bytes(t.memory_peak_bytes))
+        for t in report.array.tasks[:ARRAY_ROWS_SHOWN]
+    ]
+
+
+def array_more(report: JobReport) -> int:
+    """Tasks not listed one by one."""
+    return max(0, len(report.array.tasks) - ARRAY_ROWS_SHOWN) if report.array else 0
 
 
 def sorted_findings(report: JobReport) -> list[Finding]:
@@ -77,13 +124,22 @@ def sorted_findings(report: JobReport) -> list[Finding]:
     return sorted(report.findings, key=lambda f: f.severity.rank)
 
 
-def context(report: JobReport, charts: list[Chart] | None = None) -> dict[str, Any]:
-    """Everything report.html, email/report.* and the PDF need, computed once."""
+def context(report: JobReport, charts: list[Chart] | None = None,
+            staff: bool = False) -> dict[str, Any]:
+    """Everything report.html, email/report.* and the PDF need, computed once.
+
+    ``staff`` adds each gap's technical detail (driver errors) to its note."""
     return {
         "report": report,
+        "title": one_line(title(report)),
+        "what": what(report),
+        "figures_from": figures_from(report),
+        "array_summary": array_rows(report),
+        "array_tasks": array_task_rows(report),
+        "array_more": array_more(report),
         "summary": summary_rows(report),
         "findings": sorted_findings(report),
-        "gaps": [gap_text(g) for g in report.gaps] + list(report.notes),
+        "gaps": [gap_text(g, staff) for g in report.gaps] + list(report.notes),
         "charts": CHARTS.get(report) if charts is None else charts,
         "queue": [(label, one_line(value)) for label, value in queue_rows(report)],
     }

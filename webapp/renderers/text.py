@@ -7,9 +7,18 @@ import textwrap
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import JobReport, Series
 from webapp.renderers.queue import queue_rows
+from webapp.renderers.wording import (
+    cpu_source_text,
+    figures_from,
+    gap_text,
+    peak_text,
+    time_limit_text,
+    title,
+)
 
 WIDTH = 80
 BAR = 20
+TASKS_SHOWN = 50  # array tasks listed one by one
 SPARK = " ▁▂▃▄▅▆▇█"
 
 
@@ -46,18 +55,60 @@ def _clean(text: str | None) -> str:
     return "".join(c if c.isprintable() else "?" for c in (text or "n/a"))
 
 
+def _wrapped(text: str, indent: str = "  ") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
+
+
+def _array(r: JobReport) -> list[str]:
+    """The array's summary and its tasks' spread: what `show <array id>` leads with."""
+    a = r.array
+    if a is None:
+        return []
+    states = ", ".join(f"{n} {_clean(state)}" for state, n in a.state_counts().items())
+    out = [f"Array of {len(a.tasks)} tasks ({states})"]
+    out.append(_line("Elapsed p50/p95",
+                     f"{format_duration(a.elapsed_p50)} / {format_duration(a.elapsed_p95)}"))
+    out.append(_line("Memory p50/p95",
+                     f"{format_bytes(a.memory_peak_p50)} / {format_bytes(a.memory_peak_p95)}"))
+    out.append(_line("CPU eff. p50/p95",
+                     f"{format_percent(a.cpu_efficiency_p50)} / "
+                     f"{format_percent(a.cpu_efficiency_p95)}"))
+    if a.outliers:
+        out.append(_line("Outlier tasks", ", ".join(a.outliers)[: WIDTH - 20]))
+    advice = " ".join(x for x in (a.suggested_mem and f"--mem={a.suggested_mem}",
+                                  a.suggested_time and f"--time={a.suggested_time}") if x)
+    if advice:
+        out.append(_line("Next submission", advice))
+    out.append("")
+    out.append(f"  {'task':<16}{'state':<14}{'elapsed':>10}{'CPU eff.':>10}{'peak memory':>14}")
+    for t in a.tasks[:TASKS_SHOWN]:
+        out.append(f"  {_clean(t.job_id)[:15]:<16}{_clean(t.state)[:13]:<14}"
+                   f"{format_duration(t.elapsed_seconds):>10}"
+                   f"{format_percent(t.cpu_efficiency):>10}"
+                   f"{format_bytes(t.memory_peak_bytes):>14}")
+    if len(a.tasks) > TASKS_SHOWN:
+        out.append(f"  ... and {len(a.tasks) - TASKS_SHOWN} more tasks")
+    return out
+
+
 def render(report: JobReport) -> str:
     r, u = report, report.usage
     out: list[str] = []
-    title = f"Job {r.job_id} on {r.cluster}: {_clean(r.job_name)}"
-    out += [title[:WIDTH], "=" * min(len(title), WIDTH)]
+    heading = f"{title(r)} on {r.cluster}"
+    out += [_clean(heading)[:WIDTH], "=" * min(len(heading), WIDTH)]
+    if r.array:
+        out += _array(r)
+        out.append("")
+    note = figures_from(r)
+    if note:
+        out += _wrapped(note, "")
+        out.append("")
     out.append(_line("Owner", f"{_clean(r.user)} (account {_clean(r.account)})"))
     out.append(_line("Partition", f"{_clean(r.partition)} on {_nodes(r.nodes)}"))
     state = _clean(r.state)
     if r.exit_code and r.exit_code != "0:0":
         state += f", exit code {r.exit_code}"
     out.append(_line("State", state))
-    limit = format_duration(r.time_limit_seconds) if r.time_limit_seconds else "unlimited"
     used = (
         r.elapsed_seconds / r.time_limit_seconds
         if r.elapsed_seconds is not None and r.time_limit_seconds
@@ -66,7 +117,7 @@ def render(report: JobReport) -> str:
     out.append(
         _line(
             "Elapsed",
-            f"{format_duration(r.elapsed_seconds)} of {limit}"
+            f"{format_duration(r.elapsed_seconds)} of {time_limit_text(r)}"
             + (f" ({format_percent(used)})" if used is not None else ""),
         )
     )
@@ -82,15 +133,19 @@ def render(report: JobReport) -> str:
             "CPU", f"{bar(eff)} {format_percent(eff)}  ({format_duration(r.cpu_seconds)} CPU time)"
         )
     )
+    if r.cpu_source:
+        out += _wrapped(f"CPU time from {cpu_source_text(r)}", " " * 20)
     mem = r.memory_efficiency
+    per_node = " per node" if len(r.nodes) > 1 else ""
     out.append(
         _line(
             "Memory",
             f"{bar(mem)} {format_percent(mem)}  "
             f"({format_bytes(r.memory_peak_bytes)} of "
-            f"{format_bytes(r.memory_requested_bytes)})",
+            f"{format_bytes(r.memory_requested_per_node)}{per_node})",
         )
     )
+    out += _wrapped(f"Peak: {peak_text(r.memory_peak)}", " " * 20)
     for s in u.gpu_utilization:
         out.append(_line(f"GPU {s.label}", f"{bar(s.mean())} {format_percent(s.mean())} mean"))
     if u.read_bytes is not None or u.open_files_max is not None:
@@ -116,44 +171,6 @@ def render(report: JobReport) -> str:
         for s in u.cpu_cores:
             peak = s.max() or 0.0
             out.append(f"  {s.label[:12]:<12} {sparkline(s, 50, top)} max {peak:.2f}")
-    if r.array:
-        a = r.array
-        out.append("")
-        out.append(f"Array of {len(a.tasks)} tasks")
-        out.append(
-            _line(
-                "Elapsed p50/p95",
-                f"{format_duration(a.elapsed_p50)} / {format_duration(a.elapsed_p95)}",
-            )
-        )
-        out.append(
-            _line(
-                "Memory p50/p95",
-                f"{format_bytes(a.memory_peak_p50)} / {format_bytes(a.memory_peak_p95)}",
-            )
-        )
-        out.append(
-            _line(
-                "CPU eff. p50/p95",
-                f"{format_percent(a.cpu_efficiency_p50)} / {format_percent(a.cpu_efficiency_p95)}",
-            )
-        )
-        if a.outliers:
-            out.append(_line("Outlier tasks", ", ".join(a.outliers)[: WIDTH - 20]))
-        if a.suggested_mem or a.suggested_time:
-            out.append(
-                _line(
-                    "Next submission",
-                    " ".join(
-                        x
-                        for x in (
-                            a.suggested_mem and f"--mem={a.suggested_mem}",
-                            a.suggested_time and f"--time={a.suggested_time}",
-                        )
-                        if x
-                    ),
-                )
-            )
     out += _queue(r)
     out.append("")
     if r.findings:
@@ -171,9 +188,7 @@ def render(report: JobReport) -> str:
     else:
         out.append("Findings: none")
     for g in r.gaps:
-        out += textwrap.wrap(
-            f"Note: {g.source} data unavailable: {g.reason}", WIDTH, subsequent_indent="      "
-        )
+        out += textwrap.wrap(f"Note: {gap_text(g)}", WIDTH, subsequent_indent="      ")
     for note in r.notes:
         out += textwrap.wrap(f"Note: {note}", WIDTH, subsequent_indent="      ")
     return "\n".join(out) + "\n"

@@ -2,18 +2,22 @@
 
 An array's tasks share one request, so the suggestion must fit the largest task, not
 the typical one: ``--mem`` and ``--time`` come from the maximum plus a margin, while
-p50/p95 show how uneven the tasks are.
+p50/p95 show how uneven the tasks are. Each task's peak is the report's one definition
+(``webapp.report.peak``): sacct's MaxRSS x tasks per node, or the peak a report already
+measured for that task.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from webapp.detectors.advice import next_mem, next_time, round_up_time
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import slurm_time
-from webapp.model import ArraySummary, ArrayTask, SacctJob, cpu_efficiency
+from webapp.model import ArraySummary, ArrayTask, MemoryPeak, SacctJob, cpu_efficiency
+from webapp.report.peak import sacct_peak
+from webapp.sources.sacct_values import parse_nodelist
 
 NOT_RUN = frozenset({"PENDING", "RUNNING", "REQUEUED", "SUSPENDED"})
 OUTLIER_FACTOR = 2.0  # a task using more than twice the median stands out
@@ -32,10 +36,14 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def array_task(job: SacctJob) -> ArrayTask:
+def array_task(job: SacctJob, peak: MemoryPeak | None = None) -> ArrayTask:
     """One task reduced to what the summary compares (seff's CPU efficiency formula)."""
-    eff = cpu_efficiency(job.total_cpu_seconds, job.elapsed_seconds, job.cpus)
-    return ArrayTask(job.job_id, job.state, job.elapsed_seconds, eff, job.max_rss_bytes)
+    cpu = job.total_cpu_seconds
+    if cpu is None and not job.steps:
+        cpu = job.alloc_cpu_seconds
+    eff = cpu_efficiency(cpu, job.elapsed_seconds, job.cpus)
+    peak = peak or sacct_peak(job)
+    return ArrayTask(job.job_id, job.state, job.elapsed_seconds, eff, peak and peak.bytes)
 
 
 def _outliers(tasks: Sequence[ArrayTask], elapsed_p50: float | None, mem_p50: float | None):
@@ -59,12 +67,16 @@ def _outliers(tasks: Sequence[ArrayTask], elapsed_p50: float | None, mem_p50: fl
     return tuple(out)
 
 
-def _suggest_mem(jobs: Sequence[SacctJob], t: Thresholds) -> str | None:
-    peaks = [j.max_rss_bytes for j in jobs if j.max_rss_bytes]
+def _suggest_mem(jobs: Sequence[SacctJob], tasks: Sequence[ArrayTask],
+                 t: Thresholds) -> str | None:
+    """``--mem`` (per node) for the next array: the largest task's peak plus a margin."""
+    ended = {j.job_id for j in jobs}
+    peaks = [a.memory_peak_bytes for a in tasks if a.job_id in ended and a.memory_peak_bytes]
     oom = [j for j in jobs if j.state == "OUT_OF_MEMORY"]
     if oom:
         # A killed task's peak is its limit: grow from the limit, not from the peak.
-        limits = [j.memory_requested_bytes for j in oom if j.memory_requested_bytes]
+        limits = [j.memory_requested_bytes // max(1, len(parse_nodelist(j.node_list)))
+                  for j in oom if j.memory_requested_bytes]
         base = max(peaks + limits) if peaks or limits else None
         return next_mem(base, t.oom_growth) if base else None
     return next_mem(max(peaks), t.memory_margin) if peaks else None
@@ -79,16 +91,21 @@ def _suggest_time(jobs: Sequence[SacctJob], t: Thresholds) -> str | None:
 
 
 def summarize_array(
-    tasks: Sequence[SacctJob], thresholds: Thresholds | None = None
+    tasks: Sequence[SacctJob],
+    thresholds: Thresholds | None = None,
+    peaks: Mapping[str, MemoryPeak | None] | None = None,
 ) -> ArraySummary:
     """Percentiles, outliers and next-time ``--mem``/``--time`` over an array's tasks.
 
-    Pending ranges (``123_[5-9]``) are left out; tasks that have not run yet count in
-    ``tasks`` but not in the percentiles.
+    ``peaks`` gives the peak a report already measured for a task (its Prometheus peak),
+    so the task shown in full and its line in the summary agree. Pending ranges
+    (``123_[5-9]``) are left out; tasks that have not run yet count in ``tasks`` but
+    not in the percentiles.
     """
     t = thresholds or Thresholds()
+    known = peaks or {}
     jobs = [j for j in tasks if "[" not in j.job_id]
-    reduced = tuple(array_task(j) for j in jobs)
+    reduced = tuple(array_task(j, known.get(j.job_id)) for j in jobs)
     ran = [a for a in reduced if a.state not in NOT_RUN]
     elapsed = [a.elapsed_seconds for a in ran if a.elapsed_seconds is not None]
     memory = [float(a.memory_peak_bytes) for a in ran if a.memory_peak_bytes is not None]
@@ -104,6 +121,6 @@ def summarize_array(
         cpu_efficiency_p50=percentile(cpu, 50),
         cpu_efficiency_p95=percentile(cpu, 95),
         outliers=_outliers(ran, elapsed_p50, memory_p50),
-        suggested_mem=_suggest_mem(ended, t),
+        suggested_mem=_suggest_mem(ended, reduced, t),
         suggested_time=_suggest_time(ended, t),
     )

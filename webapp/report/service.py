@@ -19,12 +19,14 @@ from webapp.report.queue import with_queue
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
 from webapp.sources.cluster import ClusterSource
+from webapp.sources.partitions import PartitionSource
 from webapp.sources.prometheus import PrometheusSource
 from webapp.sources.prometheus_http import make_session
 from webapp.sources.protocols import (
     AccountingReader,
     ClusterReader,
     MetricsReader,
+    PartitionReader,
     QueueHistoryReader,
     SacctReader,
 )
@@ -42,6 +44,7 @@ class ReportService:
         accounting: AccountingReader | None = None,
         sacct: SacctReader | None = None,
         prometheus: MetricsReader | None = None,
+        partitions: PartitionReader | None = None,
         cluster: ClusterReader | None = None,
         archive: Archive | None = None,
     ) -> None:
@@ -73,6 +76,9 @@ class ReportService:
             self.accounting if isinstance(self.accounting, QueueHistoryReader) else None
         )
         self._archive = archive
+        self.partitions = partitions or PartitionSource(
+            settings.scontrol, timeout=settings.sacct_timeout
+        )
 
     @property
     def archive(self) -> Archive | None:
@@ -99,14 +105,19 @@ class ReportService:
             self.prometheus,
             strict_accounting=strict_accounting,
             resolution=resolution,
+            partitions=self.partitions,
         )
         if report.array_job == jid.job and jid.array_task is None:
+            # The id names a whole array: its summary leads; the single figures are those
+            # of one task (``figures_from``), whose peak the summary reuses as is.
             try:
                 tasks = self.sacct.array(jid)
             except (JobNotFound, SourceUnavailable):
                 tasks = ()
-            if len(tasks) > 1:
-                report = dataclasses.replace(report, array=summarize_array(tasks))
+            if tasks:
+                shown = {report.figures_from: report.memory_peak} if report.figures_from else {}
+                summary = summarize_array(tasks, self.thresholds, peaks=shown)
+                report = dataclasses.replace(report, array=summary)
         report = with_queue(report, self.cluster, self.queue_history)
         report = dataclasses.replace(report, findings=detect_all(report, self.thresholds))
         if not archive_fallback:

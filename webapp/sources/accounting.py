@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from webapp.model import AccountingJob, JobId, JobNotFound, SourceUnavailable
+from webapp.model import AccountingJob, JobId, JobNotFound, SourceUnavailable, TimeLimitKind
 from webapp.sources.ended import EndedJob
 from webapp.sources.sacct import parse_nodelist
 
@@ -31,7 +31,8 @@ JOB_STATES = {
     11: "OUT_OF_MEMORY",
 }
 MEM_PER_CPU = 0x8000000000000000
-NO_VAL32 = {0xFFFFFFFE, 0xFFFFFFFF}
+# timelimit: INFINITE is what sacct prints as UNLIMITED, NO_VAL as Partition_Limit.
+TIME_LIMIT_KINDS = {0xFFFFFFFF: TimeLimitKind.UNLIMITED, 0xFFFFFFFE: TimeLimitKind.PARTITION}
 
 COLUMNS = (
     "cluster, job_id, array_job_id, array_task_id, het_job_id, het_job_offset, uid, user,"
@@ -44,6 +45,9 @@ QUERIES = {
     " ORDER BY submit_time DESC LIMIT 1",
     "array_task": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND array_job_id = %s"  # noqa: S608
     " AND array_task_id = %s ORDER BY submit_time DESC LIMIT 1",
+    # An array id that is no task's own id: its lowest task speaks for it (as in sacct).
+    "array_first": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND array_job_id = %s"  # noqa: S608
+    " ORDER BY array_task_id, submit_time DESC LIMIT 1",
     "het": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND het_job_id = %s"  # noqa: S608
     " AND het_job_offset = %s ORDER BY submit_time DESC LIMIT 1",
     "ended_since": "SELECT job_id, array_job_id, array_task_id, het_job_id, het_job_offset"
@@ -95,6 +99,16 @@ def mem_req_bytes(mem_req: int, cpus: int | None, nodes: int) -> int | None:
     return mem_req * max(nodes, 1) * 2**20 if mem_req else None
 
 
+def _limit_kind(minutes: int | None) -> TimeLimitKind | None:
+    if minutes is None:
+        return None
+    return TIME_LIMIT_KINDS.get(int(minutes), TimeLimitKind.JOB)
+
+
+def _limit_seconds(minutes: int | None) -> float | None:
+    return int(minutes) * 60.0 if _limit_kind(minutes) == TimeLimitKind.JOB else None
+
+
 def _time(value: int | None) -> datetime | None:
     return datetime.fromtimestamp(int(value), UTC) if value else None
 
@@ -139,7 +153,8 @@ def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> Accounti
         end_time=_time(row["end_time"]),
         cpus=cpus,
         memory_requested_bytes=mem,
-        time_limit_seconds=None if limit is None or int(limit) in NO_VAL32 else int(limit) * 60.0,
+        time_limit_seconds=_limit_seconds(limit),
+        time_limit_kind=_limit_kind(limit),
         nodes=nodes,
         node_list=row["nodelist"] or "",
         work_dir=row["work_dir"] or None,
@@ -181,16 +196,19 @@ class AccountingSource:
     def _query(self, name: str, *params: object) -> list[dict[str, Any]]:
         import pymysql
 
+        # The driver's words (host, port, errno) go to ``detail``: logs and staff only.
         try:
             conn = self._connect()
         except pymysql.MySQLError as exc:
-            raise SourceUnavailable(self.name, f"cannot connect: {exc.args[-1]}") from exc
+            raise SourceUnavailable(self.name, "accounting database unreachable",
+                                    f"cannot connect: {exc.args[-1]}") from exc
         try:
             with conn.cursor() as cur:
                 cur.execute(QUERIES[name], params)
                 return list(cur.fetchall())
         except pymysql.MySQLError as exc:
-            raise SourceUnavailable(self.name, f"query {name} failed: {exc.args[-1]}") from exc
+            raise SourceUnavailable(self.name, "accounting database query failed",
+                                    f"query {name} failed: {exc.args[-1]}") from exc
         finally:
             conn.close()
 
@@ -212,7 +230,9 @@ class AccountingSource:
         elif job_id.het_offset is not None:
             rows = self._query("het", self.cluster, job_id.job, job_id.het_offset)
         else:
-            rows = self._query("job", self.cluster, job_id.job)
+            rows = self._query("job", self.cluster, job_id.job) or self._query(
+                "array_first", self.cluster, job_id.job
+            )
         if not rows:
             raise JobNotFound(str(job_id))
         return parse_row(rows[0], self.tres_names())
@@ -249,7 +269,7 @@ class AccountingSource:
         for r in self._query("partition_time_limits", self.cluster, partition,
                              int(since.timestamp())):
             limit = r["timelimit"]
-            if limit is not None and int(limit) not in NO_VAL32:
+            if limit is not None and int(limit) not in TIME_LIMIT_KINDS:
                 out[int(limit) * 60.0] = out.get(int(limit) * 60.0, 0) + int(r["n"])
         return out
 

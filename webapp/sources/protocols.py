@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from webapp.model import AccountingJob, JobId, QueueContext, SacctJob, Usage
+from webapp.model import AccountingJob, JobId, QueueContext, SacctJob, TimeLimitKind, Usage
 from webapp.sources.ended import EndedJob
 
 
@@ -37,6 +37,12 @@ class MetricsReader(Protocol):
 
     def usage(self, job_id: JobId, start: datetime, end: datetime,
               nodes: Iterable[str] = (), resolution: str = "plot") -> Usage: ...
+
+
+class PartitionReader(Protocol):
+    """The partitions' own limits: what a job's ``Partition_Limit`` stands for."""
+
+    def max_time(self, partition: str) -> tuple[TimeLimitKind, float | None]: ...
 
 
 class ClusterReader(Protocol):

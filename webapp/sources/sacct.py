@@ -26,16 +26,18 @@ from webapp.sources.sacct_values import parse_req_mem as parse_req_mem
 from webapp.sources.sacct_values import parse_sacct_duration as parse_sacct_duration
 from webapp.sources.sacct_values import parse_sacct_state as parse_sacct_state
 from webapp.sources.sacct_values import parse_time as parse_time
+from webapp.sources.sacct_values import parse_time_limit as parse_time_limit
 from webapp.sources.sacct_values import parse_tres as parse_tres
 
 log = logging.getLogger(__name__)
 
 # What SacctSource asks for. JobIDRaw finds an array task by its own numeric id;
-# NNodes multiplies old per-node ReqMem ("100Gn"); NTasks scales per-task MaxRSS.
+# NNodes multiplies old per-node ReqMem ("100Gn"); NTasks scales per-task MaxRSS;
+# MaxRSSNode names the node that held the largest task.
 FIELDS: tuple[str, ...] = (
     "JobID", "JobIDRaw", "JobName", "User", "Account", "Partition", "State", "ExitCode",
     "Elapsed", "Timelimit", "TotalCPU", "AllocCPUS", "NNodes", "NTasks", "ReqMem", "MaxRSS",
-    "AllocTRES", "Start", "End", "NodeList", "WorkDir",
+    "AllocTRES", "Start", "End", "NodeList", "WorkDir", "MaxRSSNode",
 )  # fmt: skip
 
 Runner = Callable[[list[str]], str]
@@ -62,7 +64,7 @@ class _Columns:
             "jobid", "jobidraw", "jobname", "user", "account", "partition", "state",
             "exitcode", "elapsed", "timelimit", "timelimitraw", "totalcpu", "alloccpus",
             "nnodes", "ntasks", "reqmem", "maxrss", "alloctres", "start", "end", "nodelist",
-            "workdir",
+            "workdir", "maxrssnode",
         ):  # fmt: skip
             setattr(self, name, cols.get(name, -1))
         if self.jobid < 0:
@@ -74,11 +76,11 @@ class _Columns:
             self.jobid, self.jobname, self.user, self.account, self.partition, self.state,
             self.exitcode, self.elapsed, self.timelimit, self.alloccpus, self.nnodes,
             self.reqmem, self.alloctres, self.start, self.end, self.nodelist, self.workdir,
-            self.timelimitraw,
+            self.timelimitraw, self.totalcpu, self.maxrss,
         )  # fmt: skip
         self.step = itemgetter(
             self.jobname, self.state, self.exitcode, self.elapsed, self.totalcpu, self.maxrss,
-            self.alloccpus, self.nodelist, self.ntasks,
+            self.alloccpus, self.nodelist, self.ntasks, self.maxrssnode,
         )  # fmt: skip
 
 
@@ -104,28 +106,31 @@ def _tres_facts(text: str) -> tuple[int, int | None]:
     return gpus_from_tres(tres), parse_memory(tres["mem"]) if "mem" in tres else None
 
 
-def _job(p: list[str], r: _Columns, tz: tzinfo | None) -> tuple:
-    """SacctJob's fields in order, without ``steps`` (known only at the end)."""
+def _job(p: list[str], r: _Columns, tz: tzinfo | None) -> tuple[tuple, dict]:
+    """SacctJob's positional fields in order, without ``steps`` (known only at the end),
+    and its keyword fields."""
     (job_id, name, user, account, partition, state_text, exit_code, elapsed, timelimit,
      cpus_text, nodes_text, reqmem, tres, start, end, nodelist, workdir,
-     limit_raw) = r.job(p)  # fmt: skip
+     limit_raw, total_cpu, rss) = r.job(p)  # fmt: skip
     state, by = parse_sacct_state(state_text)
     cpus = int(cpus_text) if cpus_text else None
     gpus, tres_mem = _tres_facts(tres)
     mem = parse_req_mem(reqmem, cpus, int(nodes_text) if nodes_text else None) if reqmem else None
-    limit = parse_sacct_duration(timelimit)
-    if limit is None and limit_raw.isdigit():
-        limit = int(limit_raw) * 60.0  # TimelimitRaw is minutes
+    kind, limit = parse_time_limit(timelimit, limit_raw)
     return (
         job_id, name or None, user or None, account or None, partition or None, state,
         exit_code, parse_sacct_duration(elapsed), limit, cpus,
         tres_mem if mem is None else mem, gpus,
         parse_time(start, tz), parse_time(end, tz), nodelist, workdir or None,
-    ), by  # fmt: skip
+    ), {
+        "cancelled_by": by, "time_limit_kind": kind,
+        "alloc_cpu_seconds": parse_sacct_duration(total_cpu),
+        "alloc_max_rss_bytes": parse_memory(rss),
+    }  # fmt: skip
 
 
 def _step(step_id: str, p: list[str], r: _Columns) -> Step:
-    name, state, exit_code, elapsed, total_cpu, rss, cpus, nodelist, tasks = r.step(p)
+    name, state, exit_code, elapsed, total_cpu, rss, cpus, nodelist, tasks, rss_node = r.step(p)
     return Step(
         step_id,
         name,
@@ -137,6 +142,7 @@ def _step(step_id: str, p: list[str], r: _Columns) -> Step:
         int(cpus) if cpus else None,
         parse_nodelist(nodelist),
         int(tasks) if tasks else None,
+        rss_node or None,
     )
 
 
@@ -207,17 +213,17 @@ def _group_lines(
             log.warning("sacct line for %s skipped: %s", p[jobid], e)
     out = []
     for job_id, (rid, head, steps) in groups.items():
-        fields_, by = head or _orphan(job_id, steps)
-        out.append((rid, SacctJob(*fields_, tuple(steps), by)))
+        fields_, extra = head or _orphan(job_id, steps)
+        out.append((rid, SacctJob(*fields_, tuple(steps), raw_id=rid or None, **extra)))
     return out
 
 
-def _orphan(job_id: str, steps: list[Step]) -> tuple:
+def _orphan(job_id: str, steps: list[Step]) -> tuple[tuple, dict]:
     """A job known only from its steps (seen in real captures): the first step speaks for it."""
     first = steps[0]
     fields = (job_id, None, None, None, None, first.state, first.exit_code,
               first.elapsed_seconds, None, first.cpus, None, 0, None, None, "", None)  # fmt: skip
-    return fields, None
+    return fields, {}
 
 
 def parse_sacct(
@@ -306,12 +312,17 @@ class SacctSource:
         rows = self._query(jid)
         for pick in (
             lambda rid, j: j.job_id == jid,  # as typed
-            lambda rid, j: rid == jid,  # an array task's own numeric id
+            lambda rid, j: rid == jid,  # an array task's own numeric id (or the array's)
             lambda rid, j: j.job_id == f"{jid}+0",  # a het job is led by component 0
         ):
             found = [j for rid, j in rows if pick(rid, j)]
             if found:
                 return found[0]
+        # An array whose tasks all have other raw ids: its first task speaks for it, as
+        # the accounting source picks it (the lowest task id).
+        tasks = sorted(_array_tasks(jid, (j for _, j in rows)), key=_task_number)
+        if tasks:
+            return tasks[0]
         if len(rows) == 1:
             return rows[0][1]
         raise JobNotFound(jid)
@@ -335,3 +346,9 @@ class SacctSource:
 def _array_tasks(master: str, jobs: Iterable[SacctJob]) -> tuple[SacctJob, ...]:
     prefix = master + "_"
     return tuple(j for j in jobs if j.job_id.startswith(prefix))
+
+
+def _task_number(job: SacctJob) -> tuple[int, str]:
+    """Sort key of an array task: ``123_4`` -> 4; pending ranges (``123_[5-9]``) last."""
+    task = job.job_id.partition("_")[2]
+    return (int(task), "") if task.isdigit() else (2**63, task)

@@ -15,6 +15,8 @@ import re
 from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 
+from webapp.model import TimeLimitKind
+
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 _NO_LIMIT = frozenset({"", "UNLIMITED", "PARTITION_LIMIT", "INVALID", "NONE", "N/A"})
 _NO_TIME = frozenset({"", "UNKNOWN", "NONE", "N/A", "0"})
@@ -55,6 +57,35 @@ def parse_sacct_duration(text: str) -> float | None:
     except ValueError:
         raise ValueError(f"not a Slurm duration: {text!r}") from None
     return days * 86400 + h * 3600 + m * 60 + s
+
+
+# TimelimitRaw prints Slurm's INFINITE and NO_VAL as numbers.
+_RAW_LIMITS = {"4294967295": TimeLimitKind.UNLIMITED, "4294967294": TimeLimitKind.PARTITION}
+
+
+@lru_cache(maxsize=1024)
+def parse_time_limit(text: str, raw: str = "") -> tuple[TimeLimitKind | None, float | None]:
+    """Which limit applied and its seconds, from Timelimit (else TimelimitRaw, minutes).
+
+        2-00:00:00        (the job's own limit)
+        Partition_Limit   (the partition's MaxTime applies; sacct does not say which)
+
+    ``UNLIMITED`` is the only text read as no limit; empty or unknown text is (None, None).
+    """
+    t = text.strip().upper()
+    if t == "UNLIMITED":
+        return TimeLimitKind.UNLIMITED, None
+    if t == "PARTITION_LIMIT":
+        return TimeLimitKind.PARTITION, None
+    seconds = parse_sacct_duration(text)
+    if seconds is not None:
+        return TimeLimitKind.JOB, seconds
+    r = raw.strip()
+    if r.upper() == "UNLIMITED" or r in _RAW_LIMITS:
+        return _RAW_LIMITS.get(r, TimeLimitKind.UNLIMITED), None
+    if r.isdigit():
+        return TimeLimitKind.JOB, int(r) * 60.0
+    return None, None
 
 
 @lru_cache(maxsize=8192)

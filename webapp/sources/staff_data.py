@@ -16,11 +16,15 @@ from datetime import datetime
 
 from webapp.sources.ended import FINAL_STATES
 from webapp.sources.prometheus import PrometheusSource, promql_string
-from webapp.sources.sacct import FIELDS, parse_nodelist, parse_sacct, run_sacct
+from webapp.sources.sacct import parse_nodelist, parse_sacct, run_sacct
 
 # SacctSource's FIELDS without the free text (a job name or directory may hold a newline,
 # which would cost the job its line), plus Submit for the wait.
-STAFF_FIELDS = (*(f for f in FIELDS if f not in ("JobName", "WorkDir")), "Submit")
+# What the staff tables need, fixed here (not derived from the report's FIELDS, which grow
+# with the single-job report): the captured windows in fixtures/ hold exactly these.
+STAFF_FIELDS = ("JobID", "JobIDRaw", "User", "Account", "Partition", "State", "ExitCode",
+                "Elapsed", "Timelimit", "TotalCPU", "AllocCPUS", "NNodes", "NTasks", "ReqMem",
+                "MaxRSS", "AllocTRES", "Start", "End", "NodeList", "Submit")
 JOB_QUERIES = {
     "gpu_utilization": "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio[{w}]))",
     "gpu_memory_used": "max by (jobid) (max_over_time(jobs_gpu_memory_used_bytes[{w}]))",

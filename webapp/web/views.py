@@ -7,6 +7,7 @@ from flask import (
     Response,
     abort,
     current_app,
+    g,
     redirect,
     render_template,
     request,
@@ -16,6 +17,7 @@ from flask import (
 from webapp.model import JobId
 from webapp.renderers.presentation import context
 from webapp.sources.prometheus import RESOLUTIONS
+from webapp.web import auth
 from webapp.web.reports import authorize, load_report
 
 bp = Blueprint("views", __name__)
@@ -36,7 +38,9 @@ def job(job_id: str):
     report = load_report(JobId.parse(job_id))
     links = [(fmt.upper(), url_for(f"views.job_{fmt}", job_id=report.job_id))
              for fmt in ("pdf", "json", "txt")]
-    return render_template("report.html", links=links, **context(report))
+    # Staff also see each gap's technical detail (driver errors); users the plain reason.
+    return render_template("report.html", links=links,
+                           **context(report, staff=auth.is_staff(g.user)))
 
 
 @bp.get("/jobs/<job_id>.pdf")

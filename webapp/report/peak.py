@@ -1,0 +1,63 @@
+"""The job's memory peak: one definition per source, chosen once per report.
+
+``--mem`` is per node, so the peak is that of the busiest node.
+
+- Prometheus: the largest RSS the exporter sampled of the job's cgroup on each node
+  (``jobs_memory_rss_bytes``: all the job's tasks on that node together; page cache
+  excluded). The busiest node's value.
+- sacct: MaxRSS is the largest *single task*; a step running N tasks on that node may
+  have held up to N times that at once (seff's "estimated maximum"). So the estimate is
+  MaxRSS x the step's tasks per node, for the step whose estimate is largest; without
+  step lines (old Slurm), the allocation line's MaxRSS.
+
+Prometheus wins when it has samples, unless a single task's MaxRSS alone exceeds them
+(the peak fell between two scrapes): then sacct's estimate is the better account.
+"""
+
+from __future__ import annotations
+
+import math
+
+from webapp.model import MemoryPeak, PeakSource, SacctJob, Usage
+
+
+def sacct_peak(job: SacctJob) -> MemoryPeak | None:
+    """MaxRSS x tasks on the node of the largest task, over the steps; None without MaxRSS."""
+    best: MemoryPeak | None = None
+    for step in job.steps:
+        if not step.max_rss_bytes:
+            continue
+        tasks = math.ceil((step.tasks or 1) / max(1, len(step.nodes)))
+        peak = MemoryPeak(
+            bytes=step.max_rss_bytes * tasks,
+            source=PeakSource.SACCT,
+            node=step.max_rss_node or (step.nodes[0] if len(step.nodes) == 1 else None),
+            step_id=step.step_id,
+            per_task_bytes=step.max_rss_bytes,
+            tasks=tasks,
+        )
+        if best is None or peak.bytes > best.bytes:
+            best = peak
+    if best is None and not job.steps and job.alloc_max_rss_bytes:
+        best = MemoryPeak(job.alloc_max_rss_bytes, PeakSource.SACCT,
+                          per_task_bytes=job.alloc_max_rss_bytes, tasks=1)
+    return best
+
+
+def prometheus_peak(usage: Usage) -> MemoryPeak | None:
+    """The largest RSS sample of the busiest node; None when nothing was sampled."""
+    best: MemoryPeak | None = None
+    for series in usage.memory_rss:
+        top = series.max()
+        if top and (best is None or top > best.bytes):
+            best = MemoryPeak(int(top), PeakSource.PROMETHEUS, node=series.label or None)
+    return best
+
+
+def job_peak(sacct: MemoryPeak | None, prometheus: MemoryPeak | None) -> MemoryPeak | None:
+    """Prometheus' peak, unless one task's MaxRSS alone is larger (a peak between scrapes)."""
+    if prometheus is None:
+        return sacct
+    if sacct is not None and (sacct.per_task_bytes or 0) > prometheus.bytes:
+        return sacct
+    return prometheus

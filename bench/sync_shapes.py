@@ -108,3 +108,22 @@ def records(job: Replay, cluster: str) -> tuple[AccountingJob, SacctJob]:
         time_limit_seconds=sj.time_limit_seconds, nodes=(job.node,), node_list=job.node,
         work_dir=sj.work_dir, gpus=sj.gpus)
     return acct, sj
+
+
+def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Capture ended stack jobs' shapes for the "
+                                 "sync benchmark: sync_shapes.py capture JOBID...")
+    ap.add_argument("command", choices=("capture",))
+    ap.add_argument("job_ids", nargs="+", metavar="JOBID")
+    ap.add_argument("--prometheus", default="http://127.0.0.1:9090")
+    ap.add_argument("-o", "--output", type=Path,
+                    default=Path(__file__).resolve().parent.parent
+                    / "fixtures/prometheus/sync-shapes.json")
+    args = ap.parse_args()
+    capture(args.prometheus, args.job_ids, args.output)
+
+
+if __name__ == "__main__":
+    main()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from webapp.archive.mail_state import FOLDED, REPORT, MailState
 from webapp.archive.store import Archive, ArchiveBusy
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
 from webapp.mail.policy import owner_address, read_opt_out, skip_reason
@@ -59,6 +60,7 @@ class Syncer:
         self.service = service or ReportService(settings, archive=self.archive)
         self.connect = connect or smtp_connect(settings)
         self.sacct = SacctEnded(settings.sacct, settings.cluster, settings.sacct_timeout)
+        self.mail = MailState(self.archive.db, self.archive.clock)
 
     def close(self) -> None:
         self.archive.close()
@@ -170,15 +172,32 @@ class Syncer:
 
     def _email(self, job: EndedJob, report: JobReport, outbox: Outbox,
                opt_out: frozenset[str]) -> str:
+        # Opt-outs: the file staff keep, and the choices made by link or `jobreport opt-out`.
+        opt_out = opt_out | self.mail.opted_out(self.cluster).keys()
         reason = skip_reason(report, self.settings, opt_out)
         to_addr = owner_address(report, self.settings) if reason is None else None
         if reason is None and to_addr is None:
             reason = "no address"
         if reason:
             return f"skipped: {reason}"
+        if not self._within_cap(job, report.user or ""):
+            return "folded into digest"
         queued = outbox.enqueue(email_key(job), job.job_id, "ended",
                                 message(report, to_addr, self.settings))
         return "queued" if queued else "already queued"
+
+
+    def _within_cap(self, job: EndedJob, user: str) -> bool:
+        """Decide once per job whether it is emailed or, past the user's daily cap, left
+        for the weekly digest (a re-run keeps the first decision)."""
+        decided = self.mail.decision(self.cluster, job.job_id, job.submit_time)
+        if decided is None:
+            day = time.strftime("%Y-%m-%d", time.gmtime(self.mail.clock()))
+            cap = self.settings.mail_daily_cap
+            full = cap > 0 and self.mail.sent_on(self.cluster, user, day) >= cap
+            decided = FOLDED if full else REPORT
+            self.mail.decide(self.cluster, job.job_id, job.submit_time, user, day, decided)
+        return decided == REPORT
 
 
 def _deliver(outbox: Outbox, connect: Connect) -> Counter:

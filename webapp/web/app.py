@@ -10,7 +10,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from webapp.renderers.templates import TEMPLATES, install_filters
 from webapp.report.service import ReportService
 from webapp.settings import Settings, SettingsError
-from webapp.web import auth, cluster, errors, ratelimit, views
+from webapp.web import auth, cluster, errors, ratelimit, unsubscribe, views
 from webapp.web.pdfs import PdfBuilds
 from webapp.web.reports import ReportCache
 from webapp.web.security import security_headers
@@ -64,5 +64,6 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     app.register_blueprint(views.bp)
     ratelimit.install(app, settings)
     app.register_blueprint(cluster.bp)
+    app.register_blueprint(unsubscribe.bp)
     errors.register(app)
     return app

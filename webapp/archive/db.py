@@ -14,7 +14,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+
+from jobreport_net.mysql_url import mysql_params
 
 
 class ArchiveBusy(RuntimeError):
@@ -163,15 +164,8 @@ class Database:
 def _mysql_connect(url: str, timeout: float) -> Any:
     import pymysql
 
-    parts = urlsplit(url)
-    query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
     return pymysql.connect(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or 3306,
-        user=unquote(parts.username or ""),
-        password=unquote(parts.password or ""),
-        database=(parts.path or "/jobreport_archive").lstrip("/") or "jobreport_archive",
-        unix_socket=query.get("unix_socket"),
+        **mysql_params(url, "jobreport_archive"),
         connect_timeout=int(timeout),
         autocommit=True,
         charset="utf8mb4",

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
+from jobreport_net.mysql_url import mysql_params
 from webapp.model import AccountingJob, JobId, JobNotFound, SourceUnavailable, TimeLimitKind
 from webapp.sources.ended import EndedJob
 from webapp.sources.sacct import parse_nodelist
@@ -166,17 +166,12 @@ def connect_from_url(url: str, timeout: float = 5.0) -> Any:
     """``mysql://user:pass@host:port/db`` (or ``?unix_socket=/path``) -> a pymysql connection."""
     import pymysql
 
-    parts = urlsplit(url)
-    if parts.scheme not in ("mysql", "mariadb"):
-        raise ValueError(f"JOBREPORT_DB_URL must start with mysql://, not {parts.scheme!r}")
-    query = dict(p.split("=", 1) for p in parts.query.split("&") if "=" in p)
+    try:
+        params = mysql_params(url, "jobreport")
+    except ValueError as exc:
+        raise ValueError(f"JOBREPORT_DB_URL: {exc}") from None
     return pymysql.connect(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or 3306,
-        user=unquote(parts.username or ""),
-        password=unquote(parts.password or ""),
-        database=(parts.path or "/jobreport").lstrip("/") or "jobreport",
-        unix_socket=query.get("unix_socket"),
+        **params,
         connect_timeout=timeout,
         read_timeout=timeout,
         cursorclass=pymysql.cursors.DictCursor,
@@ -227,7 +222,10 @@ class AccountingSource:
 
     def job(self, job_id: JobId | str) -> AccountingJob:
         """The job's latest record (a requeued job keeps its id); JobNotFound if none."""
-        job_id = JobId.of(job_id)
+        return parse_row(self._rows(JobId.of(job_id))[0], self.tres_names())
+
+    def _rows(self, job_id: JobId) -> list[dict[str, Any]]:
+        """The view's rows for the job (latest first); JobNotFound if none."""
         if job_id.array_task is not None:
             rows = self._query("array_task", self.cluster, job_id.job, job_id.array_task)
         elif job_id.het_offset is not None:
@@ -238,7 +236,7 @@ class AccountingSource:
             )
         if not rows:
             raise JobNotFound(str(job_id))
-        return parse_row(rows[0], self.tres_names())
+        return rows
 
     def jobs(self, job_ids: Iterable[str], chunk: int = 500) -> dict[str, AccountingJob]:
         """Many jobs' latest records, one query per ``chunk`` ids (the sync's batches)."""
@@ -275,15 +273,7 @@ class AccountingSource:
     # Queue history (QueueHistoryReader): what the queue context compares a job with.
     def requested_gpu_types(self, job_id: JobId | str) -> tuple[str, ...]:
         """GPU types the job asked for (TRES ``gres/gpu:<type>``); () when untyped."""
-        job_id = JobId.of(job_id)
-        if job_id.array_task is not None:
-            rows = self._query("array_task", self.cluster, job_id.job, job_id.array_task)
-        elif job_id.het_offset is not None:
-            rows = self._query("het", self.cluster, job_id.job, job_id.het_offset)
-        else:
-            rows = self._query("job", self.cluster, job_id.job)
-        if not rows:
-            raise JobNotFound(str(job_id))
+        rows = self._rows(JobId.of(job_id))
         return gpu_types(parse_tres_ids(rows[0]["tres_req"], self.tres_names()))
 
     def time_limits(self, partition: str, since: datetime) -> dict[float, int]:

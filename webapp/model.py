@@ -118,6 +118,9 @@ class Finding:
     message: str
     advice: str
     evidence: dict[str, float | int | str] = field(default_factory=dict)
+    # The evidence as one readable sentence ("1 GPU allocated, idle for the whole job"):
+    # what HTML, text, PDF and email show; JSON keeps ``evidence`` as numbers as well.
+    evidence_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -333,6 +336,24 @@ class ArraySummary:
 
 
 @dataclass(frozen=True)
+class SizingSuggestion:
+    """A ready ``#SBATCH`` block computed from the history of jobs like this one.
+
+    ``options`` are (option, value) pairs in the order they are printed, e.g.
+    ("--mem", "6G"); ``based_on`` is how many past jobs they come from;
+    ``saved`` lists what the block would have saved, as plain phrases."""
+
+    options: tuple[tuple[str, str], ...]
+    based_on: int
+    saved: tuple[str, ...] = ()
+    basis: str = ""  # how the jobs were matched, e.g. "jobs named 'train' of alice, 30 days"
+
+    def lines(self) -> list[str]:
+        """The block as it goes in a batch script: one ``#SBATCH --opt=value`` per line."""
+        return [f"#SBATCH {option}={value}" for option, value in self.options]
+
+
+@dataclass(frozen=True)
 class JobReport:
     """Everything known about one job, from every source, after precedence is applied."""
 
@@ -375,6 +396,7 @@ class JobReport:
     notes: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = ()
     queue: QueueContext | None = None  # why it waited; filled by the report service
+    sizing: SizingSuggestion | None = None  # next submission's #SBATCH block, from history
 
     @property
     def cpu_efficiency(self) -> float | None:

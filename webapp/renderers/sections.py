@@ -33,7 +33,8 @@ def step_rows(report: JobReport) -> list[tuple[str, ...]]:
 def _num(value: float | None, unit: str = "") -> str:
     if value is None:
         return UNKNOWN
-    return f"{value:.2f}{unit}" if abs(value) < 100 else f"{value:.0f}{unit}"
+    # Three significant figures: a short test job's waste is thousandths of a unit.
+    return f"{value:.3g}{unit}" if abs(value) < 1000 else f"{value:.0f}{unit}"
 
 
 def waste_rows(report: JobReport) -> list[tuple[str, ...]]:
@@ -92,7 +93,7 @@ def audit_rows(report: JobReport) -> list[tuple[str, str]]:
     a = report.audit
     if a is None:
         return []
-    overridden = [f"{n}={v:g}" for n, v, o in a.thresholds if o]
+    overridden = [f"{n}={v:.10g}" for n, v, o in a.thresholds if o]
     return [
         ("Sources", "; ".join(f"{s}: {_clean(r)}" for s, r in a.sources)),
         ("Rules version", a.rules_version),
@@ -115,7 +116,7 @@ def threshold_rows(report: JobReport) -> list[tuple[str, str]]:
     a = report.audit
     if a is None:
         return []
-    return [(n, f"{v:g}" + (" (overridden)" if o else "")) for n, v, o in a.thresholds]
+    return [(n, f"{v:.10g}" + (" (overridden)" if o else "")) for n, v, o in a.thresholds]
 
 
 def query_rows(report: JobReport) -> list[tuple[str, str]]:

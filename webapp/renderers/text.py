@@ -183,7 +183,7 @@ def render(report: JobReport) -> str:
             peak = s.max() or 0.0
             out.append(f"  {s.label[:12]:<12} {sparkline(s, 50, top)} max {peak:.2f}")
     out += _queue(r)
-    out += _table("Steps", STEP_HEADER, step_rows(r), (8, 12, 11, 6, 9, 5, 9, 11))
+    out += _table("Steps", STEP_HEADER, step_rows(r), (8, 11, 11, 6, 9, 5, 9, 12))
     out += _table("Waste", WASTE_HEADER, waste_rows(r), (9, 20, 20, 14, 11))
     note = waste_note(r)
     if note:

@@ -52,6 +52,12 @@ def _serial(report: JobReport) -> tuple[str, str]:
     return kind, text
 
 
+def _gpus(report: JobReport) -> tuple[str, str]:
+    if not report.gpus:
+        return SLURM, "the allocation: no GPUs, nothing to judge"
+    return GPUS, "Prometheus (jobs_gpu_utilization_ratio)"
+
+
 def _nodes(metric: str) -> Callable[[JobReport], tuple[str, str]]:
     return lambda report: (NODES, f"Prometheus ({metric})")
 
@@ -61,8 +67,8 @@ RESTS_ON: Mapping[str, Callable[[JobReport], tuple[str, str]]] = {
     "serial_on_many_cores": _serial,
     "memory_over_requested": _memory,
     "memory_near_limit": _memory,
-    "gpu_idle": lambda report: (GPUS, "Prometheus (jobs_gpu_utilization_ratio)"),
-    "gpu_util_low": lambda report: (GPUS, "Prometheus (jobs_gpu_utilization_ratio)"),
+    "gpu_idle": lambda report: _gpus(report),
+    "gpu_util_low": lambda report: _gpus(report),
     "oversubscribed": _nodes("jobs_threads, jobs_cpu_seconds_total"),
     "io_not_on_scratch": _nodes("jobs_*_bytes_total, jobs_scratch_in_use"),
     "small_io": _nodes("jobs_*_syscalls_total"),

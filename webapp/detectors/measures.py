@@ -50,7 +50,7 @@ def user_steps(lines: tuple[StepLine, ...]) -> list[StepLine]:
 
 
 def responsible_step(lines: tuple[StepLine, ...], share: float = 0.5) -> StepLine | None:
-    """The one srun step (or het component) holding at least ``share`` of the idle
+    """The one srun step (or het component) holding more than ``share`` of the idle
     core-seconds of all of them; None when idleness is spread out, or with fewer than two.
 
     The batch step is left out: while srun steps run it holds every core and sleeps, so it
@@ -60,6 +60,6 @@ def responsible_step(lines: tuple[StepLine, ...], share: float = 0.5) -> StepLin
         return None
     total = sum(x.idle_core_seconds or 0.0 for x in candidates)
     worst = max(candidates, key=lambda x: x.idle_core_seconds or 0.0)
-    if total <= 0 or (worst.idle_core_seconds or 0.0) < share * total:
+    if total <= 0 or (worst.idle_core_seconds or 0.0) <= share * total:
         return None
     return worst

@@ -53,6 +53,9 @@ _LIGATURE_CHARS = "-<>!?,"
 _QUOTES = {"'": r"\textquotesingle{}", "`": r"\textasciigrave{}", '"': r"\textquotedbl{}"}
 
 
+RAGGED = r">{\raggedright\arraybackslash}X"  # a wrapping column without justified gaps
+
+
 class PdfError(RuntimeError):
     """LaTeX failed; the message carries the end of its log."""
 
@@ -175,8 +178,9 @@ def _plots(doc: Document, report: JobReport, tmp: str) -> None:
 def _grid(doc: Document, header: tuple[str, ...], rows: list[tuple[str, ...]],
           spec: str) -> None:
     with doc.create(Tabularx(spec, width_argument=NoEscape(r"\textwidth"))) as t:
-        t.add_row([bold(escaped(h)) for h in header])
-        t.add_hline()
+        if any(header):
+            t.add_row([bold(escaped(h)) for h in header])
+            t.add_hline()
         for row in rows:
             t.add_row([escaped(cell) for cell in row])
     doc.append(NoEscape(r"\par\medskip"))
@@ -203,8 +207,9 @@ def _sections(doc: Document, report: JobReport) -> None:
             cov = coverage_rows(report)
             if cov:
                 _grid(doc, COVERAGE_HEADER, cov, "lrrrX")
-            _grid(doc, ("", ""), audit_rows(report), r">{\bfseries}lX")
-            _grid(doc, ("detector", "rests on", "verdict"), verdict_rows(report), "lXX")
+            _grid(doc, ("", ""), audit_rows(report), r">{\bfseries}l" + RAGGED)
+            _grid(doc, ("detector", "rests on", "verdict"), verdict_rows(report),
+                  "l" + RAGGED + RAGGED)
             doc.append(escaped("The exact PromQL queries are in the JSON report and the web page."))
     doc.append(NoEscape("}"))
 

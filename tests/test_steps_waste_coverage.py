@@ -215,3 +215,18 @@ def test_exporter_labels_steps_only_for_multi_step_jobs():
 def test_cpu_efficiency_helper_is_the_step_formula():
     assert cpu_efficiency(16.5, 20.0, 2) == pytest.approx(0.4125)
     assert PeakSource.SACCT == "sacct"
+
+
+def test_archived_summary_keeps_the_sections():
+    from webapp.archive.codec import report_from_record
+
+    t = Thresholds(min_runtime_seconds=10)
+    report = half_covered(steps_report())
+    report = dataclasses.replace(report, waste=compute_waste(report, {}),
+                                 findings=detect_all(report, t))
+    report = audited(report, t, {}, 0.8)
+    summary = json_renderer.to_dict(report, include_series=False)
+    back = report_from_record(json.loads(json.dumps(summary)), {})
+    assert back.step_lines == report.step_lines and back.waste == report.waste
+    assert back.coverage.nodes == report.coverage.nodes and back.audit == report.audit
+    assert json_renderer.to_dict(back, include_series=False)["coverage"] == summary["coverage"]

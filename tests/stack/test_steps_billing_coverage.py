@@ -58,8 +58,8 @@ def test_each_step_has_its_own_line_in_every_format(stack_jobs, stack_env):
         x = lines[step]
         assert x["cpus"] == cpus and x["state"] == state.split()[0]
         assert x["cpu_efficiency"] == pytest.approx(cpu / (elapsed * cpus), abs=0.01)
-    # step 0 kept one core of two busy; step 1 both
-    assert lines["0"]["cpu_efficiency"] < 0.7 and lines["1"]["cpu_efficiency"] > 0.6
+    # Step 0 asked for 2 cores for 20 s and kept one busy: most of the idle core-seconds
+    # are its (step 1's share depends on how busy the shared machine is).
     finding = next(f for f in data["findings"] if f["name"] == "cpu_efficiency_low")
     assert finding["evidence"]["step"] == "0" and "step 0" in finding["message"]
     out = jobreport("show", job, env=stack_env).stdout

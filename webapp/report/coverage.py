@@ -111,8 +111,13 @@ def audited(report: JobReport, thresholds: Thresholds, overrides: Mapping[str, f
         if why:
             dropped.add(detector.name)
         verdicts.append(Verdict(detector.name, text, why is not None, why or ""))
-    notes = [f"The {v.detector.replace('_', ' ')} verdict is withheld: {v.why}. It rests on "
-             f"{v.rests_on}." for v in verdicts if v.withheld]
+    # One note per reason: "Verdicts withheld, samples cover too little ...: a, b."
+    reasons: dict[str, list[str]] = {}
+    for v in verdicts:
+        if v.withheld:
+            reasons.setdefault(v.why, []).append(v.detector)
+    notes = [f"Verdicts withheld, {why}: {', '.join(names)} (what each rests on is in the "
+             "coverage and audit section)." for why, names in reasons.items()]
     sources = [("accounting", "used"), ("sacct", "used"), ("prometheus", "used")]
     for gap in report.gaps:
         sources = [(s, gap.reason if s == gap.source else r) for s, r in sources]

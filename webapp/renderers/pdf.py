@@ -36,6 +36,7 @@ from webapp.renderers.sections import (
     WASTE_HEADER,
     audit_rows,
     coverage_rows,
+    no_findings_text,
     step_rows,
     verdict_rows,
     waste_note,
@@ -145,7 +146,7 @@ def _findings(doc: Document, report: JobReport) -> None:
     with doc.create(Section("Findings", numbering=False)):
         findings = sorted_findings(report)
         if not findings:
-            doc.append("No problems found: the job used what it asked for.")
+            doc.append(escaped(no_findings_text(report)))
         for f in findings:
             doc.append(bold(escaped(f.severity.value.upper())))
             doc.append(NoEscape(r"\quad "))

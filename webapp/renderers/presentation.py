@@ -20,6 +20,7 @@ from webapp.renderers.sections import (
     WASTE_HEADER,
     audit_rows,
     coverage_rows,
+    no_findings_text,
     query_rows,
     step_rows,
     threshold_rows,
@@ -166,4 +167,5 @@ def context(report: JobReport, charts: list[Chart] | None = None,
         "verdicts": verdict_rows(report),
         "thresholds": threshold_rows(report),
         "queries": query_rows(report),
+        "no_findings": no_findings_text(report),
     }

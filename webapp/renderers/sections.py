@@ -55,7 +55,7 @@ def waste_note(report: JobReport) -> str | None:
     if w is None:
         return None
     total = w.total_billing_units()
-    text = (f"Billing: {_num(w.billing_per_hour)} units per hour of this allocation "
+    text = (f"Billing rate: {_num(w.billing_per_hour)} per hour of this allocation "
             f"(the job's billing TRES); weights from {w.weights_source}.")
     if total is not None:
         text += f" Unused resources cost {_num(total)} billing units"
@@ -125,3 +125,16 @@ def query_rows(report: JobReport) -> list[tuple[str, str]]:
     if report.coverage is not None:
         queries += list(report.coverage.queries)
     return queries
+
+
+NO_FINDINGS = "No problems found: the job used what it asked for."
+
+
+def no_findings_text(report: JobReport) -> str:
+    """What stands in for an empty findings list: not a clean bill when verdicts were
+    withheld for too little coverage."""
+    withheld = [v.detector for v in report.audit.verdicts if v.withheld] if report.audit else []
+    if withheld:
+        return (f"No problems found among the verdicts given; {len(withheld)} verdict(s) "
+                "were withheld for too little data (see the note above).")
+    return NO_FINDINGS

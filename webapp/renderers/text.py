@@ -9,10 +9,12 @@ from webapp.model import JobReport, Series
 from webapp.renderers.queue import queue_rows
 from webapp.renderers.sections import (
     COVERAGE_HEADER,
+    NO_FINDINGS,
     STEP_HEADER,
     WASTE_HEADER,
     audit_rows,
     coverage_rows,
+    no_findings_text,
     step_rows,
     verdict_rows,
     waste_note,
@@ -203,6 +205,8 @@ def render(report: JobReport) -> str:
             )
     else:
         out.append("Findings: none")
+        if no_findings_text(r) != NO_FINDINGS:
+            out += _wrapped(no_findings_text(r))
     for g in r.gaps:
         out += textwrap.wrap(f"Note: {gap_text(g)}", WIDTH, subsequent_indent="      ")
     for note in r.notes:

@@ -90,8 +90,8 @@ def _why(kind: str, report: JobReport, floor: float) -> str | None:
     if kind == GPUS and not report.gpus:
         return None
     low = [p for p in parts if p.fraction < floor]
-    if not parts and kind == NODES and report.nodes:
-        return "no samples of the job's nodes"
+    if not parts:
+        return "no samples of the job's " + ("nodes" if kind == NODES else "GPUs")
     if not low:
         return None
     what = "node" if kind == NODES else "GPU"

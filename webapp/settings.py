@@ -69,6 +69,8 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     ),
     "JOBREPORT_ARCHIVE_RETENTION_DAYS": ("730", "`jobreport sync` drops archived jobs that ended longer ago than this (0: keep forever)."),
     "JOBREPORT_THRESHOLDS": ("", "Detector threshold overrides, e.g. `cpu_efficiency_low=0.5,gpu_util_low=0.1`."),
+    "JOBREPORT_CORE_HOURS_PER_BILLING_UNIT": ("0", "Core-hours of the site's allocations one billing unit-hour is worth (e.g. `1` where billing counts cores); waste is then also shown in core-hours. `0`: not shown."),
+    "JOBREPORT_MIN_COVERAGE": ("0.8", "Fraction of a job's run its Prometheus samples must cover (per node, per GPU) for a verdict resting on them to be given; below it the verdict is withheld and the report says so."),
     "JOBREPORT_CONSTANTS_FILE": ("", "TOML file of allocation targets (the one slurm-exporter reads): served at `/api/constants`, drawn on the cluster page; empty: none."),
     "JOBREPORT_WATCH": ("", "`jobreport watch` threshold overrides, e.g. `gpu_idle_seconds=1800,node_idle_seconds=900` (names in the README)."),
     "JOBREPORT_WATCH_POLICY": ("", "TOML enforcement policy of `jobreport watch` (which rule cancels jobs of which partitions/accounts, grace, exemptions); empty: never cancel."),
@@ -187,6 +189,8 @@ class Settings:
     archive_url: str = _str("archive_url")
     archive_retention_days: float = _float("archive_retention_days")
     thresholds: dict[str, float] = field(default_factory=lambda: _thresholds("thresholds"))
+    core_hours_per_billing_unit: float = _float("core_hours_per_billing_unit")
+    min_coverage: float = _float("min_coverage")
     constants_file: str = _str("constants_file")
     watch: dict[str, float] = field(default_factory=lambda: _thresholds("watch"))
     watch_policy: str = _str("watch_policy")
@@ -264,6 +268,8 @@ class Settings:
             archive_url=_str("archive_url", env),
             archive_retention_days=_float("archive_retention_days", env),
             thresholds=_thresholds("thresholds", env),
+            core_hours_per_billing_unit=_float("core_hours_per_billing_unit", env),
+            min_coverage=_float("min_coverage", env),
             constants_file=_str("constants_file", env),
             watch=_thresholds("watch", env),
             watch_policy=_str("watch_policy", env),
@@ -273,6 +279,10 @@ class Settings:
             web_url=_str("web_url", env).rstrip("/"),
         )
         _check_prometheus_client(settings)
+        if not 0 <= settings.min_coverage <= 1:
+            raise SettingsError("JOBREPORT_MIN_COVERAGE must be between 0 and 1")
+        if settings.core_hours_per_billing_unit < 0:
+            raise SettingsError("JOBREPORT_CORE_HOURS_PER_BILLING_UNIT must be >= 0")
         if settings.pdf_builds < 1:
             raise SettingsError("JOBREPORT_PDF_BUILDS must be at least 1")
         return settings

@@ -100,6 +100,19 @@ STACK_JOBS: tuple[StackJob, ...] = (
         "    open(f\"many/f{i}\", \"w\").write(\"x\" * 4000)\n"
         "time.sleep(15)'; rm -rf many",
     ),
+    # Two srun steps: one busy core of two for 20 s, then both cores for 8 s. The report
+    # lists each step and the CPU finding names step 0, which left most cores idle.
+    StackJob(
+        "steps",
+        "alice",
+        ("-c2", "--mem=500M", "--time=10"),
+        "srun -c2 sh -c 'timeout 20 sh -c \"while :; do :; done\"; exit 0'\n"
+        "srun -c2 sh -c '(timeout 8 sh -c \"while :; do :; done\") & "
+        "timeout 8 sh -c \"while :; do :; done\"; wait; exit 0'",
+    ),
+    # An idle job whose first half of samples the coverage test deletes from Prometheus
+    # (its own jobid only): no other test reads it.
+    StackJob("coverage-half", "bob", ("-c1", "--mem=500M", "--time=10"), "sleep 30"),
 )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from webapp.archive import sections
 from webapp.model import (
     ArraySummary,
     ArrayTask,
@@ -162,6 +163,7 @@ def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
             outliers=tuple(a["outliers"]), suggested_mem=a["suggested_mem"],
             suggested_time=a["suggested_time"],
         )
+    coverage, audit = sections.coverage(summary)
     return JobReport(
         job_id=summary["job_id"], cluster=summary["cluster"], user=summary.get("user"),
         uid=summary.get("uid"), account=summary.get("account"),
@@ -178,4 +180,6 @@ def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
         cpu_source=_enum(CpuSource, summary.get("cpu_seconds_source")),
         memory_peak=_peak(summary), usage=usage, steps=steps,
         array=array, gaps=tuple(gaps), findings=findings,
+        billing=summary.get("billing"), step_lines=sections.step_lines(summary),
+        waste=sections.waste(summary), coverage=coverage, audit=audit,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from webapp.detectors.advice import next_cpus
-from webapp.detectors.measures import busy_cores, long_enough
+from webapp.detectors.measures import busy_cores, long_enough, responsible_step
 from webapp.detectors.serial_on_many_cores import looks_serial
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
@@ -41,21 +41,28 @@ class LowCpuEfficiencyDetector:
             )
         # GPU jobs get cores for feeding the GPU; low CPU use there is less of a waste.
         severity = Severity.INFO if report.gpus else Severity.WARNING
-        return (
-            Finding(
-                name=self.name,
-                severity=severity,
-                message=(
-                    f"CPU efficiency was {format_percent(eff)}: the {report.cpus} allocated "
-                    f"core(s) did {format_percent(eff)} of the work they could have done."
-                ),
-                advice=advice,
-                evidence={
-                    "cpu_efficiency": round(eff, 4),
-                    "cpus": report.cpus,
-                    "busy_cores": round(busy, 3),
-                    "cpu_seconds": round(report.cpu_seconds or 0.0, 3),
-                    "elapsed_seconds": report.elapsed_seconds or 0.0,
-                },
-            ),
+        message = (
+            f"CPU efficiency was {format_percent(eff)}: the {report.cpus} allocated "
+            f"core(s) did {format_percent(eff)} of the work they could have done."
         )
+        evidence: dict[str, float | int | str] = {
+            "cpu_efficiency": round(eff, 4),
+            "cpus": report.cpus,
+            "busy_cores": round(busy, 3),
+            "cpu_seconds": round(report.cpu_seconds or 0.0, 3),
+            "elapsed_seconds": report.elapsed_seconds or 0.0,
+        }
+        step = responsible_step(report.step_lines)
+        if step is not None and step.cpus and step.elapsed_seconds:
+            used = (step.cpu_seconds or 0.0) / step.elapsed_seconds
+            what = "component" if step.kind == "component" else "step"
+            message += (f" Most of the idle time is {what} {step.step_id}'s: it used "
+                        f"{used:.1f} of {step.cpus} cores.")
+            advice = (f"{what.capitalize()} {step.step_id} used {used:.1f} of its {step.cpus} "
+                      f"cores: give that srun fewer CPUs (e.g. `srun --cpus-per-task="
+                      f"{next_cpus(used, 1.1)}`), or make the program use the cores it has. "
+                      + advice)
+            evidence.update({"step": step.step_id, "step_cpus": step.cpus,
+                             "step_busy_cores": round(used, 3)})
+        return (Finding(name=self.name, severity=severity, message=message, advice=advice,
+                        evidence=evidence),)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from webapp.model import JobReport, Series
+from webapp.model import JobReport, Series, StepLine
 
 ENDED_OK = frozenset({"COMPLETED"})
+# Steps of Slurm's own making; the rest are the user's srun steps (0, 1, ...).
+SLURM_STEPS = frozenset({"batch", "extern", "interactive"})
 
 
 def busy_cores(report: JobReport) -> float | None:
@@ -40,3 +42,24 @@ def memory_limit(report: JobReport) -> int | None:
 
 def step_states(report: JobReport) -> set[str]:
     return {s.state for s in report.steps}
+
+
+def user_steps(lines: tuple[StepLine, ...]) -> list[StepLine]:
+    """The srun steps (not batch/extern) and het components: where the work ran."""
+    return [x for x in lines if x.kind == "component" or x.step_id not in SLURM_STEPS]
+
+
+def responsible_step(lines: tuple[StepLine, ...], share: float = 0.5) -> StepLine | None:
+    """The one srun step (or het component) holding more than ``share`` of the idle
+    core-seconds of all of them; None when idleness is spread out, or with fewer than two.
+
+    The batch step is left out: while srun steps run it holds every core and sleeps, so it
+    would always look responsible."""
+    candidates = [x for x in user_steps(lines) if x.idle_core_seconds is not None]
+    if len(candidates) < 2:
+        return None
+    total = sum(x.idle_core_seconds or 0.0 for x in candidates)
+    worst = max(candidates, key=lambda x: x.idle_core_seconds or 0.0)
+    if total <= 0 or (worst.idle_core_seconds or 0.0) <= share * total:
+        return None
+    return worst

@@ -30,6 +30,18 @@ from webapp.renderers.presentation import (
     summary_rows,
 )
 from webapp.renderers.queue import queue_rows
+from webapp.renderers.sections import (
+    COVERAGE_HEADER,
+    STEP_HEADER,
+    WASTE_HEADER,
+    audit_rows,
+    coverage_rows,
+    no_findings_text,
+    step_rows,
+    verdict_rows,
+    waste_note,
+    waste_rows,
+)
 from webapp.renderers.wording import figures_from, gap_text, title
 
 log = logging.getLogger(__name__)
@@ -40,6 +52,9 @@ LAST_PAGE_LABEL = "jobreport-last-page"
 _LIGATURE_CHARS = "-<>!?,"
 # Characters T1 typesets as curly quotes; these commands print them as typed.
 _QUOTES = {"'": r"\textquotesingle{}", "`": r"\textasciigrave{}", '"': r"\textquotedbl{}"}
+
+
+RAGGED = r">{\raggedright\arraybackslash}X"  # a wrapping column without justified gaps
 
 
 class PdfError(RuntimeError):
@@ -131,7 +146,7 @@ def _findings(doc: Document, report: JobReport) -> None:
     with doc.create(Section("Findings", numbering=False)):
         findings = sorted_findings(report)
         if not findings:
-            doc.append("No problems found: the job used what it asked for.")
+            doc.append(escaped(no_findings_text(report)))
         for f in findings:
             doc.append(bold(escaped(f.severity.value.upper())))
             doc.append(NoEscape(r"\quad "))
@@ -161,6 +176,45 @@ def _plots(doc: Document, report: JobReport, tmp: str) -> None:
             doc.append(escaped(summary))
 
 
+def _grid(doc: Document, header: tuple[str, ...], rows: list[tuple[str, ...]],
+          spec: str) -> None:
+    with doc.create(Tabularx(spec, width_argument=NoEscape(r"\textwidth"))) as t:
+        if any(header):
+            t.add_row([bold(escaped(h)) for h in header])
+            t.add_hline()
+        for row in rows:
+            t.add_row([escaped(cell) for cell in row])
+    doc.append(NoEscape(r"\par\medskip"))
+
+
+def _sections(doc: Document, report: JobReport) -> None:
+    """Steps, waste, coverage and audit: tables at the end (the PDF's layout is elsewhere)."""
+    steps, waste = step_rows(report), waste_rows(report)
+    if not (steps or waste or report.audit):
+        return
+    doc.append(NoEscape(r"\clearpage"))
+    doc.append(NoEscape(r"{\footnotesize "))
+    if steps:
+        with doc.create(Section("Steps", numbering=False)):
+            _grid(doc, STEP_HEADER, steps, "llllrrrr")
+    if waste:
+        with doc.create(Section("Waste", numbering=False)):
+            _grid(doc, WASTE_HEADER, waste, "lXXrr")
+            note = waste_note(report)
+            if note:
+                doc.append(escaped(note))
+    if report.audit:
+        with doc.create(Section("Coverage and audit", numbering=False)):
+            cov = coverage_rows(report)
+            if cov:
+                _grid(doc, COVERAGE_HEADER, cov, "lrrrX")
+            _grid(doc, ("", ""), audit_rows(report), r">{\bfseries}l" + RAGGED)
+            _grid(doc, ("detector", "rests on", "verdict"), verdict_rows(report),
+                  "l" + RAGGED + RAGGED)
+            doc.append(escaped("The exact PromQL queries are in the JSON report and the web page."))
+    doc.append(NoEscape("}"))
+
+
 def build_document(report: JobReport, tmp: str) -> Document:
     """The pylatex document; plot files are written into ``tmp``."""
     doc = Document(documentclass="article", document_options=["a4paper", "11pt"],
@@ -171,6 +225,7 @@ def build_document(report: JobReport, tmp: str) -> Document:
     _summary(doc, report)
     _findings(doc, report)
     _plots(doc, report, tmp)
+    _sections(doc, report)
     return doc
 
 

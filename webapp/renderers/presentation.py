@@ -14,6 +14,20 @@ from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_per
 from webapp.model import Finding, JobReport
 from webapp.renderers.charts import Chart, ChartCache
 from webapp.renderers.queue import queue_rows
+from webapp.renderers.sections import (
+    COVERAGE_HEADER,
+    STEP_HEADER,
+    WASTE_HEADER,
+    audit_rows,
+    coverage_rows,
+    no_findings_text,
+    query_rows,
+    step_rows,
+    threshold_rows,
+    verdict_rows,
+    waste_note,
+    waste_rows,
+)
 from webapp.renderers.wording import (
     cpu_source_text,
     figures_from,
@@ -142,4 +156,16 @@ def context(report: JobReport, charts: list[Chart] | None = None,
         "gaps": [gap_text(g, staff) for g in report.gaps] + list(report.notes),
         "charts": CHARTS.get(report) if charts is None else charts,
         "queue": [(label, one_line(value)) for label, value in queue_rows(report)],
+        "step_header": STEP_HEADER,
+        "steps": step_rows(report),
+        "waste_header": WASTE_HEADER,
+        "waste": waste_rows(report),
+        "waste_note": waste_note(report),
+        "coverage_header": COVERAGE_HEADER,
+        "coverage": coverage_rows(report),
+        "audit": audit_rows(report),
+        "verdicts": verdict_rows(report),
+        "thresholds": threshold_rows(report),
+        "queries": query_rows(report),
+        "no_findings": no_findings_text(report),
     }

@@ -7,6 +7,19 @@ import textwrap
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import JobReport, Series
 from webapp.renderers.queue import queue_rows
+from webapp.renderers.sections import (
+    COVERAGE_HEADER,
+    NO_FINDINGS,
+    STEP_HEADER,
+    WASTE_HEADER,
+    audit_rows,
+    coverage_rows,
+    no_findings_text,
+    step_rows,
+    verdict_rows,
+    waste_note,
+    waste_rows,
+)
 from webapp.renderers.wording import (
     cpu_source_text,
     figures_from,
@@ -172,6 +185,11 @@ def render(report: JobReport) -> str:
             peak = s.max() or 0.0
             out.append(f"  {s.label[:12]:<12} {sparkline(s, 50, top)} max {peak:.2f}")
     out += _queue(r)
+    out += _table("Steps", STEP_HEADER, step_rows(r), (8, 11, 11, 6, 9, 5, 9, 12))
+    out += _table("Waste", WASTE_HEADER, waste_rows(r), (9, 20, 20, 14, 11))
+    note = waste_note(r)
+    if note:
+        out += _wrapped(note)
     out.append("")
     if r.findings:
         out.append(f"Findings ({len(r.findings)})")
@@ -187,11 +205,40 @@ def render(report: JobReport) -> str:
             )
     else:
         out.append("Findings: none")
+        if no_findings_text(r) != NO_FINDINGS:
+            out += _wrapped(no_findings_text(r))
     for g in r.gaps:
         out += textwrap.wrap(f"Note: {gap_text(g)}", WIDTH, subsequent_indent="      ")
     for note in r.notes:
         out += textwrap.wrap(f"Note: {note}", WIDTH, subsequent_indent="      ")
+    out += _audit(r)
     return "\n".join(out) + "\n"
+
+
+def _table(heading: str, header: tuple[str, ...], rows: list[tuple[str, ...]],
+           widths: tuple[int, ...]) -> list[str]:
+    """A fixed-width table under a heading; nothing when there are no rows."""
+    if not rows:
+        return []
+    def line(cells: tuple[str, ...]) -> str:
+        return "  " + "".join(f"{c[: w - 1]:<{w}}" for c, w in zip(cells, widths, strict=False))
+    return ["", heading, line(header), *(line(row) for row in rows)]
+
+
+def _audit(report: JobReport) -> list[str]:
+    """Coverage and audit: what the verdicts rest on (the PromQL is in the JSON)."""
+    if report.audit is None and report.coverage is None:
+        return []
+    out = _table("Coverage", COVERAGE_HEADER, coverage_rows(report), (20, 9, 10, 9, 30))
+    out += ["", "Audit"]
+    for label, value in audit_rows(report):
+        out += textwrap.wrap(_clean(value), WIDTH, initial_indent=f"  {label:<22}",
+                             subsequent_indent=" " * 24)
+    for name, rests_on, verdict in verdict_rows(report):
+        if verdict != "given" or "Prometheus" in rests_on:
+            out += textwrap.wrap(f"{name}: {verdict}; rests on {rests_on}", WIDTH,
+                                 initial_indent="  ", subsequent_indent="    ")
+    return out
 
 
 def _nodes(nodes: tuple[str, ...], room: int = WIDTH - 40) -> str:

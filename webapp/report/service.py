@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 
 from jobreport_net.redact import redact
 from webapp.archive.store import Archive
@@ -15,7 +15,10 @@ from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
 from webapp.report.archived import with_archive_fallback
 from webapp.report.arrays import summarize_array
 from webapp.report.build import build_report
+from webapp.report.coverage import audited
 from webapp.report.queue import with_queue
+from webapp.report.steps import step_lines
+from webapp.report.waste import compute_waste
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
 from webapp.sources.cluster import ClusterSource
@@ -119,10 +122,35 @@ class ReportService:
                 summary = summarize_array(tasks, self.thresholds, peaks=shown)
                 report = dataclasses.replace(report, array=summary)
         report = with_queue(report, self.cluster, self.queue_history)
+        report = self._derived(report, jid)
         report = dataclasses.replace(report, findings=detect_all(report, self.thresholds))
+        report = audited(report, self.thresholds, self.settings.thresholds,
+                         self.settings.min_coverage)
         if not archive_fallback:
             return report
         return with_archive_fallback(report, lambda: self.archive)
+
+    def _derived(self, report: JobReport, jid: JobId) -> JobReport:
+        """The steps table, the samples' coverage and the waste: computed once, here."""
+        coverage = None
+        reader = getattr(self.prometheus, "coverage", None)
+        if reader is not None and report.start_time and not report.usage.empty:
+            metrics_id = JobId.of(report.metrics_id or str(jid))
+            try:
+                coverage = reader(metrics_id, report.start_time,
+                                  report.end_time or datetime.now(UTC), report.nodes)
+            except SourceUnavailable as exc:
+                log.info("job %s: no coverage: %s", jid, exc.reason)
+        weights: dict[str, float] = {}
+        billing_weights = getattr(self.partitions, "billing_weights", None)
+        if billing_weights is not None and report.partition:
+            try:
+                weights = billing_weights(report.partition)
+            except SourceUnavailable as exc:
+                log.info("partition %s: %s (%s)", report.partition, exc.reason, exc.detail)
+        report = dataclasses.replace(report, step_lines=step_lines(report), coverage=coverage)
+        waste = compute_waste(report, weights, self.settings.core_hours_per_billing_unit)
+        return dataclasses.replace(report, waste=waste)
 
     def owner(self, job_id: JobId | str) -> str | None:
         """The job's owner from the accounting view: one cheap query, for access checks

@@ -114,8 +114,9 @@ def load_env() -> dict[str, str]:
 
 
 def start_stack() -> None:
-    # The test-only variable is no setting of the stack's own jobreport (it refuses it).
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBREPORT_TEST_")}
+    # Test-only variables are no settings of the stack's own jobreport (it may refuse them).
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("JOBREPORT_TEST_") and k != "JOBREPORT_CONFIG"}
     subprocess.run([str(STACK_ROOT / "scripts" / "dev-stack"), "start"], check=True, env=env)
 
 

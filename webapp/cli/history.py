@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 from datetime import UTC, datetime
 
 from webapp.cli.login import caller, sacct_for
@@ -61,7 +62,8 @@ def run_history(args: argparse.Namespace, settings: Settings) -> int:
 def render_history(h: History) -> list[str]:
     """The jobs (newest first), then the block: within 80 columns."""
     what = f"Jobs named '{_clean(h.name)}'" if h.name else "Jobs"
-    out = [f"{what} of {_clean(h.user)} since {h.since:%Y-%m-%d %H:%M} UTC: {len(h.jobs)}"]
+    out = textwrap.wrap(f"{what} of {_clean(h.user)} since {h.since:%Y-%m-%d %H:%M} UTC: "
+                        f"{len(h.jobs)}", 80, subsequent_indent="  ")
     if h.jobs:
         out.append(f"{'job':<12} {'name':<14} {'state':<10} {'elapsed':>8} {'CPU eff':>8} "
                    f"{'mem peak':>10} {'mem eff':>8}")

@@ -295,7 +295,7 @@ def test_json_schema_is_pinned():
         "figures_from", "cpus", "cpu_seconds", "cpu_seconds_source", "cpu_efficiency",
         "memory_peak_bytes", "memory_peak", "memory_requested_bytes",
         "memory_requested_per_node_bytes", "memory_efficiency", "gpus", "usage", "steps",
-        "findings", "gaps", "notes", "queue", "array", "series",
+        "findings", "gaps", "notes", "queue", "array", "series", "sizing",
     }  # fmt: skip
     assert set(data["memory_peak"]) == {"bytes", "source", "estimate", "node", "step_id",
                                         "per_task_bytes", "tasks"}

@@ -126,3 +126,15 @@ def test_secret_files_fill_empty_settings(tmp_path):
 
 def test_with_password_quotes_it():
     assert with_password("mysql://u@h:3306/db?x=1", "a b") == "mysql://u:a%20b@h:3306/db?x=1"
+
+
+def test_the_deploy_config_names_only_settings_and_no_secret():
+    from pathlib import Path
+    from urllib.parse import urlsplit
+
+    path = Path(__file__).resolve().parent.parent / "deploy" / "jobreport.conf"
+    values = parse_config(path.read_text(), str(path))
+    assert set(values) <= set(SETTINGS_DOC)
+    assert urlsplit(values["JOBREPORT_DB_URL"]).password is None
+    assert not {"JOBREPORT_SECRET_KEY", "JOBREPORT_SMTP_PASSWORD"} & set(values)
+    assert values["JOBREPORT_DB_PASSWORD_FILE"] and values["JOBREPORT_SECRET_KEY_FILE"]

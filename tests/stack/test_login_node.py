@@ -73,7 +73,7 @@ def test_no_argument_lists_her_recent_jobs(login):
     assert {line.split("|")[1] for line in owners.splitlines()} == {"alice"}
     # The row's figures are the report's: the busy job's CPU efficiency and findings count.
     busy = login["busy"]
-    listed = as_alice("jobs --limit 200").stdout
+    listed = as_alice("jobs --limit 100").stdout
     row = next(line for line in listed.splitlines() if line.split()[0] == busy).split()
     report = as_alice(f"show {busy}").stdout
     cpu = re.search(r"^  CPU efficiency +\[[#-]+\] (\S+)", report, re.M).group(1)

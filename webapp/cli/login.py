@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 from webapp.formatting import format_duration, format_percent
-from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable, Usage
+from webapp.model import JobId, JobNotFound, JobReport, SacctJob, SourceUnavailable, Usage
 from webapp.report.service import ReportService
 from webapp.settings import Settings
 from webapp.sources.history_data import HistorySource
@@ -44,13 +44,28 @@ class WithheldMetrics:
         raise SourceUnavailable("prometheus", WITHHELD)
 
 
+class OnceSacct(SacctSource):
+    """sacct asked once per job: the owner check, the view's stand-in and the report
+    read the same answer."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._jobs: dict[str, SacctJob] = {}
+
+    def job(self, job_id: JobId | str) -> SacctJob:
+        key = str(JobId.of(job_id))
+        if key not in self._jobs:
+            self._jobs[key] = super().job(key)
+        return self._jobs[key]
+
+
 def caller() -> str:
     """The user running this process (the kernel's word, not an environment variable)."""
     return pwd.getpwuid(os.getuid()).pw_name
 
 
 def sacct_for(settings: Settings) -> SacctSource:
-    return SacctSource(settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster)
+    return OnceSacct(settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster)
 
 
 def service_for(settings: Settings, job_id: JobId, who: str | None = None

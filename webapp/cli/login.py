@@ -139,7 +139,7 @@ def run_jobs(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{job_id[:12]:<12} {_clean(r.job_name)[:16]:<16} {_clean(r.state)[:13]:<13} "
               f"{format_duration(r.elapsed_seconds):>8} {format_percent(r.cpu_efficiency):>8} "
               f"{format_percent(r.memory_efficiency):>8} {len(r.findings):>8}")
-    print("Details: jobreport show JOBID; history of one name: jobreport history --name NAME")
+    print("Details: jobreport show JOBID; one name's history: jobreport history --name NAME")
     return 0
 
 

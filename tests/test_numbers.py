@@ -295,7 +295,7 @@ def test_json_schema_is_pinned():
         "figures_from", "cpus", "cpu_seconds", "cpu_seconds_source", "cpu_efficiency",
         "memory_peak_bytes", "memory_peak", "memory_requested_bytes",
         "memory_requested_per_node_bytes", "memory_efficiency", "gpus", "usage", "steps",
-        "findings", "gaps", "notes", "queue", "array", "series",
+        "findings", "gaps", "notes", "queue", "array", "series", "sizing",
         "step_lines", "billing", "waste", "coverage",
     }  # fmt: skip
     assert set(data["coverage"]) == {"nodes", "gpus", "sources", "rules_version",

@@ -359,6 +359,55 @@ class SizingSuggestion:
 
 
 @dataclass(frozen=True)
+class HistoryJob:
+    """One past job in a history: what it asked for and what it used (bytes, seconds)."""
+
+    job_id: str
+    name: str | None
+    state: str
+    submit_time: datetime | None
+    start_time: datetime | None
+    end_time: datetime | None
+    elapsed_seconds: float | None
+    time_limit_seconds: float | None
+    cpus: int | None
+    tasks: int  # tasks of its largest step: --cpus-per-task is per task
+    nodes: int
+    memory_requested_per_node: int | None  # --mem is per node
+    gpus: int
+    gpus_busy: int | None  # GPUs whose mean utilization reached the idle threshold
+    cpu_seconds: float | None
+    memory_peak: MemoryPeak | None
+
+    @property
+    def cpu_efficiency(self) -> float | None:
+        return cpu_efficiency(self.cpu_seconds, self.elapsed_seconds, self.cpus)
+
+    @property
+    def memory_efficiency(self) -> float | None:
+        if self.memory_peak is None or not self.memory_requested_per_node:
+            return None
+        return self.memory_peak.bytes / self.memory_requested_per_node
+
+    @property
+    def pending_seconds(self) -> float | None:
+        if self.submit_time is None or self.start_time is None:
+            return None
+        return max(0.0, (self.start_time - self.submit_time).total_seconds())
+
+
+@dataclass(frozen=True)
+class History:
+    """A user's past jobs of one name (or all their jobs) and the request they suggest."""
+
+    user: str | None
+    name: str | None
+    since: datetime
+    jobs: tuple[HistoryJob, ...]  # newest first
+    sizing: SizingSuggestion | None = None
+
+
+@dataclass(frozen=True)
 class JobReport:
     """Everything known about one job, from every source, after precedence is applied."""
 

@@ -116,6 +116,18 @@ STACK_JOBS: tuple[StackJob, ...] = (
 )
 
 
+# History and right-sizing: ten jobs of one name (unique per test session, so the history
+# holds only these) whose peaks are 50, 100, ..., 500 MiB, each held for two scrapes.
+SIZING_NAME = f"sizing-{int(time.time())}"
+SIZING_MIB = tuple(50 * n for n in range(1, 11))
+STACK_JOBS += tuple(
+    StackJob(f"sizing-{mib}", "alice", ("-c1", "--mem=1G", "--time=5"),
+             f"python3 -c 'import time; b = bytearray({mib} * 2**20); time.sleep(10)'",
+             job_name=SIZING_NAME)
+    for mib in SIZING_MIB
+)
+
+
 def load_env() -> dict[str, str]:
     """The settings dev-stack wrote (``export NAME=value`` lines)."""
     env = {}
@@ -127,8 +139,9 @@ def load_env() -> dict[str, str]:
 
 
 def start_stack() -> None:
-    # The test-only variable is no setting of the stack's own jobreport (it refuses it).
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBREPORT_TEST_")}
+    # Test-only variables are no settings of the stack's own jobreport (it may refuse them).
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("JOBREPORT_TEST_") and k != "JOBREPORT_CONFIG"}
     subprocess.run([str(STACK_ROOT / "scripts" / "dev-stack"), "start"], check=True, env=env)
 
 

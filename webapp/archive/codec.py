@@ -21,6 +21,7 @@ from webapp.model import (
     PeakSource,
     Series,
     Severity,
+    SizingSuggestion,
     Step,
     TimeLimitKind,
     Usage,
@@ -179,7 +180,15 @@ def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
         figures_from=summary.get("figures_from"),
         cpu_source=_enum(CpuSource, summary.get("cpu_seconds_source")),
         memory_peak=_peak(summary), usage=usage, steps=steps,
-        array=array, gaps=tuple(gaps), findings=findings,
+        array=array, gaps=tuple(gaps), findings=findings, sizing=_sizing(summary.get("sizing")),
         billing=summary.get("billing"), step_lines=sections.step_lines(summary),
         waste=sections.waste(summary), coverage=coverage, audit=audit,
     )
+
+
+def _sizing(z: Mapping[str, Any] | None) -> SizingSuggestion | None:
+    """The archived ``#SBATCH`` block (summaries from before it have none)."""
+    if not z:
+        return None
+    return SizingSuggestion(tuple((o, v) for o, v in z["options"]), int(z["based_on"]),
+                            tuple(z.get("saved") or ()), z.get("basis") or "")

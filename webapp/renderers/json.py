@@ -201,6 +201,14 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
             ],
         }
     out["queue"] = queue_dict(report.queue)
+    z = report.sizing
+    out["sizing"] = None if z is None else {
+        "options": [[option, value] for option, value in z.options],
+        "lines": z.lines(),
+        "based_on": z.based_on,
+        "basis": z.basis,
+        "saved": list(z.saved),
+    }
     if include_series:
         out["series"] = {
             "cpu_cores": _series(u.cpu_cores),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from webapp.formatting import format_bytes, format_duration, format_percent
-from webapp.model import JobReport, Series
+from webapp.model import JobReport, Series, SizingSuggestion
 from webapp.renderers.queue import queue_rows
 from webapp.renderers.sections import (
     COVERAGE_HEADER,
@@ -60,7 +60,7 @@ def sparkline(series: Series, width: int = 50, top: float | None = None) -> str:
 
 
 def _line(label: str, value: str) -> str:
-    return f"  {label:<18}{value}"
+    return f"  {label:<18}{value}" if len(label) < 18 else f"  {label} {value}"
 
 
 def _clean(text: str | None) -> str:
@@ -143,7 +143,8 @@ def render(report: JobReport) -> str:
     eff = r.cpu_efficiency
     out.append(
         _line(
-            "CPU", f"{bar(eff)} {format_percent(eff)}  ({format_duration(r.cpu_seconds)} CPU time)"
+            "CPU efficiency",
+            f"{bar(eff)} {format_percent(eff)}  ({format_duration(r.cpu_seconds)} CPU time)",
         )
     )
     if r.cpu_source:
@@ -152,7 +153,7 @@ def render(report: JobReport) -> str:
     per_node = " per node" if len(r.nodes) > 1 else ""
     out.append(
         _line(
-            "Memory",
+            "Memory efficiency",
             f"{bar(mem)} {format_percent(mem)}  "
             f"({format_bytes(r.memory_peak_bytes)} of "
             f"{format_bytes(r.memory_requested_per_node)}{per_node})",
@@ -160,7 +161,8 @@ def render(report: JobReport) -> str:
     )
     out += _wrapped(f"Peak: {peak_text(r.memory_peak)}", " " * 20)
     for s in u.gpu_utilization:
-        out.append(_line(f"GPU {s.label}", f"{bar(s.mean())} {format_percent(s.mean())} mean"))
+        out.append(_line("GPU utilisation",
+                         f"{bar(s.mean())} {format_percent(s.mean())} mean, GPU {_clean(s.label)}"))
     if u.read_bytes is not None or u.open_files_max is not None:
         out.append("")
         out.append("I/O and processes")
@@ -190,6 +192,7 @@ def render(report: JobReport) -> str:
     note = waste_note(r)
     if note:
         out += _wrapped(note)
+    out += sizing_lines(r.sizing)
     out.append("")
     if r.findings:
         out.append(f"Findings ({len(r.findings)})")
@@ -238,6 +241,18 @@ def _audit(report: JobReport) -> list[str]:
         if verdict != "given" or "Prometheus" in rests_on:
             out += textwrap.wrap(f"{name}: {verdict}; rests on {rests_on}", WIDTH,
                                  initial_indent="  ", subsequent_indent="    ")
+    return out
+
+
+def sizing_lines(z: SizingSuggestion | None) -> list[str]:
+    """The next submission's ``#SBATCH`` block, ready to paste, and what it is based on."""
+    if z is None:
+        return []
+    out = [""] + _wrapped(f"Next submission (from {z.based_on} "
+                          f"{_clean(z.basis) or 'past jobs'})", "")
+    out += [f"  {line}" for line in z.lines()]
+    if z.saved:
+        out += _wrapped("Would have saved: " + "; ".join(z.saved))
     return out
 
 

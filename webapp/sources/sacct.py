@@ -300,15 +300,17 @@ class SacctSource:
             argv += ["--clusters", self.cluster]
         return argv
 
-    def _query(self, job_id: str) -> list[tuple[str, SacctJob]]:
-        argv = self.argv(job_id)
+    def run(self, argv: list[str]) -> str:
+        """Run a sacct command line through this source's runner (its output text)."""
         try:
-            out = self._runner(argv)
+            return self._runner(argv)
         except SourceUnavailable:
             raise
         except (OSError, subprocess.SubprocessError) as e:
             raise SourceUnavailable("sacct", str(e)) from None
-        return _group(out, FIELDS, "|", None)
+
+    def _query(self, job_id: str) -> list[tuple[str, SacctJob]]:
+        return _group(self.run(self.argv(job_id)), FIELDS, "|", None)
 
     def job(self, job_id: JobId | str) -> SacctJob:
         """The job ``123``, array task ``123_4`` or het component ``123+1``."""

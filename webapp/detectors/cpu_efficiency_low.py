@@ -6,12 +6,16 @@ from webapp.detectors.advice import next_cpus
 from webapp.detectors.measures import busy_cores, long_enough
 from webapp.detectors.serial_on_many_cores import looks_serial
 from webapp.detectors.thresholds import Thresholds
-from webapp.formatting import format_percent
+from webapp.formatting import format_duration, format_percent
 from webapp.model import Finding, JobReport, Severity
 
 
 def _cores(busy: float) -> str:
     return f"{busy:.1f}" if busy >= 0.05 else "almost none"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 class LowCpuEfficiencyDetector:
@@ -50,6 +54,12 @@ class LowCpuEfficiencyDetector:
                     f"core(s) did {format_percent(eff)} of the work they could have done."
                 ),
                 advice=advice,
+                evidence_text=(
+                    f"{format_duration(report.cpu_seconds)} of CPU time in "
+                    f"{format_duration(report.elapsed_seconds)} on {_plural(report.cpus, 'core')}: "
+                    + (f"{busy:.1f} cores busy on average." if busy >= 0.05
+                       else "almost no core busy.")
+                ),
                 evidence={
                     "cpu_efficiency": round(eff, 4),
                     "cpus": report.cpus,

@@ -40,3 +40,11 @@ def memory_limit(report: JobReport) -> int | None:
 
 def step_states(report: JobReport) -> set[str]:
     return {s.state for s in report.steps}
+
+
+def peak_source_text(report: JobReport) -> str:
+    """How the memory peak was measured, in a few words for an evidence sentence."""
+    peak = report.memory_peak
+    if peak is None:
+        return "not measured"
+    return "estimated from sacct's MaxRSS" if peak.estimate else "sampled by Prometheus"

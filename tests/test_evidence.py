@@ -59,7 +59,8 @@ def test_every_finding_has_one_sentence(case, findings):
     for f in findings:
         sentence = f.evidence_text
         assert sentence, (case, f.name)
-        assert (sentence[0].isupper() or sentence[0].isdigit()) and sentence.endswith(".") and "\n" not in sentence
+        assert sentence[0].isupper() or sentence[0].isdigit(), sentence
+        assert sentence.endswith(".") and "\n" not in sentence, sentence
         assert not DUMP.search(sentence), (f.name, sentence)
         assert "None" not in sentence and "n/a" not in sentence, (f.name, sentence)
 

@@ -76,7 +76,9 @@ def _lines(ax, report: JobReport, series: Sequence[Series], scale: float = 1.0, 
 
 def _legend(ax) -> None:
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper right", ncols=2)
+        # A small (PDF grid) figure has no empty corner to spare: let matplotlib pick one.
+        small = ax.figure.get_figwidth() < SIZE[0]
+        ax.legend(fontsize=7, loc="best" if small else "upper right", ncols=2)
 
 
 def cpu_figure(report: JobReport,

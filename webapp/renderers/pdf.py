@@ -166,7 +166,10 @@ def _array_tasks(doc: Document, report: JobReport) -> None:
     rows = array_task_rows(report)
     if not rows:
         return
-    _raw(doc, r"\heading{Array tasks}", r"{\small\begin{tabularx}{\textwidth}{Xlrrr}",
+    # The heading is the table's first row: a table cannot break, and its heading must
+    # not stay behind at the foot of the previous page.
+    _raw(doc, r"\par\medskip{\small\begin{tabularx}{\textwidth}{Xlrrr}",
+         r"\multicolumn{5}{@{}l}{\large\bfseries Array tasks}\\[3pt]", "\n",
          r"\textbf{task} & \textbf{state} & \textbf{elapsed} & \textbf{CPU eff.} & ",
          r"\textbf{peak memory}\\\hline", "\n",
          "\\\\\n".join(" & ".join(escaped(cell) for cell in row) for row in rows),
@@ -217,7 +220,7 @@ def build_document(report: JobReport, tmp: str) -> Document:
     doc.packages.append(NoEscape(r"\usepackage{color}"))
     _preamble(doc, report)
     # page 1: who and what, the verdict, what to ask for next time
-    _raw(doc, r"{\Large\bfseries ", escaped(title(report)), r"\par}\smallskip")
+    _raw(doc, r"{\Large\bfseries\raggedright ", escaped(title(report)), r"\par}\smallskip")
     _notes(doc, report)
     _raw(doc, _pairs_table(summary_rows(report)))
     _gauges(doc, report)

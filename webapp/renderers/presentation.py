@@ -189,7 +189,8 @@ def gauges(report: JobReport) -> list[Gauge]:
     out = [
         Gauge("CPU efficiency", cpu, format_percent(cpu),
               f"{format_duration(report.cpu_seconds)} CPU time on "
-              f"{report.cpus or UNKNOWN} core(s)"),
+              + (f"{report.cpus} core{'s' if report.cpus != 1 else ''}" if report.cpus
+                 else "an unknown number of cores")),
         Gauge("Memory peak of requested", report.memory_efficiency,
               format_percent(report.memory_efficiency),
               f"{format_bytes(report.memory_peak_bytes)} of "

@@ -190,8 +190,9 @@ def render(report: JobReport) -> str:
             )
             evidence = evidence_line(f)
             if evidence:
-                out += textwrap.wrap(_clean(evidence), WIDTH, initial_indent="       ",
-                                     subsequent_indent="       ", break_on_hyphens=False)
+                out += textwrap.wrap(f"Evidence: {_clean(evidence)}", WIDTH,
+                                     initial_indent="    ", subsequent_indent="       ",
+                                     break_on_hyphens=False)
     else:
         out.append("Findings: none")
     for g in r.gaps:

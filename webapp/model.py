@@ -484,6 +484,19 @@ class JobReport:
         return self.memory_peak.bytes / per_node
 
     @property
+    def time_used(self) -> float | None:
+        """Elapsed over the time limit that applied (None without a finite limit)."""
+        if self.elapsed_seconds is None or not self.time_limit_seconds:
+            return None
+        return self.elapsed_seconds / self.time_limit_seconds
+
+    @property
+    def gpu_utilization(self) -> float | None:
+        """Mean utilisation of the allocated GPUs that have data (each GPU's mean, averaged)."""
+        means = [m for s in self.usage.gpu_utilization if (m := s.mean()) is not None]
+        return sum(means) / len(means) if means else None
+
+    @property
     def running(self) -> bool:
         """Allocated and not ended: its processes may still be using resources."""
         return self.state in RUNNING_STATES

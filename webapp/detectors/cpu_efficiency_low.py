@@ -6,12 +6,16 @@ from webapp.detectors.advice import next_cpus
 from webapp.detectors.measures import busy_cores, long_enough, responsible_step
 from webapp.detectors.serial_on_many_cores import looks_serial
 from webapp.detectors.thresholds import Thresholds
-from webapp.formatting import format_percent
+from webapp.formatting import format_duration, format_percent
 from webapp.model import Finding, JobReport, Severity
 
 
 def _cores(busy: float) -> str:
     return f"{busy:.1f}" if busy >= 0.05 else "almost none"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 class LowCpuEfficiencyDetector:
@@ -52,6 +56,11 @@ class LowCpuEfficiencyDetector:
             "cpu_seconds": round(report.cpu_seconds or 0.0, 3),
             "elapsed_seconds": report.elapsed_seconds or 0.0,
         }
+        evidence_text = (
+            f"{format_duration(report.cpu_seconds)} of CPU time in "
+            f"{format_duration(report.elapsed_seconds)} on {_plural(report.cpus, 'core')}: "
+            + (f"{busy:.1f} cores busy on average." if busy >= 0.05 else "almost no core busy.")
+        )
         step = responsible_step(report.step_lines)
         if step is not None and step.cpus and step.elapsed_seconds:
             used = (step.cpu_seconds or 0.0) / step.elapsed_seconds
@@ -62,7 +71,9 @@ class LowCpuEfficiencyDetector:
                       f"cores: give that srun fewer CPUs (e.g. `srun --cpus-per-task="
                       f"{next_cpus(used, 1.1)}`), or make the program use the cores it has. "
                       + advice)
+            evidence_text += (f" {what.capitalize()} {step.step_id}: {used:.1f} of {step.cpus} "
+                              "cores busy.")
             evidence.update({"step": step.step_id, "step_cpus": step.cpus,
                              "step_busy_cores": round(used, 3)})
         return (Finding(name=self.name, severity=severity, message=message, advice=advice,
-                        evidence=evidence),)
+                        evidence=evidence, evidence_text=evidence_text),)

@@ -63,3 +63,11 @@ def responsible_step(lines: tuple[StepLine, ...], share: float = 0.5) -> StepLin
     if total <= 0 or (worst.idle_core_seconds or 0.0) <= share * total:
         return None
     return worst
+
+
+def peak_source_text(report: JobReport) -> str:
+    """How the memory peak was measured, in a few words for an evidence sentence."""
+    peak = report.memory_peak
+    if peak is None:
+        return "not measured"
+    return "estimated from sacct's MaxRSS" if peak.estimate else "sampled by Prometheus"

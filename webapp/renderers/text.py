@@ -6,6 +6,7 @@ import textwrap
 
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import JobReport, Series, SizingSuggestion
+from webapp.renderers.presentation import evidence_line
 from webapp.renderers.queue import queue_rows
 from webapp.renderers.sections import (
     COVERAGE_HEADER,
@@ -203,9 +204,16 @@ def render(report: JobReport) -> str:
                 initial_indent="  ",
                 subsequent_indent="    ",
             )
+            # Options such as `--cpus-per-task=2` stay whole: no breaks at their hyphens.
             out += textwrap.wrap(
-                f"-> {f.advice}", WIDTH, initial_indent="    ", subsequent_indent="       "
+                f"-> {f.advice}", WIDTH, initial_indent="    ", subsequent_indent="       ",
+                break_on_hyphens=False,
             )
+            evidence = evidence_line(f)
+            if evidence:
+                out += textwrap.wrap(f"Evidence: {_clean(evidence)}", WIDTH,
+                                     initial_indent="    ", subsequent_indent="       ",
+                                     break_on_hyphens=False)
     else:
         out.append("Findings: none")
         if no_findings_text(r) != NO_FINDINGS:

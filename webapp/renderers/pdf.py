@@ -252,10 +252,15 @@ def _sections(doc: Document, report: JobReport) -> None:
         if cov:
             _raw(doc, _grid("Coverage", COVERAGE_HEADER, cov, "lrrr" + RAGGED))
         _raw(doc, _grid("Audit", ("", ""), audit_rows(report), r">{\bfseries}l" + RAGGED))
-        _raw(doc, _grid("Verdicts", ("detector", "rests on", "verdict"), verdict_rows(report),
-                        "l" + RAGGED + RAGGED))
-        _raw(doc, r"{\footnotesize\color{muted}",
-             escaped("The exact PromQL queries are in the JSON report and the web page."),
+        # Printed, only the verdicts not given: the full list is in the JSON and on the page.
+        verdicts = verdict_rows(report)
+        withheld = [row for row in verdicts if row[2] != "given"]
+        if withheld:
+            _raw(doc, _grid("Verdicts withheld", ("detector", "rests on", "why"), withheld,
+                            "l" + RAGGED + RAGGED))
+        _raw(doc, r"{\footnotesize\color{muted}", escaped(
+            f"{len(verdicts) - len(withheld)} of {len(verdicts)} verdicts given. What each "
+            "rests on and the exact PromQL queries are in the JSON report and the web page."),
              r"\par}")
 
 

@@ -15,10 +15,12 @@ from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
 from webapp.report.archived import with_archive_fallback
 from webapp.report.arrays import summarize_array
 from webapp.report.build import build_report
+from webapp.report.job_list import JobRow, ListSources, archived_report, list_jobs
 from webapp.report.queue import with_queue
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
 from webapp.sources.cluster import ClusterSource
+from webapp.sources.no_metrics import NoMetrics
 from webapp.sources.partitions import PartitionSource
 from webapp.sources.prometheus import PrometheusSource
 from webapp.sources.prometheus_http import make_session
@@ -68,7 +70,9 @@ class ReportService:
                 client_key=settings.prometheus_client_key,
             ),
         )
-        self.prometheus = prometheus or default_prometheus
+        # A cluster served without a Prometheus of its own has no usage, never another's.
+        fallback = default_prometheus if settings.prometheus_url else NoMetrics(settings.cluster)
+        self.prometheus = prometheus or fallback
         # The queue context reads slurm-exporter's series from the same Prometheus, with
         # the same credentials.
         self.cluster = cluster or ClusterSource(default_prometheus, settings.cluster)
@@ -128,6 +132,14 @@ class ReportService:
         """The job's owner from the accounting view: one cheap query, for access checks
         before a report is built. Raises InvalidJobId, JobNotFound, SourceUnavailable."""
         return self.accounting.job(JobId.of(job_id)).user
+
+    def job_list(self, since: datetime, now: datetime, user: str | None = None,
+                 account: str | None = None) -> tuple[list[JobRow], list[str]]:
+        """One user's (or account's) recent jobs with the report's figures, and the plain
+        notes on what was missing. Raises SourceUnavailable when the accounting view fails."""
+        src = ListSources(self.accounting, self.sacct, self.prometheus,
+                          archived_report(lambda: self.archive))
+        return list_jobs(src, since, now, user=user, account=account), src.gaps
 
     def ended_jobs(self, since: datetime) -> list[str]:
         """Ids of the jobs that ended at or after ``since``, oldest first."""

@@ -12,7 +12,7 @@ import logging
 import os
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 from functools import lru_cache
 from operator import itemgetter
 
@@ -296,8 +296,27 @@ class SacctSource:
             argv += ["--clusters", self.cluster]
         return argv
 
+    def recent_argv(self, since: datetime, user: str | None, account: str | None) -> list[str]:
+        """Jobs (with their steps) of one user or account that ran at or after ``since``."""
+        # sacct reads --starttime in the local zone, not as Unix seconds.
+        start = since.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+        argv = [self.sacct_path, "--parsable2", "--noheader", "--format", ",".join(FIELDS),
+                "--starttime", start]
+        argv += ["--user", user] if user is not None else ["--allusers", "--accounts",
+                                                             str(account)]
+        if self.cluster:
+            argv += ["--clusters", self.cluster]
+        return argv
+
+    def recent(self, since: datetime, user: str | None = None,
+               account: str | None = None) -> tuple[SacctJob, ...]:
+        """One user's (or one account's) jobs since ``since``: one sacct call for a list."""
+        return tuple(job for _, job in self._run(self.recent_argv(since, user, account)))
+
     def _query(self, job_id: str) -> list[tuple[str, SacctJob]]:
-        argv = self.argv(job_id)
+        return self._run(self.argv(job_id))
+
+    def _run(self, argv: list[str]) -> list[tuple[str, SacctJob]]:
         try:
             out = self._runner(argv)
         except SourceUnavailable:

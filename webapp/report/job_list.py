@@ -38,6 +38,7 @@ NOT_ENDED = frozenset({"PENDING", "RUNNING", "SUSPENDED", "REQUEUED", "RESIZING"
 STATES = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
           "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
 # Mean GPU utilisation of each job, one query for all of them (the staff report's too).
+RUNNING_NOTE = "not ended: the report has the live figures"
 GPU_QUERY = "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio[{w}]))"
 
 
@@ -225,8 +226,6 @@ def from_sacct(row: JobRow, job: SacctJob, gpu_mean: float | None,
     elapsed = job.elapsed_seconds if job.elapsed_seconds is not None else row.elapsed
     cpus = job.cpus or row.cpus
     missing = ["findings: not archived yet (open the report)"]
-    if row.state in NOT_ENDED:
-        return replace(row, missing=("still running: the report has the live figures",))
     seconds = job.total_cpu_seconds
     if seconds is None and not job.steps:
         seconds = job.alloc_cpu_seconds
@@ -281,9 +280,11 @@ def list_jobs(src: ListSources, since: datetime, now: datetime, user: str | None
     gpu, gpu_missing = _gpu_means(src, rows, pending, since, now)
     for i in pending:
         job = sacct.get(rows[i].job_id)
-        if job is not None:
+        if rows[i].state in NOT_ENDED:
+            rows[i] = replace(rows[i], missing=(RUNNING_NOTE,))
+        elif job is not None:
             rows[i] = from_sacct(rows[i], job, gpu.get(rows[i].job_id), gpu_missing)
-        elif rows[i].state not in NOT_ENDED:
+        else:
             rows[i] = replace(rows[i], missing=("sacct does not list this job",))
     return rows
 

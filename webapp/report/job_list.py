@@ -28,6 +28,7 @@ from webapp.model import (
     cpu_efficiency,
 )
 from webapp.report.peak import sacct_peak
+from webapp.sources.accounting import LIST_LIMIT
 
 HOUR = 3600.0
 GIB = 2.0**30
@@ -260,6 +261,8 @@ def list_jobs(src: ListSources, since: datetime, now: datetime, user: str | None
     Raises SourceUnavailable when the accounting view fails (it decides who sees what);
     sacct or Prometheus failing leaves blanks and a line in ``src.gaps``."""
     jobs = src.accounting.recent(since, user=user, account=account)  # type: ignore[attr-defined]
+    if len(jobs) >= LIST_LIMIT:
+        src.gaps.append(f"only the newest {LIST_LIMIT} jobs are listed: choose fewer days")
     rows = [base_row(j) for j in jobs]
     pending: list[int] = []
     for i, row in enumerate(rows):

@@ -40,6 +40,10 @@ FIELDS: tuple[str, ...] = (
     "AllocTRES", "Start", "End", "NodeList", "WorkDir", "MaxRSSNode",
 )  # fmt: skip
 
+# A job list's: no free text (a job name or directory may hold a newline, which would
+# cost the job its line; the list takes names from the accounting view).
+LIST_FIELDS = tuple(f for f in FIELDS if f not in ("JobName", "WorkDir"))
+
 Runner = Callable[[list[str]], str]
 
 # sacct column aliases (case-insensitive): NCPUS is AllocCPUS under another name.
@@ -300,8 +304,8 @@ class SacctSource:
         """Jobs (with their steps) of one user or account that ran at or after ``since``."""
         # sacct reads --starttime in the local zone, not as Unix seconds.
         start = since.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
-        argv = [self.sacct_path, "--parsable2", "--noheader", "--format", ",".join(FIELDS),
-                "--starttime", start]
+        argv = [self.sacct_path, "--parsable2", "--noheader", "--format",
+                ",".join(LIST_FIELDS), "--starttime", start]
         argv += ["--user", user] if user is not None else ["--allusers", "--accounts",
                                                              str(account)]
         if self.cluster:
@@ -311,19 +315,21 @@ class SacctSource:
     def recent(self, since: datetime, user: str | None = None,
                account: str | None = None) -> tuple[SacctJob, ...]:
         """One user's (or one account's) jobs since ``since``: one sacct call for a list."""
-        return tuple(job for _, job in self._run(self.recent_argv(since, user, account)))
+        argv = self.recent_argv(since, user, account)
+        return tuple(job for _, job in self._run(argv, LIST_FIELDS))
 
     def _query(self, job_id: str) -> list[tuple[str, SacctJob]]:
         return self._run(self.argv(job_id))
 
-    def _run(self, argv: list[str]) -> list[tuple[str, SacctJob]]:
+    def _run(self, argv: list[str],
+             fields: Sequence[str] = FIELDS) -> list[tuple[str, SacctJob]]:
         try:
             out = self._runner(argv)
         except SourceUnavailable:
             raise
         except (OSError, subprocess.SubprocessError) as e:
             raise SourceUnavailable("sacct", str(e)) from None
-        return _group(out, FIELDS, "|", None)
+        return _group(out, fields, "|", None)
 
     def job(self, job_id: JobId | str) -> SacctJob:
         """The job ``123``, array task ``123_4`` or het component ``123+1``."""

@@ -70,9 +70,9 @@ def test_alice_sees_only_her_jobs(app_url, driver, stack_jobs, service):
     link = driver.find_element(By.CSS_SELECTOR, f'tr[data-job="{stack_jobs["busy"]}"] a')
     assert link.get_attribute("href").endswith(f"/jobs/{stack_jobs['busy']}")
     _screenshot(driver, "browser-my-jobs-alice.png")
-    driver.get(f"{app_url}/users/bob")
-    assert "403" in driver.title or "Forbidden" in driver.page_source
     assert severe(driver) == []
+    driver.get(f"{app_url}/users/bob")  # another user's page
+    assert driver.title.startswith("403")
     driver.delete_all_cookies()
 
 
@@ -101,6 +101,6 @@ def test_staff_sees_bob_and_sorts(app_url, driver, stack_jobs):
     second = effs()
     assert second == sorted(second) and sorted(first) == second and len(set(second)) > 1
     _screenshot(driver, "browser-users-bob-sorted.png")
-    driver.get(f"{app_url}/users/bob?sort=bogus")
-    assert "400" in driver.title or "sort must be one of" in driver.page_source
     assert severe(driver) == []
+    driver.get(f"{app_url}/users/bob?sort=bogus")
+    assert driver.title.startswith("400") and "sort must be one of" in driver.page_source

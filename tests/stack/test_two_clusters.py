@@ -63,14 +63,15 @@ def _copy_job(first: str, job_id: str) -> None:
             assert IDENT_RE.match(first)
             cur.execute(f"SELECT a.user FROM `{first}_job_table` j"  # noqa: S608
                         f" JOIN `{first}_assoc_table` a ON a.id_assoc = j.id_assoc"
-                        " WHERE j.id_job = %s", (int(job_id),))
+                        " WHERE j.id_job = %s ORDER BY j.time_submit DESC LIMIT 1", (int(job_id),))
             (user,) = cur.fetchone()
             cur.execute(f"SELECT id_assoc FROM `{SECOND}_assoc_table` WHERE user = %s"  # noqa: S608
                         " AND deleted = 0 ORDER BY id_assoc LIMIT 1", (user,))
             (assoc,) = cur.fetchone()
             names = ", ".join(f"`{c}`" for c in columns)
             cur.execute(f"INSERT INTO `{SECOND}_job_table` ({names}, id_assoc)"  # noqa: S608
-                        f" SELECT {names}, %s FROM `{first}_job_table` WHERE id_job = %s",
+                        f" SELECT {names}, %s FROM `{first}_job_table` WHERE id_job = %s"
+                        " ORDER BY time_submit DESC LIMIT 1",
                         (assoc, int(job_id)))
             assert cur.rowcount == 1
     finally:
@@ -106,7 +107,10 @@ def test_the_view_covers_every_registered_cluster(two_clusters, stack_env):
             rows = cur.fetchall()
     finally:
         conn.close()
-    assert [r["cluster"] for r in rows] == sorted([stack_env["JOBREPORT_CLUSTER"], SECOND])
+    # Ids repeat after a controller reset: the first cluster may hold older jobs of this id.
+    clusters = [r["cluster"] for r in rows]
+    assert set(clusters) == {stack_env["JOBREPORT_CLUSTER"], SECOND}
+    assert clusters.count(SECOND) == 1
     assert {r["user"] for r in rows} == {"alice"}
 
 
@@ -137,7 +141,7 @@ def test_same_id_two_reports_on_the_web(two_clusters, stack_env, tmp_path):
     assert a["job_id"] == b["job_id"] == two_clusters and a["user"] == b["user"] == "alice"
     # The second cluster has no Prometheus here: its report says so rather than borrowing
     # the first cluster's series of the same id.
-    assert a["series"] and not any(b["series"].values())
+    assert any(a["series"].values()) and not any(b["series"].values())
     assert any("no Prometheus is configured" in g["reason"] for g in b["gaps"])
     page = client.get(f"/c/{SECOND}/jobs/{two_clusters}").get_data(as_text=True)
     assert f"{two_clusters} on {SECOND}" in page

@@ -38,13 +38,18 @@ def _root() -> pymysql.connections.Connection:
 
 
 def _remove_second() -> None:
-    """Delete the second cluster; slurmdbd keeps its script and environment tables."""
+    """Delete the second cluster, then the tables slurmdbd keeps of a cluster that had jobs
+    (a re-added cluster would find its old rows again)."""
     _sacctmgr("delete", "cluster", SECOND, check=False)
     conn = _root()
     try:
         with conn.cursor() as cur:
-            for table in ("job_script_table", "job_env_table"):
-                cur.execute(f"DROP TABLE IF EXISTS `{SECOND}_{table}`")
+            cur.execute("SELECT table_name FROM information_schema.tables WHERE"
+                        " table_schema = %s AND table_name LIKE %s",
+                        (ACCT_DB, SECOND.replace("_", "\\_") + "\\_%"))
+            for (table,) in cur.fetchall():
+                assert table.startswith(f"{SECOND}_")
+                cur.execute(f"DROP TABLE IF EXISTS `{table}`")
     finally:
         conn.close()
 

@@ -94,9 +94,26 @@ def reader_password_from_url(db_url: str) -> str:
     return password
 
 
-def apply(statements: Sequence[str], admin_socket: str, admin_user: str,
-          admin_password: str | None = None) -> None:
-    """Run the statements in order as the administrator; SetupError names what failed."""
+def registered_clusters(admin_socket: str, admin_user: str, acct_db: str,
+                        admin_password: str | None = None) -> list[str]:
+    """The clusters slurmdbd has registered (``sacctmgr add cluster``): the view must have a
+    branch for each, or a job of a cluster left out is "not found"."""
+    acct_db = _check(IDENT_RE, acct_db, "accounting database name")
+    conn = _connect(admin_socket, admin_user, admin_password)
+    try:
+        with conn.cursor() as cur:
+            try:
+                cur.execute(f"SELECT name FROM `{acct_db}`.cluster_table"  # noqa: S608
+                            " WHERE deleted = 0 ORDER BY name")
+            except Exception as exc:  # noqa: BLE001 - pymysql's errors, named in the message
+                raise SetupError(f"cannot list the clusters of {acct_db}: "
+                                 f"{redact(str(exc.args[-1]))}") from None
+            return [str(row[0]) for row in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+def _connect(admin_socket: str, admin_user: str, admin_password: str | None) -> object:
     import pymysql
 
     try:
@@ -111,6 +128,15 @@ def apply(statements: Sequence[str], admin_socket: str, admin_user: str,
             f"cannot connect to MariaDB at {admin_socket} as {admin_user}: "
             f"{redact(str(exc.args[-1]))}"
         ) from None
+    return conn
+
+
+def apply(statements: Sequence[str], admin_socket: str, admin_user: str,
+          admin_password: str | None = None) -> None:
+    """Run the statements in order as the administrator; SetupError names what failed."""
+    import pymysql
+
+    conn = _connect(admin_socket, admin_user, admin_password)
     try:
         with conn.cursor() as cur:
             for stmt in statements:

@@ -7,6 +7,7 @@ UTC-aware. ``None`` always means "unknown", never zero.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -28,6 +29,12 @@ def cpu_efficiency(cpu_seconds: float | None, elapsed_seconds: float | None,
     if not cpu_seconds or not elapsed_seconds or not cpus:
         return 0.0 if cpu_seconds == 0 and elapsed_seconds else None
     return cpu_seconds / (elapsed_seconds * cpus)
+
+
+def gpu_utilization(series: Iterable[Series]) -> float | None:
+    """Each GPU's mean utilisation, averaged over the GPUs with samples; None without."""
+    means = [m for s in series if (m := s.mean()) is not None]
+    return sum(means) / len(means) if means else None
 
 
 class InvalidJobId(ValueError):
@@ -469,6 +476,11 @@ class JobReport:
         return self.memory_peak.bytes if self.memory_peak else None
 
     @property
+    def gpu_utilization(self) -> float | None:
+        """Mean utilisation of the allocated GPUs (each GPU's mean, averaged), 0..1."""
+        return gpu_utilization(self.usage.gpu_utilization)
+
+    @property
     def memory_requested_per_node(self) -> int | None:
         """--mem is per node: the request split evenly over the job's nodes."""
         if not self.memory_requested_bytes:
@@ -489,12 +501,6 @@ class JobReport:
         if self.elapsed_seconds is None or not self.time_limit_seconds:
             return None
         return self.elapsed_seconds / self.time_limit_seconds
-
-    @property
-    def gpu_utilization(self) -> float | None:
-        """Mean utilisation of the allocated GPUs that have data (each GPU's mean, averaged)."""
-        means = [m for s in self.usage.gpu_utilization if (m := s.mean()) is not None]
-        return sum(means) / len(means) if means else None
 
     @property
     def running(self) -> bool:

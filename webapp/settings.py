@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from jobreport_net.bind import parse_bind
@@ -23,6 +23,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
         "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line.",
     ),
     "JOBREPORT_CLUSTER": ("demo", "Slurm cluster name (selects rows of the accounting view)."),
+    "JOBREPORT_CLUSTERS": ("", "Other clusters this web app also serves, comma-separated, each `name` or `name=prometheus-url` (its own Prometheus; without one its reports have no metrics); empty: only JOBREPORT_CLUSTER. With any, job URLs carry the cluster (`/c/<cluster>/jobs/<id>`)."),
     "JOBREPORT_PROMETHEUS_URL": ("http://127.0.0.1:9090", "Prometheus-compatible HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics)."),
     "JOBREPORT_PROMETHEUS_TIMEOUT": ("10", "Seconds before a Prometheus query gives up."),
     "JOBREPORT_PROMETHEUS_USER": ("", "Basic-auth user for Prometheus (the password comes from JOBREPORT_PROMETHEUS_PASSWORD_FILE; never put it in the URL)."),
@@ -225,9 +226,27 @@ def _thresholds(name: str, env: Mapping[str, str] | None = None) -> dict[str, fl
     return out
 
 
+CLUSTER_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
+
+
+def _clusters(name: str, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``other=http://prom-b:9090,third`` -> ``{"other": "http://prom-b:9090", "third": ""}``."""
+    out: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in _raw(name, env).split(","))):
+        cluster, _, url = item.partition("=")
+        cluster, url = cluster.strip(), url.strip().rstrip("/")
+        if not CLUSTER_NAME.fullmatch(cluster):
+            raise SettingsError(f"{env_name(name)}: {cluster!r} is not a Slurm cluster name")
+        if "@" in urlsplit(url).netloc:
+            raise SettingsError(f"{env_name(name)}: the URL of {cluster} holds credentials")
+        out[cluster] = url
+    return out
+
+
 @dataclass(frozen=True)
 class Settings:
     cluster: str = _str("cluster")
+    clusters: dict[str, str] = field(default_factory=lambda: _clusters("clusters"))
     prometheus_url: str = _str("prometheus_url")
     prometheus_timeout: float = _float("prometheus_timeout")
     prometheus_user: str = _str("prometheus_user")
@@ -286,6 +305,25 @@ class Settings:
     # read it (a user on a login node); the CLI then reads what Slurm shows the caller.
     db_readable: bool = True
 
+    @property
+    def cluster_names(self) -> tuple[str, ...]:
+        """Every cluster served, this deployment's own (JOBREPORT_CLUSTER) first."""
+        return (self.cluster, *(c for c in self.clusters if c != self.cluster))
+
+    @property
+    def multi_cluster(self) -> bool:
+        """Job ids are unique only per cluster: with several, URLs name the cluster."""
+        return len(self.cluster_names) > 1
+
+    def for_cluster(self, name: str) -> Settings:
+        """These settings aimed at another served cluster: its own Prometheus (none when
+        JOBREPORT_CLUSTERS gives no URL for it: its series would carry other jobs' ids)."""
+        if name == self.cluster:
+            return self
+        if name not in self.clusters:
+            raise KeyError(name)
+        return replace(self, cluster=name, prometheus_url=self.clusters[name])
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """From ``env`` (default: the process environment, over the system config file
@@ -317,6 +355,7 @@ class Settings:
         db_url, db_readable = _db_url(_str("db_url", env), _str("db_password_file", env))
         settings = cls(
             cluster=_str("cluster", env),
+            clusters=_clusters("clusters", env),
             prometheus_url=_str("prometheus_url", env).rstrip("/"),
             prometheus_timeout=_float("prometheus_timeout", env),
             prometheus_user=_str("prometheus_user", env),

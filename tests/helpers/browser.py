@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,13 +22,18 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
-def serve(make_service: Callable[[], object], tmp: Path) -> Iterator[str]:
-    """Run the app in a thread on a free loopback port; yields its base URL."""
-    (tmp / "passwords").write_text(f"alice:{generate_password_hash('pw')}\n")
+def serve(make_service: Callable[[], object], tmp: Path, base: Settings | None = None,
+          users: tuple[str, ...] = ("alice",)) -> Iterator[str]:
+    """Run the app in a thread on a free loopback port; yields its base URL. ``base``:
+    settings to start from (the stack's), ``users``: who may log in, each with ``pw``."""
+    (tmp / "passwords").write_text("".join(f"{u}:{generate_password_hash('pw')}\n"
+                                           for u in users))
     # Plain http on loopback: the one place (with the demo) cookies go without Secure.
-    settings = Settings(secret_key="browser-test-key-of-at-least-32-bytes",
-                        password_file=str(tmp / "passwords"), session_cookie_secure=False,
-                        web_state=str(tmp / "web-state.sqlite"))
+    settings = dataclasses.replace(base or Settings(),
+                                   secret_key="browser-test-key-of-at-least-32-bytes",
+                                   password_file=str(tmp / "passwords"),
+                                   session_cookie_secure=False,
+                                   web_state=str(tmp / "web-state.sqlite"))
     server = make_server("127.0.0.1", 0, create_app(settings, make_service()), threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -56,10 +62,10 @@ def severe(drv: webdriver.Chrome) -> list[dict]:
     return [entry for entry in drv.get_log("browser") if entry["level"] == "SEVERE"]
 
 
-def login(drv: webdriver.Chrome, base_url: str, job: str) -> None:
-    drv.get(f"{base_url}/jobs/{job}")
+def login(drv: webdriver.Chrome, base_url: str, job: str, user: str = "alice") -> None:
+    drv.get(f"{base_url}/jobs/{job}" if job else f"{base_url}/")
     assert "/login" in drv.current_url
-    drv.find_element(By.ID, "username").send_keys("alice")
+    drv.find_element(By.ID, "username").send_keys(user)
     drv.find_element(By.ID, "password").send_keys("pw")
     drv.find_element(By.CSS_SELECTOR, "form.login button[type=submit]").click()
     wait_for_url(drv, lambda url: "/login" not in url)

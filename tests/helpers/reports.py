@@ -181,6 +181,16 @@ class FakeService:
         except KeyError:
             raise JobNotFound(job_id) from None
 
+    def job_list(self, since, now, user=None, account=None):
+        """The reports' own figures as list rows (the real service reads them in bulk)."""
+        from webapp.report.job_list import row_from_report
+
+        if self.down:
+            raise SourceUnavailable("accounting", "Can't connect to MySQL server on '127.0.0.1'")
+        return [row_from_report(r) for r in self.reports.values()
+                if (user is not None and r.user == user)
+                or (account is not None and r.account == account)], []
+
     def owner(self, job_id: JobId | str) -> str | None:
         job_id = str(JobId.of(job_id))
         if self.down:

@@ -44,6 +44,14 @@ def _render(report: JobReport, fmt: str, pretty: bool = False) -> str | bytes:
 
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     job_id = JobId.parse(args.job_id)
+    if args.cluster:
+        try:
+            settings = settings.for_cluster(args.cluster)
+        except KeyError:
+            served = ", ".join(settings.cluster_names)
+            sys.stderr.write(f"jobreport: unknown cluster {args.cluster!r} (served: {served}; "
+                             "others are added with JOBREPORT_CLUSTERS)\n")
+            return 2
     report = build_for_caller(settings, job_id, resolution=args.resolution)
     out = _render(report, args.format, pretty=args.pretty)
     if args.output:
@@ -120,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print one job's report (123, 123_4 or 123+1).",
     )
     show.add_argument("job_id", metavar="JOBID")
+    show.add_argument("--cluster", default=None,
+                      help="the cluster the job ran on (ids repeat across clusters); "
+                      "default JOBREPORT_CLUSTER")
     show.add_argument("--format", choices=FORMATS, default="text", help="output format")
     show.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     show.add_argument("--pretty", action="store_true", help="indent JSON (compact by default)")

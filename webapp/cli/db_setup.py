@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mgmt.setup import apply, build_statements, reader_password_from_url
+from mgmt.setup import apply, build_statements, reader_password_from_url, registered_clusters
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cluster",
         action="append",
-        required=True,
-        help="Slurm cluster name; repeat for several (one UNION branch each)",
+        default=None,
+        help="Slurm cluster name; repeat for several (one UNION branch each). Every "
+        "cluster slurmdbd has registered gets a branch too; with --print and no "
+        "--cluster, the registered ones are printed",
     )
     parser.add_argument(
         "--print",
@@ -39,17 +41,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--admin-password", default=None, help="administrator password, if any")
 
 
+def clusters(args: argparse.Namespace) -> list[str]:
+    """The --cluster names, then every other cluster slurmdbd registered (a view without a
+    cluster's branch would answer "not found" for all its jobs)."""
+    given = list(args.cluster or [])
+    if args.print_only and given:
+        return given
+    registered = registered_clusters(args.admin_socket, args.admin_user, args.acct_db,
+                                     args.admin_password)
+    return given + [c for c in registered if c not in given]
+
+
 def run(args: argparse.Namespace, db_url: str) -> int:
     hosts = args.reader_host or ["localhost", "127.0.0.1"]
+    names = clusters(args)
     if args.print_only:
         # The printed SQL is for reading and review: the password stays out of terminals
         # and logs (replace the placeholder to run it by hand).
-        statements = build_statements(args.cluster, "<password>", hosts, args.acct_db)
+        statements = build_statements(names, "<password>", hosts, args.acct_db)
         sys.stdout.write(";\n\n".join(statements) + ";\n")
         return 0
-    statements = build_statements(
-        args.cluster, reader_password_from_url(db_url), hosts, args.acct_db
-    )
+    statements = build_statements(names, reader_password_from_url(db_url), hosts, args.acct_db)
     apply(statements, args.admin_socket, args.admin_user, args.admin_password)
-    sys.stdout.write(f"jobreport views ready for cluster(s): {', '.join(args.cluster)}\n")
+    sys.stdout.write(f"jobreport views ready for cluster(s): {', '.join(names)}\n")
     return 0

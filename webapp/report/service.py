@@ -17,6 +17,7 @@ from webapp.report.arrays import summarize_array
 from webapp.report.build import build_report
 from webapp.report.coverage import audited
 from webapp.report.history import history
+from webapp.report.job_list import JobRow, ListSources, archived_report, list_jobs
 from webapp.report.queue import with_queue
 from webapp.report.steps import step_lines
 from webapp.report.waste import compute_waste
@@ -24,6 +25,7 @@ from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
 from webapp.sources.cluster import ClusterSource
 from webapp.sources.history_data import HistorySource
+from webapp.sources.no_metrics import NoMetrics
 from webapp.sources.partitions import PartitionSource
 from webapp.sources.prometheus import PrometheusSource
 from webapp.sources.prometheus_http import make_session
@@ -74,12 +76,14 @@ class ReportService:
                 client_key=settings.prometheus_client_key,
             ),
         )
-        self.prometheus = prometheus or default_prometheus
+        # A cluster served without a Prometheus of its own has no usage, never another's.
+        fallback = default_prometheus if settings.prometheus_url else NoMetrics(settings.cluster)
+        self.prometheus = prometheus or fallback
         # The sizing block reads the user's history through the same sacct and Prometheus;
         # a caller that injects its own sources passes the history source too (or none).
         self.history = history
         if history is None and sacct is None and prometheus is None:
-            self.history = HistorySource(self.sacct, default_prometheus,
+            self.history = HistorySource(self.sacct, self.prometheus,
                                          gpu_idle=self.thresholds.gpu_idle)
         # The queue context reads slurm-exporter's series from the same Prometheus, with
         # the same credentials.
@@ -180,6 +184,14 @@ class ReportService:
         """The job's owner from the accounting view: one cheap query, for access checks
         before a report is built. Raises InvalidJobId, JobNotFound, SourceUnavailable."""
         return self.accounting.job(JobId.of(job_id)).user
+
+    def job_list(self, since: datetime, now: datetime, user: str | None = None,
+                 account: str | None = None) -> tuple[list[JobRow], list[str]]:
+        """One user's (or account's) recent jobs with the report's figures, and the plain
+        notes on what was missing. Raises SourceUnavailable when the accounting view fails."""
+        src = ListSources(self.accounting, self.sacct, self.prometheus,
+                          archived_report(lambda: self.archive))
+        return list_jobs(src, since, now, user=user, account=account), src.gaps
 
     def ended_jobs(self, since: datetime) -> list[str]:
         """Ids of the jobs that ended at or after ``since``, oldest first."""

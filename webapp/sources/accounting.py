@@ -31,6 +31,7 @@ JOB_STATES = {
     11: "OUT_OF_MEMORY",
 }
 MEM_PER_CPU = 0x8000000000000000
+LIST_LIMIT = 500  # rows of a job list: a page, not an export
 # timelimit: INFINITE is what sacct prints as UNLIMITED, NO_VAL as Partition_Limit.
 TIME_LIMIT_KINDS = {0xFFFFFFFF: TimeLimitKind.UNLIMITED, 0xFFFFFFFE: TimeLimitKind.PARTITION}
 
@@ -56,6 +57,12 @@ QUERIES = {
     " het_job_offset, submit_time, end_time FROM jobs WHERE cluster = %s"
     " AND end_time >= %s AND end_time <= %s"
     " ORDER BY end_time, job_id, array_task_id, het_job_offset LIMIT %s",
+    # A user's (or an account's) jobs that ended since a time or have not ended: the job
+    # lists. Bounded: the newest first, at most LIST_LIMIT.
+    "user_jobs": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND user = %s"  # noqa: S608
+    " AND (end_time = 0 OR end_time >= %s) ORDER BY submit_time DESC, job_id DESC LIMIT %s",
+    "account_jobs": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND account = %s"  # noqa: S608
+    " AND (end_time = 0 OR end_time >= %s) ORDER BY submit_time DESC, job_id DESC LIMIT %s",
     "tres": "SELECT id, type, name FROM tres",
     # Time limits (minutes) of a partition's jobs submitted since a time, counted: a few
     # distinct values, so the median is computed here without reading every row.
@@ -263,6 +270,17 @@ class AccountingSource:
             if limit is not None and int(limit) not in TIME_LIMIT_KINDS:
                 out[int(limit) * 60.0] = out.get(int(limit) * 60.0, 0) + int(r["n"])
         return out
+
+    def recent(self, since: datetime, user: str | None = None, account: str | None = None,
+               limit: int = LIST_LIMIT) -> list[AccountingJob]:
+        """One user's (or one account's) jobs that ended at or after ``since`` or have not
+        ended yet, newest submission first, at most ``limit``."""
+        if (user is None) == (account is None):
+            raise ValueError("give a user or an account")
+        names = self.tres_names()
+        query, who = ("user_jobs", user) if user is not None else ("account_jobs", account)
+        rows = self._query(query, self.cluster, who, int(since.timestamp()), int(limit))
+        return [parse_row(r, names) for r in rows]
 
     def running(self) -> list[AccountingJob]:
         """Every job running now, oldest id first."""

@@ -13,7 +13,7 @@ import os
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 from functools import lru_cache
 from operator import itemgetter
 
@@ -40,6 +40,10 @@ FIELDS: tuple[str, ...] = (
     "Elapsed", "Timelimit", "TotalCPU", "AllocCPUS", "NNodes", "NTasks", "ReqMem", "MaxRSS",
     "AllocTRES", "Start", "End", "NodeList", "WorkDir", "MaxRSSNode",
 )  # fmt: skip
+
+# A job list's: no free text (a job name or directory may hold a newline, which would
+# cost the job its line; the list takes names from the accounting view).
+LIST_FIELDS = tuple(f for f in FIELDS if f not in ("JobName", "WorkDir"))
 
 Runner = Callable[[list[str]], str]
 
@@ -300,6 +304,31 @@ class SacctSource:
             argv += ["--clusters", self.cluster]
         return argv
 
+    def recent_argv(self, since: datetime, user: str | None, account: str | None) -> list[str]:
+        """Jobs (with their steps) of one user or account that ran at or after ``since``."""
+        # sacct reads --starttime in the local zone, not as Unix seconds.
+        start = since.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+        argv = [self.sacct_path, "--parsable2", "--noheader", "--format",
+                ",".join(LIST_FIELDS), "--starttime", start]
+        argv += ["--user", user] if user is not None else ["--allusers", "--accounts",
+                                                             str(account)]
+        if self.cluster:
+            argv += ["--clusters", self.cluster]
+        return argv
+
+    def recent(self, since: datetime, user: str | None = None,
+               account: str | None = None) -> tuple[SacctJob, ...]:
+        """One user's (or one account's) jobs since ``since``: one sacct call for a list."""
+        argv = self.recent_argv(since, user, account)
+        return tuple(job for _, job in self._run(argv, LIST_FIELDS))
+
+    def _query(self, job_id: str) -> list[tuple[str, SacctJob]]:
+        return self._run(self.argv(job_id))
+
+    def _run(self, argv: list[str],
+             fields: Sequence[str] = FIELDS) -> list[tuple[str, SacctJob]]:
+        return _group(self.run(argv), fields, "|", None)
+
     def run(self, argv: list[str]) -> str:
         """Run a sacct command line through this source's runner (its output text)."""
         try:
@@ -308,9 +337,6 @@ class SacctSource:
             raise
         except (OSError, subprocess.SubprocessError) as e:
             raise SourceUnavailable("sacct", str(e)) from None
-
-    def _query(self, job_id: str) -> list[tuple[str, SacctJob]]:
-        return _group(self.run(self.argv(job_id)), FIELDS, "|", None)
 
     def job(self, job_id: JobId | str) -> SacctJob:
         """The job ``123``, array task ``123_4`` or het component ``123+1``."""

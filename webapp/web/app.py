@@ -10,7 +10,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from webapp.renderers.templates import TEMPLATES, install_filters
 from webapp.report.service import ReportService
 from webapp.settings import Settings, SettingsError
-from webapp.web import auth, cluster, errors, history, ratelimit, staff, views
+from webapp.web import auth, cluster, errors, history, job_lists, ratelimit, staff, views
 from webapp.web.pdfs import PdfBuilds
 from webapp.web.reports import ReportCache
 from webapp.web.security import security_headers
@@ -56,7 +56,8 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     app.jinja_env.trim_blocks = True
     app.jinja_env.lstrip_blocks = True
     install_filters(app.jinja_env)
-    app.jinja_env.globals.update(csrf_token=auth.csrf_token, auth_mode=settings.auth)
+    app.jinja_env.globals.update(csrf_token=auth.csrf_token, auth_mode=settings.auth,
+                                 job_url=views.job_url, is_staff=auth.is_staff)
     app.context_processor(lambda: {"user": g.get("user")})
     app.before_request(auth.load_user)
     app.after_request(security_headers)
@@ -66,5 +67,6 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     app.register_blueprint(cluster.bp)
     app.register_blueprint(staff.bp)
     app.register_blueprint(history.bp)
+    app.register_blueprint(job_lists.bp)
     errors.register(app)
     return app

@@ -49,8 +49,10 @@ class PdfBuilds:
                 self._cache.move_to_end(job_id)
             return body
 
-    def build(self, report: JobReport, render: Callable[[JobReport], bytes]) -> bytes:
-        """``render(report)`` in a free slot (PdfBusy if none frees up), cached if final."""
+    def build(self, report: JobReport, render: Callable[[JobReport], bytes],
+              key: str | None = None) -> bytes:
+        """``render(report)`` in a free slot (PdfBusy if none frees up), cached if final
+        under ``key`` (the job id; the cluster too when ids repeat across clusters)."""
         if not self.slots.acquire(timeout=self.wait):
             raise PdfBusy()
         try:
@@ -58,7 +60,7 @@ class PdfBuilds:
         finally:
             self.slots.release()
         if final(report):
-            self._keep(report.job_id, body)
+            self._keep(key or report.job_id, body)
         return body
 
     def _keep(self, job_id: str, body: bytes) -> None:

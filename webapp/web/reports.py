@@ -50,14 +50,22 @@ class ReportCache:
         return report
 
 
-def get_service() -> ReportService:
-    """The app's report service, built on first use (so the app starts without a DB)."""
+def get_service(cluster: str | None = None) -> ReportService:
+    """The report service of ``cluster`` (this deployment's own when None), built on first
+    use (so the app starts without a DB); 404 for a cluster the app does not serve."""
+    settings = auth.settings()
+    if cluster is None or cluster == settings.cluster:
+        key = "jobreport.service"
+    elif cluster in settings.clusters:
+        key = f"jobreport.service.{cluster}"
+    else:
+        abort(404, description=f"No cluster {cluster} is served here.")
     ext = current_app.extensions
-    if ext.get("jobreport.service") is None:
+    if ext.get(key) is None:
         with _service_lock:
-            if ext.get("jobreport.service") is None:
-                ext["jobreport.service"] = ReportService(auth.settings())
-    return ext["jobreport.service"]
+            if ext.get(key) is None:
+                ext[key] = ReportService(settings.for_cluster(cluster or settings.cluster))
+    return ext[key]
 
 
 def _deny(canonical: JobId, owner: str | None) -> None:
@@ -66,25 +74,27 @@ def _deny(canonical: JobId, owner: str | None) -> None:
                            "and support staff may see it.")
 
 
-def authorize(job_id: JobId) -> None:
+def authorize(job_id: JobId, cluster: str | None = None) -> None:
     """Refuse (403) a job the user may not see; 404, 503 when the owner is unknown.
 
     For anybody but staff the owner comes first, from one accounting query, so nobody can
     make the app query Prometheus and sacct for a job they may not see."""
     if not auth.is_staff(g.user):
-        owner = get_service().owner(job_id)  # JobNotFound: 404; accounting down: 503
+        owner = get_service(cluster).owner(job_id)  # JobNotFound: 404; accounting down: 503
         if owner is None or owner != g.user:
             _deny(job_id, owner)
 
 
-def load_report(job_id: JobId, authorized: bool = False, resolution: str = "plot") -> JobReport:
+def load_report(job_id: JobId, authorized: bool = False, resolution: str = "plot",
+                cluster: str | None = None) -> JobReport:
     """Check the user may see the job (unless ``authorize`` just did), then build its
-    report with series at ``resolution`` (400, 404, 403, 503 otherwise)."""
+    report with series at ``resolution`` (400, 404, 403, 503 otherwise). ``cluster``:
+    one of several served clusters (ids repeat across them); None for this one's."""
     canonical = job_id
-    service = get_service()
+    service = get_service(cluster)
     if not authorized:
-        authorize(canonical)
-    key = canonical if resolution == "plot" else (canonical, resolution)
+        authorize(canonical, cluster)
+    key = (cluster or "", canonical, resolution)
     report = current_app.extensions["jobreport.reports"].get(
         key, lambda: service.build(canonical, resolution=resolution)
     )

@@ -18,25 +18,39 @@ from webapp.model import JobId
 from webapp.renderers.presentation import context
 from webapp.sources.prometheus import RESOLUTIONS
 from webapp.web import auth
+from webapp.web.job_lists import my_jobs
 from webapp.web.reports import authorize, load_report
 
 bp = Blueprint("views", __name__)
 
 
+def job_url(cluster: str | None, job_id: str, fmt: str = "") -> str:
+    """A job's URL: ``/jobs/<id>`` with one cluster, ``/c/<cluster>/jobs/<id>`` with more."""
+    s = auth.settings()
+    named = cluster if s.multi_cluster else None
+    return url_for(f"views.job_{fmt}" if fmt else "views.job", job_id=job_id,
+                   cluster=named or s.cluster if s.multi_cluster else None)
+
+
 @bp.get("/")
 def index():
-    """Job lookup form; ?job=ID redirects to that job's page."""
+    """The user's recent jobs and the lookup form; ?job=ID redirects to that job's page."""
     job = request.args.get("job", "").strip()
     if job:
-        return redirect(url_for("views.job", job_id=str(JobId.parse(job))))
-    return render_template("index.html")
+        cluster = request.args.get("cluster", "") or None
+        if cluster is not None and cluster not in auth.settings().cluster_names:
+            abort(400, description=f"cluster must be one of: "
+                                   f"{', '.join(auth.settings().cluster_names)}")
+        return redirect(job_url(cluster, str(JobId.parse(job))))
+    return my_jobs()
 
 
 @bp.get("/jobs/<job_id>")
-def job(job_id: str):
+@bp.get("/c/<cluster>/jobs/<job_id>")
+def job(job_id: str, cluster: str | None = None):
     """The report as an HTML page with findings and inline SVG plots."""
-    report = load_report(JobId.parse(job_id))
-    links = [(fmt.upper(), url_for(f"views.job_{fmt}", job_id=report.job_id))
+    report = load_report(JobId.parse(job_id), cluster=cluster)
+    links = [(fmt.upper(), job_url(report.cluster, report.job_id, fmt))
              for fmt in ("pdf", "json", "txt")]
     # Staff also see each gap's technical detail (driver errors); users the plain reason.
     return render_template("report.html", links=links,
@@ -44,22 +58,26 @@ def job(job_id: str):
 
 
 @bp.get("/jobs/<job_id>.pdf")
-def job_pdf(job_id: str):
+@bp.get("/c/<cluster>/jobs/<job_id>.pdf")
+def job_pdf(job_id: str, cluster: str | None = None):
     """The report as a PDF, one section per page (kept once the job has ended)."""
     from webapp.renderers import pdf
 
     canonical = JobId.parse(job_id)
-    authorize(canonical)
+    authorize(canonical, cluster)
     builds = current_app.extensions["jobreport.pdfs"]
-    body = builds.cached(str(canonical))
+    key = str(canonical) if cluster is None else f"{cluster}/{canonical}"
+    body = builds.cached(key)
     if body is None:
-        body = builds.build(load_report(canonical, authorized=True), pdf.render)
+        body = builds.build(load_report(canonical, authorized=True, cluster=cluster),
+                            pdf.render, key=key)
     return Response(body, mimetype="application/pdf", headers={
         "Content-Disposition": f'inline; filename="job-{canonical}.pdf"'})
 
 
 @bp.get("/jobs/<job_id>.json")
-def job_json(job_id: str):
+@bp.get("/c/<cluster>/jobs/<job_id>.json")
+def job_json(job_id: str, cluster: str | None = None):
     """The report as JSON (what `jobreport show --format json` prints): compact, series at
     the plots' resolution; ?pretty=1 indents it, ?resolution=full has the finest series."""
     from webapp.renderers import json as json_renderer
@@ -67,17 +85,19 @@ def job_json(job_id: str):
     resolution = request.args.get("resolution", "plot")
     if resolution not in RESOLUTIONS:
         abort(400, description=f"resolution must be one of: {', '.join(RESOLUTIONS)}")
-    report = load_report(JobId.parse(job_id), resolution=resolution)
+    report = load_report(JobId.parse(job_id), resolution=resolution, cluster=cluster)
     pretty = request.args.get("pretty", "") not in ("", "0")
     return Response(json_renderer.render(report, pretty=pretty), mimetype="application/json")
 
 
 @bp.get("/jobs/<job_id>.txt")
-def job_txt(job_id: str):
+@bp.get("/c/<cluster>/jobs/<job_id>.txt")
+def job_txt(job_id: str, cluster: str | None = None):
     """The report as plain text."""
     from webapp.renderers import text
 
-    return Response(text.render(load_report(JobId.parse(job_id))), mimetype="text/plain")
+    report = load_report(JobId.parse(job_id), cluster=cluster)
+    return Response(text.render(report), mimetype="text/plain")
 
 
 @bp.get("/healthz")

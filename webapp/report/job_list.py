@@ -1,0 +1,339 @@
+"""Job lists: a user's (or an account's) recent jobs with their efficiencies and waste.
+
+Every figure is the report's own: CPU efficiency is ``model.cpu_efficiency``, the memory
+peak ``report.peak``, GPU use ``model.gpu_utilization``. Per job, the first source that
+has it wins, and the row says which:
+
+- ``archive``: the ended-job archive's copy of the full report (the figures and the
+  findings the report showed);
+- ``sacct``: the figures the report computes when only sacct has the job (TotalCPU of the
+  steps; the peak as seff's estimate), with GPU use from one Prometheus query for all
+  jobs; findings are unknown until the job is archived or its report opened;
+- ``accounting``: identity and request only (sacct did not answer).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from webapp.model import (
+    AccountingJob,
+    JobReport,
+    SacctJob,
+    SourceUnavailable,
+    cpu_efficiency,
+)
+from webapp.report.peak import sacct_peak
+from webapp.sources.accounting import LIST_LIMIT
+
+HOUR = 3600.0
+GIB = 2.0**30
+DEFAULT_DAYS = 7
+MAX_DAYS = 90  # a bounded window: the queries grow with it
+MAX_NAME = 200
+NOT_ENDED = frozenset({"PENDING", "RUNNING", "SUSPENDED", "REQUEUED", "RESIZING"})
+STATES = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
+          "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
+# Mean GPU utilisation of each job, one query for all of them (the staff report's too).
+RUNNING_NOTE = "not ended: the report has the live figures"
+GPU_QUERY = "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio[{w}]))"
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One line of a job list (seconds, bytes, ratios 0..1; None when unknown)."""
+
+    cluster: str
+    job_id: str
+    name: str
+    user: str
+    account: str
+    state: str
+    submit: datetime | None
+    end: datetime | None
+    elapsed: float | None
+    cpus: int | None
+    nodes: int
+    gpus: int
+    memory_requested_per_node: int | None
+    cpu_efficiency: float | None = None
+    memory_peak: int | None = None
+    memory_efficiency: float | None = None
+    gpu_utilization: float | None = None
+    findings: int | None = None
+    source: str = "accounting"
+    missing: tuple[str, ...] = ()  # why a figure is blank, in plain words
+    raw_id: str = ""  # the numeric id the exporter labels series with (an array task's own)
+
+    @property
+    def cpu_hours_unused(self) -> float | None:
+        """Core-hours allocated and not used: CPUs x elapsed x (1 - CPU efficiency)."""
+        if self.cpu_efficiency is None or not self.elapsed or not self.cpus:
+            return None
+        return self.cpus * self.elapsed * max(0.0, 1.0 - self.cpu_efficiency) / HOUR
+
+    @property
+    def gpu_hours_unused(self) -> float | None:
+        """GPU-hours allocated and idle: GPUs x elapsed x (1 - mean utilisation)."""
+        if not self.gpus:
+            return 0.0
+        if self.gpu_utilization is None or not self.elapsed:
+            return None
+        return self.gpus * self.elapsed * max(0.0, 1.0 - self.gpu_utilization) / HOUR
+
+    @property
+    def memory_gb_hours_unused(self) -> float | None:
+        """(Request per node - peak) x nodes x elapsed, in GiB-hours."""
+        if self.memory_peak is None or not self.memory_requested_per_node or not self.elapsed:
+            return None
+        unused = max(0, self.memory_requested_per_node - self.memory_peak) * max(1, self.nodes)
+        return unused * self.elapsed / GIB / HOUR
+
+
+# Sort keys of the tables: parameter -> the row's value (None sorts last either way).
+SORT_KEYS: dict[str, Callable[[JobRow], object]] = {
+    "job": lambda r: (r.cluster, int(re.split(r"[_+]", r.job_id)[0]), r.job_id),
+    "name": lambda r: r.name.lower(),
+    "user": lambda r: r.user,
+    "state": lambda r: r.state,
+    "submit": lambda r: r.submit,
+    "elapsed": lambda r: r.elapsed,
+    "cpu_eff": lambda r: r.cpu_efficiency,
+    "mem_eff": lambda r: r.memory_efficiency,
+    "gpu_util": lambda r: r.gpu_utilization,
+    "findings": lambda r: r.findings,
+    "cpu_waste": lambda r: r.cpu_hours_unused,
+    "gpu_waste": lambda r: r.gpu_hours_unused,
+    "mem_waste": lambda r: r.memory_gb_hours_unused,
+}
+WASTE_KEYS = ("cpu_waste", "gpu_waste", "mem_waste")
+
+
+class BadQuery(ValueError):
+    """A list parameter that is not one we accept (the page answers 400 naming it)."""
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """A job list's validated parameters: ``?days=7&state=FAILED&name=train&findings=1
+    &sort=cpu_eff&order=asc``."""
+
+    days: int = DEFAULT_DAYS
+    state: str = ""
+    name: str = ""
+    findings_only: bool = False
+    sort: str = "submit"
+    order: str = "desc"
+    cluster: str = ""  # one of several clusters, "" for all
+
+    @classmethod
+    def parse(cls, args: Mapping[str, str], clusters: Iterable[str] = (),
+              default_sort: str = "submit") -> ListQuery:
+        """Raise BadQuery on any value outside what the page offers."""
+        days_text = args.get("days", "") or str(DEFAULT_DAYS)
+        if not re.fullmatch(r"[0-9]{1,3}", days_text) or not 1 <= int(days_text) <= MAX_DAYS:
+            raise BadQuery(f"days must be a whole number from 1 to {MAX_DAYS}")
+        state = args.get("state", "").strip().upper()
+        if state and state not in STATES:
+            raise BadQuery(f"state must be one of: {', '.join(STATES)}")
+        name = args.get("name", "").strip()
+        if len(name) > MAX_NAME or any(not ch.isprintable() for ch in name):
+            raise BadQuery(f"name must be printable text of at most {MAX_NAME} characters")
+        findings = args.get("findings", "")
+        if findings not in ("", "0", "1"):
+            raise BadQuery("findings must be 1 (only jobs with findings) or 0")
+        sort = args.get("sort", "") or default_sort
+        if sort not in SORT_KEYS:
+            raise BadQuery(f"sort must be one of: {', '.join(SORT_KEYS)}")
+        order = args.get("order", "") or ("asc" if sort in ("job", "name", "user") else "desc")
+        if order not in ("asc", "desc"):
+            raise BadQuery("order must be asc or desc")
+        cluster = args.get("cluster", "")
+        if cluster and cluster not in set(clusters):
+            raise BadQuery(f"cluster must be one of: {', '.join(clusters)}")
+        return cls(int(days_text), state, name, findings == "1", sort, order, cluster)
+
+    def args(self, **changes: object) -> dict[str, str]:
+        """The query string of this list with ``changes`` (for links), defaults left out."""
+        q = replace(self, **changes)  # type: ignore[arg-type]
+        out = {"days": str(q.days) if q.days != DEFAULT_DAYS else "", "state": q.state,
+               "name": q.name, "findings": "1" if q.findings_only else "",
+               "sort": q.sort, "order": q.order, "cluster": q.cluster}
+        return {k: v for k, v in out.items() if v}
+
+    def sort_link(self, key: str) -> dict[str, str]:
+        """The column header's link: this column, the other order when it is the current."""
+        if key == self.sort:
+            return self.args(order="asc" if self.order == "desc" else "desc")
+        return self.args(sort=key, order="asc" if key in ("job", "name", "user") else "desc")
+
+    def since(self, now: datetime) -> datetime:
+        return now - timedelta(days=self.days)
+
+
+def select(rows: Iterable[JobRow], q: ListQuery) -> list[JobRow]:
+    """The rows the filters keep, in the asked order (unknown values last either way)."""
+    kept = [r for r in rows
+            if (not q.state or r.state == q.state)
+            and (not q.name or q.name.lower() in r.name.lower())
+            and (not q.findings_only or (r.findings or 0) > 0)
+            and (not q.cluster or r.cluster == q.cluster)]
+    key = SORT_KEYS[q.sort]
+    known = [r for r in kept if key(r) is not None]
+    unknown = [r for r in kept if key(r) is None]
+    known.sort(key=lambda r: (key(r), r.job_id), reverse=q.order == "desc")
+    return known + unknown
+
+
+# -- the rows, from the sources ---------------------------------------------------------
+def base_row(job: AccountingJob) -> JobRow:
+    """Identity, state and request from the accounting view."""
+    elapsed = None
+    if job.start_time is not None:
+        elapsed = ((job.end_time or datetime.now(UTC)) - job.start_time).total_seconds()
+    nodes = max(1, len(job.nodes))
+    per_node = job.memory_requested_bytes // nodes if job.memory_requested_bytes else None
+    return JobRow(job.cluster, job.job_id, job.job_name or "", job.user or "",
+                  job.account or "", job.state, job.submit_time, job.end_time, elapsed,
+                  job.cpus, nodes, job.gpus, per_node, raw_id=str(job.job))
+
+
+def from_report(row: JobRow, report: JobReport) -> JobRow:
+    """The archived report's own figures and findings."""
+    return replace(row, elapsed=report.elapsed_seconds, cpu_efficiency=report.cpu_efficiency,
+                   memory_peak=report.memory_peak_bytes,
+                   memory_efficiency=report.memory_efficiency,
+                   gpu_utilization=report.gpu_utilization if row.gpus else None,
+                   findings=len(report.findings), source="archive", missing=())
+
+
+def row_from_report(report: JobReport) -> JobRow:
+    """A list row from a built report alone (its figures, its findings)."""
+    nodes = max(1, len(report.nodes))
+    row = JobRow(report.cluster, report.job_id, report.job_name or "", report.user or "",
+                 report.account or "", report.state or "", report.submit_time,
+                 report.end_time, report.elapsed_seconds, report.cpus, nodes, report.gpus,
+                 report.memory_requested_per_node)
+    return replace(from_report(row, report), source="report")
+
+
+def from_sacct(row: JobRow, job: SacctJob, gpu_mean: float | None,
+               gpu_missing: str | None) -> JobRow:
+    """The figures the report computes from sacct alone (it says the peak is an estimate)."""
+    elapsed = job.elapsed_seconds if job.elapsed_seconds is not None else row.elapsed
+    cpus = job.cpus or row.cpus
+    missing = ["findings: not archived yet (open the report)"]
+    seconds = job.total_cpu_seconds
+    if seconds is None and not job.steps:
+        seconds = job.alloc_cpu_seconds
+    peak = sacct_peak(job)
+    per_node = row.memory_requested_per_node
+    mem_eff = peak.bytes / per_node if peak is not None and per_node else None
+    if peak is None:
+        missing.append("memory: sacct has no MaxRSS")
+    gpu = gpu_mean if row.gpus else None
+    if row.gpus and gpu is None:
+        missing.append(gpu_missing or "GPU use: no samples in Prometheus")
+    return replace(row, elapsed=elapsed, cpu_efficiency=cpu_efficiency(seconds, elapsed, cpus),
+                   memory_peak=peak.bytes if peak else None, memory_efficiency=mem_eff,
+                   gpu_utilization=gpu, source="sacct", missing=tuple(missing))
+
+
+@dataclass
+class ListSources:
+    """What one cluster's list reads (the report service's own sources)."""
+
+    accounting: object
+    sacct: object
+    prometheus: object
+    archived: Callable[[str, str], JobReport | None]  # (cluster, job id) -> report or None
+    gaps: list[str] = field(default_factory=list)
+
+
+def list_jobs(src: ListSources, since: datetime, now: datetime, user: str | None = None,
+              account: str | None = None) -> list[JobRow]:
+    """One user's or one account's jobs since ``since`` on one cluster, newest first.
+
+    Raises SourceUnavailable when the accounting view fails (it decides who sees what);
+    sacct or Prometheus failing leaves blanks and a line in ``src.gaps``."""
+    jobs = src.accounting.recent(since, user=user, account=account)  # type: ignore[attr-defined]
+    if len(jobs) >= LIST_LIMIT:
+        src.gaps.append(f"only the newest {LIST_LIMIT} jobs are listed: choose fewer days")
+    rows = [base_row(j) for j in jobs]
+    pending: list[int] = []
+    for i, row in enumerate(rows):
+        report = src.archived(row.cluster, row.job_id) if row.state not in NOT_ENDED else None
+        if report is not None:
+            rows[i] = from_report(row, report)
+        else:
+            pending.append(i)
+    if not pending:
+        return rows
+    try:
+        sacct = {j.job_id: j for j in src.sacct.recent(since, user=user,  # type: ignore[attr-defined]
+                                                       account=account)}
+    except SourceUnavailable as exc:
+        src.gaps.append(f"sacct unavailable ({exc.reason}): efficiencies of jobs not yet "
+                        "archived are blank")
+        sacct = {}
+    gpu, gpu_missing = _gpu_means(src, rows, pending, since, now)
+    for i in pending:
+        job = sacct.get(rows[i].job_id)
+        if rows[i].state in NOT_ENDED:
+            rows[i] = replace(rows[i], missing=(RUNNING_NOTE,))
+        elif job is not None:
+            rows[i] = from_sacct(rows[i], job, gpu.get(rows[i].job_id), gpu_missing)
+        else:
+            rows[i] = replace(rows[i], missing=("sacct does not list this job",))
+    return rows
+
+
+def _gpu_means(src: ListSources, rows: list[JobRow], pending: list[int], since: datetime,
+               now: datetime) -> tuple[dict[str, float], str | None]:
+    """Job id -> mean GPU utilisation over its samples in the window: one query."""
+    if not any(rows[i].gpus for i in pending):
+        return {}, None
+    window = f"{max(1, math.ceil((now - since).total_seconds()))}s"
+    try:
+        answer = src.prometheus.vector(GPU_QUERY.format(w=window), now.timestamp())  # type: ignore[attr-defined]
+    except SourceUnavailable as exc:
+        return {}, f"GPU use: {exc.reason}"
+    by_raw = {labels.get("jobid", ""): value for labels, value in answer}
+    # The exporter names a job by its numeric id (an array task's own, not ``123_4``).
+    return {rows[i].job_id: by_raw[rows[i].raw_id] for i in pending
+            if rows[i].raw_id in by_raw}, None
+
+
+def archived_report(
+    open_archive: Callable[[], object | None],
+) -> Callable[[str, str], JobReport | None]:
+    """(cluster, job id) -> the archived report, None when not archived (or no archive)."""
+    from webapp.report.archived import from_archive
+
+    def lookup(cluster: str, job_id: str) -> JobReport | None:
+        archive = open_archive()
+        record = archive.get(cluster, job_id) if archive is not None else None  # type: ignore[attr-defined]
+        return from_archive(record) if record is not None else None
+
+    return lookup
+
+
+def top_waste(rows: Iterable[JobRow], key: str, n: int = 10) -> list[JobRow]:
+    """The ``n`` jobs that left most of ``key`` (cpu_waste, gpu_waste, mem_waste) unused."""
+    value = SORT_KEYS[key]
+    ranked = [r for r in rows if (value(r) or 0) > 0]
+    ranked.sort(key=lambda r: (-float(value(r) or 0.0), r.job_id))  # type: ignore[arg-type]
+    return ranked[:n]
+
+
+def totals(rows: Iterable[JobRow]) -> dict[str, float]:
+    """Sum of each kind of waste over the rows that have it."""
+    out = dict.fromkeys(WASTE_KEYS, 0.0)
+    for r in rows:
+        for k in WASTE_KEYS:
+            out[k] += float(SORT_KEYS[k](r) or 0.0)  # type: ignore[arg-type]
+    return out

@@ -1,0 +1,109 @@
+"""Job lists: the signed-in user's recent jobs on the home page; any user's (``/users/<name>``)
+or account's (``/accounts/<name>``) jobs and their top waste for the staff.
+
+Server-rendered tables sorted through links (``?sort=cpu_eff&order=asc``); every
+parameter is validated (400 naming it), every SQL value bound by the sources.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import UTC, datetime
+
+from flask import Blueprint, abort, g, render_template, request
+
+from webapp.model import SourceUnavailable
+from webapp.report.job_list import (
+    STATES,
+    WASTE_KEYS,
+    BadQuery,
+    JobRow,
+    ListQuery,
+    select,
+    top_waste,
+    totals,
+)
+from webapp.web import auth
+from webapp.web.reports import get_service
+
+bp = Blueprint("job_lists", __name__)
+log = logging.getLogger(__name__)
+# Slurm user and account names; anything else is a 400 before any query.
+NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
+WASTE_TITLES = {"cpu_waste": "CPU-hours unused", "gpu_waste": "GPU-hours idle",
+                "mem_waste": "Memory GB-hours unused"}
+TOP = 10
+
+
+def _query(default_sort: str = "submit") -> ListQuery:
+    try:
+        return ListQuery.parse(request.args, auth.settings().cluster_names, default_sort)
+    except BadQuery as exc:
+        abort(400, description=f"{exc}.")
+
+
+def _rows(q: ListQuery, user: str | None = None,
+          account: str | None = None) -> tuple[list[JobRow], list[str]]:
+    """The jobs of every served cluster (or the one asked for), and what was missing."""
+    s = auth.settings()
+    now = datetime.now(UTC)
+    rows: list[JobRow] = []
+    gaps: list[str] = []
+    for cluster in s.cluster_names:
+        if q.cluster and cluster != q.cluster:
+            continue
+        try:
+            found, missing = get_service(cluster).job_list(q.since(now), now, user=user,
+                                                           account=account)
+        except SourceUnavailable as exc:
+            if cluster == s.cluster:
+                raise  # the home cluster's accounting decides what anybody may see: 503
+            log.warning("job list of cluster %s: %s (%s)", cluster, exc.reason, exc.detail)
+            found, missing = [], [exc.reason]
+        rows += found
+        gaps += [f"Cluster {cluster}: {gap}." if s.multi_cluster else f"{gap[0].upper()}{gap[1:]}."
+                 for gap in missing]
+    return rows, gaps
+
+
+def _page(template: str, q: ListQuery, rows: list[JobRow], gaps: list[str], **extra):
+    s = auth.settings()
+    return render_template(template, q=q, rows=select(rows, q), total=len(rows), gaps=gaps,
+                           states=STATES, clusters=s.cluster_names if s.multi_cluster else (),
+                           endpoint=request.endpoint, view_args=request.view_args or {},
+                           **extra)
+
+
+def my_jobs():
+    """The signed-in user's jobs of the last days (the home page), with the lookup form."""
+    q = _query()
+    rows, gaps = _rows(q, user=g.user)
+    return _page("index.html", q, rows, gaps, title="My jobs", who=g.user)
+
+
+def _staff_page(kind: str, name: str):
+    if not NAME_RE.fullmatch(name):
+        abort(400, description=f"{name!r} is not a {kind} name.")
+    q = _query()
+    rows, gaps = _rows(q, **{kind: name})
+    shown = select(rows, q)  # the filters apply to the waste too; its order is its own
+    return _page("job_list.html", q, rows, gaps, kind=kind, name=name,
+                 waste={k: top_waste(shown, k, TOP) for k in WASTE_KEYS},
+                 waste_titles=WASTE_TITLES, totals=totals(shown))
+
+
+@bp.get("/users/<name>")
+def user(name: str):
+    """One user's jobs and their top waste: staff, or the user themself."""
+    if not auth.is_staff(g.user) and name != g.user:
+        abort(403, description="Only support staff may see another user's jobs.")
+    return _staff_page("user", name)
+
+
+@bp.get("/accounts/<name>")
+def account(name: str):
+    """One account's jobs and their top waste: staff only."""
+    if not auth.is_staff(g.user):
+        abort(403, description="Only support staff may see an account's jobs.")
+    return _staff_page("account", name)

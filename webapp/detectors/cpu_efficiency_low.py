@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from webapp.detectors.advice import next_cpus
-from webapp.detectors.measures import busy_cores, long_enough
+from webapp.detectors.gpu_cores_idle import idle_beside_busy_gpus
+from webapp.detectors.gpu_input_bound import input_bound
+from webapp.detectors.measures import busy_cores, has_pressure, long_enough, waiting_for
 from webapp.detectors.serial_on_many_cores import looks_serial
 from webapp.detectors.thresholds import Thresholds
-from webapp.formatting import format_percent
+from webapp.formatting import format_duration, format_percent
 from webapp.model import Finding, JobReport, Severity
 
 
@@ -24,8 +26,10 @@ class LowCpuEfficiencyDetector:
             return ()
         if not long_enough(report, t.min_runtime_seconds) or eff >= t.cpu_efficiency_low:
             return ()
-        if looks_serial(report, t):
-            return ()  # SerialOnManyCoresDetector says it more precisely
+        if looks_serial(report, t) or input_bound(report, t):
+            return ()  # serial_on_many_cores / gpu_input_bound say it more precisely
+        if waiting_for(report, t) or idle_beside_busy_gpus(report, t):
+            return ()  # cpu_starved, io_starved, memory_thrashing, gpu_cores_idle: the cause
         if report.cpus > 1:
             cores = next_cpus(busy, 1.1)
             advice = (
@@ -39,6 +43,14 @@ class LowCpuEfficiencyDetector:
                 "network or user input. Stage input data to local scratch and avoid interactive "
                 "waits in batch jobs."
             )
+        # Idle, or waiting? Only pressure stall data (cgroup v2) can tell.
+        cause = (
+            " Pressure stayed low: the cores were idle, not waiting for CPU, storage or "
+            "memory."
+            if has_pressure(report)
+            else " Whether the cores were idle or waited for CPU, storage or memory cannot "
+            "be told: the node recorded no pressure data (cgroup v1)."
+        )
         # GPU jobs get cores for feeding the GPU; low CPU use there is less of a waste.
         severity = Severity.INFO if report.gpus else Severity.WARNING
         return (
@@ -48,6 +60,7 @@ class LowCpuEfficiencyDetector:
                 message=(
                     f"CPU efficiency was {format_percent(eff)}: the {report.cpus} allocated "
                     f"core(s) did {format_percent(eff)} of the work they could have done."
+                    + cause
                 ),
                 advice=advice,
                 evidence={
@@ -56,6 +69,12 @@ class LowCpuEfficiencyDetector:
                     "busy_cores": round(busy, 3),
                     "cpu_seconds": round(report.cpu_seconds or 0.0, 3),
                     "elapsed_seconds": report.elapsed_seconds or 0.0,
+                    "pressure_data": "yes" if has_pressure(report) else "no",
                 },
+                evidence_text=(
+                    f"{format_percent(eff)} CPU efficiency: {_cores(busy)} of "
+                    f"{report.cpus} core(s) busy on average over "
+                    f"{format_duration(report.elapsed_seconds)}."
+                ),
             ),
         )

@@ -57,10 +57,10 @@ class GpuInputBoundDetector:
                     "and preparing data could not keep the GPU fed."
                 ),
                 advice=(
-                    "Load data in parallel: in PyTorch `DataLoader(num_workers=N, "
-                    "pin_memory=True)` with N = `$SLURM_CPUS_PER_TASK` - 1 (in TensorFlow "
-                    "`tf.data` with `num_parallel_calls=tf.data.AUTOTUNE` and `prefetch`), and "
-                    f"ask for the cores to run them: `--cpus-per-gpu={per_gpu}`. Pre-process "
+                    "Load data in parallel: in PyTorch give the `DataLoader` `num_workers=N` "
+                    "with N = `$SLURM_CPUS_PER_TASK` - 1 (and `pin_memory=True`); in "
+                    "TensorFlow use `tf.data` with `num_parallel_calls` and `prefetch`. Ask "
+                    f"for the cores to run them: `--cpus-per-gpu={per_gpu}`. Pre-process the "
                     "data once into a fast format instead of decoding it every epoch."
                 ),
                 evidence={

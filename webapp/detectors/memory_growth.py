@@ -48,12 +48,15 @@ class MemoryGrowthDetector:
         per_hour = fit.slope * 3600
         oom = report.state == OOM or any(s.state == OOM for s in report.steps)
         where = f" on {series.label}" if len(report.usage.memory_rss) > 1 else ""
-        outcome = (
-            "until the limit killed it"
-            if oom
-            else f"and would have reached the {format_bytes(limit)} limit "
-            f"{format_duration(left)} after the job ended"
-        )
+        if oom:
+            outcome = "until the limit killed it"
+        elif left <= 0:
+            outcome = f"up to its {format_bytes(limit)} limit"
+        else:
+            outcome = (
+                f"and would have reached the {format_bytes(limit)} limit "
+                f"{format_duration(left)} after the job ended"
+            )
         return (
             Finding(
                 name=self.name,
@@ -83,7 +86,8 @@ class MemoryGrowthDetector:
                     f"RSS rose {format_bytes(per_hour)}/h along a straight line (r² "
                     f"{fit.r2:.2f} over {fit.points} samples) to {format_bytes(now)}, "
                     f"{format_percent(now / limit)} of the {format_bytes(limit)} limit"
-                    + ("." if oom else f"; limit reached in {format_duration(left)} more.")
+                    + ("." if oom or left <= 0
+                       else f"; limit reached in {format_duration(left)} more.")
                 ),
             ),
         )

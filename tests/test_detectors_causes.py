@@ -296,3 +296,17 @@ def test_series_fit_is_least_squares():
     fit = Series("x", ((0.0, 1.0), (1.0, 3.0), (2.0, 5.0))).fit()
     assert fit.slope == 2.0 and fit.intercept == 1.0 and fit.r2 == 1.0 and fit.at(3) == 7.0
     assert Series("x", ((0.0, 1.0),)).fit() is None
+
+
+def test_an_idle_gpu_held_beside_a_saturated_core_is_one_verdict():
+    r = report(cpus=1, gpus=1, cpu_seconds=600 * 0.97, usage=gpu_usage(0.0, held=GIB,
+                                                                        cores=(0.97,)))
+    found = names(r)
+    assert "gpu_input_bound" in found and "gpu_idle" not in found
+    f = next(f for f in detect_all(r, T) if f.name == "gpu_input_bound")
+    assert "did no work although the program held 1.0 GiB" in f.message
+    assert "`.to(device)`" in f.advice
+    # nothing held on the GPU: the program never opened it, which is gpu_idle's verdict
+    bare = report(cpus=1, gpus=1, cpu_seconds=600 * 0.97, usage=gpu_usage(0.0, held=0,
+                                                                           cores=(0.97,)))
+    assert {"gpu_idle"} <= names(bare) and "gpu_input_bound" not in names(bare)

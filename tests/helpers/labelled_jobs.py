@@ -59,7 +59,7 @@ LABELLED: tuple[LabelledJob, ...] = (
     row("mem-growth", {"memory_growth"},
         {"out_of_memory", "memory_near_limit", "memory_over_requested"},
         "RSS climbing ~10 MB/s toward 500M: a leak's shape"),
-    row("gpu-input-bound", {"gpu_input_bound", "gpu_idle"},
-        {"serial_on_many_cores", "cpu_efficiency_low"} | GPU_NEVER,
+    row("gpu-input-bound", {"gpu_input_bound"},
+        {"gpu_idle", "serial_on_many_cores", "cpu_efficiency_low"} | GPU_NEVER,
         "one saturated core beside a GPU holding memory"),
 )

@@ -47,21 +47,34 @@ class GpuInputBoundDetector:
         core = f"its busiest core ran {format_percent(top)} of the time" if top else (
             f"{busy:.1f} core(s) were busy in all"
         )
+        held_text = format_bytes(held)
+        if util < t.gpu_idle:
+            # an idle GPU the program opened: the work stayed on the CPU side
+            message = (
+                f"The GPU(s) did no work although the program held {held_text} on them, "
+                f"while one CPU core did all the job's CPU work ({core}): the work stayed on "
+                "the CPU, most often a single process loading and preparing data that never "
+                "kept the GPU fed, or a computation never moved to the GPU."
+            )
+            check = " Check that the model and each batch are moved to the GPU (`.to(device)`)."
+        else:
+            message = (
+                f"The GPU(s) were busy only {format_percent(util)} of the time while one "
+                f"CPU core did all the job's CPU work ({core}): a single process loading "
+                "and preparing data could not keep the GPU fed."
+            )
+            check = ""
         return (
             Finding(
                 name=self.name,
                 severity=Severity.WARNING,
-                message=(
-                    f"The GPU(s) were busy only {format_percent(util)} of the time while one "
-                    f"CPU core did all the job's CPU work ({core}): a single process loading "
-                    "and preparing data could not keep the GPU fed."
-                ),
+                message=message,
                 advice=(
                     "Load data in parallel: in PyTorch give the `DataLoader` `num_workers=N` "
                     "with N = `$SLURM_CPUS_PER_TASK` - 1 (and `pin_memory=True`); in "
                     "TensorFlow use `tf.data` with `num_parallel_calls` and `prefetch`. Ask "
                     f"for the cores to run them: `--cpus-per-gpu={per_gpu}`. Pre-process the "
-                    "data once into a fast format instead of decoding it every epoch."
+                    "data once into a fast format instead of decoding it every epoch." + check
                 ),
                 evidence={
                     "gpu_utilization_mean": round(util, 4),

@@ -45,7 +45,9 @@ class MemoryGrowthDetector:
         end = series.points[-1][0]
         now = fit.at(end)
         left = max(0.0, (limit - now) / fit.slope)
-        per_hour = fit.slope * 3600
+        # per hour, or per minute for a job shorter than an hour (as a user would say it)
+        unit, span = ("hour", 3600) if (report.elapsed_seconds or 0) >= 3600 else ("minute", 60)
+        rate = f"{format_bytes(fit.slope * span)} per {unit}"
         oom = report.state == OOM or any(s.state == OOM for s in report.steps)
         where = f" on {series.label}" if len(report.usage.memory_rss) > 1 else ""
         if oom:
@@ -62,9 +64,8 @@ class MemoryGrowthDetector:
                 name=self.name,
                 severity=Severity.CRITICAL if oom else Severity.WARNING,
                 message=(
-                    f"Resident memory{where} grew steadily by {format_bytes(per_hour)} per "
-                    f"hour from start to end {outcome}: a probable memory leak, not a job "
-                    "that needs more memory."
+                    f"Resident memory{where} grew steadily by {rate} from start to end "
+                    f"{outcome}: a probable memory leak, not a job that needs more memory."
                 ),
                 advice=(
                     "More `--mem` only delays the end. Look for what accumulates: lists or "
@@ -83,7 +84,7 @@ class MemoryGrowthDetector:
                     "seconds_to_limit": round(left, 1),
                 },
                 evidence_text=(
-                    f"RSS rose {format_bytes(per_hour)}/h along a straight line (r² "
+                    f"RSS rose {rate} along a straight line (r² "
                     f"{fit.r2:.2f} over {fit.points} samples) to {format_bytes(now)}, "
                     f"{format_percent(now / limit)} of the {format_bytes(limit)} limit"
                     + ("." if oom or left <= 0

@@ -39,9 +39,9 @@ class LowCpuEfficiencyDetector:
             )
         else:
             advice = (
-                "The single core was often idle: the program probably waited on file I/O, the "
-                "network or user input. Stage input data to local scratch and avoid interactive "
-                "waits in batch jobs."
+                "The single core was often idle: find what the program waited for (file I/O, "
+                "the network, a `sleep`, user input). Stage input data to local scratch and "
+                "avoid interactive waits in batch jobs."
             )
         # Idle, or waiting? Only pressure stall data (cgroup v2) can tell.
         cause = (

@@ -68,6 +68,16 @@ class MemoryUsage:
     events: Mapping[str, int] | None  # v2 only
 
 
+@dataclass(frozen=True)
+class StepUsage:
+    """One user step's own cgroup counters (``step_<n>``)."""
+
+    step: str
+    user_seconds: float
+    system_seconds: float
+    rss: int | None  # v1 total_rss, v2 anon; None without the memory controller
+
+
 # ---------------------------------------------------------------- parsers (pure)
 
 
@@ -435,3 +445,57 @@ def read_pressure(job: Job) -> dict[str, float] | None:
         if text is not None:
             out[resource] = parse_pressure_total(text)
     return out or None
+
+
+def user_step_names(names: Iterable[str]) -> list[str]:
+    """The user's srun steps among a job's ``step_*`` suffixes, when labelling pays.
+
+    Slurm's own steps (batch, extern, interactive) are left out: the job's series already
+    hold them. A job with a single user step gets none (its step series would repeat the
+    job's); it has more than one when two exist at once or when one is numbered 1 or up
+    (step 0 came before it): steps usually run one after another and a step's cgroup goes
+    when it ends, so this tells it without remembering earlier scrapes.
+
+        ["batch", "extern", "0"] -> []
+        ["batch", "extern", "3"] -> ["3"]
+    """
+    steps = sorted((n for n in names if n.isdigit()), key=int)
+    if len(steps) > 1 or (steps and int(steps[0]) > 0):
+        return steps
+    return []
+
+
+def read_steps(job: Job) -> list[StepUsage]:
+    """The job's user steps (see ``user_step_names``) with their own CPU and memory."""
+    if job.version == 1:
+        acct, mem = job.dirs.get("cpuacct"), job.dirs.get("memory")
+        if acct is None:
+            return []
+        names = user_step_names(name for name, _ in _scan(acct, "step_"))
+    else:
+        acct = mem = job.dirs["unified"]
+        names = user_step_names(name for name, _ in _scan(acct, "step_"))
+    out = []
+    for name in names:
+        try:
+            out.append(_read_step(job, name, acct, mem))
+        except FileNotFoundError:
+            if os.path.isdir(job.dirs.get("cpuacct", acct) if job.version == 1 else acct):
+                continue  # the step ended between listing and reading; the job runs on
+            raise
+    return out
+
+
+def _read_step(job: Job, name: str, acct: str, mem: str | None) -> StepUsage:
+    step = f"step_{name}"
+    if job.version == 1:
+        user = int(_read(f"{acct}/{step}/cpuacct.usage_user", job.files)) * _NS
+        system = int(_read(f"{acct}/{step}/cpuacct.usage_sys", job.files)) * _NS
+        rss = None
+        if mem is not None:
+            rss = parse_flat_keyed(_read(f"{mem}/{step}/memory.stat", job.files))["total_rss"]
+        return StepUsage(name, user, system, rss)
+    stat = parse_flat_keyed(_read(f"{acct}/{step}/cpu.stat", job.files))
+    memory = _read_optional(f"{acct}/{step}/memory.stat", job.files)
+    return StepUsage(name, stat["user_usec"] * _US, stat["system_usec"] * _US,
+                     parse_flat_keyed(memory)["anon"] if memory is not None else None)

@@ -24,6 +24,7 @@ from exporter.collectors.memory import MemoryCollector
 from exporter.collectors.pressure import PressureCollector
 from exporter.collectors.processes import ProcessesCollector
 from exporter.collectors.scratch import ScratchCollector
+from exporter.collectors.steps import StepsCollector
 from exporter.proc_reader import ProcReader, fd_budget
 from exporter.scrape import ScrapedJob
 from exporter.settings import Settings
@@ -38,6 +39,7 @@ COLLECTORS = (
     ScratchCollector,
     GpuCollector,
     PressureCollector,
+    StepsCollector,
 )
 
 Discover = Callable[[str, str, str], list[cgroupfs.Job]]

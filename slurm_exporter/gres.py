@@ -7,22 +7,14 @@ MIG types with dots (``gpu:nvidia_h100_80gb_hbm3_4g.40gb:1``), ``tmp:844G`` and 
 
 from __future__ import annotations
 
+from jobreport_net.split import split_top
+
 UNTYPED = "untyped"
 
 
 def split_items(text: str) -> list[str]:
     """Split on commas outside parentheses (``(IDX:0,2-3)`` holds commas)."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            items.append(text[start:i])
-            start = i + 1
-    items.append(text[start:])
-    return [item.strip() for item in items if item.strip()]
+    return [item.strip() for item in split_top(text, "(", ")") if item.strip()]
 
 
 def parse_gpus(text: str) -> dict[str, int]:

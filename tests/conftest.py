@@ -10,6 +10,10 @@ from aiosmtpd.controller import Controller
 from tests.helpers import stack
 from tests.helpers.mail import FAKE_PDF, Recorder, free_port
 
+# Tests name their settings: the machine's /etc/jobreport/jobreport.conf (which the stack
+# installs) must not leak into them. A test of the config file names its own.
+os.environ.setdefault("JOBREPORT_CONFIG", "")
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Whatever needs the real stack is marked `stack`, so `-m "not stack"` runs without it.

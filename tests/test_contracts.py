@@ -22,8 +22,10 @@ def test_readme_settings_tables_are_generated_from_the_settings_modules():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "settings-table")],
                          capture_output=True, text=True, check=True).stdout
     generated = dict(re.findall(r"<!-- settings:(\w+) -->\n(.*?)\n(?=<!--|\Z)", out, re.S))
-    assert set(generated) == {"webapp", "exporter"}
-    for name, rel in (("webapp", "README.md"), ("exporter", "exporter/README.md")):
+    tables = {"webapp": "README.md", "exporter": "exporter/README.md",
+              "slurm_exporter": "slurm_exporter/README.md"}
+    assert set(generated) == set(tables)
+    for name, rel in tables.items():
         text = (ROOT / rel).read_text()
         held = re.search(rf"<!-- settings:{name} -->\n(.*?)<!-- /settings:{name} -->", text, re.S)
         assert held and held.group(1) == generated[name], f"{rel}: scripts/settings-table --write"

@@ -100,7 +100,7 @@ def test_idle_job_with_pressure_data_is_called_idle(tmp_path):
     r = v2_report("idle", 1, tmp_path)
     assert r.cpu_efficiency < 0.01 and max(pressure(r, x) for x in ("cpu", "io", "memory")) < 0.01
     f = next(f for f in detect_all(r, T) if f.name == "cpu_efficiency_low")
-    assert "idle, not waiting" in f.message
+    assert "idle, not starved" in f.message
     assert names(r) & {"cpu_starved", "io_starved", "memory_thrashing"} == set()
 
 
@@ -310,3 +310,16 @@ def test_an_idle_gpu_held_beside_a_saturated_core_is_one_verdict():
     bare = report(cpus=1, gpus=1, cpu_seconds=600 * 0.97, usage=gpu_usage(0.0, held=0,
                                                                            cores=(0.97,)))
     assert {"gpu_idle"} <= names(bare) and "gpu_input_bound" not in names(bare)
+
+
+def triggering_reports():
+    """(case id, report, thresholds) on which each of these detectors fires: for the
+    evidence-sentence tests, which need every detector to fire somewhere."""
+    yield "cpu-starved", report(cpu_seconds=60.0, usage=Usage(cpu_pressure_seconds=400.0)), T
+    yield "io-starved", report(cpu_seconds=60.0, usage=Usage(io_pressure_seconds=400.0)), T
+    yield "memory-thrashing", report(cpu_seconds=60.0, usage=Usage(
+        memory_pressure_seconds=120.0, memory_high_events=3)), T
+    yield "gpu-input-bound", report(cpus=4, gpus=1, cpu_seconds=600 * 1.02, usage=gpu_usage(
+        0.06, cores=(0.97, 0.02, 0.02, 0.01))), T
+    yield "gpu-cores-idle", report(cpus=8, gpus=1, cpu_seconds=600.0, usage=gpu_usage(0.92)), T
+    yield "memory-growth", mem_report(rss(lambda i: 20 * MIB + i * 12 * MIB)), T

@@ -295,8 +295,11 @@ def test_json_schema_is_pinned():
         "figures_from", "cpus", "cpu_seconds", "cpu_seconds_source", "cpu_efficiency",
         "memory_peak_bytes", "memory_peak", "memory_requested_bytes",
         "memory_requested_per_node_bytes", "memory_efficiency", "gpus", "usage", "steps",
-        "findings", "gaps", "notes", "queue", "array", "series",
+        "findings", "gaps", "notes", "queue", "array", "series", "sizing",
+        "step_lines", "billing", "waste", "coverage",
     }  # fmt: skip
+    assert set(data["coverage"]) == {"nodes", "gpus", "sources", "rules_version",
+                                     "min_coverage", "thresholds", "verdicts", "queries"}
     assert set(data["memory_peak"]) == {"bytes", "source", "estimate", "node", "step_id",
                                         "per_task_bytes", "tasks"}
     assert set(data["steps"][0]) == {"step_id", "name", "state", "exit_code",

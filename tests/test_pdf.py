@@ -1,4 +1,5 @@
-"""PDF renderer: a section per page, "Page X of Y", findings, hostile text printed literally."""
+"""PDF renderer: two pages for an ordinary job (header, gauges, findings, #SBATCH block;
+then the plots in a grid), "Page X of Y", commands as code, hostile text printed literally."""
 
 from __future__ import annotations
 
@@ -10,69 +11,147 @@ from dataclasses import replace
 
 import pytest
 
-from tests.helpers.reports import LATEX_PAYLOAD, gap_report, sample_report
+from tests.helpers.reports import (
+    LATEX_PAYLOAD,
+    array_report,
+    busy_cpu_report,
+    gap_report,
+    gpu_report,
+    many_findings_report,
+)
 from webapp.renderers import pdf
+from webapp.renderers.charts import FIGURES
+from webapp.renderers.presentation import evidence_line
+
+# The title each plot draws inside its own figure (what a reader sees on page 2).
+PLOT_TITLES = ("CPU: cores busy per node", "CPU: mean busy per core",
+               "Memory: resident set per node", "GPU utilization per GPU",
+               "I/O: read and write rate per node")
 
 
-def pdf_pages(body: bytes, tmp_path) -> list[str]:
-    path = tmp_path / "report.pdf"
+def _run(*args: str) -> str:
+    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+
+
+def page_count(path) -> int:
+    return int(re.search(r"^Pages:\s+(\d+)", _run("pdfinfo", str(path)), re.M).group(1))
+
+
+def page_text(path, page: int) -> str:
+    """One page's text, white space collapsed (lines wrap where LaTeX breaks them)."""
+    text = _run("pdftotext", "-layout", "-f", str(page), "-l", str(page), str(path), "-")
+    return " ".join(text.split())
+
+
+def write(body: bytes, tmp_path, name: str = "report.pdf"):
+    path = tmp_path / name
     path.write_bytes(body)
-    text = subprocess.run(["pdftotext", "-layout", str(path), "-"], check=True,
-                          capture_output=True, text=True).stdout
-    return text.split("\f")[:-1]  # pdftotext ends every page with a form feed
+    return path
 
 
 @pytest.fixture(scope="module")
-def full_pdf() -> tuple[bytes, float]:
+def ordinary(tmp_path_factory) -> tuple[object, float]:
+    """The sample GPU job (three real findings, a sizing block, five plots)."""
     started = time.perf_counter()
-    body = pdf.render(sample_report(name=LATEX_PAYLOAD))
-    return body, time.perf_counter() - started
+    body = pdf.render(gpu_report(name=LATEX_PAYLOAD))
+    elapsed = time.perf_counter() - started
+    return write(body, tmp_path_factory.mktemp("pdf")), elapsed
 
 
-def test_one_section_per_page(full_pdf, tmp_path):
-    pages = pdf_pages(full_pdf[0], tmp_path)
-    titles = ["Summary", "Findings", "CPU per node", "CPU per core", "Memory",
-              "GPU utilization", "I/O"]
-    assert len(pages) == len(titles)
-    for page, title in zip(pages, titles, strict=True):
-        assert re.search(rf"^{re.escape(title)}\s*$", page, re.M), (title, page[:300])
+def test_an_ordinary_job_fits_two_pages(ordinary):
+    assert page_count(ordinary[0]) == 2
 
 
-def test_page_x_of_y(full_pdf, tmp_path):
-    pages = pdf_pages(full_pdf[0], tmp_path)
-    for number, page in enumerate(pages, start=1):
-        assert f"Page {number} of {len(pages)}" in page
+def test_page_one_has_header_gauges_findings_and_the_sbatch_block(ordinary):
+    report = gpu_report(name=LATEX_PAYLOAD)
+    first = page_text(ordinary[0], 1)
+    for label in ("Submitted", "Started", "Ended", "State", "COMPLETED", "alice", "demo",
+                  "CPU efficiency 21%", "Memory peak of requested 38%", "GPU utilisation 42%",
+                  "Time used of requested 25%"):
+        assert label in first, label
+    assert report.findings
+    for f in report.findings:
+        assert f.message.replace("`", "") in first
+        assert evidence_line(f) in first
+        assert " ".join(f.advice.replace("`", "").split()) in first
+    assert "#SBATCH --mem=4G #SBATCH --time=01:30:00 #SBATCH --cpus-per-task=2" in first
+    assert "Based on 12 earlier jobs" in first
+    assert "Page 1 of 2" in first
 
 
-def test_findings_and_advice_present(full_pdf, tmp_path):
-    findings = pdf_pages(full_pdf[0], tmp_path)[1]
-    for text in ("GPU gpu1 was idle for the whole job.", "Advice: Request --gres=gpu:1.",
-                 "Ask for --mem=4G next time.", "CRITICAL", "WARNING"):
-        assert text in findings
+def test_page_two_has_every_plot(ordinary):
+    second = page_text(ordinary[0], 2)
+    for title in PLOT_TITLES:
+        assert title in second, title
+    for _, heading, _ in FIGURES:
+        assert f"{heading}." in second  # the caption under each plot
+    assert "Page 2 of 2" in second
+    # Each plot is an embedded PDF of its own (a form XObject), not a raster image.
+    assert _run("pdfimages", "-list", "-f", "2", "-l", "2", str(ordinary[0])).count("\n") == 2
 
 
-def test_latex_payload_prints_literally(full_pdf, tmp_path):
-    summary = pdf_pages(full_pdf[0], tmp_path)[0]
-    assert LATEX_PAYLOAD in summary
-    assert "root:" not in "".join(pdf_pages(full_pdf[0], tmp_path))
+def test_commands_are_typewriter_text(ordinary, tmp_path):
+    doc = pdf.build_document(gpu_report(), str(tmp_path))
+    tex = doc.dumps()
+    assert r"\texttt{{-{}}{-{}}gres=gpu:1}" in tex
+    assert r"\textasciigrave{}" not in tex.split(r"\begin{document}")[1].split("Findings")[1]
+    fonts = _run("pdffonts", "-f", "1", "-l", "1", str(ordinary[0]))
+    assert "LMMono" in fonts
 
 
-def test_render_time(full_pdf):
-    print(f"PDF render with 5 plots: {full_pdf[1]:.2f} s")
-    assert full_pdf[1] < 5.0
+def test_latex_payload_prints_literally(ordinary):
+    first = page_text(ordinary[0], 1)
+    assert LATEX_PAYLOAD in first
+    assert "root:" not in first + page_text(ordinary[0], 2)
 
 
-def test_gap_report_has_note_and_no_plot_pages(tmp_path):
-    pages = pdf_pages(pdf.render(gap_report()), tmp_path)
-    assert len(pages) == 2
-    assert "Metrics unavailable (Prometheus)" in pages[0]
-    assert "Page 2 of 2" in pages[1]
+def test_render_time(ordinary):
+    print(f"PDF render with 5 plots: {ordinary[1]:.2f} s")
+    assert ordinary[1] < 5.0
+
+
+def test_many_findings_still_two_pages(tmp_path):
+    report = many_findings_report()
+    path = write(pdf.render(report), tmp_path)
+    assert len(report.findings) >= 8
+    assert page_count(path) == 2
+    first = page_text(path, 1)
+    assert all(evidence_line(f) in first for f in report.findings)
+    assert "#SBATCH --gres=gpu:1" in first
+
+
+def test_busy_cpu_job_without_sizing_or_gpu(tmp_path):
+    path = write(pdf.render(busy_cpu_report()), tmp_path)
+    assert page_count(path) == 2
+    first = page_text(path, 1)
+    assert "No problems found" in first and "#SBATCH" not in first
+    assert "GPU utilisation" not in first and "CPU efficiency 98%" in first
+    second = page_text(path, 2)
+    assert "GPU utilization per GPU" not in second and "CPU: cores busy per node" in second
+
+
+def test_array_table_adds_pages_after_the_plots(tmp_path):
+    path = write(pdf.render(array_report()), tmp_path)
+    pages = page_count(path)
+    assert pages == 3
+    assert "Array summary" in page_text(path, 1) and "--mem=8G" in page_text(path, 1)
+    assert "CPU: cores busy per node" in page_text(path, 2)
+    last = page_text(path, 3)
+    assert last.startswith("Job 4500 on demo user alice Array tasks task state")  # heading kept
+    assert "4500_50" in last and "10 more tasks" in last
+
+
+def test_gap_report_has_note_and_one_page(tmp_path):
+    path = write(pdf.render(gap_report()), tmp_path)
+    assert page_count(path) == 1
+    first = page_text(path, 1)
+    assert "Metrics unavailable (Prometheus)" in first and "Page 1 of 1" in first
 
 
 def test_hostile_characters_do_not_break_latex(tmp_path):
     name = "a--b <<x>> ``q'' \"d\" ?` !` é 日本\x07\ttab"
-    pages = pdf_pages(pdf.render(replace(gap_report(), job_name=name)), tmp_path)
-    assert "a--b <<x>> ``q'' \"d\" ?` !` é ?? tab" in pages[0]
+    path = write(pdf.render(replace(gap_report(), job_name=name)), tmp_path)
+    assert "a--b <<x>> ``q'' \"d\" ?` !` é ?? tab" in page_text(path, 1)
 
 
 def test_temporary_directory_removed_even_on_failure(tmp_path, monkeypatch):
@@ -91,5 +170,5 @@ def test_temporary_directory_removed_even_on_failure(tmp_path, monkeypatch):
 
 def test_two_pdflatex_passes_without_latexmk(monkeypatch, tmp_path):
     monkeypatch.setattr(pdf.shutil, "which", lambda name: None)
-    pages = pdf_pages(pdf.render(gap_report()), tmp_path)
-    assert "Page 1 of 2" in pages[0]
+    path = write(pdf.render(gpu_report()), tmp_path)
+    assert "Page 1 of 2" in page_text(path, 1)

@@ -13,7 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webapp.model import InvalidJobId, JobId
+from webapp.renderers.backticks import BACKTICKED, code_html
 from webapp.renderers.email import header_text
+from webapp.renderers.latex import code_latex
 from webapp.renderers.pdf import _printable, escaped
 from webapp.renderers.templates import environment
 from webapp.sources import accounting, sacct_values
@@ -111,6 +113,55 @@ def test_latex_escaping_round_trips(text):
     stripped = re.sub(r"\\[&%$#_{}]", "", stripped)
     assert not re.search(r"[\\{}$&#%^_]", stripped), out
     assert _unlatex(out) == "".join(_printable(c) for c in text)
+
+
+# Text with commands in it: backticks, markup and TeX specials, paired or not.
+command_text = st.lists(
+    st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from(list("``<>&\"'\\{}$%#_^~-=")),
+            max_size=8)
+    | st.sampled_from(["`--mem=4G`", "</code>", "<code>", "\\texttt{", "`", "\n"]),
+    max_size=10).map("".join)
+
+
+def _untexttt(out: str) -> str:
+    """``out`` with each ``\\texttt{...}`` (balanced braces) replaced by its content."""
+    while (start := out.find("\\texttt{")) >= 0:
+        depth, i = 1, start + len("\\texttt{")
+        while depth:
+            if out[i] == "\\":  # an escaped brace \{ or \} counts for nothing
+                i += 2
+                continue
+            depth += {"{": 1, "}": -1}.get(out[i], 0)
+            i += 1
+        out = out[:start] + out[start + len("\\texttt{"):i - 1] + out[i:]
+    return out
+
+
+@given(command_text)
+def test_code_html_adds_only_code_elements_and_keeps_the_text(text):
+    out = str(code_html(text))
+    spans = len(BACKTICKED.findall(text))
+    assert out.count("<code>") == out.count("</code>") == spans
+    bare = out.replace("<code>", "").replace("</code>", "")
+    assert "<" not in bare and ">" not in bare and '"' not in bare
+    assert html.unescape(bare) == BACKTICKED.sub(r"\1", text)
+
+
+@given(command_text)
+def test_code_latex_adds_only_texttt_and_keeps_the_text(text):
+    out = str(code_latex(text))
+    spans = len(BACKTICKED.findall(text))
+    assert out.count(r"\texttt{") == spans
+    bare = _untexttt(out)
+    # What is left is escaped text alone: the same check as escaped()'s own.
+    stripped = bare
+    for command, _ in _LATEX_BACK:
+        stripped = stripped.replace(command, "")
+    stripped = _GROUPED_CHAR.sub("", stripped)
+    stripped = re.sub(r"\\[&%$#_{}]", "", stripped)
+    assert not re.search(r"[\\{}$&#%^_]", stripped), out
+    plain = BACKTICKED.sub(r"\1", text)
+    assert _unlatex(bare) == "".join(_printable(c) for c in plain)
 
 
 @given(st.text(max_size=80))

@@ -43,6 +43,18 @@ def slurm_time(seconds: float) -> str:
     return f"{days}-{h:02d}:{m:02d}:{s:02d}" if days else f"{h:02d}:{m:02d}:{s:02d}"
 
 
+def slurm_mem_bytes(value: str) -> int:
+    """The bytes a ``slurm_mem`` value stands for: ``600M`` -> 600 MiB, ``6G`` -> 6 GiB."""
+    return int(value[:-1]) * (GIB if value.endswith("G") else MIB)
+
+
+def slurm_time_seconds(value: str) -> int:
+    """The seconds of a ``slurm_time`` value: ``1-02:00:00`` -> 93600."""
+    days, _, rest = value.rpartition("-")
+    h, m, s = (int(x) for x in rest.split(":"))
+    return (int(days) if days else 0) * 86400 + h * 3600 + m * 60 + s
+
+
 def format_duration(seconds: float | None) -> str:
     """``45s``, ``12m 05s``, ``1h 02m``, ``2d 03h``: the two largest units."""
     if seconds is None:

@@ -227,6 +227,7 @@ class AccountingJob:
     work_dir: str | None
     gpus: int
     time_limit_kind: TimeLimitKind | None = None
+    billing: float | None = None  # tres_alloc's billing TRES: billing units per hour
 
 
 @dataclass(frozen=True)
@@ -257,6 +258,9 @@ class SacctJob:
     # (old Slurm, or steps purged); with -X, TotalCPU reads 0 there.
     alloc_cpu_seconds: float | None = None
     alloc_max_rss_bytes: int | None = None
+    # A het job's components (``123+0``, ``123+1``, ...), each reduced to one line.
+    components: tuple[Step, ...] = ()
+    billing: float | None = None  # AllocTRES billing=N: the job's billing units per hour
 
     @property
     def total_cpu_seconds(self) -> float | None:
@@ -303,6 +307,7 @@ class Usage:
     io_pressure_seconds: float | None = None
     memory_pressure_seconds: float | None = None
     memory_high_events: float | None = None
+    queries: tuple[tuple[str, str], ...] = ()  # (name, PromQL) as sent, for the audit
 
     @property
     def empty(self) -> bool:
@@ -391,6 +396,55 @@ class SizingSuggestion:
 
 
 @dataclass(frozen=True)
+class HistoryJob:
+    """One past job in a history: what it asked for and what it used (bytes, seconds)."""
+
+    job_id: str
+    name: str | None
+    state: str
+    submit_time: datetime | None
+    start_time: datetime | None
+    end_time: datetime | None
+    elapsed_seconds: float | None
+    time_limit_seconds: float | None
+    cpus: int | None
+    tasks: int  # tasks of its largest step: --cpus-per-task is per task
+    nodes: int
+    memory_requested_per_node: int | None  # --mem is per node
+    gpus: int
+    gpus_busy: int | None  # GPUs whose mean utilization reached the idle threshold
+    cpu_seconds: float | None
+    memory_peak: MemoryPeak | None
+
+    @property
+    def cpu_efficiency(self) -> float | None:
+        return cpu_efficiency(self.cpu_seconds, self.elapsed_seconds, self.cpus)
+
+    @property
+    def memory_efficiency(self) -> float | None:
+        if self.memory_peak is None or not self.memory_requested_per_node:
+            return None
+        return self.memory_peak.bytes / self.memory_requested_per_node
+
+    @property
+    def pending_seconds(self) -> float | None:
+        if self.submit_time is None or self.start_time is None:
+            return None
+        return max(0.0, (self.start_time - self.submit_time).total_seconds())
+
+
+@dataclass(frozen=True)
+class History:
+    """A user's past jobs of one name (or all their jobs) and the request they suggest."""
+
+    user: str | None
+    name: str | None
+    since: datetime
+    jobs: tuple[HistoryJob, ...]  # newest first
+    sizing: SizingSuggestion | None = None
+
+
+@dataclass(frozen=True)
 class JobReport:
     """Everything known about one job, from every source, after precedence is applied."""
 
@@ -434,6 +488,14 @@ class JobReport:
     findings: tuple[Finding, ...] = ()
     queue: QueueContext | None = None  # why it waited; filled by the report service
     sizing: SizingSuggestion | None = None  # next submission's #SBATCH block, from history
+    components: tuple[Step, ...] = ()  # a het job's components, one line each
+    metrics_id: str | None = None  # the id the exporter labels its series with (jobid)
+    billing: float | None = None  # billing units per hour of the allocation (billing TRES)
+    # Computed once by webapp.report (steps, waste, coverage); every renderer reads them.
+    step_lines: tuple[StepLine, ...] = ()
+    waste: Waste | None = None
+    coverage: Coverage | None = None  # what the Prometheus verdicts rest on
+    audit: Audit | None = None
 
     @property
     def cpu_efficiency(self) -> float | None:
@@ -459,6 +521,19 @@ class JobReport:
         return self.memory_peak.bytes / per_node
 
     @property
+    def time_used(self) -> float | None:
+        """Elapsed over the time limit that applied (None without a finite limit)."""
+        if self.elapsed_seconds is None or not self.time_limit_seconds:
+            return None
+        return self.elapsed_seconds / self.time_limit_seconds
+
+    @property
+    def gpu_utilization(self) -> float | None:
+        """Mean utilisation of the allocated GPUs that have data (each GPU's mean, averaged)."""
+        means = [m for s in self.usage.gpu_utilization if (m := s.mean()) is not None]
+        return sum(means) / len(means) if means else None
+
+    @property
     def running(self) -> bool:
         """Allocated and not ended: its processes may still be using resources."""
         return self.state in RUNNING_STATES
@@ -467,6 +542,108 @@ class JobReport:
     def unfinished(self) -> bool:
         """Not ended yet (waiting in the queue counts): too early for a verdict or an email."""
         return self.state in UNFINISHED_STATES
+
+
+@dataclass(frozen=True)
+class StepLine:
+    """One line of the steps table: an srun step or a het component, seff's figures each."""
+
+    step_id: str  # "batch", "0", "1", ... or "123+1" for a het component
+    kind: str  # "step" or "component"
+    name: str
+    state: str
+    exit_code: str
+    elapsed_seconds: float | None
+    cpus: int | None
+    cpu_seconds: float | None
+    cpu_efficiency: float | None  # TotalCPU / (Elapsed x AllocCPUS) of this line
+    memory_peak_bytes: int | None  # MaxRSS x tasks per node (peak.step_peak)
+    tasks: int | None = None
+
+    @property
+    def idle_core_seconds(self) -> float | None:
+        """Allocated core-seconds the line did not use."""
+        if self.cpu_seconds is None or not self.elapsed_seconds or not self.cpus:
+            return None
+        return max(0.0, self.elapsed_seconds * self.cpus - self.cpu_seconds)
+
+
+@dataclass(frozen=True)
+class WasteItem:
+    """One resource's allocated-but-unused amount, in its own unit and the site's."""
+
+    resource: str  # "cpu", "gpu", "memory"
+    unit: str  # "core-hours", "GPU-hours", "GB-hours"
+    requested: float  # allocated x hours
+    unused: float  # requested - used (never negative)
+    billing_weight: float | None  # billing units per unit-hour of this resource
+    billing_units: float | None  # unused x weight
+    core_hours: float | None  # billing_units x the site's core-hours per billing unit
+
+
+@dataclass(frozen=True)
+class Waste:
+    """The waste figures of a job and how they were priced."""
+
+    items: tuple[WasteItem, ...]
+    billing_per_hour: float | None  # the job's billing TRES
+    weights_source: str  # where the weights come from, in words
+    core_hours_per_billing_unit: float | None = None
+
+    def total_billing_units(self) -> float | None:
+        values = [i.billing_units for i in self.items if i.billing_units is not None]
+        return sum(values) if values else None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one detector's verdict rests on and whether it was given or withheld."""
+
+    detector: str
+    rests_on: str  # e.g. "sacct (TotalCPU)", "Prometheus (jobs_cpu_core_seconds_total)"
+    withheld: bool
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Audit:
+    """What the report's verdicts rest on: sources, thresholds, rules' version, verdicts."""
+
+    sources: tuple[tuple[str, str], ...]  # (source, "used" or the gap's reason)
+    thresholds: tuple[tuple[str, float, bool], ...]  # (name, value, overridden by settings)
+    rules_version: str
+    min_coverage: float
+    verdicts: tuple[Verdict, ...] = ()
+
+
+@dataclass(frozen=True)
+class SeriesCoverage:
+    """How much of the job's run one node's (or one GPU's) samples cover."""
+
+    label: str  # node name, or "node/gpu" for a GPU
+    samples: int
+    interval_seconds: float | None  # the median spacing of the samples seen
+    covered_seconds: float
+    fraction: float  # covered / the job's run, 0..1
+    gaps: tuple[tuple[float, float], ...] = ()  # (from, to) unix seconds without samples
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """The samples behind the Prometheus figures: per node and per GPU, and the queries."""
+
+    nodes: tuple[SeriesCoverage, ...] = ()
+    gpus: tuple[SeriesCoverage, ...] = ()
+    queries: tuple[tuple[str, str], ...] = ()  # (name, PromQL) as sent
+
+    @property
+    def node_fraction(self) -> float | None:
+        """The least-covered node's fraction (a verdict is as good as its weakest node)."""
+        return min((n.fraction for n in self.nodes), default=None)
+
+    @property
+    def gpu_fraction(self) -> float | None:
+        return min((g.fraction for g in self.gpus), default=None)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Settings of the report service, read once from ``JOBREPORT_*`` environment variables.
+"""Settings of the report service, read once: the system config file, then ``JOBREPORT_*``
+environment variables, each of which overrides the file's line of the same name.
 
 Every variable, its default and its meaning are written once, in ``SETTINGS_DOC``: the
 dataclass takes its defaults from there and the README's table is generated from it
@@ -11,12 +12,16 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from jobreport_net.bind import parse_bind
 
 # name -> (default, one-line description); the README's settings table mirrors this.
 SETTINGS_DOC: dict[str, tuple[str, str]] = {
+    "JOBREPORT_CONFIG": (
+        "/etc/jobreport/jobreport.conf",
+        "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line.",
+    ),
     "JOBREPORT_CLUSTER": ("demo", "Slurm cluster name (selects rows of the accounting view)."),
     "JOBREPORT_PROMETHEUS_URL": ("http://127.0.0.1:9090", "Prometheus-compatible HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics)."),
     "JOBREPORT_PROMETHEUS_TIMEOUT": ("10", "Seconds before a Prometheus query gives up."),
@@ -33,7 +38,11 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     ),
     "JOBREPORT_DB_URL": (
         "mysql://jobreport:jobreport@127.0.0.1:3306/jobreport",
-        "Accounting view, read as the restricted user.",
+        "Accounting view, read as the restricted user (leave the password out when JOBREPORT_DB_PASSWORD_FILE holds it).",
+    ),
+    "JOBREPORT_DB_PASSWORD_FILE": (
+        "",
+        "File holding the restricted user's password, readable by the service user only; a caller who cannot read it gets reports from what Slurm shows them (see \"Login nodes\").",
     ),
     "JOBREPORT_SACCT": ("sacct", "Path of the sacct command."),
     "JOBREPORT_SACCT_TIMEOUT": ("30", "Seconds before a sacct call is abandoned."),
@@ -42,6 +51,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_AUTH": ("password", "`password` (built-in login) or `remote-user` (trust the reverse proxy)."),
     "JOBREPORT_PASSWORD_FILE": ("", "File of `user:werkzeug-hash` lines for built-in login."),
     "JOBREPORT_SECRET_KEY": ("", "Flask secret key (sessions, CSRF), at least 32 bytes; required by the web app."),
+    "JOBREPORT_SECRET_KEY_FILE": ("", "File holding JOBREPORT_SECRET_KEY (when that is empty), readable by the service user only."),
     "JOBREPORT_SESSION_COOKIE_SECURE": ("1", "`1`: the session cookie is sent over HTTPS only (production sits behind a TLS proxy); `0` only for a plain-http demo."),
     "JOBREPORT_SESSION_LIFETIME": ("43200", "Seconds a login lasts, counted from the login."),
     "JOBREPORT_WEB_STATE": ("var/web-state.sqlite", "SQLite file the web app's workers share: ended sessions and login attempt counts."),
@@ -57,6 +67,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_SMTP_STARTTLS": ("0", "`1` to upgrade the connection with STARTTLS."),
     "JOBREPORT_SMTP_USER": ("", "SMTP login (empty: no auth)."),
     "JOBREPORT_SMTP_PASSWORD": ("", "SMTP password."),
+    "JOBREPORT_SMTP_PASSWORD_FILE": ("", "File holding JOBREPORT_SMTP_PASSWORD (when that is empty), readable by the service user only."),
     "JOBREPORT_MAIL_FROM": ("jobreport@localhost", "From address of report emails."),
     "JOBREPORT_MAIL_TO": ("{user}@localhost", "Owner address template; `{user}` is replaced, e.g. `{user}@example.org`."),
     "JOBREPORT_MAIL_MAP": ("", "Optional file of `user address` lines overriding the template."),
@@ -69,6 +80,8 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     ),
     "JOBREPORT_ARCHIVE_RETENTION_DAYS": ("730", "`jobreport sync` drops archived jobs that ended longer ago than this (0: keep forever)."),
     "JOBREPORT_THRESHOLDS": ("", "Detector threshold overrides, e.g. `cpu_efficiency_low=0.5,gpu_util_low=0.1`."),
+    "JOBREPORT_CORE_HOURS_PER_BILLING_UNIT": ("0", "Core-hours of the site's allocations one billing unit-hour is worth (e.g. `1` where billing counts cores); waste is then also shown in core-hours. `0`: not shown."),
+    "JOBREPORT_MIN_COVERAGE": ("0.8", "Fraction of a job's run its Prometheus samples must cover (per node, per GPU) for a verdict resting on them to be given; below it the verdict is withheld and the report says so."),
     "JOBREPORT_CONSTANTS_FILE": ("", "TOML file of allocation targets (the one slurm-exporter reads): served at `/api/constants`, drawn on the cluster page; empty: none."),
     "JOBREPORT_WATCH": ("", "`jobreport watch` threshold overrides, e.g. `gpu_idle_seconds=1800,node_idle_seconds=900` (names in the README)."),
     "JOBREPORT_WATCH_POLICY": ("", "TOML enforcement policy of `jobreport watch` (which rule cancels jobs of which partitions/accounts, grace, exemptions); empty: never cancel."),
@@ -85,8 +98,78 @@ OTHER_PREFIXES = (
 )
 
 
+DEFAULT_CONFIG = SETTINGS_DOC["JOBREPORT_CONFIG"][0]
+
+
 class SettingsError(ValueError):
     """An environment variable holds a value we cannot use."""
+
+
+def parse_config(text: str, origin: str = "config") -> dict[str, str]:
+    """``JOBREPORT_*`` settings from config-file text (systemd EnvironmentFile syntax):
+
+        # comments and blank lines are skipped
+        JOBREPORT_CLUSTER=demo
+        JOBREPORT_MAIL_TO="{user}@example.org"
+
+    One ``NAME=value`` per line; an optional ``export `` prefix (so the file can also be
+    sourced by a shell); one pair of surrounding quotes is removed; nothing is expanded.
+    """
+    out: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export "):].lstrip()
+        name, sep, value = line.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not re.fullmatch(r"JOBREPORT_[A-Z0-9_]+", name):
+            raise SettingsError(f"{origin}:{number}: expected JOBREPORT_NAME=value")
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        out[name] = value
+    return out
+
+
+def layered(env: Mapping[str, str], default_config: str = "") -> dict[str, str]:
+    """The config file's settings overridden by ``env``'s. The file is ``env``'s
+    JOBREPORT_CONFIG, else ``default_config`` (skipped when missing; a file named
+    explicitly must exist). An empty JOBREPORT_CONFIG reads no file."""
+    path = env.get("JOBREPORT_CONFIG", default_config)
+    if not path:
+        return dict(env)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        if "JOBREPORT_CONFIG" not in env:
+            return dict(env)
+        raise SettingsError(f"JOBREPORT_CONFIG={path!r}: no such file") from None
+    except OSError as exc:
+        raise SettingsError(f"JOBREPORT_CONFIG={path!r}: {exc.strerror}") from None
+    return {**parse_config(text, path), **env}
+
+
+def read_secret(path: str, var: str) -> str | None:
+    """A secret file's first line; None when this process may not read it (an ordinary
+    user on a login node). A file that does not exist is a configuration error."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.readline().strip()
+    except PermissionError:
+        return None
+    except OSError as exc:
+        raise SettingsError(f"{var}={path!r}: {exc.strerror}") from None
+
+
+def with_password(url: str, password: str) -> str:
+    """``mysql://user@host/db`` with the password put in (URL-quoted)."""
+    parts = urlsplit(url)
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"{user}:{quote(password, safe='')}@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def env_name(field_name: str) -> str:
@@ -156,6 +239,7 @@ class Settings:
     scrape_interval: float = _float("scrape_interval")
     prometheus_node_label: str = _str("prometheus_node_label")
     db_url: str = _str("db_url")
+    db_password_file: str = _str("db_password_file")
     sacct: str = _str("sacct")
     sacct_timeout: float = _float("sacct_timeout")
     scontrol: str = _str("scontrol")
@@ -163,6 +247,7 @@ class Settings:
     auth: str = _str("auth")
     password_file: str = _str("password_file")
     secret_key: str = _str("secret_key")
+    secret_key_file: str = _str("secret_key_file")
     session_cookie_secure: bool = _bool("session_cookie_secure")
     session_lifetime: float = _float("session_lifetime")
     web_state: str = _str("web_state")
@@ -178,6 +263,7 @@ class Settings:
     smtp_starttls: bool = _bool("smtp_starttls")
     smtp_user: str = _str("smtp_user")
     smtp_password: str = _str("smtp_password")
+    smtp_password_file: str = _str("smtp_password_file")
     mail_from: str = _str("mail_from")
     mail_to: str = _str("mail_to")
     mail_map: str = _str("mail_map")
@@ -187,6 +273,8 @@ class Settings:
     archive_url: str = _str("archive_url")
     archive_retention_days: float = _float("archive_retention_days")
     thresholds: dict[str, float] = field(default_factory=lambda: _thresholds("thresholds"))
+    core_hours_per_billing_unit: float = _float("core_hours_per_billing_unit")
+    min_coverage: float = _float("min_coverage")
     constants_file: str = _str("constants_file")
     watch: dict[str, float] = field(default_factory=lambda: _thresholds("watch"))
     watch_policy: str = _str("watch_policy")
@@ -194,10 +282,16 @@ class Settings:
     staff_report: str = _str("staff_report")
     staff_mail_to: str = _str("staff_mail_to")
     web_url: str = _str("web_url")
+    # Not a setting: False when JOBREPORT_DB_PASSWORD_FILE exists but this process may not
+    # read it (a user on a login node); the CLI then reads what Slurm shows the caller.
+    db_readable: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
+        """From ``env`` (default: the process environment, over the system config file
+        ``/etc/jobreport/jobreport.conf`` or JOBREPORT_CONFIG). An explicit ``env`` reads
+        a config file only when it names one in JOBREPORT_CONFIG."""
+        env = layered(os.environ, DEFAULT_CONFIG) if env is None else layered(env)
         # A typo must not silently fall back to a default; other deployables' prefixes pass.
         unknown = sorted(
             k
@@ -220,6 +314,7 @@ class Settings:
             parse_bind(bind, "127.0.0.1")
         except ValueError as exc:
             raise SettingsError(f"JOBREPORT_BIND: {exc}") from None
+        db_url, db_readable = _db_url(_str("db_url", env), _str("db_password_file", env))
         settings = cls(
             cluster=_str("cluster", env),
             prometheus_url=_str("prometheus_url", env).rstrip("/"),
@@ -232,14 +327,18 @@ class Settings:
             prometheus_client_key=_str("prometheus_client_key", env),
             scrape_interval=_float("scrape_interval", env),
             prometheus_node_label=node_label,
-            db_url=_str("db_url", env),
+            db_url=db_url,
+            db_password_file=_str("db_password_file", env),
+            db_readable=db_readable,
             sacct=_str("sacct", env),
             sacct_timeout=_float("sacct_timeout", env),
             scontrol=_str("scontrol", env),
             staff=_names("staff", env),
             auth=auth,
             password_file=_str("password_file", env),
-            secret_key=_str("secret_key", env),
+            secret_key=_from_file(_str("secret_key", env), _str("secret_key_file", env),
+                                  "JOBREPORT_SECRET_KEY_FILE"),
+            secret_key_file=_str("secret_key_file", env),
             session_cookie_secure=_bool("session_cookie_secure", env),
             session_lifetime=_float("session_lifetime", env),
             web_state=_str("web_state", env),
@@ -254,7 +353,10 @@ class Settings:
             smtp_port=_int("smtp_port", env),
             smtp_starttls=_bool("smtp_starttls", env),
             smtp_user=_str("smtp_user", env),
-            smtp_password=_str("smtp_password", env),
+            smtp_password=_from_file(_str("smtp_password", env),
+                                     _str("smtp_password_file", env),
+                                     "JOBREPORT_SMTP_PASSWORD_FILE"),
+            smtp_password_file=_str("smtp_password_file", env),
             mail_from=_str("mail_from", env),
             mail_to=_str("mail_to", env),
             mail_map=_str("mail_map", env),
@@ -264,6 +366,8 @@ class Settings:
             archive_url=_str("archive_url", env),
             archive_retention_days=_float("archive_retention_days", env),
             thresholds=_thresholds("thresholds", env),
+            core_hours_per_billing_unit=_float("core_hours_per_billing_unit", env),
+            min_coverage=_float("min_coverage", env),
             constants_file=_str("constants_file", env),
             watch=_thresholds("watch", env),
             watch_policy=_str("watch_policy", env),
@@ -273,9 +377,31 @@ class Settings:
             web_url=_str("web_url", env).rstrip("/"),
         )
         _check_prometheus_client(settings)
+        if not 0 <= settings.min_coverage <= 1:
+            raise SettingsError("JOBREPORT_MIN_COVERAGE must be between 0 and 1")
+        if settings.core_hours_per_billing_unit < 0:
+            raise SettingsError("JOBREPORT_CORE_HOURS_PER_BILLING_UNIT must be >= 0")
         if settings.pdf_builds < 1:
             raise SettingsError("JOBREPORT_PDF_BUILDS must be at least 1")
         return settings
+
+
+def _from_file(value: str, path: str, var: str) -> str:
+    """A secret set directly wins; else the file's, or empty when it is not ours to read."""
+    if value or not path:
+        return value
+    return read_secret(path, var) or ""
+
+
+def _db_url(url: str, password_file: str) -> tuple[str, bool]:
+    """The accounting URL with the password file's password (a URL holding its own keeps
+    it), and whether this process may read the view at all."""
+    if not password_file or urlsplit(url).password is not None:
+        return url, True
+    password = read_secret(password_file, "JOBREPORT_DB_PASSWORD_FILE")
+    if password is None:
+        return url, False
+    return with_password(url, password), True
 
 
 def _check_prometheus_client(s: Settings) -> None:

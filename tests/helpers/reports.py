@@ -10,7 +10,10 @@ import math
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from webapp.detectors import detect_all
 from webapp.model import (
+    ArraySummary,
+    ArrayTask,
     Finding,
     Gap,
     InvalidJobId,
@@ -21,6 +24,7 @@ from webapp.model import (
     PeakSource,
     Series,
     Severity,
+    SizingSuggestion,
     SourceUnavailable,
     Usage,
 )
@@ -84,6 +88,70 @@ def sample_report(job_id: str = "4242", user: str = "alice", name: str = "train-
     return replace(report, **changes) if changes else report
 
 
+SIZING = SizingSuggestion(
+    options=(("--mem", "4G"), ("--time", "01:30:00"), ("--cpus-per-task", "2"),
+             ("--gres", "gpu:1")),
+    based_on=12, saved=("1.2 GPU-hours", "6.0 CPU-hours"),
+    basis="jobs named 'train-model' of alice, last 30 days")
+
+
+def detected(report: JobReport) -> JobReport:
+    """The report with the findings the real detectors make of it (sentences included)."""
+    return replace(report, findings=detect_all(report))
+
+
+def gpu_report(**changes) -> JobReport:
+    """The sample two-GPU job (one GPU idle) with its real findings and a sizing block."""
+    return detected(sample_report(sizing=SIZING, **changes))
+
+
+def busy_cpu_report(job_id: str = "4300", name: str = "solver", **changes) -> JobReport:
+    """One node, four cores kept busy, no GPU: nothing to find."""
+    n = 120
+    usage = Usage(
+        cpu_cores=(_series("node01", n, lambda i: 3.9 + 0.05 * math.sin(i / 5)),),
+        cpu_per_core=tuple(_series(f"node01/cpu{c}", n, lambda i: 0.97) for c in range(4)),
+        memory_rss=(_series("node01", n, lambda i: 5 * GIB + i * 4_000_000),),
+        memory_limit_bytes=8 * GIB, memory_max_usage_bytes=6 * GIB,
+        read_bytes=2e9, write_bytes=5e8,
+        io_read_rate=(_series("node01", n, lambda i: 2e5 * (i % 5)),),
+        io_write_rate=(_series("node01", n, lambda i: 5e4),),
+        processes_max=5, threads_max=8, open_files_max=30, open_files_limit_ratio_max=0.03,
+        scratch_in_use=True,
+    )
+    report = sample_report(
+        job_id, name=name, nodes=("node01",), cpus=4, gpus=0,
+        memory_requested_bytes=8 * GIB, partition="cpu", usage=usage,
+        cpu_seconds=30.0 * n * 3.9, time_limit_seconds=2 * 3600,
+        memory_peak=MemoryPeak(int(5.5 * GIB), PeakSource.PROMETHEUS, "node01"), **changes)
+    return detected(report)
+
+
+def many_findings_report(**changes) -> JobReport:
+    """Everything wrong at once: idle GPU, idle cores, memory, files, small I/O, time."""
+    base = sample_report("4400", name="everything-wrong")
+    usage = replace(base.usage, open_files_max=5000, open_files_limit_ratio_max=0.92,
+                    write_bytes=50 * GIB, write_syscalls=20e6, threads_max=64)
+    return detected(replace(base, usage=usage, time_limit_seconds=24 * 3600,
+                            memory_requested_bytes=64 * GIB, sizing=SIZING, **changes))
+
+
+def array_report(tasks: int = 60, **changes) -> JobReport:
+    """An array of ``tasks`` tasks; the single figures are those of its first task."""
+    listed = tuple(
+        ArrayTask(f"4500_{i}", "COMPLETED" if i % 7 else "FAILED", 600.0 + 20 * i,
+                  0.9 - 0.005 * i, int((1 + i / 10) * GIB))
+        for i in range(1, tasks + 1))
+    summary = ArraySummary(
+        tasks=listed, elapsed_p50=1200.0, elapsed_p95=1750.0,
+        memory_peak_p50=4 * GIB, memory_peak_p95=6.7 * GIB,
+        cpu_efficiency_p50=0.75, cpu_efficiency_p95=0.88, outliers=("4500_60",),
+        suggested_mem="8G", suggested_time="00:40:00")
+    report = busy_cpu_report(job_id="4500", figures_from="4500_1", array=summary,
+                             name="sweep", **changes)
+    return report
+
+
 def gap_report(job_id: str = "4243", user: str = "alice") -> JobReport:
     """A report whose Prometheus source was down: no series, one visible gap."""
     return sample_report(job_id, user, usage=Usage(),
@@ -140,4 +208,6 @@ def default_service() -> FakeService:
     return FakeService({r.job_id: r for r in reports})
 
 
-__all__ = ["FakeService", "InvalidJobId", "default_service", "gap_report", "sample_report"]
+__all__ = ["SIZING", "FakeService", "InvalidJobId", "array_report", "busy_cpu_report",
+           "default_service", "detected", "gap_report", "gpu_report", "many_findings_report",
+           "sample_report"]

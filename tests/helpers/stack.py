@@ -120,6 +120,31 @@ STACK_JOBS: tuple[StackJob, ...] = (
         ("-c1", "--mem=500M", "--gres=gpu:1", "--time=10"),
         BUSY.format(s=25),
     ),
+    # Two srun steps: one busy core of two for 20 s, then both cores for 8 s. The report
+    # lists each step and the CPU finding names step 0, which left most cores idle.
+    StackJob(
+        "steps",
+        "alice",
+        ("-c2", "--mem=500M", "--time=10"),
+        "srun -c2 sh -c 'timeout 20 sh -c \"while :; do :; done\"; exit 0'\n"
+        "srun -c2 sh -c '(timeout 8 sh -c \"while :; do :; done\") & "
+        "timeout 8 sh -c \"while :; do :; done\"; wait; exit 0'",
+    ),
+    # An idle job whose first half of samples the coverage test deletes from Prometheus
+    # (its own jobid only): no other test reads it.
+    StackJob("coverage-half", "bob", ("-c1", "--mem=500M", "--time=10"), "sleep 30"),
+)
+
+
+# History and right-sizing: ten jobs of one name (unique per test session, so the history
+# holds only these) whose peaks are 50, 100, ..., 500 MiB, each held for two scrapes.
+SIZING_NAME = f"sizing-{int(time.time())}"
+SIZING_MIB = tuple(50 * n for n in range(1, 11))
+STACK_JOBS += tuple(
+    StackJob(f"sizing-{mib}", "alice", ("-c1", "--mem=1G", "--time=5"),
+             f"python3 -c 'import time; b = bytearray({mib} * 2**20); time.sleep(10)'",
+             job_name=SIZING_NAME)
+    for mib in SIZING_MIB
 )
 
 
@@ -134,8 +159,9 @@ def load_env() -> dict[str, str]:
 
 
 def start_stack() -> None:
-    # The test-only variable is no setting of the stack's own jobreport (it refuses it).
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBREPORT_TEST_")}
+    # Test-only variables are no settings of the stack's own jobreport (it may refuse them).
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("JOBREPORT_TEST_") and k != "JOBREPORT_CONFIG"}
     subprocess.run([str(STACK_ROOT / "scripts" / "dev-stack"), "start"], check=True, env=env)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from webapp.archive import sections
 from webapp.model import (
     ArraySummary,
     ArrayTask,
@@ -20,6 +21,7 @@ from webapp.model import (
     PeakSource,
     Series,
     Severity,
+    SizingSuggestion,
     Step,
     TimeLimitKind,
     Usage,
@@ -141,7 +143,7 @@ def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
     )
     findings = tuple(
         Finding(f["name"], Severity(f["severity"]), f["message"], f["advice"],
-                dict(f.get("evidence") or {}))
+                dict(f.get("evidence") or {}), f.get("evidence_text"))
         for f in summary.get("findings") or ()
     )
     gaps = [Gap(g["source"], g["reason"]) for g in summary.get("gaps") or ()
@@ -164,6 +166,7 @@ def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
             outliers=tuple(a["outliers"]), suggested_mem=a["suggested_mem"],
             suggested_time=a["suggested_time"],
         )
+    coverage, audit = sections.coverage(summary)
     return JobReport(
         job_id=summary["job_id"], cluster=summary["cluster"], user=summary.get("user"),
         uid=summary.get("uid"), account=summary.get("account"),
@@ -179,5 +182,15 @@ def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
         figures_from=summary.get("figures_from"),
         cpu_source=_enum(CpuSource, summary.get("cpu_seconds_source")),
         memory_peak=_peak(summary), usage=usage, steps=steps,
-        array=array, gaps=tuple(gaps), findings=findings,
+        array=array, gaps=tuple(gaps), findings=findings, sizing=_sizing(summary.get("sizing")),
+        billing=summary.get("billing"), step_lines=sections.step_lines(summary),
+        waste=sections.waste(summary), coverage=coverage, audit=audit,
     )
+
+
+def _sizing(z: Mapping[str, Any] | None) -> SizingSuggestion | None:
+    """The archived ``#SBATCH`` block (summaries from before it have none)."""
+    if not z:
+        return None
+    return SizingSuggestion(tuple((o, v) for o, v in z["options"]), int(z["based_on"]),
+                            tuple(z.get("saved") or ()), z.get("basis") or "")

@@ -6,7 +6,6 @@ Statements are written once with ``?`` placeholders and the few dialect differen
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import sqlite3
@@ -15,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from jobreport_net.filelock import held
 from jobreport_net.mysql_url import mysql_params
 
 
@@ -148,17 +148,8 @@ class Database:
         if lock_path is None:
             yield
             return
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EAGAIN, errno.EACCES):
-                    raise ArchiveBusy(f"another process holds {lock_path}") from None
-                raise
+        with held(lock_path, ArchiveBusy(f"another process holds {lock_path}")):
             yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the lock
 
 
 def _mysql_connect(url: str, timeout: float) -> Any:

@@ -15,12 +15,13 @@ from jobreport_net.bind import parse_bind
 from jobreport_net.redact import redact
 from mgmt.setup import SetupError
 from webapp.cli import db_setup
+from webapp.cli.history import add_history_arguments, run_history
+from webapp.cli.login import add_jobs_arguments, build_for_caller, run_jobs
 from webapp.cli.mail import add_email_arguments, add_outbox_arguments, run_email, run_outbox
 from webapp.cli.staff import add_staff_arguments, run_staff_report
 from webapp.cli.sync import add_sync_arguments, run_sync
 from webapp.cli.watch import add_watch_arguments, run_watch
 from webapp.model import InvalidJobId, JobId, JobNotFound, JobReport, SourceUnavailable
-from webapp.report.service import ReportService
 from webapp.settings import Settings, SettingsError
 from webapp.sources.prometheus import RESOLUTIONS
 
@@ -43,9 +44,7 @@ def _render(report: JobReport, fmt: str, pretty: bool = False) -> str | bytes:
 
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     job_id = JobId.parse(args.job_id)
-    report = ReportService(settings).build(
-        job_id, strict_accounting=False, resolution=args.resolution
-    )
+    report = build_for_caller(settings, job_id, resolution=args.resolution)
     out = _render(report, args.format, pretty=args.pretty)
     if args.output:
         mode = "wb" if isinstance(out, bytes) else "w"
@@ -87,10 +86,33 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jobreport",
         description="Per-job usage reports for Slurm: joins Prometheus, the accounting "
-        "database and sacct. Settings come from JOBREPORT_* environment variables.",
+        "database and sacct. Without a command: your jobs of the last 7 days. Settings "
+        "come from /etc/jobreport/jobreport.conf (JOBREPORT_CONFIG) and JOBREPORT_* "
+        "environment variables.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.set_defaults(func=run_jobs)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    jobs = sub.add_parser(
+        "jobs",
+        help="list your recent jobs (the default command)",
+        description="Your jobs of the last 7 days, newest first: elapsed, CPU and memory "
+        "efficiency and the number of findings of each one's report.",
+    )
+    add_jobs_arguments(jobs)
+    jobs.set_defaults(func=run_jobs)
+
+    hist = sub.add_parser(
+        "history",
+        help="past jobs of one name and the #SBATCH block they suggest",
+        description="Your jobs of one name (or every name) with their peaks and "
+        "efficiencies, and one #SBATCH block computed from them: --mem from the 95th "
+        "percentile of the peaks plus 20 %%, --time from the 95th percentile of elapsed "
+        "plus 30 %%, --cpus-per-task and --gpus from what was used.",
+    )
+    add_history_arguments(hist)
+    hist.set_defaults(func=run_history)
 
     show = sub.add_parser(
         "show",

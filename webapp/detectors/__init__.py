@@ -38,7 +38,11 @@ from webapp.model import Finding, JobReport
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DETECTORS", "Detector", "Thresholds", "detect_all"]
+__all__ = ["DETECTORS", "RULES_VERSION", "Detector", "Thresholds", "detect_all"]
+
+# The rules' version, shown in every report's audit section: change it whenever a
+# detector's logic or a default threshold changes, so two reports can be compared.
+RULES_VERSION = "2026.11.23"
 
 
 class Detector(Protocol):

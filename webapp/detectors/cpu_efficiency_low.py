@@ -5,7 +5,13 @@ from __future__ import annotations
 from webapp.detectors.advice import next_cpus
 from webapp.detectors.gpu_cores_idle import idle_beside_busy_gpus
 from webapp.detectors.gpu_input_bound import input_bound
-from webapp.detectors.measures import busy_cores, has_pressure, long_enough, waiting_for
+from webapp.detectors.measures import (
+    busy_cores,
+    has_pressure,
+    long_enough,
+    responsible_step,
+    waiting_for,
+)
 from webapp.detectors.serial_on_many_cores import looks_serial
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_duration, format_percent
@@ -14,6 +20,10 @@ from webapp.model import Finding, JobReport, Severity
 
 def _cores(busy: float) -> str:
     return f"{busy:.1f}" if busy >= 0.05 else "almost none"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 class LowCpuEfficiencyDetector:
@@ -45,36 +55,43 @@ class LowCpuEfficiencyDetector:
             )
         # Idle, or waiting? Only pressure stall data (cgroup v2) can tell.
         cause = (
-            " Pressure stayed low: the cores were idle, not waiting for CPU, storage or "
-            "memory."
+            " Pressure stayed low: idle, not starved."
             if has_pressure(report)
-            else " Whether the cores were idle or waited for CPU, storage or memory cannot "
-            "be told: the node recorded no pressure data (cgroup v1)."
+            else " Idle or starved (waiting for CPU, storage or memory) cannot be told "
+            "without pressure data (cgroup v1)."
         )
         # GPU jobs get cores for feeding the GPU; low CPU use there is less of a waste.
         severity = Severity.INFO if report.gpus else Severity.WARNING
-        return (
-            Finding(
-                name=self.name,
-                severity=severity,
-                message=(
-                    f"CPU efficiency was {format_percent(eff)}: the {report.cpus} allocated "
-                    f"core(s) did {format_percent(eff)} of the work they could have done."
-                    + cause
-                ),
-                advice=advice,
-                evidence={
-                    "cpu_efficiency": round(eff, 4),
-                    "cpus": report.cpus,
-                    "busy_cores": round(busy, 3),
-                    "cpu_seconds": round(report.cpu_seconds or 0.0, 3),
-                    "elapsed_seconds": report.elapsed_seconds or 0.0,
-                    "pressure_data": "yes" if has_pressure(report) else "no",
-                },
-                evidence_text=(
-                    f"{format_percent(eff)} CPU efficiency: {_cores(busy)} of "
-                    f"{report.cpus} core(s) busy on average over "
-                    f"{format_duration(report.elapsed_seconds)}."
-                ),
-            ),
+        message = (
+            f"CPU efficiency was {format_percent(eff)}: the {report.cpus} allocated "
+            f"core(s) did {format_percent(eff)} of the work they could have done." + cause
         )
+        evidence: dict[str, float | int | str] = {
+            "cpu_efficiency": round(eff, 4),
+            "cpus": report.cpus,
+            "busy_cores": round(busy, 3),
+            "cpu_seconds": round(report.cpu_seconds or 0.0, 3),
+            "elapsed_seconds": report.elapsed_seconds or 0.0,
+            "pressure_data": "yes" if has_pressure(report) else "no",
+        }
+        evidence_text = (
+            f"{format_duration(report.cpu_seconds)} of CPU time in "
+            f"{format_duration(report.elapsed_seconds)} on {_plural(report.cpus, 'core')}: "
+            + (f"{busy:.1f} cores busy on average." if busy >= 0.05 else "almost no core busy.")
+        )
+        step = responsible_step(report.step_lines)
+        if step is not None and step.cpus and step.elapsed_seconds:
+            used = (step.cpu_seconds or 0.0) / step.elapsed_seconds
+            what = "component" if step.kind == "component" else "step"
+            message += (f" Most of the idle time is {what} {step.step_id}'s: it used "
+                        f"{used:.1f} of {step.cpus} cores.")
+            advice = (f"{what.capitalize()} {step.step_id} used {used:.1f} of its {step.cpus} "
+                      f"cores: give that srun fewer CPUs (e.g. `srun --cpus-per-task="
+                      f"{next_cpus(used, 1.1)}`), or make the program use the cores it has. "
+                      + advice)
+            evidence_text += (f" {what.capitalize()} {step.step_id}: {used:.1f} of {step.cpus} "
+                              "cores busy.")
+            evidence.update({"step": step.step_id, "step_cpus": step.cpus,
+                             "step_busy_cores": round(used, 3)})
+        return (Finding(name=self.name, severity=severity, message=message, advice=advice,
+                        evidence=evidence, evidence_text=evidence_text),)

@@ -6,7 +6,17 @@ from webapp.detectors.gpu_input_bound import input_bound
 from webapp.detectors.measures import gpu_series, long_enough
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
-from webapp.model import Finding, JobReport, Severity
+from webapp.model import Finding, JobReport, Series, Severity
+
+
+def _sentence(allocated: int, idle: list[Series]) -> str:
+    """'1 GPU allocated; it was idle for the whole job (never above 0.4% busy).'"""
+    top = format_percent(max((s.max() or 0.0) for s in idle))
+    if allocated == 1 and len(idle) == 1:
+        return f"1 GPU allocated; it was idle for the whole job (never above {top} busy)."
+    which = ", ".join(s.label for s in idle)
+    return (f"{allocated} GPUs allocated; {len(idle)} of them ({which}) idle for the whole "
+            f"job, never above {top} busy.")
 
 
 class IdleGpuDetector:
@@ -55,6 +65,7 @@ class IdleGpuDetector:
                 severity=Severity.CRITICAL,
                 message=message,
                 advice=advice,
+                evidence_text=_sentence(allocated, idle),
                 evidence={
                     "gpus_allocated": allocated,
                     "gpus_idle": len(idle),

@@ -36,6 +36,10 @@ class GpuTypeUnavailableDetector:
                     "a type (or for a type that is free) so the job can start on whichever "
                     "GPU frees up first."
                 ),
+                evidence_text=(
+                    f"Waited {format_duration(q.pending_seconds)}; no {'/'.join(wanted)} GPU "
+                    f"was free at any time of the wait; free meanwhile: {idle}."
+                ),
                 evidence={
                     "pending_seconds": q.pending_seconds,
                     "requested_gpu_types": ",".join(q.requested_gpu_types),

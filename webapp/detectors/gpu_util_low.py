@@ -46,6 +46,11 @@ class LowGpuUtilDetector:
                     "pipeline more CPU workers (e.g. DataLoader num_workers), use larger batches, "
                     "or run on a smaller GPU / MIG slice."
                 ),
+                evidence_text=(
+                    (f"{len(means)} GPUs" if len(means) > 1 else "1 GPU")
+                    + f" busy {format_percent(mean)} of the time on average; the work adds up "
+                    f"to {sum(means):.2f} GPU."
+                ),
                 evidence={
                     "gpu_utilization_mean": round(mean, 4),
                     "gpus_used": len(means),

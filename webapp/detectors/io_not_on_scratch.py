@@ -32,6 +32,10 @@ class IoNotOnScratchDetector:
                     "start, write temporary and large files there, and copy only the results "
                     "back to home/project at the end."
                 ),
+                evidence_text=(
+                    f"{format_bytes(written)} written and {format_bytes(read)} read; no "
+                    "process had a file open on scratch."
+                ),
                 evidence={"write_bytes": written, "read_bytes": read},
             ),
         )

@@ -23,6 +23,10 @@ class ManyOpenFilesDetector:
                     "into one archive or container (tar, zip, HDF5) and read it "
                     "sequentially, and close files as soon as they are done."
                 ),
+                evidence_text=(
+                    f"Up to {u.open_files_max:,.0f} files open at once (a note from "
+                    f"{t.open_files_many:,.0f} on)."
+                ),
                 evidence={"open_files_max": u.open_files_max},
             ),
         )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from webapp.detectors.thresholds import Thresholds
-from webapp.model import JobReport, Series
+from webapp.model import JobReport, Series, StepLine
 
 ENDED_OK = frozenset({"COMPLETED"})
+# Steps of Slurm's own making; the rest are the user's srun steps (0, 1, ...).
+SLURM_STEPS = frozenset({"batch", "extern", "interactive"})
 
 
 def busy_cores(report: JobReport) -> float | None:
@@ -129,3 +131,30 @@ def stall_evidence(report: JobReport) -> dict[str, float | int | str]:
     if report.usage.memory_high_events is not None:
         out["memory_high_events"] = int(report.usage.memory_high_events)
     return out
+def user_steps(lines: tuple[StepLine, ...]) -> list[StepLine]:
+    """The srun steps (not batch/extern) and het components: where the work ran."""
+    return [x for x in lines if x.kind == "component" or x.step_id not in SLURM_STEPS]
+
+
+def responsible_step(lines: tuple[StepLine, ...], share: float = 0.5) -> StepLine | None:
+    """The one srun step (or het component) holding more than ``share`` of the idle
+    core-seconds of all of them; None when idleness is spread out, or with fewer than two.
+
+    The batch step is left out: while srun steps run it holds every core and sleeps, so it
+    would always look responsible."""
+    candidates = [x for x in user_steps(lines) if x.idle_core_seconds is not None]
+    if len(candidates) < 2:
+        return None
+    total = sum(x.idle_core_seconds or 0.0 for x in candidates)
+    worst = max(candidates, key=lambda x: x.idle_core_seconds or 0.0)
+    if total <= 0 or (worst.idle_core_seconds or 0.0) <= share * total:
+        return None
+    return worst
+
+
+def peak_source_text(report: JobReport) -> str:
+    """How the memory peak was measured, in a few words for an evidence sentence."""
+    peak = report.memory_peak
+    if peak is None:
+        return "not measured"
+    return "estimated from sacct's MaxRSS" if peak.estimate else "sampled by Prometheus"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from webapp.detectors.advice import next_mem
-from webapp.detectors.measures import memory_limit, step_states
+from webapp.detectors.measures import memory_limit, peak_source_text, step_states
 from webapp.detectors.out_of_memory import OOM
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_percent
@@ -30,6 +30,10 @@ class MemoryNearLimitDetector:
                     "been killed."
                 ),
                 advice=f"Ask for `--mem={mem}` next time to keep a safety margin.",
+                evidence_text=(
+                    f"Peak {format_bytes(peak)} ({peak_source_text(report)}) of the "
+                    f"{format_bytes(limit)} limit: {format_percent(peak / limit)}."
+                ),
                 evidence={
                     "memory_peak_bytes": round(peak),
                     "memory_peak_source": str(report.memory_peak.source),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from webapp.detectors.advice import next_mem
-from webapp.detectors.measures import long_enough, memory_limit
+from webapp.detectors.measures import long_enough, memory_limit, peak_source_text
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_percent
 from webapp.model import Finding, JobReport, Severity
@@ -39,6 +39,13 @@ class MemoryOverRequestedDetector:
                     f"Ask for `--mem={mem}`{where} next time (the peak plus "
                     f"{format_percent(t.memory_margin - 1)}); a smaller request starts sooner "
                     "and leaves memory for other jobs."
+                ),
+                evidence_text=(
+                    f"Peak {format_bytes(peak)} ({peak_source_text(report)}) of the "
+                    f"{format_bytes(limit)} requested{where}: {format_percent(ratio)}; "
+                    f"{format_bytes(wasted)}{' over all nodes' if nodes > 1 else ''} stayed "
+                    "unused beyond a "
+                    f"{format_percent(t.memory_margin - 1)} margin."
                 ),
                 evidence={
                     "memory_peak_bytes": round(peak),

@@ -26,6 +26,9 @@ class OpenFilesNearLimitDetector:
                     "Close files you no longer need; if the program really needs them, raise "
                     "the soft limit in the job script with `ulimit -n $(ulimit -Hn)`."
                 ),
+                evidence_text=(
+                    f"The busiest process held {format_percent(ratio)} of its open-files limit."
+                ),
                 evidence={"open_files_limit_ratio": round(ratio, 4)},
             ),
         )

@@ -39,6 +39,13 @@ class OutOfMemoryDetector:
                     f"{format_bytes(limit)} limit."
                 ),
                 advice=advice,
+                evidence_text=(
+                    f"Killed at the {format_bytes(limit)} limit; the largest peak measured "
+                    f"before that was {format_bytes(peak)}."
+                    if peak
+                    else f"Killed at the {format_bytes(limit)} limit before any memory "
+                    "sample was taken."
+                ),
                 evidence={
                     "memory_peak_bytes": round(peak) if peak is not None else "n/a",
                     "memory_limit_bytes": limit if limit is not None else "n/a",

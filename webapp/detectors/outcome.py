@@ -77,6 +77,22 @@ def _failed_step(steps: tuple[Step, ...]) -> Step | None:
     return bad[0] if bad else None
 
 
+def _exit_sentence(report: JobReport, step: Step | None) -> str:
+    """'Job exit code 1:0; the batch script ended with 1:0.'"""
+    text = f"Job exit code {report.exit_code or 'not recorded'}"
+    if step is not None:
+        text += f"; {_where(step)} ended with {step.exit_code or 'no exit code'}"
+    return text + "."
+
+
+def _cancel_sentence(report: JobReport, by: int | None) -> str:
+    ran = format_duration(report.elapsed_seconds) if report.elapsed_seconds else None
+    who = f"by uid {by}" if by is not None else "(Slurm did not record by whom)"
+    owner = f"; the job's owner is uid {report.uid}" if by is not None and report.uid is not None \
+        and by != report.uid else ""
+    return f"Cancelled {who}" + (f" after {ran}" if ran else "") + owner + "."
+
+
 class OutcomeDetector:
     name = "outcome"
 
@@ -98,6 +114,7 @@ class OutcomeDetector:
                         "Resubmit the job. With `--requeue` (and checkpoints) Slurm restarts "
                         "such jobs by itself."
                     ),
+                    evidence_text=f"Nodes of the job: {', '.join(report.nodes) or 'unknown'}.",
                     evidence={"nodes": ",".join(report.nodes) or "n/a"},
                 ),
             )
@@ -110,6 +127,7 @@ class OutcomeDetector:
                     severity=Severity.INFO,
                     message="A higher-priority job preempted this one.",
                     advice="Write checkpoints and submit with `--requeue` so it resumes.",
+                    evidence_text=f"Preempted after {format_duration(report.elapsed_seconds)}.",
                 ),
             )
         return ()
@@ -136,6 +154,7 @@ class OutcomeDetector:
             severity=Severity.CRITICAL,
             message=f"The job failed: {_where(step)} {what}.",
             advice=advice,
+            evidence_text=_exit_sentence(report, step),
             evidence=evidence,
         )
 
@@ -157,6 +176,10 @@ class OutcomeDetector:
                 "work not saved by then is lost."
             ),
             advice=advice,
+            evidence_text=(
+                f"Ran {format_duration(report.elapsed_seconds)} of a "
+                f"{format_duration(limit)} limit."
+            ),
             evidence={
                 "elapsed_seconds": report.elapsed_seconds or "n/a",
                 "time_limit_seconds": limit or "n/a",
@@ -183,5 +206,6 @@ class OutcomeDetector:
                 "Nothing to change if that was intended; otherwise ask the support team who "
                 "cancelled it and why."
             ),
+            evidence_text=_cancel_sentence(report, by),
             evidence={"cancelled_by": by if by is not None else "n/a"},
         )

@@ -23,6 +23,7 @@ class OversubscribedDetector:
             cores = math.ceil(used)
             message = f"The job kept {used:.1f} cores busy but was allocated {cpus}."
             advice = f"Ask for `--cpus-per-task={cores}` so the job owns the cores it uses."
+            sentence = f"{used:.1f} cores busy on average with {cpus} allocated."
         elif (
             threads
             and threads - t.oversubscription_wrapper_threads > cpus * t.oversubscription_ratio
@@ -37,6 +38,9 @@ class OversubscribedDetector:
                 "MKL_NUM_THREADS / OPENBLAS_NUM_THREADS, or the program's own -j/--threads), "
                 f"or ask for up to `--cpus-per-task={math.ceil(threads)}` if it scales."
             )
+            cores = f"{cpus} allocated core" + ("s" if cpus != 1 else "")
+            sentence = (f"Up to {threads:.0f} threads on {cores}, "
+                        f"{used:.1f} of them busy on average.")
         else:
             return ()
         return (
@@ -45,6 +49,7 @@ class OversubscribedDetector:
                 severity=Severity.WARNING,
                 message=message,
                 advice=advice,
+                evidence_text=sentence,
                 evidence={
                     "cpus": cpus,
                     "busy_cores": round(used, 3),

@@ -42,6 +42,7 @@ class SerialOnManyCoresDetector:
                     "program parallel: set OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK for threaded "
                     "code, launch MPI code with srun, or run independent pieces as a job array."
                 ),
+                evidence_text=f"{used or 0.0:.2f} of {report.cpus} cores busy on average.",
                 evidence={
                     "cpus": report.cpus,
                     "busy_cores": round(used, 3) if used is not None else "n/a",

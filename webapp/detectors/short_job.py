@@ -32,6 +32,10 @@ class ShortJobDetector:
                     "(a loop in the script, or an array whose tasks each process several "
                     f"inputs, e.g. `--array=0-999:{per_job}`) so each job runs ~30 minutes."
                 ),
+                evidence_text=(
+                    f"Ran {format_duration(elapsed)}; jobs under "
+                    f"{format_duration(t.short_job_seconds)} count as short."
+                ),
                 evidence={"elapsed_seconds": elapsed, "runs_per_job": per_job},
             ),
         )

@@ -30,8 +30,8 @@ class SmallIoDetector:
         }
         if not small:
             return ()
-        calls = (u.read_syscalls or 0) if "read" in small else 0
-        calls += (u.write_syscalls or 0) if "write" in small else 0
+        per_kind = {"read": u.read_syscalls or 0, "write": u.write_syscalls or 0}
+        calls = sum(per_kind[k] for k in small)
         sizes = ", ".join(f"{k}s of {format_bytes(m)}" for k, m in small.items())
         return (
             Finding(
@@ -43,6 +43,9 @@ class SmallIoDetector:
                     "open(..., buffering=1 << 20), fewer flush() calls), and keep many small "
                     "files in one archive."
                 ),
+                evidence_text=" and ".join(
+                    f"{per_kind[k]:,.0f} {k}s of {format_bytes(m)}" for k, m in small.items()
+                ) + " on average.",
                 evidence={f"{k}_bytes_per_call": round(m, 1) for k, m in small.items()},
             ),
         )

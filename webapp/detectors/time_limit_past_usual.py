@@ -41,6 +41,11 @@ class TimeLimitPastUsualDetector:
                     f"Ask for {ask}: a long limit needs a long free slot, while a short one "
                     "lets the scheduler backfill the job into gaps between others."
                 ),
+                evidence_text=(
+                    f"Waited {format_duration(q.pending_seconds)}; limit "
+                    f"{format_duration(limit)}, {ratio:.1f}x the median "
+                    f"{usual} of {q.usual_time_limit_jobs} jobs in partition {q.partition}."
+                ),
                 evidence={
                     "pending_seconds": q.pending_seconds,
                     "time_limit_seconds": limit,

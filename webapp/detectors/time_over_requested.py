@@ -33,6 +33,10 @@ class TimeOverRequestedDetector:
                     f"Ask for `--time={time}` next time: the scheduler can fit shorter jobs "
                     "into gaps (backfill), so they start sooner."
                 ),
+                evidence_text=(
+                    f"Ran {format_duration(elapsed)} of a {format_duration(limit)} limit: "
+                    f"{format_percent(ratio)}."
+                ),
                 evidence={
                     "elapsed_seconds": elapsed,
                     "time_limit_seconds": limit,

@@ -17,8 +17,6 @@ Only one process delivers at a time: ``lock()`` takes an fcntl lock on
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import logging
 import os
 import smtplib
@@ -33,6 +31,8 @@ from email.policy import SMTP as SMTP_POLICY
 from typing import Protocol
 
 from tqdm import tqdm
+
+from jobreport_net.filelock import held
 
 log = logging.getLogger(__name__)
 
@@ -121,17 +121,8 @@ class Outbox:
     @contextmanager
     def lock(self) -> Iterator[None]:
         """Hold the delivery lock (non-blocking; OutboxBusy when another process has it)."""
-        fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EAGAIN, errno.EACCES):
-                    raise OutboxBusy(f"another mailer holds {self.path}.lock") from None
-                raise
+        with held(self.path + ".lock", OutboxBusy(f"another mailer holds {self.path}.lock")):
             yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the lock
 
     def _row(self, record: sqlite3.Row | None) -> Row | None:
         return Row(**dict(record)) if record is not None else None

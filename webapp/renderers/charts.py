@@ -25,7 +25,9 @@ from webapp.model import JobReport, Series  # noqa: E402
 GIB = 1024**3
 MIB = 1024**2
 MAX_LEGEND = 8
-SIZE = (7.5, 2.8)  # inches
+SIZE = (7.5, 2.8)  # inches: a full-width web plot
+# Half an A4 text width at print size (so 8-point labels print at 8 points): the PDF grid.
+GRID_SIZE = (3.4, 2.15)
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,12 @@ def _time_axis(report: JobReport, series: Sequence[Series]) -> tuple[float, floa
     return origin, 60.0, "minutes since start"
 
 
-def _figure(title: str) -> tuple[Figure, object]:
-    fig = Figure(figsize=SIZE)
-    fig.subplots_adjust(left=0.08, right=0.98, top=0.88, bottom=0.17)
+def _figure(title: str, size: tuple[float, float] = SIZE) -> tuple[Figure, object]:
+    if size == SIZE:
+        fig = Figure(figsize=size)
+        fig.subplots_adjust(left=0.08, right=0.98, top=0.88, bottom=0.17)
+    else:  # small figures: let matplotlib fit the labels
+        fig = Figure(figsize=size, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax.set_title(title, fontsize=10, loc="left")
@@ -71,15 +76,18 @@ def _lines(ax, report: JobReport, series: Sequence[Series], scale: float = 1.0, 
 
 def _legend(ax) -> None:
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper right", ncols=2)
+        # A small (PDF grid) figure has no empty corner to spare: let matplotlib pick one.
+        small = ax.figure.get_figwidth() < SIZE[0]
+        ax.legend(fontsize=7, loc="best" if small else "upper right", ncols=2)
 
 
-def cpu_figure(report: JobReport) -> tuple[Figure, str] | None:
+def cpu_figure(report: JobReport,
+               size: tuple[float, float] = SIZE) -> tuple[Figure, str] | None:
     """Cores busy per node, against the allocated CPUs."""
     series = report.usage.cpu_cores
     if not any(s.points for s in series):
         return None
-    fig, ax = _figure("CPU: cores busy per node")
+    fig, ax = _figure("CPU: cores busy per node", size)
     _lines(ax, report, series, linewidth=1.2)
     if report.cpus:
         ax.axhline(report.cpus, color="tab:red", linestyle="--", linewidth=1,
@@ -91,12 +99,13 @@ def cpu_figure(report: JobReport) -> tuple[Figure, str] | None:
     return fig, f"Peak {peak:.1f} cores busy of {report.cpus or '?'} allocated."
 
 
-def cpu_core_figure(report: JobReport) -> tuple[Figure, str] | None:
+def cpu_core_figure(report: JobReport,
+                    size: tuple[float, float] = SIZE) -> tuple[Figure, str] | None:
     """Mean busy fraction of every allocated core over the job (cgroup v1 nodes only)."""
     cores = [(s.label, m) for s in report.usage.cpu_per_core if (m := s.mean()) is not None]
     if not cores:
         return None
-    fig, ax = _figure("CPU: mean busy per core")
+    fig, ax = _figure("CPU: mean busy per core", size)
     nodes = sorted({label.rpartition("/")[0] for label, _ in cores})
     colors = [f"C{nodes.index(label.rpartition('/')[0]) % 10}" for label, _ in cores]
     ax.bar(range(len(cores)), [m * 100 for _, m in cores], color=colors, width=0.85)
@@ -110,12 +119,13 @@ def cpu_core_figure(report: JobReport) -> tuple[Figure, str] | None:
     return fig, f"{len(cores)} cores plotted; {idle} were idle (under 5% on average)."
 
 
-def memory_figure(report: JobReport) -> tuple[Figure, str] | None:
+def memory_figure(report: JobReport,
+                  size: tuple[float, float] = SIZE) -> tuple[Figure, str] | None:
     """Resident memory per node against the request and the cgroup limit."""
     usage = report.usage
     if not any(s.points for s in usage.memory_rss):
         return None
-    fig, ax = _figure("Memory: resident set per node")
+    fig, ax = _figure("Memory: resident set per node", size)
     _lines(ax, report, usage.memory_rss, scale=GIB, linewidth=1.2)
     # Lines are per node, so is the request (--mem is per node; the model keeps the total).
     per_node = (report.memory_requested_bytes // max(1, len(report.nodes))
@@ -134,12 +144,13 @@ def memory_figure(report: JobReport) -> tuple[Figure, str] | None:
     return fig, f"Peak resident memory {peak / GIB:.2f} GiB on one node{of}."
 
 
-def gpu_figure(report: JobReport) -> tuple[Figure, str] | None:
+def gpu_figure(report: JobReport,
+               size: tuple[float, float] = SIZE) -> tuple[Figure, str] | None:
     """Utilization of every allocated GPU."""
     series = report.usage.gpu_utilization
     if not any(s.points for s in series):
         return None
-    fig, ax = _figure("GPU utilization per GPU")
+    fig, ax = _figure("GPU utilization per GPU", size)
     _lines(ax, report, series, scale=0.01, linewidth=1.2)
     ax.set_ylabel("% busy", fontsize=8)
     ax.set_ylim(0, 105)
@@ -148,12 +159,13 @@ def gpu_figure(report: JobReport) -> tuple[Figure, str] | None:
     return fig, f"Mean utilization: {means}."
 
 
-def io_figure(report: JobReport) -> tuple[Figure, str] | None:
+def io_figure(report: JobReport,
+              size: tuple[float, float] = SIZE) -> tuple[Figure, str] | None:
     """Read and write throughput per node."""
     usage = report.usage
     if not any(s.points for s in (*usage.io_read_rate, *usage.io_write_rate)):
         return None
-    fig, ax = _figure("I/O: read and write rate per node")
+    fig, ax = _figure("I/O: read and write rate per node", size)
     _lines(ax, report, [Series(f"read {s.label}", s.points) for s in usage.io_read_rate],
            scale=MIB, linewidth=1.2)
     _lines(ax, report, [Series(f"write {s.label}", s.points) for s in usage.io_write_rate],
@@ -166,7 +178,8 @@ def io_figure(report: JobReport) -> tuple[Figure, str] | None:
         f"{(usage.write_bytes or 0) / MIB:.0f} MiB written ({total / MIB:.0f} MiB in all)."
 
 
-FIGURES: tuple[tuple[str, str, Callable[[JobReport], tuple[Figure, str] | None]], ...] = (
+FigureBuilder = Callable[..., tuple[Figure, str] | None]  # (report, size=SIZE)
+FIGURES: tuple[tuple[str, str, FigureBuilder], ...] = (
     ("cpu", "CPU per node", cpu_figure),
     ("cpu-cores", "CPU per core", cpu_core_figure),
     ("memory", "Memory", memory_figure),

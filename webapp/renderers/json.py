@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from webapp.model import JobReport, MemoryPeak, Series
+from webapp.model import Audit, Coverage, JobReport, MemoryPeak, Series, SeriesCoverage, Waste
 from webapp.renderers.queue import queue_dict
 
 SCHEMA_VERSION = 1
@@ -36,6 +36,46 @@ def _peak(peak: MemoryPeak | None) -> dict[str, Any] | None:
         "step_id": peak.step_id,
         "per_task_bytes": peak.per_task_bytes,
         "tasks": peak.tasks,
+    }
+
+
+def _waste(w: Waste | None) -> dict[str, Any] | None:
+    if w is None:
+        return None
+    return {
+        "billing_per_hour": w.billing_per_hour,
+        "weights_source": w.weights_source,
+        "core_hours_per_billing_unit": w.core_hours_per_billing_unit,
+        "total_billing_units": w.total_billing_units(),
+        "items": [
+            {"resource": i.resource, "unit": i.unit, "requested": i.requested,
+             "unused": i.unused, "billing_weight": i.billing_weight,
+             "billing_units": i.billing_units, "core_hours": i.core_hours}
+            for i in w.items
+        ],
+    }
+
+
+def _cov(parts: tuple[SeriesCoverage, ...]) -> list[dict[str, Any]]:
+    return [{"label": p.label, "samples": p.samples, "interval_seconds": p.interval_seconds,
+             "covered_seconds": p.covered_seconds, "fraction": p.fraction,
+             "gaps": [list(g) for g in p.gaps]} for p in parts]
+
+
+def _coverage(report: JobReport, c: Coverage | None, a: Audit | None) -> dict[str, Any]:
+    """Coverage and audit: samples per node and GPU, sources, thresholds, verdicts, PromQL."""
+    queries = list(report.usage.queries) + (list(c.queries) if c else [])
+    return {
+        "nodes": _cov(c.nodes) if c else [],
+        "gpus": _cov(c.gpus) if c else [],
+        "sources": [{"source": s, "status": r} for s, r in a.sources] if a else [],
+        "rules_version": a.rules_version if a else None,
+        "min_coverage": a.min_coverage if a else None,
+        "thresholds": [{"name": n, "value": v, "overridden": o}
+                       for n, v, o in a.thresholds] if a else [],
+        "verdicts": [{"detector": v.detector, "rests_on": v.rests_on,
+                      "withheld": v.withheld, "why": v.why} for v in a.verdicts] if a else [],
+        "queries": [{"name": n, "promql": q} for n, q in queries],
     }
 
 
@@ -106,6 +146,25 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
             }
             for s in report.steps
         ],
+        "step_lines": [
+            {
+                "step_id": x.step_id,
+                "kind": x.kind,
+                "name": x.name,
+                "state": x.state,
+                "exit_code": x.exit_code,
+                "elapsed_seconds": x.elapsed_seconds,
+                "cpus": x.cpus,
+                "cpu_seconds": x.cpu_seconds,
+                "cpu_efficiency": x.cpu_efficiency,
+                "memory_peak_bytes": x.memory_peak_bytes,
+                "tasks": x.tasks,
+            }
+            for x in report.step_lines
+        ],
+        "billing": report.billing,
+        "waste": _waste(report.waste),
+        "coverage": _coverage(report, report.coverage, report.audit),
         "findings": [
             {
                 "name": f.name,
@@ -113,6 +172,7 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
                 "message": f.message,
                 "advice": f.advice,
                 "evidence": dict(f.evidence),
+                "evidence_text": f.evidence_text,
             }
             for f in report.findings
         ],
@@ -147,6 +207,14 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
             ],
         }
     out["queue"] = queue_dict(report.queue)
+    z = report.sizing
+    out["sizing"] = None if z is None else {
+        "options": [[option, value] for option, value in z.options],
+        "lines": z.lines(),
+        "based_on": z.based_on,
+        "basis": z.basis,
+        "saved": list(z.saved),
+    }
     if include_series:
         out["series"] = {
             "cpu_cores": _series(u.cpu_cores),

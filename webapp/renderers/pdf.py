@@ -1,10 +1,16 @@
-"""PDF report with pylatex: summary, findings and each plot on its own page, "Page X of Y".
+"""PDF report with pylatex, two pages for an ordinary job, "Page X of Y".
 
-Every string that comes from Slurm goes through ``escaped()`` (pylatex's escape_latex
-plus ligature breaking); nothing untrusted is ever passed raw. The document is written
-and compiled in a TemporaryDirectory that is removed whatever happens. The page total
-comes from a label written at the end of the document, read back on the second pass
-(latexmk runs as many passes as needed), so lastpage.sty is not needed.
+Page 1: the title, gap notes, the job's header (who, where, state, times), the key
+figures as bar gauges, the findings with advice and evidence, and the suggested
+``#SBATCH`` block. Page 2: the plots in a grid of two columns, then the queue. Long
+tables (an array's tasks) follow and may add pages. Nothing floats and no section
+forces a page of its own: the one page break is before the plots.
+
+Every string goes through ``escaped()`` or ``code_latex()`` (webapp.renderers.latex);
+nothing untrusted is ever passed raw. The document is written and compiled in a
+TemporaryDirectory that is removed whatever happens. The page total comes from a label
+written at the end of the document, read back on the second pass (latexmk runs as many
+passes as needed), so lastpage.sty is not needed.
 """
 
 from __future__ import annotations
@@ -15,58 +21,82 @@ import shutil
 import subprocess
 import tempfile
 import time
-import unicodedata
 
-from pylatex import Command, Document, Foot, Head, NoEscape, PageStyle, Section, Tabularx
-from pylatex.utils import bold, escape_latex
+from pylatex import Document, Foot, Head, NoEscape, PageStyle
 
 from webapp.model import JobReport
-from webapp.renderers.charts import FIGURES, to_file
+from webapp.renderers.charts import FIGURES, GRID_SIZE, to_file
+from webapp.renderers.latex import _printable, code_latex, escaped
 from webapp.renderers.presentation import (
+    Gauge,
     array_more,
     array_rows,
     array_task_rows,
+    evidence_line,
+    gauges,
+    sizing_lines,
+    sizing_note,
     sorted_findings,
     summary_rows,
 )
 from webapp.renderers.queue import queue_rows
+from webapp.renderers.sections import (
+    COVERAGE_HEADER,
+    STEP_HEADER,
+    WASTE_HEADER,
+    audit_rows,
+    coverage_rows,
+    no_findings_text,
+    step_rows,
+    verdict_rows,
+    waste_note,
+    waste_rows,
+)
 from webapp.renderers.wording import figures_from, gap_text, title
+
+__all__ = ["PdfError", "_printable", "build_document", "compile_tex", "escaped", "render"]
 
 log = logging.getLogger(__name__)
 
 COMPILE_TIMEOUT = 60  # seconds for all passes together
 LAST_PAGE_LABEL = "jobreport-last-page"
-# T1 ligatures that would turn "--" into a dash or "<<" into a guillemet.
-_LIGATURE_CHARS = "-<>!?,"
-# Characters T1 typesets as curly quotes; these commands print them as typed.
-_QUOTES = {"'": r"\textquotesingle{}", "`": r"\textasciigrave{}", '"': r"\textquotedbl{}"}
+SEVERITY_COLORS = {"critical": "sevcritical", "warning": "sevwarning", "info": "sevinfo"}
+# Colours of the web page (templates/base.html), so the two read alike.
+_COLORS = r"""
+\definecolor{gaugefill}{rgb}{0.184,0.435,0.702}
+\definecolor{gaugeover}{rgb}{0.780,0.467,0.0}
+\definecolor{gaugeback}{rgb}{0.894,0.910,0.929}
+\definecolor{muted}{rgb}{0.290,0.333,0.384}
+\definecolor{sevcritical}{rgb}{0.702,0.149,0.118}
+\definecolor{sevwarning}{rgb}{0.780,0.467,0.0}
+\definecolor{sevinfo}{rgb}{0.184,0.435,0.702}
+\definecolor{boxback}{rgb}{0.953,0.961,0.969}
+"""
+_MACROS = r"""
+\newlength{\gaugewidth}\setlength{\gaugewidth}{4cm}
+\newcommand{\gauge}[2]{\makebox[\gaugewidth][l]{\makebox[0pt][l]{\color{gaugeback}%
+\rule[-1pt]{\gaugewidth}{8pt}}{\color{#2}\rule[-1pt]{#1\gaugewidth}{8pt}}}}
+\newcommand{\heading}[1]{\par\medskip{\large\bfseries #1}\par\smallskip}
+\setlength{\parindent}{0pt}\setlength{\parskip}{3pt}
+\setlength{\tabcolsep}{4pt}
+"""
+
+
+RAGGED = r">{\raggedright\arraybackslash}X"  # a wrapping column without justified gaps
 
 
 class PdfError(RuntimeError):
     """LaTeX failed; the message carries the end of its log."""
 
 
-def _printable(char: str) -> str:
-    if char in "\r\n\t" or unicodedata.category(char).startswith("C"):
-        return " "
-    # Latin-1 is what inputenc utf8 + T1 + textcomp typeset without extra packages.
-    return char if ord(char) < 0x100 else "?"
-
-
-def escaped(text: object) -> NoEscape:
-    """Untrusted text made inert for LaTeX: the ONLY way text enters the document."""
-    plain = "".join(_printable(c) for c in str(text))
-    out = escape_latex(plain).replace(r"\^{}", r"\textasciicircum{}")
-    for char in _LIGATURE_CHARS:
-        out = out.replace(char, char + "{}")
-    for char, command in _QUOTES.items():
-        out = out.replace(char, command)
-    return NoEscape(out)
+def _raw(doc: Document, *parts: str) -> None:
+    """Append LaTeX that is either ours or already escaped."""
+    doc.append(NoEscape("".join(parts)))
 
 
 def _preamble(doc: Document, report: JobReport) -> None:
     doc.preamble.append(NoEscape(r"\AtEndDocument{\label{" + LAST_PAGE_LABEL + "}}"))
-    doc.preamble.append(NoEscape(r"\setlength{\parindent}{0pt}\setlength{\parskip}{4pt}"))
+    doc.preamble.append(NoEscape(_COLORS + _MACROS))
     style = PageStyle("report")
     with style.create(Head("L")) as head:
         head.append(escaped(f"Job {report.job_id} on {report.cluster}"))
@@ -78,99 +108,185 @@ def _preamble(doc: Document, report: JobReport) -> None:
     doc.change_document_style("report")
 
 
-def _array(doc: Document, report: JobReport) -> None:
-    """The array's summary and its tasks' spread, before any single task's figures."""
-    with doc.create(Section("Array summary", numbering=False)):
-        with doc.create(Tabularx(r">{\bfseries}lX", width_argument=NoEscape(r"\textwidth"))) as t:
-            for label, value in array_rows(report):
-                t.add_row((escaped(label), escaped(value)))
-        doc.append(NoEscape(r"\par\medskip"))
-        with doc.create(Tabularx(r"Xlrrr", width_argument=NoEscape(r"\textwidth"))) as t:
-            t.add_row([bold(h) for h in ("task", "state", "elapsed", "CPU eff.", "peak memory")])
-            t.add_hline()
-            for row in array_task_rows(report):
-                t.add_row([escaped(cell) for cell in row])
-        more = array_more(report)
-        if more:
-            doc.append(escaped(f"... and {more} more tasks (all of them in the JSON report)."))
-    doc.append(NoEscape(r"\medskip"))
+def _pairs_table(rows: list[tuple[str, str]], columns: int = 2) -> str:
+    """Label/value rows laid out ``columns`` pairs to a line, values wrapping."""
+    spec = " ".join([r">{\bfseries}l >{\raggedright\arraybackslash}X"] * columns)
+    lines = []
+    for i in range(0, len(rows), columns):
+        chunk = rows[i:i + columns] + [("", "")] * (columns - len(rows[i:i + columns]))
+        lines.append(" & ".join(f"{escaped(label)} & {escaped(value)}" for label, value in chunk))
+    return (r"{\small\begin{tabularx}{\textwidth}{" + spec + "}\n"
+            + "\\\\\n".join(lines) + "\\\\\n" + r"\end{tabularx}}" + "\n")
 
 
-def _summary(doc: Document, report: JobReport) -> None:
-    doc.append(NoEscape(r"{\Large "))
-    doc.append(escaped(title(report)))
-    doc.append(NoEscape(r"}\par\medskip"))
+def _notes(doc: Document, report: JobReport) -> None:
     for gap in report.gaps:
-        doc.append(NoEscape(r"\fbox{\parbox{0.95\textwidth}{"))
-        doc.append(escaped(gap_text(gap)))
-        doc.append(NoEscape(r"}}\par\medskip"))
-    if report.array:
-        _array(doc, report)
+        _raw(doc, r"\fbox{\parbox{0.97\textwidth}{", escaped(gap_text(gap)), r"}}\par")
+    for note in report.notes:
+        _raw(doc, r"{\small\color{muted} ", escaped(note), r"\par}")
     note = figures_from(report)
     if note:
-        doc.append(escaped(note))
-        doc.append(NoEscape(r"\par\medskip"))
-    with doc.create(Section("Summary", numbering=False)):
-        with doc.create(Tabularx(r">{\bfseries}lX", width_argument=NoEscape(r"\textwidth"))) as t:
-            for label, value in summary_rows(report):
-                t.add_row((escaped(label), escaped(value)))
-        _queue(doc, report)
+        _raw(doc, r"{\small ", escaped(note), r"\par}")
+
+
+def _gauge_row(g: Gauge) -> str:
+    color = "gaugeover" if g.over else "gaugefill"
+    bar = r"\gauge{" + f"{g.fill:.3f}" + "}{" + color + "}"
+    return (f"{escaped(g.label)} & {bar} & {escaped(g.value)} & "
+            + r"\textcolor{muted}{" + escaped(g.detail) + "}")
+
+
+def _gauges(doc: Document, report: JobReport) -> None:
+    rows = gauges(report)
+    _raw(doc, r"\heading{Key figures}", r"{\small\begin{tabularx}{\textwidth}{>{\bfseries}l l r X}",
+         "\n", "\\\\\n".join(_gauge_row(g) for g in rows), "\\\\\n", r"\end{tabularx}}", "\n")
+
+
+def _findings(doc: Document, report: JobReport) -> None:
+    findings = sorted_findings(report)
+    _raw(doc, r"\heading{Findings}")
+    if not findings:
+        _raw(doc, escaped(no_findings_text(report)), r"\par")
+    for f in findings:
+        color = SEVERITY_COLORS.get(f.severity.value, "muted")
+        _raw(doc, r"\textbf{\color{", color, "}", escaped(f.severity.value.upper()), r"}\quad ",
+             code_latex(f.message), r"\par")
+        _raw(doc, r"\hspace*{1em}\parbox{\dimexpr\textwidth-1em}{\textit{Advice:} ",
+             code_latex(f.advice))
+        evidence = evidence_line(f)
+        if evidence:
+            _raw(doc, r"\par{\small\color{muted}", code_latex(evidence), "}")
+        _raw(doc, r"}\par\smallskip")
+
+
+def _sizing(doc: Document, report: JobReport) -> None:
+    lines = sizing_lines(report)
+    if not lines:
+        return
+    _raw(doc, r"\heading{Next submission}",
+         r"\colorbox{boxback}{\parbox{\dimexpr\textwidth-2\fboxsep}{\ttfamily\small ",
+         r"\\".join(escaped(line) for line in lines), r"}}\par")
+    note = sizing_note(report)
+    if note:
+        _raw(doc, r"{\small\color{muted}", escaped(note), r"\par}")
+
+
+def _array_summary(doc: Document, report: JobReport) -> None:
+    rows = array_rows(report)
+    if rows:
+        _raw(doc, r"\heading{Array summary}", _pairs_table(rows))
+
+
+def _array_tasks(doc: Document, report: JobReport) -> None:
+    rows = array_task_rows(report)
+    if not rows:
+        return
+    # The heading is the table's first row: a table cannot break, and its heading must
+    # not stay behind at the foot of the previous page.
+    _raw(doc, r"\par\medskip{\small\begin{tabularx}{\textwidth}{Xlrrr}",
+         r"\multicolumn{5}{@{}l}{\large\bfseries Array tasks}\\[3pt]", "\n",
+         r"\textbf{task} & \textbf{state} & \textbf{elapsed} & \textbf{CPU eff.} & ",
+         r"\textbf{peak memory}\\\hline", "\n",
+         "\\\\\n".join(" & ".join(escaped(cell) for cell in row) for row in rows),
+         "\\\\\n", r"\end{tabularx}}", "\n")
+    more = array_more(report)
+    if more:
+        _raw(doc, escaped(f"... and {more} more tasks (all of them in the JSON report)."),
+             r"\par")
 
 
 def _queue(doc: Document, report: JobReport) -> None:
     rows = queue_rows(report)
     if rows:
-        doc.append(NoEscape(r"\par\medskip{\large\bfseries Queue}\par"))
-        with doc.create(Tabularx(r">{\bfseries}lX", width_argument=NoEscape(r"\textwidth"))) as t:
-            for label, value in rows:
-                t.add_row((escaped(label), escaped(value)))
-
-
-def _findings(doc: Document, report: JobReport) -> None:
-    doc.append(NoEscape(r"\clearpage"))
-    with doc.create(Section("Findings", numbering=False)):
-        findings = sorted_findings(report)
-        if not findings:
-            doc.append("No problems found: the job used what it asked for.")
-        for f in findings:
-            doc.append(bold(escaped(f.severity.value.upper())))
-            doc.append(NoEscape(r"\quad "))
-            doc.append(escaped(f.message))
-            doc.append(NoEscape(r"\par Advice: "))
-            doc.append(escaped(f.advice))
-            if f.evidence:
-                doc.append(NoEscape(r"\par{\small "))
-                doc.append(escaped("; ".join(f"{k} = {v}" for k, v in f.evidence.items())))
-                doc.append(NoEscape("}"))
-            doc.append(NoEscape(r"\par\bigskip"))
+        _raw(doc, r"\heading{Queue}", _pairs_table(rows, columns=1))
 
 
 def _plots(doc: Document, report: JobReport, tmp: str) -> None:
+    """Every plot with data, two to a row, each with its heading and summary below."""
+    cells = []
     for name, heading, build in FIGURES:
-        built = build(report)
+        built = build(report, size=GRID_SIZE)
         if built is None:
             continue
         fig, summary = built
-        path = os.path.join(tmp, f"plot-{name}.pdf")
-        to_file(fig, path)
-        doc.append(NoEscape(r"\clearpage"))
-        with doc.create(Section(heading, numbering=False)):
-            doc.append(Command("includegraphics", options=NoEscape(r"width=\textwidth"),
-                               arguments=NoEscape(f"plot-{name}.pdf")))
-            doc.append(NoEscape(r"\par"))
-            doc.append(escaped(summary))
+        to_file(fig, os.path.join(tmp, f"plot-{name}.pdf"))
+        cells.append(
+            r"\begin{minipage}[t]{0.485\textwidth}\centering"
+            + r"\includegraphics[width=\linewidth]{plot-" + name + ".pdf}\\\\[1pt]"
+            + r"{\footnotesize\raggedright\textbf{" + escaped(heading) + r".} "
+            + escaped(summary) + r"\par}\end{minipage}"
+        )
+    if not cells:
+        return
+    _raw(doc, r"\clearpage", r"\heading{Plots}", r"\noindent")
+    for i in range(0, len(cells), 2):
+        _raw(doc, cells[i], r"\hfill", cells[i + 1] if i + 1 < len(cells) else "",
+             r"\par\medskip\noindent", "\n")
+
+
+def _grid(heading: str, header: tuple[str, ...], rows: list[tuple[str, ...]],
+          spec: str) -> str:
+    """A small table whose heading is its first row (it cannot stay behind at a page foot)."""
+    head = ""
+    if any(header):
+        head = " & ".join(r"\textbf{" + escaped(h) + "}" for h in header) + r"\\\hline" + "\n"
+    body = "\\\\\n".join(" & ".join(escaped(cell) for cell in row) for row in rows)
+    return (r"\par\medskip{\footnotesize\begin{tabularx}{\textwidth}{" + spec + "}"
+            + r"\multicolumn{" + str(len(header)) + r"}{@{}l}{\large\bfseries "
+            + escaped(heading) + r"}\\[3pt]" + "\n" + head + body + "\\\\\n"
+            + r"\end{tabularx}}" + "\n")
+
+
+def _sections(doc: Document, report: JobReport) -> None:
+    """Steps, waste, coverage and audit: compact tables after the plots."""
+    steps, waste = step_rows(report), waste_rows(report)
+    if steps:
+        _raw(doc, _grid("Steps", STEP_HEADER, steps, "llllrrrr"))
+    if waste:
+        _raw(doc, _grid("Waste", WASTE_HEADER, waste, "l" + RAGGED + RAGGED + "rr"))
+        note = waste_note(report)
+        if note:
+            _raw(doc, r"{\footnotesize\color{muted}", escaped(note), r"\par}")
+    if report.audit:
+        cov = coverage_rows(report)
+        if cov:
+            _raw(doc, _grid("Coverage", COVERAGE_HEADER, cov, "lrrr" + RAGGED))
+        _raw(doc, _grid("Audit", ("", ""), audit_rows(report), r">{\bfseries}l" + RAGGED))
+        # Printed, only the verdicts not given: the full list is in the JSON and on the page.
+        verdicts = verdict_rows(report)
+        withheld = [row for row in verdicts if row[2] != "given"]
+        if withheld:
+            _raw(doc, _grid("Verdicts withheld", ("detector", "rests on", "why"), withheld,
+                            "l" + RAGGED + RAGGED))
+        _raw(doc, r"{\footnotesize\color{muted}", escaped(
+            f"{len(verdicts) - len(withheld)} of {len(verdicts)} verdicts given. What each "
+            "rests on and the exact PromQL queries are in the JSON report and the web page."),
+             r"\par}")
 
 
 def build_document(report: JobReport, tmp: str) -> Document:
     """The pylatex document; plot files are written into ``tmp``."""
-    doc = Document(documentclass="article", document_options=["a4paper", "11pt"],
-                   page_numbers=False, geometry_options={"margin": "2cm", "headheight": "14pt"})
+    doc = Document(documentclass="article", document_options=["a4paper", "10pt"],
+                   page_numbers=False,
+                   geometry_options={"margin": "1.8cm", "headheight": "14pt",
+                                     "includehead": False})
     doc.packages.append(NoEscape(r"\usepackage{graphicx}"))
     doc.packages.append(NoEscape(r"\usepackage{tabularx}"))
+    doc.packages.append(NoEscape(r"\usepackage{color}"))
     _preamble(doc, report)
-    _summary(doc, report)
+    # page 1: who and what, the verdict, what to ask for next time
+    _raw(doc, r"{\Large\bfseries\raggedright ", escaped(title(report)), r"\par}\smallskip")
+    _notes(doc, report)
+    _raw(doc, _pairs_table(summary_rows(report)))
+    _gauges(doc, report)
+    _array_summary(doc, report)
     _findings(doc, report)
+    _sizing(doc, report)
+    # page 2: the plots, then what is left
     _plots(doc, report, tmp)
+    _queue(doc, report)
+    _sections(doc, report)
+    _array_tasks(doc, report)
     return doc
 
 

@@ -7,6 +7,7 @@ a note reads the same everywhere.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,20 @@ from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_per
 from webapp.model import Finding, JobReport
 from webapp.renderers.charts import Chart, ChartCache
 from webapp.renderers.queue import queue_rows
+from webapp.renderers.sections import (
+    COVERAGE_HEADER,
+    STEP_HEADER,
+    WASTE_HEADER,
+    audit_rows,
+    coverage_rows,
+    no_findings_text,
+    query_rows,
+    step_rows,
+    threshold_rows,
+    verdict_rows,
+    waste_note,
+    waste_rows,
+)
 from webapp.renderers.wording import (
     cpu_source_text,
     figures_from,
@@ -119,6 +134,110 @@ def array_more(report: JobReport) -> int:
     return max(0, len(report.array.tasks) - ARRAY_ROWS_SHOWN) if report.array else 0
 
 
+# Evidence keys whose value is a ratio (0..1) when no sentence says it better.
+_RATIO_KEYS = re.compile(r"(efficiency|ratio|utilization|time_used)")
+_WORDS = {"gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "cpus": "CPUs", "io": "I/O"}
+
+
+def _evidence_value(key: str, value: float | int | str) -> tuple[str, str]:
+    """A readable label and value for one evidence number: units from the key's suffix."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if key.endswith("_bytes"):
+            return key.removesuffix("_bytes"), format_bytes(value)
+        if key.endswith("_seconds"):
+            return key.removesuffix("_seconds"), format_duration(value)
+        if _RATIO_KEYS.search(key):
+            return key, format_percent(value)
+        return key, f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
+    return key, str(value)
+
+
+def evidence_line(finding: Finding) -> str:
+    """The finding's evidence sentence; for a finding without one, a readable
+    "Label: value; label: value." list of its numbers (never ``key = value``)."""
+    if finding.evidence_text:
+        return one_line(finding.evidence_text)
+    parts = []
+    for key, value in finding.evidence.items():
+        label, shown = _evidence_value(key, value)
+        words = " ".join(_WORDS.get(w, w) for w in label.split("_"))
+        parts.append(f"{words}: {one_line(shown)}")
+    if not parts:
+        return ""
+    line = "; ".join(parts) + "."
+    return line[0].upper() + line[1:]
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """One key figure drawn as a small bar: ``ratio`` 0..1 (more is drawn as full, and
+    marked), ``value`` the percentage as printed, ``detail`` what it is a ratio of."""
+
+    label: str
+    ratio: float | None
+    value: str
+    detail: str
+
+    @property
+    def fill(self) -> float:
+        return min(max(self.ratio or 0.0, 0.0), 1.0)
+
+    @property
+    def over(self) -> bool:
+        return self.ratio is not None and self.ratio > 1.0
+
+
+def _gpus_seen(seen: int, allocated: int) -> str:
+    if not seen:
+        return "no GPU data"
+    if seen == allocated:
+        return "mean of the GPU" if seen == 1 else f"mean of the {seen} GPUs"
+    return f"mean of the {seen} of {allocated} GPUs with data"
+
+
+def gauges(report: JobReport) -> list[Gauge]:
+    """CPU efficiency, memory peak of the request, GPU utilisation (GPU jobs) and time
+    used of the limit: the figures the page and the PDF draw as bars, computed once."""
+    cpu = report.cpu_efficiency
+    per_node = " per node" if len(report.nodes) > 1 else ""
+    out = [
+        Gauge("CPU efficiency", cpu, format_percent(cpu),
+              f"{format_duration(report.cpu_seconds)} CPU time on "
+              + (f"{report.cpus} core{'s' if report.cpus != 1 else ''}" if report.cpus
+                 else "an unknown number of cores")),
+        Gauge("Memory peak of requested", report.memory_efficiency,
+              format_percent(report.memory_efficiency),
+              f"{format_bytes(report.memory_peak_bytes)} of "
+              f"{format_bytes(report.memory_requested_per_node)}{per_node}"),
+    ]
+    if report.gpus or report.usage.gpu_utilization:
+        gpu = report.gpu_utilization
+        seen = sum(1 for s in report.usage.gpu_utilization if s.points)
+        out.append(Gauge("GPU utilisation", gpu, format_percent(gpu),
+                         _gpus_seen(seen, max(report.gpus, seen))))
+    out.append(Gauge("Time used of requested", report.time_used,
+                     format_percent(report.time_used),
+                     f"{format_duration(report.elapsed_seconds)} of {time_limit_text(report)}"))
+    return out
+
+
+def sizing_lines(report: JobReport) -> list[str]:
+    """The suggested ``#SBATCH`` block, one line each (empty without a history)."""
+    return [one_line(line) for line in report.sizing.lines()] if report.sizing else []
+
+
+def sizing_note(report: JobReport) -> str:
+    """What the block is based on and what it would have saved, in one line."""
+    s = report.sizing
+    if s is None:
+        return ""
+    text = f"Based on {s.based_on} earlier job{'s' if s.based_on != 1 else ''}"
+    text += f" ({s.basis})." if s.basis else "."
+    if s.saved:
+        text += " It would have saved " + "; ".join(s.saved) + "."
+    return one_line(text)
+
+
 def sorted_findings(report: JobReport) -> list[Finding]:
     """Most severe first, stable otherwise."""
     return sorted(report.findings, key=lambda f: f.severity.rank)
@@ -142,4 +261,19 @@ def context(report: JobReport, charts: list[Chart] | None = None,
         "gaps": [gap_text(g, staff) for g in report.gaps] + list(report.notes),
         "charts": CHARTS.get(report) if charts is None else charts,
         "queue": [(label, one_line(value)) for label, value in queue_rows(report)],
+        "step_header": STEP_HEADER,
+        "steps": step_rows(report),
+        "waste_header": WASTE_HEADER,
+        "waste": waste_rows(report),
+        "waste_note": waste_note(report),
+        "coverage_header": COVERAGE_HEADER,
+        "coverage": coverage_rows(report),
+        "audit": audit_rows(report),
+        "verdicts": verdict_rows(report),
+        "thresholds": threshold_rows(report),
+        "queries": query_rows(report),
+        "no_findings": no_findings_text(report),
+        "gauges": gauges(report),
+        "sizing": sizing_lines(report),
+        "sizing_note": sizing_note(report),
     }

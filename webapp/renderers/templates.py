@@ -7,7 +7,8 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from webapp.formatting import format_bytes, format_duration, format_percent
-from webapp.renderers.presentation import format_time
+from webapp.renderers.backticks import code_html
+from webapp.renderers.presentation import evidence_line, format_time
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -25,7 +26,8 @@ TEMPLATES = templates_dir()
 def install_filters(env: Environment) -> None:
     """The formatting filters every template may use."""
     env.filters.update(bytes=format_bytes, duration=format_duration,
-                       percent=format_percent, time=format_time)
+                       percent=format_percent, time=format_time, code=code_html,
+                       evidence=evidence_line)
 
 
 def environment() -> Environment:

@@ -5,8 +5,22 @@ from __future__ import annotations
 import textwrap
 
 from webapp.formatting import format_bytes, format_duration, format_percent
-from webapp.model import JobReport, Series
+from webapp.model import JobReport, Series, SizingSuggestion
+from webapp.renderers.presentation import evidence_line
 from webapp.renderers.queue import queue_rows
+from webapp.renderers.sections import (
+    COVERAGE_HEADER,
+    NO_FINDINGS,
+    STEP_HEADER,
+    WASTE_HEADER,
+    audit_rows,
+    coverage_rows,
+    no_findings_text,
+    step_rows,
+    verdict_rows,
+    waste_note,
+    waste_rows,
+)
 from webapp.renderers.wording import (
     cpu_source_text,
     figures_from,
@@ -47,7 +61,7 @@ def sparkline(series: Series, width: int = 50, top: float | None = None) -> str:
 
 
 def _line(label: str, value: str) -> str:
-    return f"  {label:<18}{value}"
+    return f"  {label:<18}{value}" if len(label) < 18 else f"  {label} {value}"
 
 
 def _clean(text: str | None) -> str:
@@ -130,7 +144,8 @@ def render(report: JobReport) -> str:
     eff = r.cpu_efficiency
     out.append(
         _line(
-            "CPU", f"{bar(eff)} {format_percent(eff)}  ({format_duration(r.cpu_seconds)} CPU time)"
+            "CPU efficiency",
+            f"{bar(eff)} {format_percent(eff)}  ({format_duration(r.cpu_seconds)} CPU time)",
         )
     )
     if r.cpu_source:
@@ -139,7 +154,7 @@ def render(report: JobReport) -> str:
     per_node = " per node" if len(r.nodes) > 1 else ""
     out.append(
         _line(
-            "Memory",
+            "Memory efficiency",
             f"{bar(mem)} {format_percent(mem)}  "
             f"({format_bytes(r.memory_peak_bytes)} of "
             f"{format_bytes(r.memory_requested_per_node)}{per_node})",
@@ -147,7 +162,8 @@ def render(report: JobReport) -> str:
     )
     out += _wrapped(f"Peak: {peak_text(r.memory_peak)}", " " * 20)
     for s in u.gpu_utilization:
-        out.append(_line(f"GPU {s.label}", f"{bar(s.mean())} {format_percent(s.mean())} mean"))
+        out.append(_line("GPU utilisation",
+                         f"{bar(s.mean())} {format_percent(s.mean())} mean, GPU {_clean(s.label)}"))
     if u.read_bytes is not None or u.open_files_max is not None:
         out.append("")
         out.append("I/O and processes")
@@ -172,6 +188,12 @@ def render(report: JobReport) -> str:
             peak = s.max() or 0.0
             out.append(f"  {s.label[:12]:<12} {sparkline(s, 50, top)} max {peak:.2f}")
     out += _queue(r)
+    out += _table("Steps", STEP_HEADER, step_rows(r), (8, 11, 11, 6, 9, 5, 9, 12))
+    out += _table("Waste", WASTE_HEADER, waste_rows(r), (9, 20, 20, 14, 11))
+    note = waste_note(r)
+    if note:
+        out += _wrapped(note)
+    out += sizing_lines(r.sizing)
     out.append("")
     if r.findings:
         out.append(f"Findings ({len(r.findings)})")
@@ -182,16 +204,64 @@ def render(report: JobReport) -> str:
                 initial_indent="  ",
                 subsequent_indent="    ",
             )
+            # Options such as `--cpus-per-task=2` stay whole: no breaks at their hyphens.
             out += textwrap.wrap(
-                f"-> {f.advice}", WIDTH, initial_indent="    ", subsequent_indent="       "
+                f"-> {f.advice}", WIDTH, initial_indent="    ", subsequent_indent="       ",
+                break_on_hyphens=False,
             )
+            evidence = evidence_line(f)
+            if evidence:
+                out += textwrap.wrap(f"Evidence: {_clean(evidence)}", WIDTH,
+                                     initial_indent="    ", subsequent_indent="       ",
+                                     break_on_hyphens=False)
     else:
         out.append("Findings: none")
+        if no_findings_text(r) != NO_FINDINGS:
+            out += _wrapped(no_findings_text(r))
     for g in r.gaps:
         out += textwrap.wrap(f"Note: {gap_text(g)}", WIDTH, subsequent_indent="      ")
     for note in r.notes:
         out += textwrap.wrap(f"Note: {note}", WIDTH, subsequent_indent="      ")
+    out += _audit(r)
     return "\n".join(out) + "\n"
+
+
+def _table(heading: str, header: tuple[str, ...], rows: list[tuple[str, ...]],
+           widths: tuple[int, ...]) -> list[str]:
+    """A fixed-width table under a heading; nothing when there are no rows."""
+    if not rows:
+        return []
+    def line(cells: tuple[str, ...]) -> str:
+        return "  " + "".join(f"{c[: w - 1]:<{w}}" for c, w in zip(cells, widths, strict=False))
+    return ["", heading, line(header), *(line(row) for row in rows)]
+
+
+def _audit(report: JobReport) -> list[str]:
+    """Coverage and audit: what the verdicts rest on (the PromQL is in the JSON)."""
+    if report.audit is None and report.coverage is None:
+        return []
+    out = _table("Coverage", COVERAGE_HEADER, coverage_rows(report), (20, 9, 10, 9, 30))
+    out += ["", "Audit"]
+    for label, value in audit_rows(report):
+        out += textwrap.wrap(_clean(value), WIDTH, initial_indent=f"  {label:<22}",
+                             subsequent_indent=" " * 24)
+    for name, rests_on, verdict in verdict_rows(report):
+        if verdict != "given" or "Prometheus" in rests_on:
+            out += textwrap.wrap(f"{name}: {verdict}; rests on {rests_on}", WIDTH,
+                                 initial_indent="  ", subsequent_indent="    ")
+    return out
+
+
+def sizing_lines(z: SizingSuggestion | None) -> list[str]:
+    """The next submission's ``#SBATCH`` block, ready to paste, and what it is based on."""
+    if z is None:
+        return []
+    out = [""] + _wrapped(f"Next submission (from {z.based_on} "
+                          f"{_clean(z.basis) or 'past jobs'})", "")
+    out += [f"  {line}" for line in z.lines()]
+    if z.saved:
+        out += _wrapped("Would have saved: " + "; ".join(z.saved))
+    return out
 
 
 def _nodes(nodes: tuple[str, ...], room: int = WIDTH - 40) -> str:

@@ -115,14 +115,14 @@ def build_report(
     nodes = (acct.nodes if acct and acct.nodes else ()) or _nodes_from_sacct(sj)
 
     usage = Usage()
+    # The exporter labels series with the cgroup's job id: an array task's raw id.
+    metrics_id = str(acct.job) if acct else (sj.raw_id if sj and sj.raw_id else str(job_id))
     if state in NOT_STARTED_STATES:
         gaps.append(Gap("prometheus", f"the job has not started yet ({state}): no metrics"))
     elif start is None:
         gaps.append(Gap("prometheus", "the job's start time is unknown, so its metrics "
                                       "could not be looked up"))
     else:
-        # The exporter labels series with the cgroup's job id: an array task's raw id.
-        metrics_id = str(acct.job) if acct else (sj.raw_id if sj and sj.raw_id else job_id)
         try:
             usage = prometheus.usage(JobId.of(metrics_id), start, end or now, nodes,
                                      resolution=resolution)
@@ -175,6 +175,9 @@ def build_report(
         memory_peak=peak,
         usage=usage,
         steps=sj.steps if sj else (),
+        components=sj.components if sj else (),
+        metrics_id=metrics_id,
+        billing=_first(acct and acct.billing, sj and sj.billing),
         cancelled_by=sj.cancelled_by if sj else None,
         array_job=_first(acct and acct.array_job, _array_job_of(sj)),
         gaps=tuple(gaps),

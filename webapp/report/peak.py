@@ -18,18 +18,29 @@ from __future__ import annotations
 
 import math
 
-from webapp.model import MemoryPeak, PeakSource, SacctJob, Usage
+from webapp.model import MemoryPeak, PeakSource, SacctJob, Step, Usage
+
+
+def tasks_per_node(step: Step) -> int:
+    """The step's tasks on one node (rounded up): what one task's MaxRSS is multiplied by."""
+    return math.ceil((step.tasks or 1) / max(1, len(step.nodes)))
+
+
+def step_peak(step: Step) -> int | None:
+    """One step's (or het component's) peak: MaxRSS x its tasks per node."""
+    return step.max_rss_bytes * tasks_per_node(step) if step.max_rss_bytes else None
 
 
 def sacct_peak(job: SacctJob) -> MemoryPeak | None:
     """MaxRSS x tasks on the node of the largest task, over the steps; None without MaxRSS."""
     best: MemoryPeak | None = None
     for step in job.steps:
-        if not step.max_rss_bytes:
+        peak_bytes = step_peak(step)
+        if not peak_bytes:
             continue
-        tasks = math.ceil((step.tasks or 1) / max(1, len(step.nodes)))
+        tasks = tasks_per_node(step)
         peak = MemoryPeak(
-            bytes=step.max_rss_bytes * tasks,
+            bytes=peak_bytes,
             source=PeakSource.SACCT,
             node=step.max_rss_node or (step.nodes[0] if len(step.nodes) == 1 else None),
             step_id=step.step_id,

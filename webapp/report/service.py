@@ -5,20 +5,25 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 
 from jobreport_net.redact import redact
 from webapp.archive.store import Archive
 from webapp.detectors import detect_all
 from webapp.detectors.thresholds import Thresholds
-from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
+from webapp.model import JobId, JobNotFound, JobReport, SizingSuggestion, SourceUnavailable
 from webapp.report.archived import with_archive_fallback
 from webapp.report.arrays import summarize_array
 from webapp.report.build import build_report
+from webapp.report.coverage import audited
+from webapp.report.history import history
 from webapp.report.queue import with_queue
+from webapp.report.steps import step_lines
+from webapp.report.waste import compute_waste
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
 from webapp.sources.cluster import ClusterSource
+from webapp.sources.history_data import HistorySource
 from webapp.sources.partitions import PartitionSource
 from webapp.sources.prometheus import PrometheusSource
 from webapp.sources.prometheus_http import make_session
@@ -47,6 +52,7 @@ class ReportService:
         partitions: PartitionReader | None = None,
         cluster: ClusterReader | None = None,
         archive: Archive | None = None,
+        history: HistorySource | None = None,
     ) -> None:
         self.settings = settings
         self.thresholds = Thresholds.from_overrides(settings.thresholds)
@@ -69,6 +75,12 @@ class ReportService:
             ),
         )
         self.prometheus = prometheus or default_prometheus
+        # The sizing block reads the user's history through the same sacct and Prometheus;
+        # a caller that injects its own sources passes the history source too (or none).
+        self.history = history
+        if history is None and sacct is None and prometheus is None:
+            self.history = HistorySource(self.sacct, default_prometheus,
+                                         gpu_idle=self.thresholds.gpu_idle)
         # The queue context reads slurm-exporter's series from the same Prometheus, with
         # the same credentials.
         self.cluster = cluster or ClusterSource(default_prometheus, settings.cluster)
@@ -91,10 +103,12 @@ class ReportService:
         return self._archive
 
     def build(self, job_id: JobId | str, strict_accounting: bool = True,
-              archive_fallback: bool = True, resolution: str = "plot") -> JobReport:
+              archive_fallback: bool = True, resolution: str = "plot",
+              sizing: bool = True) -> JobReport:
         """The full report with findings; from the archive once Prometheus has lost the
         job (unless ``archive_fallback`` is False: what the archiver itself builds).
-        ``resolution``: the series' (``plot``, or ``full`` for MAX_POINTS per series).
+        ``resolution``: the series' (``plot``, or ``full`` for MAX_POINTS per series);
+        ``sizing``: look up the history of jobs like it for the next ``#SBATCH`` block.
         Raises InvalidJobId, JobNotFound, SourceUnavailable."""
         jid = JobId.of(job_id)
         report = build_report(
@@ -119,10 +133,48 @@ class ReportService:
                 summary = summarize_array(tasks, self.thresholds, peaks=shown)
                 report = dataclasses.replace(report, array=summary)
         report = with_queue(report, self.cluster, self.queue_history)
-        report = dataclasses.replace(report, findings=detect_all(report, self.thresholds))
+        report = self._derived(report, jid)
+        report = dataclasses.replace(report, findings=detect_all(report, self.thresholds),
+                                     sizing=self.sizing(report) if sizing else None)
+        report = audited(report, self.thresholds, self.settings.thresholds,
+                         self.settings.min_coverage)
         if not archive_fallback:
             return report
         return with_archive_fallback(report, lambda: self.archive)
+
+    def _derived(self, report: JobReport, jid: JobId) -> JobReport:
+        """The steps table, the samples' coverage and the waste: computed once, here."""
+        coverage = None
+        reader = getattr(self.prometheus, "coverage", None)
+        if reader is not None and report.start_time and not report.usage.empty:
+            metrics_id = JobId.of(report.metrics_id or str(jid))
+            try:
+                coverage = reader(metrics_id, report.start_time,
+                                  report.end_time or datetime.now(UTC), report.nodes)
+            except SourceUnavailable as exc:
+                log.info("job %s: no coverage: %s", jid, exc.reason)
+        weights: dict[str, float] = {}
+        billing_weights = getattr(self.partitions, "billing_weights", None)
+        if billing_weights is not None and report.partition:
+            try:
+                weights = billing_weights(report.partition)
+            except SourceUnavailable as exc:
+                log.info("partition %s: %s (%s)", report.partition, exc.reason, exc.detail)
+        report = dataclasses.replace(report, step_lines=step_lines(report), coverage=coverage)
+        waste = compute_waste(report, weights, self.settings.core_hours_per_billing_unit)
+        return dataclasses.replace(report, waste=waste)
+
+    def sizing(self, report: JobReport) -> SizingSuggestion | None:
+        """The ``#SBATCH`` block from the owner's jobs of the same name (last 30 days);
+        None without such a history, or when it cannot be read (the report stands)."""
+        if self.history is None or not report.user or not report.job_name:
+            return None
+        try:
+            return history(self.history, report.user, report.job_name,
+                           thresholds=self.thresholds).sizing
+        except SourceUnavailable as exc:
+            log.info("job %s: no history for the sizing block: %s", report.job_id, exc.reason)
+            return None
 
     def owner(self, job_id: JobId | str) -> str | None:
         """The job's owner from the accounting view: one cheap query, for access checks

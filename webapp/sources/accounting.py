@@ -159,6 +159,7 @@ def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> Accounti
         node_list=row["nodelist"] or "",
         work_dir=row["work_dir"] or None,
         gpus=int(sum(v for k, v in alloc.items() if k == "gres/gpu" or k.startswith("gres/gpu:"))),
+        billing=alloc.get("billing"),
     )
 
 

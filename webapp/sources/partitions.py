@@ -19,6 +19,9 @@ from webapp.sources.sacct_values import parse_sacct_duration
 Runner = Callable[[list[str]], str]
 PARTITION_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")  # never pass anything else to scontrol
 _MAX_TIME_RE = re.compile(r"(?:^|\s)MaxTime=(\S+)")
+_WEIGHTS_RE = re.compile(r"(?:^|\s)TRESBillingWeights=(\S+)")
+# A memory weight is per MB unless suffixed (slurm.conf(5), TRESBillingWeights).
+_MEM_UNITS = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2}
 
 
 def parse_max_time(text: str) -> tuple[TimeLimitKind, float | None]:
@@ -37,6 +40,29 @@ def parse_max_time(text: str) -> tuple[TimeLimitKind, float | None]:
     if seconds is None:
         raise ValueError(f"unreadable MaxTime {value!r}")
     return TimeLimitKind.PARTITION, seconds
+
+
+def parse_billing_weights(text: str) -> dict[str, float]:
+    """The partition's TRESBillingWeights, per TRES name in lower case; memory per MB.
+    {} when the partition sets none (Slurm then bills the allocated CPUs).
+
+        PartitionName=gpu ... TRESBillingWeights=CPU=1.0,Mem=0.25G,GRES/gpu=2.0
+    """
+    m = _WEIGHTS_RE.search(text)
+    if not m:
+        return {}
+    out: dict[str, float] = {}
+    for item in m.group(1).split(","):
+        name, _, value = item.partition("=")
+        name = name.strip().lower()
+        if not name or not value:
+            continue
+        unit = value[-1].upper() if value[-1].isalpha() else ""
+        number = float(value[:-1] if unit else value)
+        if name == "mem":
+            number /= _MEM_UNITS.get(unit, 1.0)  # weight per MB
+        out[name] = number
+    return out
 
 
 def run_scontrol(argv: list[str], timeout: float) -> str:
@@ -62,11 +88,11 @@ class PartitionSource:
         self.scontrol_path = scontrol_path
         self.ttl = ttl
         self._runner = runner or (lambda argv: run_scontrol(argv, timeout))
-        self._cache: dict[str, tuple[float, tuple[TimeLimitKind, float | None]]] = {}
+        self._cache: dict[str, tuple[float, str]] = {}
         self._lock = threading.Lock()
 
-    def max_time(self, partition: str) -> tuple[TimeLimitKind, float | None]:
-        """(PARTITION, seconds) or (UNLIMITED, None). Raises SourceUnavailable."""
+    def _show(self, partition: str) -> str:
+        """``scontrol show partition NAME --oneliner``, cached for ``ttl`` seconds."""
         if not PARTITION_RE.match(partition):
             raise SourceUnavailable(self.name, "partition limits unavailable",
                                     f"not a partition name: {partition!r}")
@@ -76,10 +102,23 @@ class PartitionSource:
         if hit and hit[0] > now:
             return hit[1]
         out = self._runner([self.scontrol_path, "show", "partition", partition, "--oneliner"])
-        try:
-            value = parse_max_time(out)
-        except ValueError as exc:
-            raise SourceUnavailable(self.name, "partition limits unavailable", str(exc)) from None
         with self._lock:
-            self._cache[partition] = (now + self.ttl, value)
-        return value
+            self._cache[partition] = (now + self.ttl, out)
+        return out
+
+    def max_time(self, partition: str) -> tuple[TimeLimitKind, float | None]:
+        """(PARTITION, seconds) or (UNLIMITED, None). Raises SourceUnavailable."""
+        out = self._show(partition)
+        try:
+            return parse_max_time(out)
+        except ValueError as exc:
+            with self._lock:
+                self._cache.pop(partition, None)  # failures are not cached
+            raise SourceUnavailable(self.name, "partition limits unavailable", str(exc)) from None
+
+    def billing_weights(self, partition: str) -> dict[str, float]:
+        """The partition's TRESBillingWeights ({} when none). Raises SourceUnavailable."""
+        try:
+            return parse_billing_weights(self._show(partition))
+        except ValueError as exc:
+            raise SourceUnavailable(self.name, "billing weights unavailable", str(exc)) from None

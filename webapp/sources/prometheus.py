@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from webapp.model import JobId, Series, SourceUnavailable, Usage
+from webapp.model import Coverage, JobId, Series, SourceUnavailable, Usage
 
 # The answer parsers are re-exported: callers import them from here too.
 from webapp.sources.prometheus_answers import merge_series as merge_series
@@ -34,6 +34,7 @@ from webapp.sources.prometheus_answers import parse_matrix_body as parse_matrix_
 from webapp.sources.prometheus_answers import parse_mean_since as parse_mean_since
 from webapp.sources.prometheus_answers import parse_scalar as parse_scalar
 from webapp.sources.prometheus_answers import parse_vector as parse_vector
+from webapp.sources.prometheus_coverage import COVERAGE_QUERIES, coverages
 from webapp.sources.prometheus_queries import (
     FIGURE_LABEL,
     V2_ONLY_FIGURES,
@@ -219,27 +220,32 @@ class PrometheusSource:
         at_end = window.end + self.scrape_interval
         calls: list[Callable[[], Any]] = []
         n_chunks: dict[str, int] = {}
+        sent: list[tuple[str, str]] = []  # (name, PromQL) for the report's audit section
         spans = pieces(window.start, at_end, step)
         for name, (template, label) in RANGE_QUERIES.items():
             query = template.format(sel=sel, rate=rate, node=node)
+            sent.append((f"{name} (range, step {step:g}s)", query))
             label = label.format(node=node)
             n_chunks[name] = len(spans)
             for a, b in spans:
                 params = {"query": query, "start": a, "end": b, "step": step}
                 calls.append(self._matrix_call(params, label))
-        for template, fallback, label in VECTOR_QUERIES.values():
+        for vname, (template, fallback, label) in VECTOR_QUERIES.items():
             params = {"query": template.format(sel=sel, lookback=LOOKBACK), "time": window.end}
+            sent.append((vname, params["query"]))
             slow = {"query": fallback.format(sel=sel, window=span, node=node), "time": at_end}
             since = (int(window.start), window.end)
             calls.append(self._vector_call(params, slow, label.format(node=node), since))
         tails = combined({name: tail_query(name, sel, node, tail) for name in TAIL_FIGURES})
         calls.append(self._call("/api/v1/query", {"query": tails, "time": at_end}, parse_labelled))
+        sent.append(("tail figures", tails))
         whole = {n: WINDOW_QUERIES[n].format(sel=sel, window=span) for n in WINDOW_QUERIES}
         peaks = {n: peak_query(n, sel, window.start - self.scrape_interval, at_end)
                  for n in WINDOW_FIGURES}
         gauges = {"query": combined({n: q for n, (q, _) in peaks.items()}),
                   "time": next(iter(peaks.values()))[1]}
         calls.append(self._call("/api/v1/query", gauges, parse_labelled))
+        sent.append(("window peaks", gauges["query"]))
         answers = iter(self._run(calls))
         ranges: dict[str, tuple[Series, ...]] = {
             name: merge_series([next(answers) for _ in range(n)]) for name, n in n_chunks.items()
@@ -255,6 +261,7 @@ class PrometheusSource:
         if missing:
             again = {"query": combined({n: whole[n] for n in missing}), "time": at_end}
             answer = self._get("/api/v1/query", again)
+            sent.append(("window figures (a node without last samples)", again["query"]))
             found = _figures(self._parse(parse_labelled, answer))
             scalars.update({name: found.get(name) for name in missing})
         return Usage(
@@ -284,6 +291,29 @@ class PrometheusSource:
             io_pressure_seconds=scalars.get("io_pressure_seconds"),
             memory_pressure_seconds=scalars.get("memory_pressure_seconds"),
             memory_high_events=scalars.get("memory_high_events"),
+            queries=tuple(sent),
+        )
+
+    def coverage(self, job_id: JobId | str, start: datetime, end: datetime,
+                 nodes: Iterable[str] = ()) -> Coverage:
+        """The samples' coverage of the run per node and per GPU (prometheus_coverage)."""
+        nodes = tuple(nodes)
+        a, b = start.timestamp(), max(end.timestamp(), start.timestamp() + 1)
+        sel = job_selector(str(job_id), nodes, self.node_label)
+        node = self.node_label or "instance"
+        span = int(b - a + 2 * self.scrape_interval)
+        at = b + self.scrape_interval
+        sent, calls = [], []
+        for name, template, label in COVERAGE_QUERIES:
+            query = template.format(sel=sel, span=span)
+            sent.append((name, query))
+            calls.append(self._call("/api/v1/query", {"query": query, "time": at},
+                                    parse_matrix, label.format(node=node)))
+        node_series, gpu_series = self._run(calls)
+        return Coverage(
+            nodes=coverages(node_series, nodes, a, b, self.scrape_interval),
+            gpus=coverages(gpu_series, (), a, b, self.scrape_interval),
+            queries=tuple(sent),
         )
 
     def _call(

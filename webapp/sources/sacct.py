@@ -12,6 +12,7 @@ import logging
 import os
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import tzinfo
 from functools import lru_cache
 from operator import itemgetter
@@ -98,12 +99,15 @@ def _fix_split(parts: list[str], delimiter: str, row: _Columns) -> list[str] | N
 
 
 @lru_cache(maxsize=1024)
-def _tres_facts(text: str) -> tuple[int, int | None]:
-    """(GPUs, memory bytes) of an AllocTRES string; job shapes repeat, so this is cached."""
+def _tres_facts(text: str) -> tuple[int, int | None, float | None]:
+    """(GPUs, memory bytes, billing) of an AllocTRES string; job shapes repeat, so this is
+    cached."""
     if not text:
-        return 0, None
+        return 0, None, None
     tres = parse_tres(text)
-    return gpus_from_tres(tres), parse_memory(tres["mem"]) if "mem" in tres else None
+    billing = tres.get("billing")
+    return (gpus_from_tres(tres), parse_memory(tres["mem"]) if "mem" in tres else None,
+            float(billing) if billing else None)
 
 
 def _job(p: list[str], r: _Columns, tz: tzinfo | None) -> tuple[tuple, dict]:
@@ -114,7 +118,7 @@ def _job(p: list[str], r: _Columns, tz: tzinfo | None) -> tuple[tuple, dict]:
      limit_raw, total_cpu, rss) = r.job(p)  # fmt: skip
     state, by = parse_sacct_state(state_text)
     cpus = int(cpus_text) if cpus_text else None
-    gpus, tres_mem = _tres_facts(tres)
+    gpus, tres_mem, billing = _tres_facts(tres)
     mem = parse_req_mem(reqmem, cpus, int(nodes_text) if nodes_text else None) if reqmem else None
     kind, limit = parse_time_limit(timelimit, limit_raw)
     return (
@@ -125,7 +129,7 @@ def _job(p: list[str], r: _Columns, tz: tzinfo | None) -> tuple[tuple, dict]:
     ), {
         "cancelled_by": by, "time_limit_kind": kind,
         "alloc_cpu_seconds": parse_sacct_duration(total_cpu),
-        "alloc_max_rss_bytes": parse_memory(rss),
+        "alloc_max_rss_bytes": parse_memory(rss), "billing": billing,
     }  # fmt: skip
 
 
@@ -296,15 +300,17 @@ class SacctSource:
             argv += ["--clusters", self.cluster]
         return argv
 
-    def _query(self, job_id: str) -> list[tuple[str, SacctJob]]:
-        argv = self.argv(job_id)
+    def run(self, argv: list[str]) -> str:
+        """Run a sacct command line through this source's runner (its output text)."""
         try:
-            out = self._runner(argv)
+            return self._runner(argv)
         except SourceUnavailable:
             raise
         except (OSError, subprocess.SubprocessError) as e:
             raise SourceUnavailable("sacct", str(e)) from None
-        return _group(out, FIELDS, "|", None)
+
+    def _query(self, job_id: str) -> list[tuple[str, SacctJob]]:
+        return _group(self.run(self.argv(job_id)), FIELDS, "|", None)
 
     def job(self, job_id: JobId | str) -> SacctJob:
         """The job ``123``, array task ``123_4`` or het component ``123+1``."""
@@ -317,7 +323,7 @@ class SacctSource:
         ):
             found = [j for rid, j in rows if pick(rid, j)]
             if found:
-                return found[0]
+                return _with_components(found[0], [j for _, j in rows])
         # An array whose tasks all have other raw ids: its first task speaks for it, as
         # the accounting source picks it (the lowest task id).
         tasks = sorted(_array_tasks(jid, (j for _, j in rows)), key=_task_number)
@@ -341,6 +347,39 @@ class SacctSource:
         if not tasks:
             raise JobNotFound(str(job_id))
         return tasks
+
+
+def _with_components(job: SacctJob, rows: list[SacctJob]) -> SacctJob:
+    """A het component with every component of its job attached, one line each."""
+    head, plus, _ = job.job_id.partition("+")
+    if not plus:
+        return job
+    parts = sorted((j for j in rows if j.job_id.startswith(head + "+")), key=_offset)
+    return replace(job, components=tuple(component_line(j) for j in parts))
+
+
+def _offset(job: SacctJob) -> int:
+    offset = job.job_id.partition("+")[2]
+    return int(offset) if offset.isdigit() else 2**31
+
+
+def component_line(job: SacctJob) -> Step:
+    """A het component as one line: its allocation, its steps' TotalCPU summed, and the
+    largest task's MaxRSS of its steps (``Step`` fields, so every table reads it alike)."""
+    cpu = job.total_cpu_seconds
+    if cpu is None and not job.steps:
+        cpu = job.alloc_cpu_seconds
+    try:
+        nodes = parse_nodelist(job.node_list) if job.node_list else ()
+    except ValueError:
+        nodes = ()
+    busiest = max((s for s in job.steps if s.max_rss_bytes), default=None,
+                  key=lambda s: s.max_rss_bytes or 0)
+    return Step(
+        job.job_id, job.job_name or "", job.state, job.exit_code, job.elapsed_seconds, cpu,
+        busiest.max_rss_bytes if busiest else job.alloc_max_rss_bytes, job.cpus, nodes,
+        busiest.tasks if busiest else None, busiest.max_rss_node if busiest else None,
+    )
 
 
 def _array_tasks(master: str, jobs: Iterable[SacctJob]) -> tuple[SacctJob, ...]:

@@ -15,6 +15,7 @@ import re
 from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 
+from jobreport_net.split import split_top
 from webapp.model import TimeLimitKind
 
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
@@ -189,21 +190,6 @@ def parse_time(text: str, tz: tzinfo | None = None) -> datetime | None:
     return naive.replace(tzinfo=tz).astimezone(UTC)
 
 
-def _split_top(text: str) -> list[str]:
-    """Split on commas that are not inside brackets."""
-    out, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
-    out.append(text[start:])
-    return out
-
-
 # More hosts than any cluster has: a hostile or corrupt range is refused, not expanded.
 MAX_HOSTS = 65536
 
@@ -235,7 +221,7 @@ def parse_nodelist(text: str) -> tuple[str, ...]:
     if not t or t in ("None assigned", "(null)"):
         return ()
     hosts: list[str] = []
-    for item in _split_top(t):
+    for item in split_top(t):
         open_ = item.find("[")
         if open_ < 0:
             hosts.append(item)

@@ -1,0 +1,106 @@
+"""`jobreport` in a fresh login shell of alice, with no JOBREPORT_* variable: the system
+config file and what Slurm shows her are all it has (the accounting view's password is
+root's alone)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sysconfig
+
+import pytest
+
+from tests.helpers import stack
+
+INSTALLED = "/usr/local/bin/jobreport"
+
+
+def login_command() -> str:
+    """What alice types: the installed `jobreport`, which runs the stack's checkout. A test
+    of another checkout runs that checkout's code the same way the installed one does
+    (the system Python on its venv's packages, since the venv's own may be root's)."""
+    if stack.ROOT == stack.STACK_ROOT:
+        return "jobreport"
+    version = sysconfig.get_python_version()
+    site = stack.ROOT / ".venv" / "lib" / f"python{version}" / "site-packages"
+    code = ("import site, sys; site.addsitedir(sys.argv.pop(1)); sys.argv[0] = 'jobreport'; "
+            "from webapp.cli import main; sys.exit(main())")
+    return f"/usr/bin/python{version} -I -S -c {shlex.quote(code)} {site}"
+
+
+def as_alice(args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["su", "-", "alice", "-c", f"{login_command()} {args}"],
+                          capture_output=True, text=True, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def login(stack_jobs):
+    # The stack installs the command and the config; a login shell sets no JOBREPORT_*.
+    shell = subprocess.run(["su", "-", "alice", "-c", "command -v jobreport; env"],
+                           capture_output=True, text=True, check=True).stdout
+    assert shell.splitlines()[0] == INSTALLED
+    assert "JOBREPORT_" not in shell
+    return stack_jobs
+
+
+def test_own_job_full_report_with_no_gap(login):
+    busy = login["busy"]
+    out = as_alice(f"show {busy}")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert text.startswith(f"Job {busy}: busy on demo")
+    assert re.search(r"^  Owner +alice \(account research\)$", text, re.M)
+    assert re.search(r"^  CPU efficiency +\[#+-*\] \d+%", text, re.M)  # busy: mostly full
+    assert "I/O and processes" in text and "CPU usage over time" in text  # Prometheus' part
+    assert re.search(r"^  Waited +", text, re.M)  # the submit time, from sacct
+    assert "Note:" not in text and not out.stderr, (text, out.stderr)
+    assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_no_argument_lists_her_recent_jobs(login):
+    out = as_alice("")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("Jobs of alice in the last 7 days: ")
+    assert lines[1].split() == ["job", "name", "state", "elapsed", "CPU", "eff", "mem", "eff",
+                                "findings"]
+    rows = [line.split()[0] for line in lines[2:-1]]
+    assert rows and all(len(line) <= 80 for line in lines)
+    owners = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,User", "-j", ",".join(
+        r.split("_")[0].split("+")[0] for r in rows)], capture_output=True, text=True,
+        check=True).stdout
+    assert {line.split("|")[1] for line in owners.splitlines()} == {"alice"}
+    # The row's figures are the report's: the busy job's CPU efficiency and findings count.
+    busy = login["busy"]
+    listed = as_alice("jobs --limit 100").stdout
+    row = next(line for line in listed.splitlines() if line.split()[0] == busy).split()
+    report = as_alice(f"show {busy}").stdout
+    cpu = re.search(r"^  CPU efficiency +\[[#-]+\] (\S+)", report, re.M).group(1)
+    found = re.search(r"^Findings(?: \((\d+)\)|: none)", report, re.M).group(1) or "0"
+    assert row[1] == "busy" and row[2] == "COMPLETED"
+    assert row[4] == cpu and row[-1] == found
+
+
+def test_another_users_job_shows_only_what_slurm_shows_her(login):
+    idle = login["idle"]  # bob's
+    out = as_alice(f"show {idle}")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    # sacct as alice (no PrivateData on the stack): bob's job, its request and outcome...
+    assert re.search(r"^  Owner +bob \(account teaching\)$", text, re.M)
+    assert re.search(r"^  State +COMPLETED$", text, re.M)
+    assert re.search(r"^  CPU efficiency +\[-+\] 0", text, re.M)
+    # ...but nothing from the job's nodes, and a note saying why.
+    assert "I/O and processes" not in text and "CPU usage over time" not in text
+    assert "usage from the job's nodes is shown to the job's owner and staff" in \
+        " ".join(text.split())
+    # The same job for root (who may read the accounting view) is complete.
+    full = stack.jobreport("show", idle)
+    assert "I/O and processes" in full.stdout and "Note:" not in full.stdout
+
+
+def test_unknown_job_is_one_line(login):
+    out = as_alice("show 999999999")
+    assert out.returncode == 1
+    assert out.stderr.strip() == "jobreport: job 999999999 not found"

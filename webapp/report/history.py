@@ -1,0 +1,179 @@
+"""A user's history of jobs of one name, and the ``#SBATCH`` block it suggests.
+
+``history()`` is the one entry point (the command line, the web page and the single
+report call it); it reads sacct and Prometheus now and is where the ended-job archive
+will be read once it holds enough. Each job's figures are the single report's: the
+memory peak by ``webapp.report.peak``'s rule, CPU efficiency by seff's formula.
+
+The block, from the jobs that ended (documented in the README, "History and right-sizing"):
+
+- ``--mem``: the 95th percentile (linear interpolation, as numpy's default) of the peaks,
+  times the memory margin (1.2), rounded up (100M steps under ~1 GiB, whole G above);
+  after an OOM kill, the largest killed job's limit times ``oom_growth`` if that is more;
+- ``--time``: the 95th percentile of the elapsed times of the jobs that completed, times
+  the time margin (1.3), rounded up (5 min under 1 h, 30 min under a day, else hours);
+  after a TIMEOUT, the largest limit that ran out times ``timeout_growth`` if that is more;
+- ``--cpus-per-task``: the 95th percentile of the cores busy per task (CPU time / elapsed
+  / tasks), rounded up, at least 1;
+- ``--gpus``: when the jobs had GPUs, the 95th percentile of the GPUs busy (mean
+  utilization at least the ``gpu_idle`` threshold), rounded up; left out when none was.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from webapp.detectors.advice import next_cpus, next_time, round_up_time
+from webapp.detectors.thresholds import Thresholds
+from webapp.formatting import (
+    format_duration,
+    slurm_mem,
+    slurm_mem_bytes,
+    slurm_time,
+    slurm_time_seconds,
+)
+from webapp.model import History, HistoryJob, MemoryPeak, PeakSource, SizingSuggestion
+from webapp.report.arrays import percentile
+from webapp.report.peak import job_peak, sacct_peak
+from webapp.sources.history_data import HistorySource, PastJob
+from webapp.sources.sacct import parse_nodelist
+
+PERCENTILE = 95
+MIN_JOBS = 3  # fewer ended jobs make no history worth a suggestion
+DEFAULT_SINCE = timedelta(days=30)
+NOT_ENDED = frozenset({"PENDING", "RUNNING", "REQUEUED", "SUSPENDED", "RESIZING"})
+
+
+def history(source: HistorySource, user: str | None, name: str | None,
+            since: datetime | None = None, until: datetime | None = None,
+            thresholds: Thresholds | None = None) -> History:
+    """The jobs of ``user`` named ``name`` (any name when None) in [since, until], newest
+    first, with the ``#SBATCH`` block they suggest (None under MIN_JOBS ended jobs).
+    Raises SourceUnavailable when the job list cannot be read."""
+    until = until or datetime.now(UTC)
+    since = since or until - DEFAULT_SINCE
+    jobs = sorted((history_job(p) for p in source.jobs(user, name, since, until)),
+                  key=lambda j: (j.submit_time or j.start_time or until), reverse=True)
+    basis = (f"jobs named '{name}'" if name else "jobs") + (f" of {user}" if user else "") \
+        + f" since {since:%Y-%m-%d}"
+    return History(user, name, since, tuple(jobs),
+                   suggest(jobs, thresholds or Thresholds(), basis))
+
+
+def history_job(past: PastJob) -> HistoryJob:
+    """One past job reduced to what the history shows and the suggestion reads."""
+    j = past.sacct
+    try:
+        nodes = max(1, len(parse_nodelist(j.node_list))) if j.node_list else 1
+    except ValueError:
+        nodes = 1
+    prom = None
+    if past.rss_peak_per_node:
+        node, top = max(past.rss_peak_per_node.items(), key=lambda kv: kv[1])
+        prom = MemoryPeak(int(top), PeakSource.PROMETHEUS, node=node or None)
+    cpu = j.total_cpu_seconds
+    if cpu is None and not j.steps:
+        cpu = j.alloc_cpu_seconds
+    tasks = max([s.tasks or 1 for s in j.steps if s.step_id not in ("extern",)] or [1])
+    return HistoryJob(
+        job_id=j.job_id, name=j.job_name, state=j.state,
+        submit_time=datetime.fromtimestamp(past.submit, UTC) if past.submit else None,
+        start_time=j.start_time, end_time=j.end_time, elapsed_seconds=j.elapsed_seconds,
+        time_limit_seconds=j.time_limit_seconds, cpus=j.cpus, tasks=tasks, nodes=nodes,
+        memory_requested_per_node=(j.memory_requested_bytes // nodes
+                                   if j.memory_requested_bytes else None),
+        gpus=j.gpus, gpus_busy=past.gpus_busy, cpu_seconds=cpu,
+        memory_peak=job_peak(sacct_peak(j), prom),
+    )
+
+
+def suggest(jobs: Sequence[HistoryJob], t: Thresholds, basis: str = ""
+            ) -> SizingSuggestion | None:
+    """The ``#SBATCH`` block the ended jobs call for, and what it would have saved."""
+    ended = [j for j in jobs if j.state not in NOT_ENDED and j.elapsed_seconds]
+    if len(ended) < MIN_JOBS:
+        return None
+    options: list[tuple[str, str]] = []
+    mem = _mem(ended, t)
+    if mem:
+        options.append(("--mem", mem))
+    time = _time(ended, t)
+    if time:
+        options.append(("--time", time))
+    busy = [j.cpu_seconds / j.elapsed_seconds / j.tasks for j in ended
+            if j.cpu_seconds is not None and j.elapsed_seconds]
+    cpus = next_cpus(_p(busy)) if busy else None
+    if cpus:
+        options.append(("--cpus-per-task", str(cpus)))
+    gpus = _gpus(ended)
+    if gpus:
+        options.append(("--gpus", str(gpus)))
+    if not options:
+        return None
+    return SizingSuggestion(tuple(options), len(ended), _saved(ended, mem, time, cpus, gpus),
+                            basis)
+
+
+def _p(values: Sequence[float]) -> float:
+    return percentile(values, PERCENTILE) or 0.0
+
+
+def _mem(ended: Sequence[HistoryJob], t: Thresholds) -> str | None:
+    peaks = [float(j.memory_peak.bytes) for j in ended if j.memory_peak]
+    oom = [j.memory_requested_per_node for j in ended
+           if j.state == "OUT_OF_MEMORY" and j.memory_requested_per_node]
+    wanted = [_p(peaks) * t.memory_margin] if peaks else []
+    if oom:  # a killed job's peak is its limit: grow from the limit
+        wanted.append(max(oom) * t.oom_growth)
+    return slurm_mem(max(wanted)) if wanted else None
+
+
+def _time(ended: Sequence[HistoryJob], t: Thresholds) -> str | None:
+    done = [j.elapsed_seconds for j in ended if j.state == "COMPLETED" and j.elapsed_seconds]
+    out = [j.time_limit_seconds for j in ended if j.state == "TIMEOUT" and j.time_limit_seconds]
+    if not out:
+        return next_time(_p(done), t.time_margin) if done else None
+    grown = round_up_time(max(out) * t.timeout_growth)
+    base = round_up_time(_p(done) * t.time_margin) if done else 0.0
+    return slurm_time(max(grown, base))
+
+
+def _gpus(ended: Sequence[HistoryJob]) -> int | None:
+    """GPUs to ask for: None when the jobs had none, or none was busy."""
+    if not any(j.gpus for j in ended):
+        return None
+    busy = [float(j.gpus if j.gpus_busy is None else j.gpus_busy) for j in ended if j.gpus]
+    n = math.ceil(_p(busy) - 1e-9)
+    return n or None
+
+
+def _saved(ended: Sequence[HistoryJob], mem: str | None, time: str | None,
+           cpus: int | None, gpus: int | None) -> tuple[str, ...]:
+    """What the jobs asked for beyond the block, summed over them, as phrases."""
+    gb_h = core_h = gpu_h = limit_s = 0.0
+    mem_b = slurm_mem_bytes(mem) if mem else None
+    limit = slurm_time_seconds(time) if time else None
+    for j in ended:
+        hours = (j.elapsed_seconds or 0.0) / 3600
+        if mem_b and j.memory_requested_per_node:
+            gb_h += max(0, j.memory_requested_per_node - mem_b) * j.nodes / 1e9 * hours
+        if cpus and j.cpus:
+            core_h += max(0, j.cpus - cpus * j.tasks) * hours
+        if j.gpus:
+            gpu_h += max(0, j.gpus - (gpus or 0)) * hours
+        if limit and j.time_limit_seconds:
+            limit_s += max(0.0, j.time_limit_seconds - limit)
+    waited = sum(j.pending_seconds or 0.0 for j in ended)
+    out = []
+    if gb_h > 0:
+        out.append(f"{gb_h:,.2f} GB-hours of memory")
+    if core_h > 0:
+        out.append(f"{core_h:,.2f} core-hours")
+    if gpu_h > 0:
+        out.append(f"{gpu_h:,.2f} GPU-hours")
+    if limit_s > 0:
+        out.append(f"{format_duration(limit_s)} of time limit (shorter limits start sooner "
+                   f"through backfill; these jobs waited {format_duration(waited)} in all)")
+    return tuple(out)

@@ -1,0 +1,124 @@
+"""A user's past jobs in bulk: one ``sacct`` call for the window and two PromQL queries
+per 200 jobs (memory peak per node, GPUs busy), never a query per job.
+
+The memory peak per node is the largest RSS sample of the job's cgroup there, the figure
+``webapp.report.peak`` takes from Prometheus for a single report; the caller joins it
+with sacct's estimate by the same rule.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from webapp.model import SacctJob, SourceUnavailable
+from webapp.sources.prometheus import PrometheusSource
+from webapp.sources.sacct import FIELDS, SacctSource, parse_sacct
+
+log = logging.getLogger(__name__)
+
+# The single report's columns, plus Submit last (no free text after it: safe to split).
+HISTORY_FIELDS = (*FIELDS, "Submit")
+CHUNK = 200  # job ids per PromQL regex
+PEAK_QUERY = "max by (jobid, {node}) (max_over_time(jobs_memory_rss_bytes{{{sel}}}[{w}s]))"
+# Per job, the GPUs whose mean utilization reached ``idle`` (0 when it had GPU series
+# but none busy; absent when it had none).
+GPU_BUSY_QUERY = ("sum by (jobid) (avg by (jobid, {node}, gpu) "
+                  "(avg_over_time(jobs_gpu_utilization_ratio{{{sel}}}[{w}s])) >= bool {idle})")
+
+
+def _local(when: datetime) -> str:
+    """sacct reads -S/-E in the local zone (it prints Unix seconds but does not parse them)."""
+    return when.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def history_argv(sacct: str, cluster: str | None, user: str | None, name: str | None,
+                 since: datetime, until: datetime) -> list[str]:
+    """Allocations and steps of the jobs of ``user`` (every user's when None) named
+    ``name`` (any name when None) that ran or waited in [since, until]."""
+    argv = [sacct, "--parsable2", "--noheader", "--format", ",".join(HISTORY_FIELDS),
+            "--starttime", _local(since), "--endtime", _local(until)]
+    argv += ["--user", user] if user else ["--allusers"]
+    if name and "," not in name:  # sacct splits --name at commas; then filter here only
+        argv += ["--name", name]
+    if cluster:
+        argv += ["--clusters", cluster]
+    return argv
+
+
+def parse_submits(text: str) -> dict[str, float]:
+    """JobID -> Submit (Unix seconds) from the allocation lines of ``history_argv``'s output."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        job_id = line.split("|", 1)[0]
+        submit = line.rsplit("|", 1)[-1]
+        if job_id and "." not in job_id and submit.isdigit():
+            out[job_id] = float(submit)
+    return out
+
+
+@dataclass(frozen=True)
+class PastJob:
+    """A past job as sacct showed it, with Prometheus' figures when it has them."""
+
+    sacct: SacctJob
+    submit: float | None
+    rss_peak_per_node: dict[str, float] = field(default_factory=dict)
+    gpus_busy: int | None = None
+
+
+class HistorySource:
+    """sacct + Prometheus for one user's jobs over a window (runner injectable via sacct)."""
+
+    def __init__(self, sacct: SacctSource, prometheus: PrometheusSource | None,
+                 gpu_idle: float = 0.01) -> None:
+        self.sacct, self.p, self.gpu_idle = sacct, prometheus, gpu_idle
+
+    def jobs(self, user: str | None, name: str | None, since: datetime,
+             until: datetime) -> list[PastJob]:
+        """Raises SourceUnavailable when sacct fails; without Prometheus (or when it
+        fails) the jobs keep sacct's figures only."""
+        text = self.sacct.run(history_argv(self.sacct.sacct_path, self.sacct.cluster,
+                                           user, name, since, until))
+        submits = parse_submits(text)
+        found = [j for j in parse_sacct(text, HISTORY_FIELDS)
+                 if "[" not in j.job_id and (name is None or j.job_name == name)]
+        try:
+            peaks, busy = self._prometheus(found, until)
+        except SourceUnavailable as exc:
+            log.warning("history without Prometheus' figures: %s", exc.reason)
+            peaks, busy = {}, {}
+        return [PastJob(j, submits.get(j.job_id), peaks.get(j.raw_id or j.job_id, {}),
+                        busy.get(j.raw_id or j.job_id)) for j in found]
+
+    def _prometheus(self, jobs: Sequence[SacctJob], until: datetime
+                    ) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+        peaks: dict[str, dict[str, float]] = {}
+        busy: dict[str, int] = {}
+        started = [j for j in jobs if j.start_time]
+        if self.p is None or not started:
+            return peaks, busy
+        node = self.p.node_label or "instance"
+        first = min(j.start_time.timestamp() for j in started)  # type: ignore[union-attr]
+        w = max(1, math.ceil(until.timestamp() - first))
+        for i in range(0, len(started), CHUNK):
+            ids = "|".join(sorted(_digits(started[i:i + CHUNK])))
+            if not ids:
+                continue
+            sel = f'jobid=~"{ids}"'  # ids are digits (JobIDRaw): nothing to escape
+            for labels, value in self.p.vector(
+                    PEAK_QUERY.format(node=node, sel=sel, w=w), until.timestamp()):
+                peaks.setdefault(labels.get("jobid", ""), {})[labels.get(node, "")] = value
+            if any(j.gpus for j in started[i:i + CHUNK]):
+                for labels, value in self.p.vector(GPU_BUSY_QUERY.format(
+                        node=node, sel=sel, w=w, idle=self.gpu_idle), until.timestamp()):
+                    busy[labels.get("jobid", "")] = int(value)
+        return peaks, busy
+
+
+def _digits(jobs: Sequence[SacctJob]) -> set[str]:
+    """The numeric ids among the jobs' own ids: what the exporter labels series with."""
+    return {i for j in jobs if (i := j.raw_id or j.job_id).isdigit()}

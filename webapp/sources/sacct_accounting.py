@@ -1,0 +1,111 @@
+"""The accounting record of one job as ``sacct`` shows it to whoever runs it.
+
+On a login node an ordinary user cannot read the accounting view (its password is the
+service user's): the command line then asks ``sacct`` as the caller, so Slurm itself
+decides what they may see (``PrivateData``). This reader gives the report builder the same
+``AccountingJob`` the view would (identity, request, times with the submit time, uid),
+so a user's own report has no gap.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from webapp.model import AccountingJob, JobId, JobNotFound, SacctJob, SourceUnavailable
+from webapp.sources.ended import EndedJob
+from webapp.sources.sacct import SacctSource, parse_nodelist
+
+# No free text in these columns, so a job name holding "|" cannot shift them.
+EXTRA_FIELDS = ("JobIDRaw", "UID", "Submit")
+
+
+def parse_extra(text: str) -> dict[str, tuple[int | None, datetime | None]]:
+    """JobIDRaw -> (uid, submit time) from ``sacct -X -n -P -o JobIDRaw,UID,Submit``
+    with ``SLURM_TIME_FORMAT=%s``:
+
+        42|1001|1795434160
+        43|1002|Unknown
+    """
+    out: dict[str, tuple[int | None, datetime | None]] = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) != len(EXTRA_FIELDS):
+            continue
+        raw, uid, submit = parts
+        out[raw] = (int(uid) if uid.isdigit() else None,
+                    datetime.fromtimestamp(int(submit), UTC) if submit.isdigit() else None)
+    return out
+
+
+def _ids(job_id: str) -> tuple[int | None, int | None, int | None, int | None]:
+    """(array job, array task, het job, het offset) of sacct's ``123_4`` / ``123+1``."""
+    head, _, task = job_id.partition("_")
+    if task.isdigit() and head.isdigit():
+        return int(head), int(task), None, None
+    head, _, offset = job_id.partition("+")
+    if offset.isdigit() and head.isdigit():
+        return None, None, int(head), int(offset)
+    return None, None, None, None
+
+
+def accounting_job(sj: SacctJob, cluster: str, uid: int | None,
+                   submit: datetime | None) -> AccountingJob:
+    """The view's record of a job, built from what sacct showed of it."""
+    array_job, array_task, het_job, het_offset = _ids(sj.job_id)
+    raw = sj.raw_id or sj.job_id
+    try:
+        nodes = parse_nodelist(sj.node_list) if sj.node_list else ()
+    except ValueError:
+        nodes = ()
+    return AccountingJob(
+        cluster=cluster, job_id=sj.job_id, job=int(raw) if raw.isdigit() else 0,
+        array_job=array_job, array_task=array_task, het_job=het_job, het_offset=het_offset,
+        uid=uid if uid is not None else -1, user=sj.user, account=sj.account,
+        partition=sj.partition, job_name=sj.job_name, state=sj.state,
+        exit_code=sj.exit_code, submit_time=submit, start_time=sj.start_time,
+        end_time=sj.end_time, cpus=sj.cpus, memory_requested_bytes=sj.memory_requested_bytes,
+        time_limit_seconds=sj.time_limit_seconds, nodes=tuple(nodes),
+        node_list=sj.node_list, work_dir=sj.work_dir, gpus=sj.gpus,
+        time_limit_kind=sj.time_limit_kind,
+    )
+
+
+class SacctAccounting:
+    """An AccountingReader for one job at a time, from sacct run as the caller."""
+
+    name = "sacct"
+
+    def __init__(self, sacct: SacctSource, cluster: str) -> None:
+        self.sacct = sacct
+        self.cluster = cluster
+
+    def job(self, job_id: JobId) -> AccountingJob:
+        sj = self.sacct.job(job_id)
+        raw = sj.raw_id or sj.job_id
+        argv = [self.sacct.sacct_path, "--parsable2", "--noheader", "--allocations",
+                "--allusers", "--format", ",".join(EXTRA_FIELDS), "--jobs", raw]
+        if self.sacct.cluster:
+            argv += ["--clusters", self.sacct.cluster]
+        uid, submit = parse_extra(self.sacct.run(argv)).get(raw, (None, None))
+        return accounting_job(sj, self.cluster, uid, submit)
+
+    def ended_since(self, since: datetime) -> list[str]:
+        raise SourceUnavailable("accounting", "not available from sacct")
+
+    def ended_between(self, since: int, until: int, limit: int) -> list[EndedJob]:
+        raise SourceUnavailable("accounting", "not available from sacct")
+
+
+class NoAccounting:
+    """For another user's job: nothing beyond what the caller's sacct shows."""
+
+    name = "accounting"
+
+    def job(self, job_id: JobId) -> AccountingJob:
+        raise JobNotFound(str(job_id))
+
+    def ended_since(self, since: datetime) -> list[str]:
+        return []
+
+    def ended_between(self, since: int, until: int, limit: int) -> list[EndedJob]:
+        return []

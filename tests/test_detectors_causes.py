@@ -100,7 +100,7 @@ def test_idle_job_with_pressure_data_is_called_idle(tmp_path):
     r = v2_report("idle", 1, tmp_path)
     assert r.cpu_efficiency < 0.01 and max(pressure(r, x) for x in ("cpu", "io", "memory")) < 0.01
     f = next(f for f in detect_all(r, T) if f.name == "cpu_efficiency_low")
-    assert "idle, not waiting" in f.message
+    assert "idle, not starved" in f.message
     assert names(r) & {"cpu_starved", "io_starved", "memory_thrashing"} == set()
 
 

@@ -45,11 +45,10 @@ class LowCpuEfficiencyDetector:
             )
         # Idle, or waiting? Only pressure stall data (cgroup v2) can tell.
         cause = (
-            " Pressure stayed low: the cores were idle, not waiting for CPU, storage or "
-            "memory."
+            " Pressure stayed low: idle, not starved."
             if has_pressure(report)
-            else " Whether the cores were idle or waited for CPU, storage or memory cannot "
-            "be told: the node recorded no pressure data (cgroup v1)."
+            else " Idle or starved (waiting for CPU, storage or memory) cannot be told "
+            "without pressure data (cgroup v1)."
         )
         # GPU jobs get cores for feeding the GPU; low CPU use there is less of a waste.
         severity = Severity.INFO if report.gpus else Severity.WARNING

@@ -56,9 +56,8 @@ class GpuMemoryLowDetector:
             return ()
         else:
             advice = (
-                f"A GPU with {format_bytes(need)} or more (a smaller type, or a MIG slice "
-                "such as `1g.10gb` / `2g.20gb` where the site offers them) would do: see "
-                "which GPU types your cluster has with `sinfo -o '%P %G'`."
+                f"A GPU with {format_bytes(need)} or more would do: a smaller type or a MIG "
+                "slice (`sinfo -o '%P %G'` lists your cluster's)."
             )
         return (
             Finding(
@@ -67,7 +66,7 @@ class GpuMemoryLowDetector:
                 message=(
                     f"The job used at most {format_bytes(peak)} of its GPU's "
                     f"{format_bytes(size)} memory ({format_percent(peak / size)}): a smaller "
-                    "GPU would have held it."
+                    "GPU would hold it."
                 ),
                 advice=advice,
                 evidence={

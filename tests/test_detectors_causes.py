@@ -273,8 +273,9 @@ def test_gpu_memory_negatives_and_boundary():
     assert "gpu_memory_low" not in names(gpu_mem_report(30 * GIB, 80 * GIB, ("v100",)))
     # the partition has only this GPU: nothing smaller to suggest
     assert "gpu_memory_low" not in names(gpu_mem_report(6 * GIB, 80 * GIB, ("a100_80g",)))
-    assert "gpu_memory_low" in names(gpu_mem_report(20 * GIB, 80 * GIB, None))  # 25 %: at it
-    assert "gpu_memory_low" not in names(gpu_mem_report(20 * GIB + 1, 80 * GIB, None))
+    # strictly under 25 %, as the other "low" thresholds (gpu_util_low, gpu_idle)
+    assert "gpu_memory_low" in names(gpu_mem_report(20 * GIB - 1, 80 * GIB, None))
+    assert "gpu_memory_low" not in names(gpu_mem_report(20 * GIB, 80 * GIB, None))
 
 
 def test_without_cluster_types_the_size_needed_is_said():

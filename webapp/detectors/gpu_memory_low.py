@@ -36,8 +36,8 @@ class GpuMemoryLowDetector:
             return ()
         if not long_enough(report, t.min_runtime_seconds) or size < t.gpu_memory_large_bytes:
             return ()
-        if peak > t.gpu_memory_low * size:
-            return ()
+        if peak >= t.gpu_memory_low * size:
+            return ()  # below the share, as for gpu_util_low
         need = peak * t.gpu_memory_margin
         fits = smaller_types(report, need, size)
         known = cluster_gpu_types(report)

@@ -36,7 +36,7 @@ class Thresholds:
     gpu_memory_in_use_bytes: float = 256 * 1024**2
     gpu_busy: float = 0.50
     gpu_idle_cores_min: float = 2.0
-    # GPU memory: a GPU this large whose peak stayed below this share of it would fit a
+    # GPU memory: a GPU this large whose peak stayed under this share of it would fit a
     # smaller type (peak x margin)
     gpu_memory_large_bytes: float = 32 * GIB
     gpu_memory_low: float = 0.25

@@ -324,3 +324,4 @@ def triggering_reports():
         0.06, cores=(0.97, 0.02, 0.02, 0.01))), T
     yield "gpu-cores-idle", report(cpus=8, gpus=1, cpu_seconds=600.0, usage=gpu_usage(0.92)), T
     yield "memory-growth", mem_report(rss(lambda i: 20 * MIB + i * 12 * MIB)), T
+    yield "gpu-memory-low", gpu_mem_report(6 * GIB, 80 * GIB, ("a100_80g", "v100")), T

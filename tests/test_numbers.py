@@ -315,4 +315,6 @@ def test_json_schema_is_pinned():
         "memory_limit_bytes", "memory_max_usage_bytes", "gpu_memory_total_bytes",
         "read_bytes", "write_bytes", "read_syscalls", "write_syscalls", "processes_max",
         "threads_max", "open_files_max", "open_files_limit_ratio_max", "scratch_in_use",
+        "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
+        "memory_high_events",
     }  # fmt: skip

@@ -183,3 +183,19 @@ def test_mean_since_start_from_raw_last_samples():
     got = prometheus.parse_mean_since(answer, "instance/core", 940, 1040)
     assert [(s.label, s.points) for s in got] == [("n1/0", ((1040, 0.5 + 0.1),)),
                                                   ("n1/1", ((1040, 3 / 90),))]
+
+
+def test_pressure_tail_queries_filter_their_label_after_the_job_selector():
+    from webapp.sources.prometheus_queries import (
+        TAIL_FIGURES,
+        V2_ONLY_FIGURES,
+        WINDOW_QUERIES,
+        tail_query,
+    )
+
+    q = tail_query("io_pressure_seconds", 'jobid="7"', "instance", "300s")
+    assert q == ('max by (instance) (last_over_time(jobs_pressure_waiting_seconds_total'
+                 '{jobid="7",resource="io"}[300s]))')
+    assert 'jobs_memory_events_total{jobid="7",event="high"}' in tail_query(
+        "memory_high_events", 'jobid="7"', "instance", "300s")
+    assert V2_ONLY_FIGURES <= set(TAIL_FIGURES) <= set(WINDOW_QUERIES)

@@ -157,6 +157,36 @@ class Series:
     def mean(self) -> float | None:
         return sum(self.values) / len(self.points) if self.points else None
 
+    def fit(self) -> LinearFit | None:
+        """Least-squares line through the points; None below two distinct times."""
+        n = len(self.points)
+        if n < 2:
+            return None
+        mx = sum(x for x, _ in self.points) / n
+        my = sum(y for _, y in self.points) / n
+        sxx = sum((x - mx) ** 2 for x, _ in self.points)
+        if sxx == 0:
+            return None
+        slope = sum((x - mx) * (y - my) for x, y in self.points) / sxx
+        syy = sum((y - my) ** 2 for _, y in self.points)
+        residual = sum((y - my - slope * (x - mx)) ** 2 for x, y in self.points)
+        r2 = 1.0 - residual / syy if syy else 0.0
+        return LinearFit(slope=slope, intercept=my - slope * mx, r2=r2, points=n)
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """y = slope * t + intercept over unix seconds; ``r2`` is how much of the variation
+    the line explains (1: every point on it, 0: no better than the mean)."""
+
+    slope: float
+    intercept: float
+    r2: float
+    points: int
+
+    def at(self, t: float) -> float:
+        return self.slope * t + self.intercept
+
 
 @dataclass(frozen=True)
 class Step:
@@ -277,6 +307,13 @@ class Usage:
     open_files_limit_ratio_max: float | None = None
     scratch_in_use: bool | None = None
     step_seconds: float | None = None  # resolution of the series (the range queries' step)
+    # cgroup v2 only (None on v1): seconds some task of the job waited for the CPU, for
+    # storage and for memory (PSI "some" totals, on its busiest node), and how often it
+    # went over memory.high (the kernel throttled it into reclaim).
+    cpu_pressure_seconds: float | None = None
+    io_pressure_seconds: float | None = None
+    memory_pressure_seconds: float | None = None
+    memory_high_events: float | None = None
     queries: tuple[tuple[str, str], ...] = ()  # (name, PromQL) as sent, for the audit
 
     @property

@@ -100,6 +100,26 @@ STACK_JOBS: tuple[StackJob, ...] = (
         "    open(f\"many/f{i}\", \"w\").write(\"x\" * 4000)\n"
         "time.sleep(15)'; rm -rf many",
     ),
+    # Resident memory climbing ~10 MB/s for 30 s toward a 500M limit: a leak's shape.
+    # bytes(...) * n writes every page (a zeroed bytearray may not be resident yet).
+    StackJob(
+        "mem-growth",
+        "alice",
+        ("-c1", "--mem=500M", "--time=10"),
+        "python3 -c 'import time\n"
+        "chunks, end = [], time.time() + 30\n"
+        "while time.time() < end:\n"
+        "    chunks.append(b\"x\" * (2 * 2**20))\n"
+        "    time.sleep(0.2)'",
+    ),
+    # One core saturated beside a GPU (the stack's replayed GPUs hold 1 GiB and do no
+    # work): the input pipeline starving the GPU.
+    StackJob(
+        "gpu-input-bound",
+        "bob",
+        ("-c1", "--mem=500M", "--gres=gpu:1", "--time=10"),
+        BUSY.format(s=25),
+    ),
     # Two srun steps: one busy core of two for 20 s, then both cores for 8 s. The report
     # lists each step and the CPU finding names step 0, which left most cores idle.
     StackJob(

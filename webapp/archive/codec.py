@@ -130,7 +130,9 @@ def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
         **{k: u.get(k) for k in (
             "memory_limit_bytes", "memory_max_usage_bytes", "gpu_memory_total_bytes",
             "read_bytes", "write_bytes", "read_syscalls", "write_syscalls", "processes_max",
-            "threads_max", "open_files_max", "open_files_limit_ratio_max", "scratch_in_use")},
+            "threads_max", "open_files_max", "open_files_limit_ratio_max", "scratch_in_use",
+            "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
+            "memory_high_events")},
     )
     steps = tuple(
         Step(step_id=s["step_id"], name=s["name"], state=s["state"], exit_code=s["exit_code"],

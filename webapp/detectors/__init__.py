@@ -10,13 +10,20 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from webapp.detectors.cpu_efficiency_low import LowCpuEfficiencyDetector
+from webapp.detectors.cpu_starved import CpuStarvedDetector
+from webapp.detectors.gpu_cores_idle import GpuCoresIdleDetector
 from webapp.detectors.gpu_idle import IdleGpuDetector
+from webapp.detectors.gpu_input_bound import GpuInputBoundDetector
+from webapp.detectors.gpu_memory_low import GpuMemoryLowDetector
 from webapp.detectors.gpu_type_unavailable import GpuTypeUnavailableDetector
 from webapp.detectors.gpu_util_low import LowGpuUtilDetector
 from webapp.detectors.io_not_on_scratch import IoNotOnScratchDetector
+from webapp.detectors.io_starved import IoStarvedDetector
 from webapp.detectors.many_open_files import ManyOpenFilesDetector
+from webapp.detectors.memory_growth import MemoryGrowthDetector
 from webapp.detectors.memory_near_limit import MemoryNearLimitDetector
 from webapp.detectors.memory_over_requested import MemoryOverRequestedDetector
+from webapp.detectors.memory_thrashing import MemoryThrashingDetector
 from webapp.detectors.open_files_near_limit import OpenFilesNearLimitDetector
 from webapp.detectors.out_of_memory import OutOfMemoryDetector
 from webapp.detectors.outcome import OutcomeDetector
@@ -48,9 +55,16 @@ DETECTORS: tuple[Detector, ...] = (
     OutcomeDetector(),
     OutOfMemoryDetector(),
     MemoryNearLimitDetector(),
+    MemoryGrowthDetector(),
     IdleGpuDetector(),
     LowGpuUtilDetector(),
+    GpuInputBoundDetector(),
+    GpuCoresIdleDetector(),
+    GpuMemoryLowDetector(),
     LowCpuEfficiencyDetector(),
+    CpuStarvedDetector(),
+    IoStarvedDetector(),
+    MemoryThrashingDetector(),
     SerialOnManyCoresDetector(),
     OversubscribedDetector(),
     MemoryOverRequestedDetector(),

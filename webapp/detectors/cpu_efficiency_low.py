@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from webapp.detectors.advice import next_cpus
-from webapp.detectors.measures import busy_cores, long_enough, responsible_step
+from webapp.detectors.gpu_cores_idle import idle_beside_busy_gpus
+from webapp.detectors.gpu_input_bound import input_bound
+from webapp.detectors.measures import (
+    busy_cores,
+    has_pressure,
+    long_enough,
+    responsible_step,
+    waiting_for,
+)
 from webapp.detectors.serial_on_many_cores import looks_serial
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_duration, format_percent
@@ -28,8 +36,10 @@ class LowCpuEfficiencyDetector:
             return ()
         if not long_enough(report, t.min_runtime_seconds) or eff >= t.cpu_efficiency_low:
             return ()
-        if looks_serial(report, t):
-            return ()  # SerialOnManyCoresDetector says it more precisely
+        if looks_serial(report, t) or input_bound(report, t):
+            return ()  # serial_on_many_cores / gpu_input_bound say it more precisely
+        if waiting_for(report, t) or idle_beside_busy_gpus(report, t):
+            return ()  # cpu_starved, io_starved, memory_thrashing, gpu_cores_idle: the cause
         if report.cpus > 1:
             cores = next_cpus(busy, 1.1)
             advice = (
@@ -39,15 +49,22 @@ class LowCpuEfficiencyDetector:
             )
         else:
             advice = (
-                "The single core was often idle: the program probably waited on file I/O, the "
-                "network or user input. Stage input data to local scratch and avoid interactive "
-                "waits in batch jobs."
+                "The single core was often idle: find what the program waited for (file I/O, "
+                "the network, a `sleep`, user input). Stage input data to local scratch and "
+                "avoid interactive waits in batch jobs."
             )
+        # Idle, or waiting? Only pressure stall data (cgroup v2) can tell.
+        cause = (
+            " Pressure stayed low: idle, not starved."
+            if has_pressure(report)
+            else " Idle or starved (waiting for CPU, storage or memory) cannot be told "
+            "without pressure data (cgroup v1)."
+        )
         # GPU jobs get cores for feeding the GPU; low CPU use there is less of a waste.
         severity = Severity.INFO if report.gpus else Severity.WARNING
         message = (
             f"CPU efficiency was {format_percent(eff)}: the {report.cpus} allocated "
-            f"core(s) did {format_percent(eff)} of the work they could have done."
+            f"core(s) did {format_percent(eff)} of the work they could have done." + cause
         )
         evidence: dict[str, float | int | str] = {
             "cpu_efficiency": round(eff, 4),
@@ -55,6 +72,7 @@ class LowCpuEfficiencyDetector:
             "busy_cores": round(busy, 3),
             "cpu_seconds": round(report.cpu_seconds or 0.0, 3),
             "elapsed_seconds": report.elapsed_seconds or 0.0,
+            "pressure_data": "yes" if has_pressure(report) else "no",
         }
         evidence_text = (
             f"{format_duration(report.cpu_seconds)} of CPU time in "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from webapp.detectors.gpu_input_bound import input_bound
 from webapp.detectors.measures import gpu_series, long_enough
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
@@ -28,6 +29,8 @@ class IdleGpuDetector:
         idle = [s for s in series if (s.mean() or 0.0) < t.gpu_idle]
         if not idle:
             return ()
+        if len(idle) == len(series) and input_bound(report, t):
+            return ()  # the program held the GPU while one core worked: gpu_input_bound
         allocated = max(report.gpus, len(series))
         used = len(series) - len(idle)
         unseen = allocated - len(series)  # no data is not evidence of idleness

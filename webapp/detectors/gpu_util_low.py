@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from webapp.detectors.gpu_input_bound import input_bound
 from webapp.detectors.measures import gpu_series, long_enough
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
@@ -22,8 +23,8 @@ class LowGpuUtilDetector:
         if not means:
             return ()
         mean = sum(means) / len(means)
-        if mean >= t.gpu_util_low:
-            return ()
+        if mean >= t.gpu_util_low or input_bound(report, t):
+            return ()  # gpu_input_bound names the cause and its cure
         # The summed work of all GPUs, if packed onto fewer at ~50 % each.
         needed = max(1, math.ceil(sum(means) / 0.5))
         fewer = (

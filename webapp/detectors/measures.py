@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from webapp.detectors.thresholds import Thresholds
 from webapp.model import JobReport, Series, StepLine
 
 ENDED_OK = frozenset({"COMPLETED"})
@@ -44,6 +45,92 @@ def step_states(report: JobReport) -> set[str]:
     return {s.state for s in report.steps}
 
 
+def pressure(report: JobReport, resource: str) -> float | None:
+    """Share of the run some task waited for ``resource`` (cpu, io, memory), on the busiest
+    node; None without PSI (cgroup v1) or a run time."""
+    seconds = getattr(report.usage, f"{resource}_pressure_seconds")
+    if seconds is None or not report.elapsed_seconds:
+        return None
+    return min(1.0, seconds / report.elapsed_seconds)
+
+
+def has_pressure(report: JobReport) -> bool:
+    """PSI was recorded for the job (its nodes run cgroup v2)."""
+    return any(pressure(report, r) is not None for r in ("cpu", "io", "memory"))
+
+
+def waiting_for(report: JobReport, t: Thresholds) -> str | None:
+    """What the job's tasks waited for, by PSI: ``memory`` (reclaim), else the larger of
+    ``cpu`` and ``io`` over its threshold; None when nothing stalled or no PSI exists.
+
+    Memory comes first: reclaim also makes tasks wait for storage (pages read back) and
+    burns system CPU, so it is the cause the other two follow from.
+    """
+    mem = pressure(report, "memory")
+    if (mem is not None and mem >= t.memory_pressure_high) or (
+        report.usage.memory_high_events or 0
+    ) > 0:
+        return "memory"
+    stalls = {r: p for r in ("cpu", "io") if (p := pressure(report, r)) is not None}
+    stalls = {r: p for r, p in stalls.items() if p >= t.pressure_high}
+    return max(stalls, key=stalls.__getitem__) if stalls else None
+
+
+def cpu_efficiency_low(report: JobReport, t: Thresholds) -> bool:
+    """A finished job, long enough to judge, whose cores did less than the threshold."""
+    eff = report.cpu_efficiency
+    return (
+        eff is not None
+        and bool(report.cpus)
+        and not report.unfinished
+        and long_enough(report, t.min_runtime_seconds)
+        and eff < t.cpu_efficiency_low
+    )
+
+
+def busiest_core(report: JobReport) -> float | None:
+    """Mean busy fraction of the job's busiest core (cgroup v1 per-core counters)."""
+    means = per_core_means(report)
+    return max(means) if means else None
+
+
+def one_core_saturated(report: JobReport, t: Thresholds) -> bool:
+    """One core (or one core's worth) kept busy: the busiest core at ``core_saturated``, or
+    about one core in all, which the kernel may spread over several as it migrates a
+    single busy process."""
+    top = busiest_core(report)
+    busy = busy_cores(report)
+    return (top is not None and top >= t.core_saturated) or (
+        busy is not None and t.core_saturated <= busy <= t.serial_cores_max
+    )
+
+
+def gpu_memory_peak(report: JobReport) -> float | None:
+    """The most memory any one allocated GPU held."""
+    peaks = [m for s in report.usage.gpu_memory_used if (m := s.max()) is not None]
+    return max(peaks) if peaks else None
+
+
+def gpu_mean(report: JobReport) -> float | None:
+    """Mean utilisation over the allocated GPUs that have data."""
+    means = [m for s in gpu_series(report) if (m := s.mean()) is not None]
+    return sum(means) / len(means) if means else None
+
+
+def stall_evidence(report: JobReport) -> dict[str, float | int | str]:
+    """The numbers every waiting verdict shows: efficiency and each PSI share."""
+    eff = report.cpu_efficiency or 0.0
+    out: dict[str, float | int | str] = {
+        "cpu_efficiency": round(eff, 4),
+        "cpus": report.cpus or 0,
+        "elapsed_seconds": report.elapsed_seconds or 0.0,
+    }
+    for resource in ("cpu", "io", "memory"):
+        share = pressure(report, resource)
+        out[f"{resource}_pressure"] = round(share, 4) if share is not None else "n/a"
+    if report.usage.memory_high_events is not None:
+        out["memory_high_events"] = int(report.usage.memory_high_events)
+    return out
 def user_steps(lines: tuple[StepLine, ...]) -> list[StepLine]:
     """The srun steps (not batch/extern) and het components: where the work ran."""
     return [x for x in lines if x.kind == "component" or x.step_id not in SLURM_STEPS]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from webapp.detectors.gpu_input_bound import input_bound
 from webapp.detectors.measures import busy_cores, long_enough
 from webapp.detectors.thresholds import Thresholds
 from webapp.model import Finding, JobReport, Severity
@@ -25,8 +26,8 @@ class SerialOnManyCoresDetector:
     def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
         if report.unfinished or not long_enough(report, t.min_runtime_seconds):
             return ()
-        if not looks_serial(report, t):
-            return ()
+        if not looks_serial(report, t) or input_bound(report, t):
+            return ()  # on a GPU job the one busy core is its data loader: gpu_input_bound
         used = busy_cores(report)
         return (
             Finding(

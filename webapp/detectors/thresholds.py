@@ -26,6 +26,28 @@ class Thresholds:
     oversubscription_busy: float = 0.9  # threads only hurt when the cores are busy
     # The batch shell, srun and wrappers such as timeout(1) each hold a sleeping thread.
     oversubscription_wrapper_threads: float = 3.0
+    # Why cores sat idle (cgroup v2 PSI): the share of the run some task waited for a CPU or
+    # for storage, and for memory (any sustained reclaim stall costs more, so lower)
+    pressure_high: float = 0.20
+    memory_pressure_high: float = 0.10
+    # GPU feeding: a core this busy on average is saturated; a GPU holding this much memory
+    # was opened by the program; GPUs this busy with cores idle beside them
+    core_saturated: float = 0.85
+    gpu_memory_in_use_bytes: float = 256 * 1024**2
+    gpu_busy: float = 0.50
+    gpu_idle_cores_min: float = 2.0
+    # GPU memory: a GPU this large whose peak stayed under this share of it would fit a
+    # smaller type (peak x margin)
+    gpu_memory_large_bytes: float = 32 * GIB
+    gpu_memory_low: float = 0.25
+    gpu_memory_margin: float = 1.25
+    # memory growth: the fitted line adds this share of the limit over the job, fits this
+    # well (r squared), over at least this many points, and still rises in the last third
+    # at this share of its overall slope (a plateau does not)
+    memory_growth_min: float = 0.25
+    memory_growth_fit: float = 0.90
+    memory_growth_min_points: float = 5.0
+    memory_growth_late: float = 0.5
     # memory
     memory_efficiency_low: float = 0.70
     memory_waste_min_bytes: float = 2 * GIB  # below this a generous request is harmless

@@ -125,6 +125,11 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
             "open_files_max": u.open_files_max,
             "open_files_limit_ratio_max": u.open_files_limit_ratio_max,
             "scratch_in_use": u.scratch_in_use,
+            # cgroup v2 only; null on v1, where the cause of idle cores cannot be told
+            "cpu_pressure_seconds": u.cpu_pressure_seconds,
+            "io_pressure_seconds": u.io_pressure_seconds,
+            "memory_pressure_seconds": u.memory_pressure_seconds,
+            "memory_high_events": u.memory_high_events,
         },
         "steps": [
             {

@@ -10,6 +10,9 @@ Which source each detector's verdict rests on (``RESTS_ON``):
 - memory (``memory_over_requested``, ``memory_near_limit``): on the peak's source; a
   sacct peak stands, a Prometheus peak rests on the nodes' samples.
 - GPU (``gpu_idle``, ``gpu_util_low``): on the GPUs' samples, always.
+- the causes of idle cores (``cpu_starved``, ``io_starved``, ``memory_thrashing``) and
+  ``memory_growth``: on the nodes' samples; the GPU feeding and memory verdicts
+  (``gpu_input_bound``, ``gpu_cores_idle``, ``gpu_memory_low``): on the GPUs' samples.
 - processes and I/O (``oversubscribed``, ``io_not_on_scratch``, ``small_io``,
   ``many_open_files``, ``open_files_near_limit``): on the nodes' samples.
 - the rest (outcome, OOM, time, queue): Slurm's accounting; coverage does not apply.
@@ -58,6 +61,11 @@ def _gpus(report: JobReport) -> tuple[str, str]:
     return GPUS, "Prometheus (jobs_gpu_utilization_ratio)"
 
 
+def _gpu_text(report: JobReport, metrics: str) -> tuple[str, str]:
+    kind, text = _gpus(report)
+    return (kind, f"Prometheus ({metrics})") if kind == GPUS else (kind, text)
+
+
 def _nodes(metric: str) -> Callable[[JobReport], tuple[str, str]]:
     return lambda report: (NODES, f"Prometheus ({metric})")
 
@@ -74,6 +82,15 @@ RESTS_ON: Mapping[str, Callable[[JobReport], tuple[str, str]]] = {
     "small_io": _nodes("jobs_*_syscalls_total"),
     "many_open_files": _nodes("jobs_open_files"),
     "open_files_near_limit": _nodes("jobs_open_files_limit_ratio"),
+    # why cores sat idle: the nodes' pressure counters (cgroup v2)
+    **{name: _nodes("jobs_pressure_waiting_seconds_total, jobs_memory_events_total")
+       for name in ("cpu_starved", "io_starved", "memory_thrashing")},
+    "memory_growth": _nodes("jobs_memory_rss_bytes, fitted"),
+    "gpu_input_bound": lambda report: _gpu_text(
+        report, "jobs_gpu_utilization_ratio, jobs_gpu_memory_used_bytes; per core "
+        "jobs_cpu_core_seconds_total"),
+    "gpu_cores_idle": lambda report: _gpu_text(report, "jobs_gpu_utilization_ratio"),
+    "gpu_memory_low": lambda report: _gpu_text(report, "jobs_gpu_memory_used_bytes"),
     **{name: lambda report: (SLURM, "Slurm's accounting (sacct, accounting database)")
        for name in ("outcome", "out_of_memory", "time_over_requested", "short_job",
                     "gpu_type_unavailable", "time_limit_past_usual")},

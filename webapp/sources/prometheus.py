@@ -35,7 +35,13 @@ from webapp.sources.prometheus_answers import parse_mean_since as parse_mean_sin
 from webapp.sources.prometheus_answers import parse_scalar as parse_scalar
 from webapp.sources.prometheus_answers import parse_vector as parse_vector
 from webapp.sources.prometheus_coverage import COVERAGE_QUERIES, coverages
-from webapp.sources.prometheus_queries import FIGURE_LABEL, combined, peak_query, tail_query
+from webapp.sources.prometheus_queries import (
+    FIGURE_LABEL,
+    V2_ONLY_FIGURES,
+    combined,
+    peak_query,
+    tail_query,
+)
 
 # The named queries are re-exported: tests and the benchmark read them from here.
 from webapp.sources.prometheus_queries import INSTANT_QUERIES as INSTANT_QUERIES
@@ -281,6 +287,10 @@ class PrometheusSource:
             if scalars.get("scratch_in_use") is None
             else scalars["scratch_in_use"] > 0,
             step_seconds=step,
+            cpu_pressure_seconds=scalars.get("cpu_pressure_seconds"),
+            io_pressure_seconds=scalars.get("io_pressure_seconds"),
+            memory_pressure_seconds=scalars.get("memory_pressure_seconds"),
+            memory_high_events=scalars.get("memory_high_events"),
             queries=tuple(sent),
         )
 
@@ -428,5 +438,6 @@ def _missing_tails(
     return [
         name
         for name in TAIL_FIGURES
-        if not (gpu_nodes if name == "gpu_memory_total_bytes" else nodes) <= seen.get(name, set())
+        if name not in V2_ONLY_FIGURES
+        and not (gpu_nodes if name == "gpu_memory_total_bytes" else nodes) <= seen.get(name, set())
     ]

@@ -70,6 +70,20 @@ WINDOW_QUERIES: dict[str, str] = {
         "max(max_over_time(jobs_open_files_limit_ratio{{{sel}}}[{window}]))"
     ),
     "scratch_in_use": "max(max_over_time(jobs_scratch_in_use{{{sel}}}[{window}]))",
+    # cgroup v2 only: the busiest node's totals (counters from the job's cgroup creation)
+    "cpu_pressure_seconds": (
+        'max(max_over_time(jobs_pressure_waiting_seconds_total{{{sel},resource="cpu"}}[{window}]))'
+    ),
+    "io_pressure_seconds": (
+        'max(max_over_time(jobs_pressure_waiting_seconds_total{{{sel},resource="io"}}[{window}]))'
+    ),
+    "memory_pressure_seconds": (
+        'max(max_over_time(jobs_pressure_waiting_seconds_total{{{sel},resource="memory"}}'
+        "[{window}]))"
+    ),
+    "memory_high_events": (
+        'max(max_over_time(jobs_memory_events_total{{{sel},event="high"}}[{window}]))'
+    ),
 }
 INSTANT_QUERIES = WINDOW_QUERIES  # the name earlier callers knew
 
@@ -86,8 +100,18 @@ TAIL_FIGURES: dict[str, tuple[str, str]] = {
     "write_bytes": ("sum", "jobs_write_bytes_total"),
     "read_syscalls": ("sum", "jobs_read_syscalls_total"),
     "write_syscalls": ("sum", "jobs_write_syscalls_total"),
+    "cpu_pressure_seconds": ("max", 'jobs_pressure_waiting_seconds_total{resource="cpu"}'),
+    "io_pressure_seconds": ("max", 'jobs_pressure_waiting_seconds_total{resource="io"}'),
+    "memory_pressure_seconds": ("max", 'jobs_pressure_waiting_seconds_total{resource="memory"}'),
+    "memory_high_events": ("max", 'jobs_memory_events_total{event="high"}'),
 }
-TAIL_TEMPLATE = "{agg} by ({node}) (last_over_time({metric}{{{sel}}}[{tail}]))"
+# Series only cgroup v2 nodes have: their absence at the end is no sign of a stopped
+# exporter (a v1 node never has them), so they never send a figure back to the window.
+V2_ONLY_FIGURES = frozenset(
+    {"cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
+     "memory_high_events"}
+)
+TAIL_TEMPLATE = "{agg} by ({node}) (last_over_time({metric}{{{sel}{extra}}}[{tail}]))"
 # Gauges whose peak can be anywhere: scanned over the whole window, all in one request,
 # as the largest of hour-long maxima (a subquery): the same samples, but Prometheus holds
 # an hour of them at a time instead of the whole window (~20 % less of its CPU on a week).
@@ -111,7 +135,11 @@ FIGURE_LABEL = "figure"  # names each figure in a combined answer
 def tail_query(name: str, sel: str, node: str, tail: str) -> str:
     """One figure per node from the last samples before the job's end."""
     agg, metric = TAIL_FIGURES[name]
-    return TAIL_TEMPLATE.format(agg=agg, metric=metric, sel=sel, node=node, tail=tail)
+    # 'name{label="v"}' adds its matchers after the job's selector
+    metric, _, extra = metric.partition("{")
+    extra = "," + extra.rstrip("}") if extra else ""
+    return TAIL_TEMPLATE.format(agg=agg, metric=metric, sel=sel, extra=extra, node=node,
+                                tail=tail)
 
 
 def peak_query(name: str, sel: str, first: float, at: float) -> tuple[str, float]:

@@ -85,16 +85,8 @@ def node_idle(s: LiveSample, t: WatchThresholds) -> Alert | None:
 
 def fit_slope(series: Series) -> float | None:
     """Least-squares slope (units per second) of a series; None below two points."""
-    pts = series.points
-    if len(pts) < 2:
-        return None
-    n = len(pts)
-    mx = sum(x for x, _ in pts) / n
-    my = sum(y for _, y in pts) / n
-    sxx = sum((x - mx) ** 2 for x, _ in pts)
-    if sxx == 0:
-        return None
-    return sum((x - mx) * (y - my) for x, y in pts) / sxx
+    fit = series.fit()
+    return fit.slope if fit else None
 
 
 def memory_growth(s: LiveSample, t: WatchThresholds) -> Alert | None:

@@ -1,0 +1,42 @@
+"""Low CPU efficiency while the job's tasks waited for a CPU (cgroup v2 PSI): starved,
+not idle; the cores it was given were not the ones it could run on."""
+
+from __future__ import annotations
+
+from webapp.detectors.measures import cpu_efficiency_low, pressure, stall_evidence, waiting_for
+from webapp.detectors.thresholds import Thresholds
+from webapp.formatting import format_percent
+from webapp.model import Finding, JobReport, Severity
+
+
+class CpuStarvedDetector:
+    name = "cpu_starved"
+
+    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+        if not cpu_efficiency_low(report, t) or waiting_for(report, t) != "cpu":
+            return ()
+        eff, share = report.cpu_efficiency or 0.0, pressure(report, "cpu") or 0.0
+        return (
+            Finding(
+                name=self.name,
+                severity=Severity.WARNING,
+                message=(
+                    f"CPU efficiency was {format_percent(eff)}, yet some of the job's tasks "
+                    f"waited for a CPU {format_percent(share)} of the time: they were ready "
+                    "to run but had no core. The job was starved of CPU, not idle."
+                ),
+                advice=(
+                    "Its tasks competed for fewer cores than it was given, or were throttled. "
+                    "Check how they are bound (`srun --cpu-bind=verbose,cores`) and that "
+                    "nothing pins every thread to one core (`taskset`, `OMP_PROC_BIND`, "
+                    "`OMP_PLACES`); start as many threads as `$SLURM_CPUS_PER_TASK`. If the "
+                    "node shares cores between jobs, ask support about core binding or use "
+                    "`--exclusive`."
+                ),
+                evidence=stall_evidence(report),
+                evidence_text=(
+                    f"{format_percent(eff)} CPU efficiency on {report.cpus} core(s); tasks "
+                    f"waited for a CPU {format_percent(share)} of the run."
+                ),
+            ),
+        )

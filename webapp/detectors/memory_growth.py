@@ -1,0 +1,94 @@
+"""Resident memory rising steadily through the job toward its limit: a probable leak.
+
+Judged on a least-squares line through each node's RSS series, not on two points: the
+line must explain most of the variation (``memory_growth_fit``), add a good share of the
+limit over the run and still rise in the last third, which a job that climbs to a high
+plateau (and simply needs more memory) does not.
+"""
+
+from __future__ import annotations
+
+from webapp.detectors.measures import long_enough, memory_limit
+from webapp.detectors.out_of_memory import OOM
+from webapp.detectors.thresholds import Thresholds
+from webapp.formatting import format_bytes, format_duration, format_percent
+from webapp.model import Finding, JobReport, LinearFit, Series, Severity
+
+
+def growth(series: Series, limit: float, t: Thresholds) -> LinearFit | None:
+    """The series' fitted line when it is a steady climb worth a finding, else None."""
+    if len(series.points) < t.memory_growth_min_points:
+        return None
+    fit = series.fit()
+    if fit is None or fit.slope <= 0 or fit.r2 < t.memory_growth_fit:
+        return None
+    first, last = series.points[0][0], series.points[-1][0]
+    if fit.slope * (last - first) < t.memory_growth_min * limit:
+        return None
+    tail = Series(series.label, series.points[len(series.points) * 2 // 3:]).fit()
+    if tail is None or tail.slope < t.memory_growth_late * fit.slope:
+        return None  # it levelled off: a plateau, not a leak
+    return fit
+
+
+class MemoryGrowthDetector:
+    name = "memory_growth"
+
+    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+        limit = memory_limit(report)
+        if not limit or not long_enough(report, t.min_runtime_seconds):
+            return ()
+        found = [(s, fit) for s in report.usage.memory_rss if (fit := growth(s, limit, t))]
+        if not found:
+            return ()
+        series, fit = max(found, key=lambda sf: sf[1].slope)
+        end = series.points[-1][0]
+        now = fit.at(end)
+        left = max(0.0, (limit - now) / fit.slope)
+        # per hour, or per minute for a job shorter than an hour (as a user would say it)
+        unit, span = ("hour", 3600) if (report.elapsed_seconds or 0) >= 3600 else ("minute", 60)
+        rate = f"{format_bytes(fit.slope * span)} per {unit}"
+        oom = report.state == OOM or any(s.state == OOM for s in report.steps)
+        where = f" on {series.label}" if len(report.usage.memory_rss) > 1 else ""
+        if oom:
+            outcome = "until the limit killed it"
+        elif left <= 0:
+            outcome = f"up to its {format_bytes(limit)} limit"
+        else:
+            outcome = (
+                f"and would have reached the {format_bytes(limit)} limit "
+                f"{format_duration(left)} after the job ended"
+            )
+        return (
+            Finding(
+                name=self.name,
+                severity=Severity.CRITICAL if oom else Severity.WARNING,
+                message=(
+                    f"Resident memory{where} grew steadily by {rate} from start to end "
+                    f"{outcome}: a probable memory leak, not a job that needs more memory."
+                ),
+                advice=(
+                    "More `--mem` only delays the end. Look for what accumulates: lists or "
+                    "caches that are appended to and never cleared, results kept for every "
+                    "iteration, objects held by a global or by a history (e.g. a loss tensor "
+                    "kept with its graph: store `loss.item()`). Run a short input under a "
+                    "memory profiler (`tracemalloc`, `memray`, `valgrind --tool=massif`)."
+                ),
+                evidence={
+                    "node": series.label,
+                    "slope_bytes_per_second": round(fit.slope, 1),
+                    "fit_r2": round(fit.r2, 4),
+                    "points": fit.points,
+                    "memory_at_end_bytes": round(now),
+                    "memory_limit_bytes": int(limit),
+                    "seconds_to_limit": round(left, 1),
+                },
+                evidence_text=(
+                    f"RSS rose {rate} along a straight line (r² "
+                    f"{fit.r2:.2f} over {fit.points} samples) to {format_bytes(now)}, "
+                    f"{format_percent(now / limit)} of the {format_bytes(limit)} limit"
+                    + ("." if oom or left <= 0
+                       else f"; limit reached in {format_duration(left)} more.")
+                ),
+            ),
+        )

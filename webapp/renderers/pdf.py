@@ -268,7 +268,7 @@ def build_document(report: JobReport, tmp: str) -> Document:
     """The pylatex document; plot files are written into ``tmp``."""
     doc = Document(documentclass="article", document_options=["a4paper", "10pt"],
                    page_numbers=False,
-                   geometry_options={"margin": "1.8cm", "headheight": "14pt",
+                   geometry_options={"margin": "1.5cm", "headheight": "14pt",
                                      "includehead": False})
     doc.packages.append(NoEscape(r"\usepackage{graphicx}"))
     doc.packages.append(NoEscape(r"\usepackage{tabularx}"))

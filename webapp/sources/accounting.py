@@ -6,7 +6,7 @@ Only the view db-setup creates is read, only with bound parameters. Rows become
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -189,6 +189,9 @@ class AccountingSource:
         self._tres: dict[int, str] | None = None
 
     def _query(self, name: str, *params: object) -> list[dict[str, Any]]:
+        return self._run(QUERIES[name], params, name)
+
+    def _run(self, sql: str, params: Sequence[object], name: str) -> list[dict[str, Any]]:
         import pymysql
 
         # The driver's words (host, port, errno) go to ``detail``: logs and staff only.
@@ -199,7 +202,7 @@ class AccountingSource:
                                     f"cannot connect: {exc.args[-1]}") from exc
         try:
             with conn.cursor() as cur:
-                cur.execute(QUERIES[name], params)
+                cur.execute(sql, params)
                 return list(cur.fetchall())
         except pymysql.MySQLError as exc:
             raise SourceUnavailable(self.name, "accounting database query failed",
@@ -235,6 +238,26 @@ class AccountingSource:
             raise JobNotFound(str(job_id))
         return rows
 
+    def jobs(self, job_ids: Iterable[str], chunk: int = 500) -> dict[str, AccountingJob]:
+        """Many jobs' latest records, one query per ``chunk`` ids (the sync's batches)."""
+        ids = [JobId.of(j) for j in job_ids]
+        out: dict[str, AccountingJob] = {}
+        for i in range(0, len(ids), chunk):
+            part = ids[i : i + chunk]
+            sql, params = jobs_query(self.cluster, part)
+            rows = self._run(sql, params, "jobs")
+            rows.sort(key=lambda r: int(r["submit_time"] or 0))  # the latest record wins
+            # As job() reads them: a task or component by its own key, a plain id by
+            # job_id (whatever record holds it).
+            named = {_job_id(row): row for row in rows}
+            plain = {str(row["job_id"]): row for row in rows}
+            for jid in part:
+                row = plain.get(str(jid)) if jid.array_task is None and jid.het_offset is None \
+                    else named.get(str(jid))
+                if row is not None:
+                    out[str(jid)] = parse_row(row, self.tres_names())
+        return out
+
     def ended_since(self, since: datetime) -> list[str]:
         """Ids of jobs that ended at or after ``since``, oldest first."""
         return [_job_id(r) for r in self._query("ended_since", self.cluster,
@@ -267,6 +290,24 @@ class AccountingSource:
         """Every job running now, oldest id first."""
         names = self.tres_names()
         return [parse_row(r, names) for r in self._query("running", self.cluster)]
+
+
+def jobs_query(cluster: str, ids: Sequence[JobId]) -> tuple[str, list[object]]:
+    """One SELECT for many ids, every value a bound parameter (only "%s" is repeated)."""
+    where, params = [], [cluster]
+    for jid in ids:
+        if jid.array_task is not None:
+            where.append("(array_job_id = %s AND array_task_id = %s)")
+            params += [jid.job, jid.array_task]
+        elif jid.het_offset is not None:
+            where.append("(het_job_id = %s AND het_job_offset = %s)")
+            params += [jid.job, jid.het_offset]
+        else:
+            where.append("job_id = %s")
+            params.append(jid.job)
+    sql = (f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s"  # noqa: S608 - placeholders only
+           f" AND ({' OR '.join(where) or 'FALSE'})")
+    return sql, params
 
 
 def gpu_types(tres: Mapping[str, float]) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from webapp.renderers.templates import TEMPLATES, install_filters
 from webapp.report.service import ReportService
 from webapp.settings import Settings, SettingsError
-from webapp.web import auth, cluster, errors, ratelimit, staff, views
+from webapp.web import auth, cluster, errors, ratelimit, staff, unsubscribe, views
 from webapp.web.pdfs import PdfBuilds
 from webapp.web.reports import ReportCache
 from webapp.web.security import security_headers
@@ -65,5 +65,6 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     ratelimit.install(app, settings)
     app.register_blueprint(cluster.bp)
     app.register_blueprint(staff.bp)
+    app.register_blueprint(unsubscribe.bp)
     errors.register(app)
     return app

@@ -283,6 +283,9 @@ class PrefetchedMetrics:
         self.prefetched = dict(usage)
 
     def usage(self, job_id: JobId | str, start: datetime, end: datetime,
-              nodes: Iterable[str] = ()) -> Usage:
-        found = self.prefetched.get(str(job_id))
-        return found if found is not None else self.live.usage(job_id, start, end, nodes)
+              nodes: Iterable[str] = (), resolution: str = "plot") -> Usage:
+        # The bulk answers are at the plots' resolution; full resolution asks live.
+        found = self.prefetched.get(str(job_id)) if resolution == "plot" else None
+        if found is not None:
+            return found
+        return self.live.usage(job_id, start, end, nodes, resolution=resolution)

@@ -139,7 +139,7 @@ def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
     )
     findings = tuple(
         Finding(f["name"], Severity(f["severity"]), f["message"], f["advice"],
-                dict(f.get("evidence") or {}))
+                dict(f.get("evidence") or {}), f.get("evidence_text"))
         for f in summary.get("findings") or ()
     )
     gaps = [Gap(g["source"], g["reason"]) for g in summary.get("gaps") or ()

@@ -108,6 +108,7 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
                 "message": f.message,
                 "advice": f.advice,
                 "evidence": dict(f.evidence),
+                "evidence_text": f.evidence_text,
             }
             for f in report.findings
         ],

@@ -104,11 +104,17 @@ def test_policy_clean_opt_out_cap_and_digest(policy_settings, stack_jobs, smtp):
     text = digest.get_body(("plain",)).get_content()
     synced = {stack_jobs[n] for n in (clean[0], "idle", "mem-over-request", first, second)}
     assert {stack_jobs[first], stack_jobs[second]} <= {j.job_id for j in archived} <= synced
-    # Totals recomputed here from the archived summaries.
-    cpu = sum(max(0.0, j.summary["cpus"] * j.summary["elapsed_seconds"]
-                  - j.summary["cpu_seconds"]) for j in archived) / 3600
-    mem = sum(max(0, j.summary["memory_requested_bytes"] - j.summary["memory_peak_bytes"])
-              / 1e9 * j.summary["elapsed_seconds"] / 3600 for j in archived)
+    # Totals recomputed here from the archived summaries, by the documented rule: a job
+    # whose figure cannot be computed (no CPU time, no peak: an OOM kill before the first
+    # sample) adds nothing.
+    cpu = sum(max(0.0, s["cpus"] * s["elapsed_seconds"] - s["cpu_seconds"])
+              for s in (j.summary for j in archived)
+              if s["cpus"] and s["elapsed_seconds"] and s["cpu_seconds"] is not None) / 3600
+    mem = sum(max(0, s["memory_requested_bytes"] - s["memory_peak_bytes"])
+              / 1e9 * s["elapsed_seconds"] / 3600
+              for s in (j.summary for j in archived)
+              if s["memory_requested_bytes"] and s["elapsed_seconds"]
+              and s["memory_peak_bytes"] is not None)
     assert f"CPU-hours        {cpu:.2f}" in text
     assert f"Memory GB-hours  {mem:.2f}" in text
     assert "GPU-hours        0.00" in text  # alice's jobs had no GPU

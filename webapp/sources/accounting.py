@@ -6,6 +6,7 @@ Only the view db-setup creates is read, only with bound parameters. Rows become
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +32,10 @@ JOB_STATES = {
     11: "OUT_OF_MEMORY",
 }
 MEM_PER_CPU = 0x8000000000000000
+# slurmdbd writes a stand-in job row when a job's end or one of its steps reaches it
+# before the job's own start record (as_mysql_job.c: no name -> "allocation", the uid and
+# account it was not sent: 0 and none). The start record, once it comes, fills it in.
+STAND_IN_NAME = "allocation"
 # timelimit: INFINITE is what sacct prints as UNLIMITED, NO_VAL as Partition_Limit.
 TIME_LIMIT_KINDS = {0xFFFFFFFF: TimeLimitKind.UNLIMITED, 0xFFFFFFFE: TimeLimitKind.PARTITION}
 
@@ -238,24 +243,32 @@ class AccountingSource:
             raise JobNotFound(str(job_id))
         return rows
 
-    def jobs(self, job_ids: Iterable[str], chunk: int = 500) -> dict[str, AccountingJob]:
-        """Many jobs' latest records, one query per ``chunk`` ids (the sync's batches)."""
+    def jobs(self, job_ids: Iterable[str], chunk: int = 500,
+             submitted: Mapping[str, int] | None = None) -> dict[str, AccountingJob]:
+        """Many jobs' records, one query per ``chunk`` ids (the sync's batches).
+
+        A job whose submit time ``submitted`` gives (the sync's key: ids repeat after a
+        controller reset) gets the record submitted then; any other, as ``job()``, its
+        latest."""
         ids = [JobId.of(j) for j in job_ids]
+        submitted = submitted or {}
         out: dict[str, AccountingJob] = {}
         for i in range(0, len(ids), chunk):
             part = ids[i : i + chunk]
             sql, params = jobs_query(self.cluster, part)
-            rows = self._run(sql, params, "jobs")
-            rows.sort(key=lambda r: int(r["submit_time"] or 0))  # the latest record wins
             # As job() reads them: a task or component by its own key, a plain id by
-            # job_id (whatever record holds it).
-            named = {_job_id(row): row for row in rows}
-            plain = {str(row["job_id"]): row for row in rows}
+            # job_id (whatever record holds it); every record of each.
+            named: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            plain: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for row in self._run(sql, params, "jobs"):
+                named[_job_id(row)].append(row)
+                plain[str(row["job_id"])].append(row)
             for jid in part:
-                row = plain.get(str(jid)) if jid.array_task is None and jid.het_offset is None \
-                    else named.get(str(jid))
+                key = str(jid)
+                rows = plain if jid.array_task is None and jid.het_offset is None else named
+                row = pick_record(rows.get(key, []), submitted.get(key))
                 if row is not None:
-                    out[str(jid)] = parse_row(row, self.tres_names())
+                    out[key] = parse_row(row, self.tres_names())
         return out
 
     def ended_since(self, since: datetime) -> list[str]:
@@ -308,6 +321,22 @@ def jobs_query(cluster: str, ids: Sequence[JobId]) -> tuple[str, list[object]]:
     sql = (f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s"  # noqa: S608 - placeholders only
            f" AND ({' OR '.join(where) or 'FALSE'})")
     return sql, params
+
+
+def pick_record(rows: Sequence[Mapping[str, Any]],
+                submit_time: int | None = None) -> Mapping[str, Any] | None:
+    """The record of one job id submitted at ``submit_time`` (Unix s), else its latest
+    (what ``job()`` reads: ``ORDER BY submit_time DESC``); None when there is none."""
+    if submit_time:
+        for row in rows:
+            if int(row["submit_time"] or 0) == submit_time:
+                return row
+    return max(rows, key=lambda r: int(r["submit_time"] or 0), default=None)
+
+
+def is_stand_in(uid: int | None, account: str | None, job_name: str | None) -> bool:
+    """Whether a record is slurmdbd's stand-in (see STAND_IN_NAME): no owner known yet."""
+    return job_name == STAND_IN_NAME and not uid and not account
 
 
 def gpu_types(tres: Mapping[str, float]) -> tuple[str, ...]:

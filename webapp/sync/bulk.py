@@ -62,7 +62,10 @@ def prefetch(service: ReportService, jobs: Sequence[EndedJob]) -> ReportService:
     acct: dict[str, AccountingJob] = {}
     sj: dict[str, SacctJob] = {}
     if hasattr(service.accounting, "jobs"):
-        acct = _bulk("accounting", lambda: service.accounting.jobs(ids))  # type: ignore[attr-defined]
+        # Each job's own record, by the sync's key: an id may name an older job too.
+        submitted = {j.job_id: j.submit_time for j in jobs if j.submit_time}
+        acct = _bulk("accounting", lambda: service.accounting.jobs(  # type: ignore[attr-defined]
+            ids, submitted=submitted))
     if hasattr(service.sacct, "jobs"):
         sj = _bulk("sacct", lambda: service.sacct.jobs(ids))  # type: ignore[attr-defined]
     metrics: Any = service.prometheus

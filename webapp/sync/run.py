@@ -24,11 +24,13 @@ from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
 from webapp.report.archived import archive_record
 from webapp.report.service import ReportService
 from webapp.settings import Settings
+from webapp.sources.accounting import is_stand_in
 from webapp.sources.ended import EndedJob, SacctEnded
 from webapp.sync.bulk import BATCH, prefetch
 from webapp.sync.options import DIRECTIONS, SyncOptions
 
 log = logging.getLogger(__name__)
+STAND_IN_WAIT = 600  # seconds after a job's end to wait for its full accounting record
 
 
 @dataclass
@@ -152,6 +154,14 @@ class Syncer:
                  service: ReportService | None = None) -> None:
         service = service or self.service
         report = service.build(job.job_id, archive_fallback="archive" not in streams)
+        if is_stand_in(report.uid, report.account, report.job_name):
+            # slurmdbd has the job's end but not yet its start record (owner, name,
+            # request): wait for it rather than archive and email a job of nobody's.
+            # A start record lost for good is archived as it is, once the wait is over.
+            if self.archive.clock() - job.end_time < STAND_IN_WAIT:
+                raise SourceUnavailable("accounting", "only slurmdbd's stand-in record so far"
+                                        " (no owner, name or request yet)")
+            log.warning("job %s: archived from slurmdbd's stand-in record", job.job_id)
         for stream in streams:
             if stream == "archive":
                 outcome = self._archive(job, report, replace=bool(opts.job_id))

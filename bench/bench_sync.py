@@ -64,7 +64,7 @@ class FixedAccounting:
         except KeyError:
             raise JobNotFound(str(job_id)) from None
 
-    def jobs(self, ids):  # noqa: ANN001, ANN201
+    def jobs(self, ids, submitted=None):  # noqa: ANN001, ANN201 - one record per id here
         return {i: self.records[i] for i in ids if i in self.records}
 
     def ended_between(self, since: int, until: int, limit: int) -> list[EndedJob]:

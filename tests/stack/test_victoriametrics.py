@@ -81,11 +81,14 @@ def close(a, b, path: str, out: list[str], last_sample: float) -> None:
 
 
 def raw_samples(url: str, job_id: str) -> dict[tuple, list[tuple[float, float]]]:
-    """Every stored sample of the job's series (a range selector returns them unchanged)."""
+    """Every stored sample of the job's series (a range selector returns them unchanged).
+    VictoriaMetrics also lists the staleness markers Prometheus wrote after a series'
+    last scrape (as NaN), which Prometheus itself leaves out: so are they here."""
     answer = requests.get(f"{url}/api/v1/query", timeout=10,
                           params={"query": f'{{jobid="{job_id}"}}[15m]'}).json()
     assert answer["status"] == "success", answer
-    return {tuple(sorted(r["metric"].items())): [(float(t), float(v)) for t, v in r["values"]]
+    return {tuple(sorted(r["metric"].items())): [(float(t), float(v)) for t, v in r["values"]
+                                                 if v != "NaN"]
             for r in answer["data"]["result"]}
 
 

@@ -44,7 +44,7 @@ def capture(prometheus: str, job_ids: list[str], out: Path) -> None:
                               if k not in ("jobid", "instance", "job")},
                    "samples": [[round(float(t) - start, 3), v] for t, v in r["values"]]}
                   for r in answer]
-        shapes.append({"job_id": jid, "sacct": text, "series": series})
+        shapes.append({"job_id": jid, "fields": list(FIELDS), "sacct": text, "series": series})
     out.write_text(json.dumps(shapes, indent=1) + "\n")
 
 
@@ -88,7 +88,8 @@ def write_openmetrics(path: Path, jobs: list[Replay]) -> int:
 
 def records(job: Replay, cluster: str) -> tuple[AccountingJob, SacctJob]:
     """The replayed job's sacct record (times and node moved) and accounting record."""
-    real = parse_sacct(job.shape["sacct"], FIELDS)[0]
+    # The columns the capture asked for (FIELDS has grown since some shapes were taken).
+    real = parse_sacct(job.shape["sacct"], job.shape.get("fields", FIELDS))[0]
     shift = job.start - real.start_time.timestamp()
 
     def moved(t: datetime | None) -> datetime | None:

@@ -123,7 +123,7 @@ def test_victoriametrics_gives_the_same_report(stack_env, tmp_path):
     with prometheus_with_victoriametrics(tmp_path) as (prom, vm):
         time.sleep(6)  # one scrape of the exporters before the job starts
         JOB_ID[:] = [stack.submit(JOB)]
-        stack.wait_until_done(JOB_ID)
+        stack.wait_until_done(JOB_ID, timeout=1200)  # behind other suites on a shared node
         # Both stores hold every sample of the job (scraped every 5 s, remote-written in
         # 1 s batches, queryable): the reports then read the same data at the same steps.
         last_sample = wait_until_both_hold_the_job(prom, vm, JOB_ID[0])

@@ -55,3 +55,23 @@ def test_jobs_query_binds_every_value():
     assert params == ["demo", 12, 3, 4, 5, 1]
     assert sql.count("%s") == len(params)
     assert "12" not in sql and "demo" not in sql
+
+
+def test_bulk_queue_max_gpus_stops_at_the_start():
+    """GPUs freed just after a job started were not available to it (as the per-job
+    max_over_time ending at the start reads them)."""
+    from webapp.sources.cluster_bulk import Wait, context
+
+    def series(values: list[float], **labels: str) -> list[dict]:
+        return [{"metric": labels, "values": [[100 + 5 * i, str(v)] for i, v in
+                                              enumerate(values)]}]
+
+    gpus = series([1, 0, 0, 0, 2, 2], partition="debug", gpu_type="untyped")
+    answers = {"seen": series([1] * 6), "reasons": [], "cpus_idle": series([0] * 6,
+               partition="debug"), "cpus_total": series([2] * 6, partition="debug"),
+               "queue_length": series([1] * 6, partition="debug"), "gpus_available": gpus}
+    q = context(Wait("7", "debug", submit=106, start=117), answers, 5.0)
+    assert q.gpus_available == (("untyped", 0),)  # at submit (the sample at 105)
+    assert q.gpus_available_max == (("untyped", 0),)  # not the 2 freed at 120
+    q = context(Wait("7", "debug", submit=101, start=117), answers, 5.0)
+    assert q.gpus_available_max == (("untyped", 1),)  # the state at submit counts

@@ -100,6 +100,14 @@ class BulkQueue:
         return {w.job_id: context(w, answers, step) for w in waits}
 
 
+def _during(points: tuple[tuple[float, float], ...], submit: float, start: float) -> list[float]:
+    """The values a wait saw: the state at submit, and every point up to the start, never
+    one after it (the per-job query's max_over_time ends at the start too)."""
+    at_submit = _at(points, submit)
+    inside = [v for when, v in points if submit < when <= start]
+    return inside if at_submit is None else [at_submit, *inside]
+
+
 def _series(result: list[dict[str, Any]], **match: str) -> dict[str, tuple]:
     """label-less key or the first free label -> points, for results matching ``match``."""
     out: dict[str, tuple] = defaultdict(tuple)
@@ -141,9 +149,8 @@ def context(w: Wait, answers: Mapping[str, list], step: float) -> QueueContext:
                              if (v := _at(pts, w.submit)) is not None),
         queue_length=queue_length,
         gpus_available_max=tuple(
-            (t, int(max(v for when, v in pts if w.submit - step <= when <= w.start + step)))
-            for t, pts in sorted(gpus.items())
-            if any(w.submit - step <= when <= w.start + step for when, _ in pts)),
+            (t, int(max(during))) for t, pts in sorted(gpus.items())
+            if (during := _during(pts, w.submit, w.start))),
         seen=True,
     )
 

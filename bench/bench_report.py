@@ -251,7 +251,8 @@ def port_free(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
-def start_prometheus(tmp: Path, data: Path) -> subprocess.Popen:
+def start_prometheus(tmp: Path, data: Path, port: int = PORT,
+                     admin: bool = False) -> subprocess.Popen:
     config = tmp / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 30s\nscrape_configs: []\n")
     with open(tmp / "prometheus.log", "w") as log:  # the child keeps its own descriptor
@@ -261,7 +262,8 @@ def start_prometheus(tmp: Path, data: Path) -> subprocess.Popen:
                 f"--config.file={config}",
                 f"--storage.tsdb.path={data}",
                 "--storage.tsdb.retention.time=30d",
-                f"--web.listen-address=127.0.0.1:{PORT}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                *(["--web.enable-admin-api"] if admin else []),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -272,13 +274,13 @@ def start_prometheus(tmp: Path, data: Path) -> subprocess.Popen:
         if proc.poll() is not None:
             raise RuntimeError(f"prometheus exited: {(tmp / 'prometheus.log').read_text()[-2000:]}")
         try:
-            if requests.get(f"http://127.0.0.1:{PORT}/-/ready", timeout=1).status_code == 200:
+            if requests.get(f"http://127.0.0.1:{port}/-/ready", timeout=1).status_code == 200:
                 return proc
         except requests.RequestException:
             pass
         time.sleep(0.2)
     proc.kill()
-    raise RuntimeError(f"prometheus on :{PORT} not ready after 120 s")
+    raise RuntimeError(f"prometheus on :{port} not ready after 120 s")
 
 
 def stop(proc: subprocess.Popen | None) -> None:

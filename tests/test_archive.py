@@ -70,6 +70,16 @@ def test_report_round_trip_keeps_the_summary(archive):
     assert "from the archive, at 30-second resolution" in text.render(back)
 
 
+def test_round_trip_keeps_a_findings_evidence_sentence(archive):
+    report = sample_report("4243")
+    said = replace(report.findings[0], evidence_text="1 GPU allocated, idle for the whole job")
+    report = replace(report, job_id="4243", findings=(said, *report.findings[1:]))
+    archive.put(archive_record(report))
+    back = from_archive(archive.get("demo", "4243"))
+    assert back.findings[0].evidence_text == "1 GPU allocated, idle for the whole job"
+    assert [f.evidence_text for f in back.findings[1:]] == [None] * (len(back.findings) - 1)
+
+
 def test_watermark_never_moves_back(archive):
     assert archive.watermark("demo", "archive") is None
     archive.advance("demo", "archive", 200)

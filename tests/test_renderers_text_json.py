@@ -61,8 +61,8 @@ def test_json_types_and_units():
     assert 0 <= data["cpu_efficiency"] <= 1
     assert isinstance(data["memory_peak_bytes"], int)
     assert data["findings"] and all(
-        set(f) == {"name", "severity", "message", "advice", "evidence",
-                   "evidence_text"} for f in data["findings"])
+        set(f) == {"name", "severity", "message", "advice", "evidence", "evidence_text"}
+        for f in data["findings"])
     assert {f["severity"] for f in data["findings"]} <= {"info", "warning", "critical"}
     assert data["start_time"].endswith("+00:00")  # ISO 8601, UTC
     for series in data["series"].values():

@@ -74,6 +74,9 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_MAIL_MAP": ("", "Optional file of `user address` lines overriding the template."),
     "JOBREPORT_MAIL_OPT_OUT": ("", "Optional file of user names who get no emails."),
     "JOBREPORT_MAIL_MIN_RUNTIME": ("600", "Batch mail skips jobs shorter than this (seconds)."),
+    "JOBREPORT_MAIL_MIN_SEVERITY": ("info", "Report emails need at least one finding this severe: `info`, `warning` or `critical`."),
+    "JOBREPORT_MAIL_DAILY_CAP": ("5", "Report emails per user per UTC day (0: no cap); the rest are folded into the user's weekly digest."),
+    "JOBREPORT_PUBLIC_URL": ("http://127.0.0.1:8000", "The web app's address as users reach it: the base of the opt-out link in every email."),
     "JOBREPORT_OUTBOX": ("var/outbox.sqlite", "SQLite file of the durable email outbox."),
     "JOBREPORT_ARCHIVE_URL": (
         "var/archive.sqlite",
@@ -288,6 +291,9 @@ class Settings:
     mail_map: str = _str("mail_map")
     mail_opt_out: str = _str("mail_opt_out")
     mail_min_runtime: float = _float("mail_min_runtime")
+    mail_min_severity: str = _str("mail_min_severity")
+    mail_daily_cap: int = _int("mail_daily_cap")
+    public_url: str = _str("public_url")
     outbox: str = _str("outbox")
     archive_url: str = _str("archive_url")
     archive_retention_days: float = _float("archive_retention_days")
@@ -401,6 +407,9 @@ class Settings:
             mail_map=_str("mail_map", env),
             mail_opt_out=_str("mail_opt_out", env),
             mail_min_runtime=_float("mail_min_runtime", env),
+            mail_min_severity=_str("mail_min_severity", env),
+            mail_daily_cap=_int("mail_daily_cap", env),
+            public_url=_str("public_url", env).rstrip("/"),
             outbox=_str("outbox", env),
             archive_url=_str("archive_url", env),
             archive_retention_days=_float("archive_retention_days", env),
@@ -420,6 +429,9 @@ class Settings:
             raise SettingsError("JOBREPORT_MIN_COVERAGE must be between 0 and 1")
         if settings.core_hours_per_billing_unit < 0:
             raise SettingsError("JOBREPORT_CORE_HOURS_PER_BILLING_UNIT must be >= 0")
+        if settings.mail_min_severity not in ("info", "warning", "critical"):
+            raise SettingsError(f"JOBREPORT_MAIL_MIN_SEVERITY={settings.mail_min_severity!r}:"
+                                " use info, warning or critical")
         if settings.pdf_builds < 1:
             raise SettingsError("JOBREPORT_PDF_BUILDS must be at least 1")
         return settings

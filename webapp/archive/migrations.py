@@ -45,6 +45,30 @@ MIGRATIONS: dict[int, dict[str, tuple[str, ...]]] = {
             " CHARACTER SET utf8mb4",
         ),
     },
+    # Emails by policy: users who opted out (by the signed link or a staff command), and
+    # each job's email decision (sent, or folded into the digest by the daily cap).
+    2: {
+        "sqlite": (
+            "CREATE TABLE mail_opt_out (cluster TEXT NOT NULL, user_name TEXT NOT NULL,"
+            " at REAL NOT NULL, by_whom TEXT NOT NULL, PRIMARY KEY (cluster, user_name))",
+            "CREATE TABLE mail_log (cluster TEXT NOT NULL, job_id TEXT NOT NULL,"
+            " submit_time INTEGER NOT NULL, user_name TEXT NOT NULL, day TEXT NOT NULL,"
+            " kind TEXT NOT NULL, at REAL NOT NULL,"
+            " PRIMARY KEY (cluster, job_id, submit_time))",
+            "CREATE INDEX mail_log_user ON mail_log (cluster, user_name, day)",
+        ),
+        "mysql": (
+            "CREATE TABLE mail_opt_out (cluster VARCHAR(64) NOT NULL,"
+            " user_name VARCHAR(64) NOT NULL, at DOUBLE NOT NULL,"
+            " by_whom VARCHAR(64) NOT NULL, PRIMARY KEY (cluster, user_name))"
+            " CHARACTER SET utf8mb4",
+            "CREATE TABLE mail_log (cluster VARCHAR(64) NOT NULL, job_id VARCHAR(32) NOT NULL,"
+            " submit_time BIGINT NOT NULL, user_name VARCHAR(64) NOT NULL,"
+            " day CHAR(10) NOT NULL, kind VARCHAR(16) NOT NULL, at DOUBLE NOT NULL,"
+            " PRIMARY KEY (cluster, job_id, submit_time),"
+            " KEY mail_log_user (cluster, user_name, day)) CHARACTER SET utf8mb4",
+        ),
+    },
 }
 
 LATEST = max(MIGRATIONS)

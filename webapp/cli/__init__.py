@@ -1,4 +1,4 @@
-"""The ``jobreport`` command line: show, serve, email, outbox, sync, db-setup.
+"""The ``jobreport`` command line: show, serve, email, outbox, sync, digest, opt-out, db-setup.
 
 Every option and every line written to the terminal lives in this package; the library
 below it takes plain arguments and returns values.
@@ -18,6 +18,7 @@ from webapp.cli import db_setup
 from webapp.cli.history import add_history_arguments, run_history
 from webapp.cli.login import add_jobs_arguments, build_for_caller, run_jobs
 from webapp.cli.mail import add_email_arguments, add_outbox_arguments, run_email, run_outbox
+from webapp.cli.policy import add_digest_arguments, add_opt_out_arguments, run_digest, run_opt_out
 from webapp.cli.staff import add_staff_arguments, run_staff_report
 from webapp.cli.sync import add_sync_arguments, run_sync
 from webapp.cli.watch import add_watch_arguments, run_watch
@@ -201,6 +202,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_staff_arguments(staff)
     staff.set_defaults(func=run_staff_report)
+    digest = sub.add_parser(
+        "digest",
+        help="queue and send each user's weekly digest",
+        description="Per user with archived jobs in the week: their jobs, the CPU-hours, "
+        "GPU-hours and memory GB-hours they requested and left unused, and their most "
+        "common finding with its advice; through the outbox, once per user and week. "
+        "Run weekly by jobreport-digest.timer.",
+    )
+    add_digest_arguments(digest)
+    digest.set_defaults(func=run_digest)
+
+    opt_out = sub.add_parser(
+        "opt-out",
+        help="stop (or, with --undo, resume) report emails for users; list opt-outs",
+        description="Record that USERs get no report or digest emails (as the link in "
+        "every email does); --undo sends them again; with no USER or --list, list who "
+        "is opted out and how.",
+    )
+    add_opt_out_arguments(opt_out)
+    opt_out.set_defaults(func=run_opt_out)
 
     setup = sub.add_parser(
         "db-setup",

@@ -6,7 +6,7 @@ import logging
 import re
 from pathlib import Path
 
-from webapp.model import JobReport
+from webapp.model import JobReport, Severity
 from webapp.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,9 @@ def skip_reason(report: JobReport, settings: Settings, opt_out: frozenset[str]) 
         return f"ran under {settings.mail_min_runtime:.0f} s"
     if not report.findings:
         return "no findings"
+    least = Severity(settings.mail_min_severity)
+    if not any(f.severity.rank <= least.rank for f in report.findings):
+        return f"no finding at or above {least.value}"
     return None
 
 

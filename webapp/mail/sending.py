@@ -18,6 +18,7 @@ from email.utils import make_msgid
 
 from tqdm import tqdm
 
+from webapp.archive.opt_out_link import opt_out_url
 from webapp.mail.outbox import Outbox, OutboxBusy, Sender, deliver
 from webapp.mail.policy import owner_address, read_opt_out, skip_reason, usable_address
 from webapp.mail.smtp import SmtpSender
@@ -63,7 +64,15 @@ class BatchResult:
 
 def message(report: JobReport, to_addr: str, settings: Settings) -> EmailMessage:
     domain = settings.mail_from.rpartition("@")[2] or None
-    return email.render(report, to_addr, settings.mail_from, message_id=make_msgid(domain=domain))
+    return email.render(report, to_addr, settings.mail_from, message_id=make_msgid(domain=domain),
+                        unsubscribe_url=owner_opt_out_url(settings, report.cluster, report.user))
+
+
+def owner_opt_out_url(settings: Settings, cluster: str, user: str | None) -> str | None:
+    """The owner's one-click opt-out link (None without a user or a secret key to sign)."""
+    if not user or not settings.secret_key:
+        return None
+    return opt_out_url(settings.public_url, settings.secret_key, cluster, user)
 
 
 def smtp_connect(settings: Settings) -> Connect:

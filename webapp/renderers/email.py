@@ -48,13 +48,20 @@ def _address(addr: str) -> str:
     return addr
 
 
+def list_unsubscribe(msg: EmailMessage, url: str | None) -> None:
+    """RFC 2369 / RFC 8058 one-click opt-out headers (mail clients show a button)."""
+    if url:
+        msg["List-Unsubscribe"] = f"<{header_text(url)}>"
+        msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
+
+
 def render(report: JobReport, to_addr: str, from_addr: str, *, message_id: str | None = None,
-           pdf: bytes | None = None) -> EmailMessage:
+           pdf: bytes | None = None, unsubscribe_url: str | None = None) -> EmailMessage:
     """The message, PDF attached (rendered here unless ``pdf`` is given)."""
     global _env
     if _env is None:
         _env = environment()
-    parts = context(report, charts=[])
+    parts = {**context(report, charts=[]), "unsubscribe_url": unsubscribe_url}
     msg = EmailMessage(policy=default)
     msg["From"] = _address(from_addr)
     msg["To"] = _address(to_addr)
@@ -63,6 +70,7 @@ def render(report: JobReport, to_addr: str, from_addr: str, *, message_id: str |
     msg["Message-ID"] = message_id or make_msgid(domain=from_addr.rpartition("@")[2] or None)
     msg["Auto-Submitted"] = "auto-generated"  # RFC 3834: no vacation replies
     msg["X-Jobreport-Job"] = header_text(report.job_id)
+    list_unsubscribe(msg, unsubscribe_url)
     msg.set_content(_env.get_template("email/report.txt").render(**parts))
     msg.add_alternative(_env.get_template("email/report.html").render(**parts), subtype="html")
     if pdf is None:

@@ -6,7 +6,8 @@ Only the view db-setup creates is read, only with bound parameters. Rows become
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +33,10 @@ JOB_STATES = {
 }
 MEM_PER_CPU = 0x8000000000000000
 LIST_LIMIT = 500  # rows of a job list: a page, not an export
+# slurmdbd writes a stand-in job row when a job's end or one of its steps reaches it
+# before the job's own start record (as_mysql_job.c: no name -> "allocation", the uid and
+# account it was not sent: 0 and none). The start record, once it comes, fills it in.
+STAND_IN_NAME = "allocation"
 # timelimit: INFINITE is what sacct prints as UNLIMITED, NO_VAL as Partition_Limit.
 TIME_LIMIT_KINDS = {0xFFFFFFFF: TimeLimitKind.UNLIMITED, 0xFFFFFFFE: TimeLimitKind.PARTITION}
 
@@ -197,6 +202,9 @@ class AccountingSource:
         self._tres: dict[int, str] | None = None
 
     def _query(self, name: str, *params: object) -> list[dict[str, Any]]:
+        return self._run(QUERIES[name], params, name)
+
+    def _run(self, sql: str, params: Sequence[object], name: str) -> list[dict[str, Any]]:
         import pymysql
 
         # The driver's words (host, port, errno) go to ``detail``: logs and staff only.
@@ -207,7 +215,7 @@ class AccountingSource:
                                     f"cannot connect: {exc.args[-1]}") from exc
         try:
             with conn.cursor() as cur:
-                cur.execute(QUERIES[name], params)
+                cur.execute(sql, params)
                 return list(cur.fetchall())
         except pymysql.MySQLError as exc:
             raise SourceUnavailable(self.name, "accounting database query failed",
@@ -242,6 +250,34 @@ class AccountingSource:
         if not rows:
             raise JobNotFound(str(job_id))
         return rows
+
+    def jobs(self, job_ids: Iterable[str], chunk: int = 500,
+             submitted: Mapping[str, int] | None = None) -> dict[str, AccountingJob]:
+        """Many jobs' records, one query per ``chunk`` ids (the sync's batches).
+
+        A job whose submit time ``submitted`` gives (the sync's key: ids repeat after a
+        controller reset) gets the record submitted then; any other, as ``job()``, its
+        latest."""
+        ids = [JobId.of(j) for j in job_ids]
+        submitted = submitted or {}
+        out: dict[str, AccountingJob] = {}
+        for i in range(0, len(ids), chunk):
+            part = ids[i : i + chunk]
+            sql, params = jobs_query(self.cluster, part)
+            # As job() reads them: a task or component by its own key, a plain id by
+            # job_id (whatever record holds it); every record of each.
+            named: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            plain: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for row in self._run(sql, params, "jobs"):
+                named[_job_id(row)].append(row)
+                plain[str(row["job_id"])].append(row)
+            for jid in part:
+                key = str(jid)
+                rows = plain if jid.array_task is None and jid.het_offset is None else named
+                row = pick_record(rows.get(key, []), submitted.get(key))
+                if row is not None:
+                    out[key] = parse_row(row, self.tres_names())
+        return out
 
     def ended_since(self, since: datetime) -> list[str]:
         """Ids of jobs that ended at or after ``since``, oldest first."""
@@ -286,6 +322,40 @@ class AccountingSource:
         """Every job running now, oldest id first."""
         names = self.tres_names()
         return [parse_row(r, names) for r in self._query("running", self.cluster)]
+
+
+def jobs_query(cluster: str, ids: Sequence[JobId]) -> tuple[str, list[object]]:
+    """One SELECT for many ids, every value a bound parameter (only "%s" is repeated)."""
+    where, params = [], [cluster]
+    for jid in ids:
+        if jid.array_task is not None:
+            where.append("(array_job_id = %s AND array_task_id = %s)")
+            params += [jid.job, jid.array_task]
+        elif jid.het_offset is not None:
+            where.append("(het_job_id = %s AND het_job_offset = %s)")
+            params += [jid.job, jid.het_offset]
+        else:
+            where.append("job_id = %s")
+            params.append(jid.job)
+    sql = (f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s"  # noqa: S608 - placeholders only
+           f" AND ({' OR '.join(where) or 'FALSE'})")
+    return sql, params
+
+
+def pick_record(rows: Sequence[Mapping[str, Any]],
+                submit_time: int | None = None) -> Mapping[str, Any] | None:
+    """The record of one job id submitted at ``submit_time`` (Unix s), else its latest
+    (what ``job()`` reads: ``ORDER BY submit_time DESC``); None when there is none."""
+    if submit_time:
+        for row in rows:
+            if int(row["submit_time"] or 0) == submit_time:
+                return row
+    return max(rows, key=lambda r: int(r["submit_time"] or 0), default=None)
+
+
+def is_stand_in(uid: int | None, account: str | None, job_name: str | None) -> bool:
+    """Whether a record is slurmdbd's stand-in (see STAND_IN_NAME): no owner known yet."""
+    return job_name == STAND_IN_NAME and not uid and not account
 
 
 def gpu_types(tres: Mapping[str, float]) -> tuple[str, ...]:

@@ -341,23 +341,24 @@ class SacctSource:
     def job(self, job_id: JobId | str) -> SacctJob:
         """The job ``123``, array task ``123_4`` or het component ``123+1``."""
         jid = str(JobId.of(job_id))  # refuses anything else before running a command
-        rows = self._query(jid)
-        for pick in (
-            lambda rid, j: j.job_id == jid,  # as typed
-            lambda rid, j: rid == jid,  # an array task's own numeric id (or the array's)
-            lambda rid, j: j.job_id == f"{jid}+0",  # a het job is led by component 0
-        ):
-            found = [j for rid, j in rows if pick(rid, j)]
-            if found:
-                return _with_components(found[0], [j for _, j in rows])
-        # An array whose tasks all have other raw ids: its first task speaks for it, as
-        # the accounting source picks it (the lowest task id).
-        tasks = sorted(_array_tasks(jid, (j for _, j in rows)), key=_task_number)
-        if tasks:
-            return tasks[0]
-        if len(rows) == 1:
-            return rows[0][1]
-        raise JobNotFound(jid)
+        found = _pick(jid, self._query(jid), alone=True)
+        if found is None:
+            raise JobNotFound(jid)
+        return found
+
+    def jobs(self, job_ids: Iterable[str], chunk: int = 500) -> dict[str, SacctJob]:
+        """Many jobs from one ``sacct -j a,b,c`` per ``chunk`` ids (the sync's batches);
+        an id sacct does not know is left out."""
+        ids = [str(JobId.of(j)) for j in job_ids]
+        out: dict[str, SacctJob] = {}
+        for i in range(0, len(ids), chunk):
+            part = ids[i : i + chunk]
+            rows = self._query(",".join(part))
+            for jid in part:
+                found = _pick(jid, rows, alone=len(part) == 1)
+                if found is not None:
+                    out[jid] = found
+        return out
 
     def array(self, job_id: JobId | str) -> tuple[SacctJob, ...]:
         """Every task of the array job ``123`` (or of the array ``123_4`` belongs to)."""
@@ -406,6 +407,24 @@ def component_line(job: SacctJob) -> Step:
         busiest.max_rss_bytes if busiest else job.alloc_max_rss_bytes, job.cpus, nodes,
         busiest.tasks if busiest else None, busiest.max_rss_node if busiest else None,
     )
+
+
+def _pick(jid: str, rows: list[tuple[str, SacctJob]], alone: bool) -> SacctJob | None:
+    """The record ``jid`` names among sacct's rows (``alone``: the only id asked for)."""
+    for pick in (
+        lambda rid, j: j.job_id == jid,  # as typed
+        lambda rid, j: rid == jid,  # an array task's own numeric id (or the array's)
+        lambda rid, j: j.job_id == f"{jid}+0",  # a het job is led by component 0
+    ):
+        found = [j for rid, j in rows if pick(rid, j)]
+        if found:
+            return _with_components(found[0], [j for _, j in rows])
+    # An array whose tasks all have other raw ids: its first task speaks for it, as the
+    # accounting source picks it (the lowest task id).
+    tasks = sorted(_array_tasks(jid, (j for _, j in rows)), key=_task_number)
+    if tasks:
+        return tasks[0]
+    return rows[0][1] if alone and len(rows) == 1 else None
 
 
 def _array_tasks(master: str, jobs: Iterable[SacctJob]) -> tuple[SacctJob, ...]:

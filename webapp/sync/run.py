@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from webapp.archive.mail_state import FOLDED, REPORT, MailState
 from webapp.archive.store import Archive, ArchiveBusy
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
 from webapp.mail.policy import owner_address, read_opt_out, skip_reason
@@ -23,10 +24,13 @@ from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
 from webapp.report.archived import archive_record
 from webapp.report.service import ReportService
 from webapp.settings import Settings
+from webapp.sources.accounting import is_stand_in
 from webapp.sources.ended import EndedJob, SacctEnded
+from webapp.sync.bulk import BATCH, prefetch
 from webapp.sync.options import DIRECTIONS, SyncOptions
 
 log = logging.getLogger(__name__)
+STAND_IN_WAIT = 600  # seconds after a job's end to wait for its full accounting record
 
 
 @dataclass
@@ -58,6 +62,7 @@ class Syncer:
         self.service = service or ReportService(settings, archive=self.archive)
         self.connect = connect or smtp_connect(settings)
         self.sacct = SacctEnded(settings.sacct, settings.cluster, settings.sacct_timeout)
+        self.mail = MailState(self.archive.db, self.archive.clock)
 
     def close(self) -> None:
         self.archive.close()
@@ -99,16 +104,15 @@ class Syncer:
             opt_out = read_opt_out(self.settings.mail_opt_out)
             outbox = Outbox(self.settings.outbox) if "email" in todo else None
             try:
-                for job in tqdm(jobs, unit="job", desc="sync", disable=None):
-                    streams = [s for s in todo if job in todo[s]]
-                    try:
-                        self._process(job, streams, opts, outbox, opt_out, result)
-                    except (JobNotFound, SourceUnavailable) as exc:
-                        # Stop here: the watermark stays before this job, the next run
-                        # tries it again. Skipping it would lose it for good.
-                        result.error = f"job {job.job_id}: {exc}"
-                        log.error("%s", result.error)
+                bar = tqdm(total=len(jobs), unit="job", desc="sync", disable=None)
+                for i in range(0, len(jobs), BATCH):
+                    batch = jobs[i : i + BATCH]
+                    # One set of bulk queries for the batch; each report reads from them.
+                    service = prefetch(self.service, batch)
+                    if not self._batch(batch, todo, opts, service, outbox, opt_out, result,
+                                       bar):
                         break
+                bar.close()
                 if outbox is not None and not opts.no_deliver:
                     result.delivery = _deliver(outbox, self.connect)
             finally:
@@ -117,6 +121,23 @@ class Syncer:
             if "archive" in todo and not opts.job_id:
                 result.pruned = self.archive.prune(self.settings.archive_retention_days)
         result.watermarks = {s: self.archive.watermark(self.cluster, s) for s in todo}
+
+    def _batch(self, batch: list[EndedJob], todo: dict[str, list[EndedJob]],
+               opts: SyncOptions, service: ReportService, outbox: Outbox | None,
+               opt_out: frozenset[str], result: SyncResult, bar: tqdm) -> bool:
+        """Process a batch in end order; False when a job stopped the run."""
+        for job in batch:
+            streams = [s for s in todo if job in todo[s]]
+            try:
+                self._process(job, streams, opts, outbox, opt_out, result, service)
+            except (JobNotFound, SourceUnavailable) as exc:
+                # Stop here: the watermark stays before this job, the next run
+                # tries it again. Skipping it would lose it for good.
+                result.error = f"job {job.job_id}: {exc}"
+                log.error("%s", result.error)
+                return False
+            bar.update()
+        return True
 
     def one(self, job_id: str) -> dict[str, list[EndedJob]]:
         """``--jobid``: the job (any end time), for every stream, processed again."""
@@ -129,8 +150,18 @@ class Syncer:
         return {"archive": [job], "email": [job]}
 
     def _process(self, job: EndedJob, streams: list[str], opts: SyncOptions,
-                 outbox: Outbox | None, opt_out: frozenset[str], result: SyncResult) -> None:
-        report = self.service.build(job.job_id, archive_fallback="archive" not in streams)
+                 outbox: Outbox | None, opt_out: frozenset[str], result: SyncResult,
+                 service: ReportService | None = None) -> None:
+        service = service or self.service
+        report = service.build(job.job_id, archive_fallback="archive" not in streams)
+        if is_stand_in(report.uid, report.account, report.job_name):
+            # slurmdbd has the job's end but not yet its start record (owner, name,
+            # request): wait for it rather than archive and email a job of nobody's.
+            # A start record lost for good is archived as it is, once the wait is over.
+            if self.archive.clock() - job.end_time < STAND_IN_WAIT:
+                raise SourceUnavailable("accounting", "only slurmdbd's stand-in record so far"
+                                        " (no owner, name or request yet)")
+            log.warning("job %s: archived from slurmdbd's stand-in record", job.job_id)
         for stream in streams:
             if stream == "archive":
                 outcome = self._archive(job, report, replace=bool(opts.job_id))
@@ -151,15 +182,32 @@ class Syncer:
 
     def _email(self, job: EndedJob, report: JobReport, outbox: Outbox,
                opt_out: frozenset[str]) -> str:
+        # Opt-outs: the file staff keep, and the choices made by link or `jobreport opt-out`.
+        opt_out = opt_out | self.mail.opted_out(self.cluster).keys()
         reason = skip_reason(report, self.settings, opt_out)
         to_addr = owner_address(report, self.settings) if reason is None else None
         if reason is None and to_addr is None:
             reason = "no address"
         if reason:
             return f"skipped: {reason}"
+        if not self._within_cap(job, report.user or ""):
+            return "folded into digest"
         queued = outbox.enqueue(email_key(job), job.job_id, "ended",
                                 message(report, to_addr, self.settings))
         return "queued" if queued else "already queued"
+
+
+    def _within_cap(self, job: EndedJob, user: str) -> bool:
+        """Decide once per job whether it is emailed or, past the user's daily cap, left
+        for the weekly digest (a re-run keeps the first decision)."""
+        decided = self.mail.decision(self.cluster, job.job_id, job.submit_time)
+        if decided is None:
+            day = time.strftime("%Y-%m-%d", time.gmtime(self.mail.clock()))
+            cap = self.settings.mail_daily_cap
+            full = cap > 0 and self.mail.sent_on(self.cluster, user, day) >= cap
+            decided = FOLDED if full else REPORT
+            self.mail.decide(self.cluster, job.job_id, job.submit_time, user, day, decided)
+        return decided == REPORT
 
 
 def _deliver(outbox: Outbox, connect: Connect) -> Counter:

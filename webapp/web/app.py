@@ -10,7 +10,17 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from webapp.renderers.templates import TEMPLATES, install_filters
 from webapp.report.service import ReportService
 from webapp.settings import Settings, SettingsError
-from webapp.web import auth, cluster, errors, history, job_lists, ratelimit, staff, views
+from webapp.web import (
+    auth,
+    cluster,
+    errors,
+    history,
+    job_lists,
+    ratelimit,
+    staff,
+    unsubscribe,
+    views,
+)
 from webapp.web.pdfs import PdfBuilds
 from webapp.web.reports import ReportCache
 from webapp.web.security import security_headers
@@ -68,5 +78,6 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     app.register_blueprint(staff.bp)
     app.register_blueprint(history.bp)
     app.register_blueprint(job_lists.bp)
+    app.register_blueprint(unsubscribe.bp)
     errors.register(app)
     return app

@@ -43,7 +43,11 @@ from webapp.settings import Settings
 bp = Blueprint("auth", __name__)
 log = logging.getLogger(__name__)
 
-PUBLIC_ENDPOINTS = frozenset({"views.healthz", "auth.login", "static"})
+PUBLIC_ENDPOINTS = frozenset({"views.healthz", "auth.login", "static", "unsubscribe.page",
+                              "unsubscribe.record"})
+# The opt-out link's signed token is its own proof; mail clients' one-click POST carries
+# no session, so no CSRF token either.
+CSRF_EXEMPT = frozenset({"unsubscribe.record"})
 RAW_SUFFIXES = (".json", ".txt", ".pdf")
 REMOTE_USER_HEADER = "X-Remote-User"
 # Checked when the user does not exist, so a wrong name costs as long as a wrong password.
@@ -182,7 +186,7 @@ def load_user() -> None:
     """Set g.user, check CSRF on POST and send anonymous visitors to the login page."""
     mode = settings().auth
     g.user = _remote_user() if mode == "remote-user" else session_user()
-    if request.method == "POST":
+    if request.method == "POST" and request.endpoint not in CSRF_EXEMPT:
         check_csrf()
     if g.user or request.endpoint in PUBLIC_ENDPOINTS:
         return None

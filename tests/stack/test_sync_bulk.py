@@ -1,0 +1,75 @@
+"""The sync's bulk summaries on the real stack: the session's real jobs read with one
+PromQL query per metric per window give the reports (findings, peaks, CPU use, queue
+context) the per-job queries give, with a request count that does not grow per job."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.helpers.sync import known
+from webapp.report.service import ReportService
+from webapp.settings import Settings
+from webapp.sources.ended import EndedJob
+from webapp.sources.prometheus_bulk import RANGE, BulkMetrics, plan
+from webapp.sync.bulk import prefetch, windows
+
+pytestmark = pytest.mark.stack
+
+
+def _queue(report):
+    # The partition's usual time limit counts jobs submitted up to the moment of asking;
+    # a reason's first sighting is read on the window's step grid (within one scrape).
+    q = report.queue
+    if q is None:
+        return None
+    reasons = tuple((r.reason, r.seconds) for r in q.reasons)
+    return dataclasses.replace(q, usual_time_limit_jobs=0, reasons=()), reasons
+
+
+def test_bulk_reports_equal_per_job_reports(stack_env, stack_jobs):
+    settings = Settings.from_env(known(stack_env))
+    service = ReportService(settings)
+    ids = sorted(stack_jobs.values())
+    ended = [EndedJob(0, jid, 0, settings.cluster) for jid in ids]
+    bulk = prefetch(service, ended)
+    # Every job came from the batch: none was asked for on its own.
+    assert set(bulk.accounting.prefetched) == set(ids)
+    assert set(bulk.sacct.prefetched) == set(ids)
+    assert set(bulk.prometheus.prefetched) == set(ids)
+    compared = 0
+    for jid in ids:
+        one, many = service.build(jid, archive_fallback=False), bulk.build(jid,
+                                                                         archive_fallback=False)
+        assert sorted(f.name for f in many.findings) == sorted(f.name for f in one.findings), jid
+        assert many.memory_peak_bytes == one.memory_peak_bytes, jid
+        assert many.usage.memory_max_usage_bytes == one.usage.memory_max_usage_bytes, jid
+        assert many.usage.read_bytes == one.usage.read_bytes, jid
+        assert _queue(many) == _queue(one), jid
+        if one.queue:
+            for a, b in zip(one.queue.reasons, many.queue.reasons, strict=True):
+                assert abs((a.first_seen - b.first_seen).total_seconds()) <= 10, jid
+        assert many.usage.empty == one.usage.empty, jid
+        if one.usage.cpu_cores:
+            a = sum(s.mean() for s in one.usage.cpu_cores)
+            b = sum(s.mean() for s in many.usage.cpu_cores)
+            assert b == pytest.approx(a, abs=0.1), jid
+            compared += 1
+    assert compared >= 5  # busy, idle, two-cpus, memory, gpu... had series
+
+
+def test_bulk_request_count_is_per_window_not_per_job(stack_env, stack_jobs):
+    settings = Settings.from_env(known(stack_env))
+    service = ReportService(settings)
+    ids = sorted(stack_jobs.values())
+    acct = service.accounting.jobs(ids)
+    sj = service.sacct.jobs(ids)
+    jobs = windows(ids, acct, sj)
+    bulk = BulkMetrics(service.prometheus)
+    usage = bulk.fetch(jobs)
+    batches = plan(jobs, service.prometheus.scrape_interval)
+    assert len(usage) == len(jobs) == len(ids)
+    per_window = len(RANGE) + 12 + 2  # range queries, peaks, per-core value and time
+    assert bulk.requests == per_window * len(batches)
+    assert len(batches) <= 3 < len(ids)  # ~15 short jobs of a session: one or two classes

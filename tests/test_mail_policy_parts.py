@@ -1,0 +1,97 @@
+"""Emails by policy, the parts without the stack: the signed opt-out token, the opt-out
+page (no sign-in, GET changes nothing, POST records), the minimum severity, the digest's
+arithmetic and week."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+
+from webapp import create_app
+from webapp.archive.digest import build_digest
+from webapp.archive.mail_state import MailState
+from webapp.archive.opt_out_link import make_token, opt_out_url, read_token
+from webapp.archive.store import Archive, ArchivedJob
+from webapp.mail.digest import last_week
+from webapp.mail.policy import skip_reason
+from webapp.model import Finding, JobReport, Severity
+from webapp.settings import Settings
+
+SECRET = "s" * 40
+
+
+def test_token_round_trip_and_forgery():
+    token = make_token(SECRET, "demo", "bob")
+    assert read_token(SECRET, token) == ("demo", "bob")
+    assert read_token("t" * 40, token) is None  # another site's key
+    assert read_token(SECRET, token[:-2]) is None
+    eve = make_token("t" * 40, "demo", "eve").split(".")[0]
+    assert read_token(SECRET, f"{eve}.{token.split('.')[1]}") is None  # bob's signature
+    assert opt_out_url("https://x.org/", SECRET, "demo", "bob") == \
+        f"https://x.org/unsubscribe/{token}"
+
+
+def _settings(tmp_path, **env) -> Settings:
+    return Settings.from_env({"JOBREPORT_SECRET_KEY": SECRET, "JOBREPORT_CLUSTER": "demo",
+                              "JOBREPORT_ARCHIVE_URL": str(tmp_path / "a.sqlite"),
+                              "JOBREPORT_WEB_STATE": str(tmp_path / "w.sqlite"), **env})
+
+
+def test_opt_out_page_needs_no_sign_in_and_records_on_post(tmp_path):
+    settings = _settings(tmp_path)
+    client = create_app(settings).test_client()
+    path = f"/unsubscribe/{make_token(SECRET, 'demo', 'bob')}"
+    page = client.get(path)
+    assert page.status_code == 200 and b"Stop these emails" in page.data
+    with Archive(settings.archive_url) as archive:
+        assert MailState(archive.db).opted_out("demo") == {}
+    assert client.post(path).status_code == 200  # no session, no CSRF token: one click
+    assert client.post(path).status_code == 200  # twice is fine
+    assert client.get("/unsubscribe/nonsense").status_code == 404
+    assert client.get("/jobs/1").status_code == 302  # everything else still needs sign-in
+    with Archive(settings.archive_url) as archive:
+        assert list(MailState(archive.db).opted_out("demo")) == ["bob"]
+
+
+def test_minimum_severity(tmp_path):
+    info = Finding("short_job", Severity.INFO, "m", "a")
+    report = JobReport(job_id="1", cluster="demo", user="bob", state="COMPLETED",
+                       elapsed_seconds=9999, findings=(info,))
+    assert skip_reason(report, _settings(tmp_path), frozenset()) is None
+    warned = _settings(tmp_path, JOBREPORT_MAIL_MIN_SEVERITY="warning")
+    assert skip_reason(report, warned, frozenset()) == "no finding at or above warning"
+    worse = dataclasses.replace(info, severity=Severity.CRITICAL)
+    assert skip_reason(dataclasses.replace(report, findings=(worse,)), warned,
+                       frozenset()) is None
+
+
+def _job(job_id: str, end: int, **summary) -> ArchivedJob:
+    return ArchivedJob("demo", job_id, 1, end, "alice", "COMPLETED", 5.0,
+                       {"findings": [], **summary},
+                       {"gpu_utilization": summary.pop("_gpu", [])}, 0.0)
+
+
+def test_digest_totals_and_most_common_finding():
+    f = {"name": "cpu_efficiency_low", "message": "m", "advice": "ask for fewer"}
+    jobs = [
+        _job("1", 100, cpus=4, elapsed_seconds=3600, cpu_seconds=3600,
+             memory_requested_bytes=4e9, memory_peak_bytes=1e9, findings=[f]),
+        _job("2", 200, cpus=2, elapsed_seconds=1800, cpu_seconds=None, gpus=1,
+             memory_requested_bytes=2e9, memory_peak_bytes=None, findings=[f]),
+        _job("3", 900, cpus=1, elapsed_seconds=60, cpu_seconds=60),  # outside the week
+    ]
+    jobs[1].series["gpu_utilization"] = [{"label": "n/0", "points": [[0, 0.25], [5, 0.75]]}]
+    d = build_digest("demo", "alice", 0, 500, jobs, {("2", 1)})
+    assert [j.job_id for j in d.jobs] == ["1", "2"]
+    assert d.cpu_hours == 3.0  # 4 CPU-h asked, 1 used; job 2 has no CPU time
+    assert d.gpu_hours == 0.25  # 1 GPU x 0.5 h x (1 - 0.5)
+    assert d.memory_gb_hours == 3.0  # (4 - 1) GB x 1 h; job 2 has no peak
+    assert (d.top_finding, d.top_count, d.top_advice) == ("cpu_efficiency_low", 2,
+                                                          "ask for fewer")
+    assert d.folded == 1 and d.jobs[1].folded
+
+
+def test_last_week_is_monday_to_monday_utc():
+    since, until = last_week(datetime(2026, 11, 25, 13, 0, tzinfo=UTC))  # a Wednesday
+    assert datetime.fromtimestamp(since, UTC) == datetime(2026, 11, 16, tzinfo=UTC)
+    assert datetime.fromtimestamp(until, UTC) == datetime(2026, 11, 23, tzinfo=UTC)

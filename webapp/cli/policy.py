@@ -1,0 +1,94 @@
+"""`jobreport digest` (the weekly digest) and `jobreport opt-out` (staff: who gets no email)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from datetime import UTC, datetime
+
+from webapp.archive.mail_state import MailState
+from webapp.archive.store import Archive
+from webapp.mail.digest import WEEK, last_week, send_digests
+from webapp.mail.outbox import Outbox
+from webapp.mail.policy import USER_RE, read_opt_out
+from webapp.mail.sending import smtp_connect
+from webapp.renderers.digest import day
+from webapp.settings import Settings
+
+
+def _date(text: str) -> datetime:
+    try:
+        return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        raise argparse.ArgumentTypeError("use YYYY-MM-DD") from None
+
+
+def _user(text: str) -> str:
+    if not USER_RE.match(text):
+        raise argparse.ArgumentTypeError(f"not a user name: {text!r}")
+    return text
+
+
+def add_digest_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--week-starting", type=_date, metavar="YYYY-MM-DD",
+                        help="the first day (UTC) of the week (default: last full week, "
+                        "Monday to Sunday)")
+    parser.add_argument("--user", type=_user, action="append", default=[],
+                        help="only this user (repeatable)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list who would get a digest and their totals; queue nothing")
+    parser.add_argument("--no-deliver", action="store_true",
+                        help="queue the digests; leave sending to the mail timer")
+
+
+def run_digest(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> int:  # noqa: ANN001
+    if args.week_starting:
+        since = int(args.week_starting.timestamp())
+        until = int((args.week_starting + WEEK).timestamp())
+    else:
+        since, until = last_week(datetime.now(UTC))
+    with Archive(settings.archive_url) as archive:
+        outbox = Outbox(settings.outbox)
+        try:
+            run = send_digests(settings, archive, outbox, smtp_connect(settings), since, until,
+                               frozenset(args.user), args.dry_run, args.no_deliver)
+        finally:
+            outbox.close()
+    for d, to_addr in run.digests:
+        out.write(f"{d.user} <{to_addr}>: {len(d.jobs)} jobs, {d.cpu_hours:.2f} CPU-h, "
+                  f"{d.gpu_hours:.2f} GPU-h, {d.memory_gb_hours:.2f} GB-h unused; "
+                  f"top finding {d.top_finding or 'none'}\n")
+    counts = ", ".join(f"{n} {what}" for what, n in sorted(run.counts.items())) or "nothing"
+    out.write(f"week {day(since)} to {day(until - 1)}: {counts}\n")
+    if run.delivery:
+        d = run.delivery
+        out.write(f"emails: {d['sent']} sent, {d['deferred']} deferred, {d['failed']} failed\n")
+    return 1 if run.delivery["failed"] else 0
+
+
+def add_opt_out_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("users", nargs="*", type=_user, metavar="USER")
+    parser.add_argument("--undo", action="store_true",
+                        help="send these users emails again (the opt-out file still counts)")
+    parser.add_argument("--list", action="store_true", help="list who gets no emails, and why")
+
+
+def run_opt_out(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> int:  # noqa: ANN001
+    with Archive(settings.archive_url) as archive:
+        mail = MailState(archive.db)
+        by = f"staff:{getpass.getuser()}"
+        for user in args.users:
+            if args.undo:
+                done = mail.opt_in(settings.cluster, user)
+                out.write(f"{user}: {'emails again' if done else 'was not opted out'}\n")
+            else:
+                done = mail.opt_out(settings.cluster, user, by)
+                out.write(f"{user}: {'opted out' if done else 'already opted out'}\n")
+        if args.list or not args.users:
+            for user, (at, who) in mail.opted_out(settings.cluster).items():
+                when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M")
+                out.write(f"{user}\topted out {when} UTC by {who}\n")
+            for user in sorted(read_opt_out(settings.mail_opt_out)):
+                out.write(f"{user}\tin {settings.mail_opt_out}\n")
+    return 0

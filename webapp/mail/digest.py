@@ -1,0 +1,86 @@
+"""The weekly digest: per user with archived jobs in the week, one email through the
+durable outbox, keyed ``cluster:digest:user:first-day`` so a re-run queues none twice."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from email.utils import make_msgid
+
+from webapp.archive.digest import Digest, build_digest
+from webapp.archive.mail_state import MailState
+from webapp.archive.store import Archive, ArchivedJob
+from webapp.mail.outbox import Outbox, OutboxBusy, deliver
+from webapp.mail.policy import owner_address, read_opt_out
+from webapp.mail.sending import Connect, owner_opt_out_url
+from webapp.model import JobReport
+from webapp.renderers import digest as digest_renderer
+from webapp.settings import Settings
+
+WEEK = timedelta(days=7)
+
+
+def last_week(now: datetime) -> tuple[int, int]:
+    """[Monday 00:00, next Monday 00:00) UTC of the last full week before ``now``."""
+    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    monday = today - timedelta(days=today.weekday())
+    return int((monday - WEEK).timestamp()), int(monday.timestamp())
+
+
+def digest_key(d: Digest) -> str:
+    return f"{d.cluster}:digest:{d.user}:{digest_renderer.day(d.since)}"
+
+
+@dataclass
+class DigestRun:
+    digests: list[tuple[Digest, str]] = field(default_factory=list)  # with its address
+    counts: Counter = field(default_factory=Counter)
+    delivery: Counter = field(default_factory=Counter)
+
+
+def digests(settings: Settings, archive: Archive, since: int, until: int,
+            users: frozenset[str] = frozenset()) -> tuple[list[Digest], Counter]:
+    """Each user's digest of the week (only ``users`` when given), and who was skipped."""
+    mail = MailState(archive.db)
+    opted = read_opt_out(settings.mail_opt_out) | mail.opted_out(settings.cluster).keys()
+    per_user: dict[str, list[ArchivedJob]] = defaultdict(list)
+    for job in archive.jobs(settings.cluster, since, until - 1):
+        if job.user and (not users or job.user in users):
+            per_user[job.user].append(job)
+    out, skipped = [], Counter()
+    for user, jobs in sorted(per_user.items()):
+        if user in opted:
+            skipped["opted out"] += 1
+            continue
+        out.append(build_digest(settings.cluster, user, since, until, jobs,
+                                mail.folded(settings.cluster, user)))
+    return out, skipped
+
+
+def send_digests(settings: Settings, archive: Archive, outbox: Outbox, connect: Connect,
+                 since: int, until: int, users: frozenset[str] = frozenset(),
+                 dry_run: bool = False, no_deliver: bool = False) -> DigestRun:
+    run = DigestRun()
+    found, run.counts = digests(settings, archive, since, until, users)
+    domain = settings.mail_from.rpartition("@")[2] or None
+    for d in found:
+        to_addr = owner_address(JobReport(job_id="digest", cluster=d.cluster, user=d.user),
+                                settings)
+        if to_addr is None:
+            run.counts["no address"] += 1
+            continue
+        run.digests.append((d, to_addr))
+        if dry_run:
+            continue
+        msg = digest_renderer.render(d, to_addr, settings.mail_from, make_msgid(domain=domain),
+                                     owner_opt_out_url(settings, d.cluster, d.user))
+        queued = outbox.enqueue(digest_key(d), f"digest:{d.user}", "digest", msg)
+        run.counts["queued" if queued else "already queued"] += 1
+    if not dry_run and not no_deliver:
+        try:
+            with outbox.lock():
+                run.delivery = deliver(outbox, connect)
+        except OutboxBusy:
+            pass  # the running mailer sends what we queued
+    return run

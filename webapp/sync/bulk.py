@@ -1,0 +1,86 @@
+"""A batch of ended jobs' sources fetched together: one accounting query, one ``sacct -j
+a,b,c``, and per time window one PromQL query per metric (usage and queue context) for
+all the batch's jobs. The report service built here answers each job's report from
+those, and asks the live sources only for what the batch did not cover.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from webapp.model import AccountingJob, SacctJob, SourceUnavailable
+from webapp.report.service import ReportService
+from webapp.sources.cluster import ClusterSource
+from webapp.sources.cluster_bulk import BulkQueue, PrefetchedCluster, Wait
+from webapp.sources.ended import EndedJob
+from webapp.sources.prefetched import PrefetchedAccounting, PrefetchedSacct
+from webapp.sources.prometheus import PrometheusSource
+from webapp.sources.prometheus_bulk import BulkMetrics, JobWindow, PrefetchedMetrics
+from webapp.sources.sacct_values import parse_nodelist
+
+log = logging.getLogger(__name__)
+BATCH = 1000  # jobs fetched together; the sync's default --limit (200) is one batch
+
+T = TypeVar("T")
+
+
+def _bulk(what: str, fetch: Callable[[], dict[str, T]]) -> dict[str, T]:
+    try:
+        return fetch()
+    except SourceUnavailable as exc:
+        # Each job then asks for itself; an outage shows up there, as a gap or a stop.
+        log.warning("bulk %s failed (%s); asking job by job", what, exc.reason)
+        return {}
+
+
+def windows(ids: Sequence[str], acct: Mapping[str, AccountingJob],
+            sacct: Mapping[str, SacctJob]) -> list[JobWindow]:
+    """Each job's run time and nodes, chosen as ``build_report`` chooses them."""
+    out = []
+    for jid in ids:
+        a, s = acct.get(jid), sacct.get(jid)
+        start = (a and a.start_time) or (s and s.start_time)
+        end = (a and a.end_time) or (s and s.end_time)
+        if not start or not end:
+            continue
+        nodes = a.nodes if a and a.nodes else ()
+        if not nodes and s and s.node_list:
+            try:
+                nodes = parse_nodelist(s.node_list)
+            except ValueError:
+                nodes = ()
+        out.append(JobWindow(jid, start.timestamp(),
+                             max(end.timestamp(), start.timestamp() + 1), tuple(nodes)))
+    return out
+
+
+def prefetch(service: ReportService, jobs: Sequence[EndedJob]) -> ReportService:
+    """A report service answering ``jobs`` from bulk-fetched sources."""
+    ids = list(dict.fromkeys(j.job_id for j in jobs))
+    acct: dict[str, AccountingJob] = {}
+    sj: dict[str, SacctJob] = {}
+    if hasattr(service.accounting, "jobs"):
+        # Each job's own record, by the sync's key: an id may name an older job too.
+        submitted = {j.job_id: j.submit_time for j in jobs if j.submit_time}
+        acct = _bulk("accounting", lambda: service.accounting.jobs(  # type: ignore[attr-defined]
+            ids, submitted=submitted))
+    if hasattr(service.sacct, "jobs"):
+        sj = _bulk("sacct", lambda: service.sacct.jobs(ids))  # type: ignore[attr-defined]
+    metrics: Any = service.prometheus
+    if isinstance(metrics, PrometheusSource):
+        job_windows = windows(ids, acct, sj)
+        metrics = PrefetchedMetrics(metrics, _bulk(
+            "usage", lambda: BulkMetrics(service.prometheus).fetch(job_windows)))
+    cluster: Any = service.cluster
+    if isinstance(cluster, ClusterSource):
+        waits = [Wait(jid, a.partition, a.submit_time.timestamp(), a.start_time.timestamp())
+                 for jid, a in acct.items() if a.submit_time and a.start_time]
+        cluster = PrefetchedCluster(cluster, _bulk(
+            "queue", lambda: BulkQueue(service.cluster.prometheus,  # type: ignore[union-attr]
+                                       service.settings.cluster).fetch(waits)))
+    return ReportService(service.settings,
+                         accounting=PrefetchedAccounting(service.accounting, acct),
+                         sacct=PrefetchedSacct(service.sacct, sj),
+                         prometheus=metrics, cluster=cluster, archive=service.archive)

@@ -248,20 +248,24 @@ def _sections(doc: Document, report: JobReport) -> None:
         if note:
             _raw(doc, r"{\footnotesize\color{muted}", escaped(note), r"\par}")
     if report.audit:
+        # Full coverage reads as one line of the audit; a table only when something is missing.
         cov = coverage_rows(report)
-        if cov:
+        full = all(gaps == "none" for *_, gaps in cov)
+        if cov and not full:
             _raw(doc, _grid("Coverage", COVERAGE_HEADER, cov, "lrrr" + RAGGED))
-        _raw(doc, _grid("Audit", ("", ""), audit_rows(report), r">{\bfseries}l" + RAGGED))
         # Printed, only the verdicts not given: the full list is in the JSON and on the page.
         verdicts = verdict_rows(report)
         withheld = [row for row in verdicts if row[2] != "given"]
+        summary = (f"{len(verdicts) - len(withheld)} of {len(verdicts)} given; what each rests "
+                   "on and the exact PromQL queries are in the JSON report and the web page")
+        samples = [("Samples", ", ".join(f"{series} {covered} (every {interval})"
+                                         for series, _, interval, covered, _ in cov))
+                   ] if cov and full else []
+        _raw(doc, _grid("Audit", ("", ""), [*samples, *audit_rows(report), ("Verdicts", summary)],
+                        r">{\bfseries}l" + RAGGED))
         if withheld:
             _raw(doc, _grid("Verdicts withheld", ("detector", "rests on", "why"), withheld,
                             "l" + RAGGED + RAGGED))
-        _raw(doc, r"{\footnotesize\color{muted}", escaped(
-            f"{len(verdicts) - len(withheld)} of {len(verdicts)} verdicts given. What each "
-            "rests on and the exact PromQL queries are in the JSON report and the web page."),
-             r"\par}")
 
 
 def build_document(report: JobReport, tmp: str) -> Document:

@@ -5,6 +5,7 @@ context) the per-job queries give, with a request count that does not grow per j
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 import pytest
 
@@ -18,6 +19,11 @@ from webapp.sync.bulk import prefetch, windows
 pytestmark = pytest.mark.stack
 
 
+# The partition's state when the job was submitted: the bulk path reads it at the last
+# point of its step grid at or before the submit time (at most one step earlier).
+SNAPSHOT = ("cpus_idle", "cpus_total", "gpus_available", "queue_length")
+
+
 def _queue(report):
     # The partition's usual time limit counts jobs submitted up to the moment of asking;
     # a reason's first sighting is read on the window's step grid (within one scrape).
@@ -25,7 +31,21 @@ def _queue(report):
     if q is None:
         return None
     reasons = tuple((r.reason, r.seconds) for r in q.reasons)
-    return dataclasses.replace(q, usual_time_limit_jobs=0, reasons=()), reasons
+    blank = dict.fromkeys(SNAPSHOT)
+    return dataclasses.replace(q, usual_time_limit_jobs=0, reasons=(), **blank), reasons
+
+
+def _snapshot_seen(service, report, bulk_queue) -> bool:
+    """The bulk snapshot equals the per-job one taken at the submit time or up to one
+    step (the scrape interval, for a session's short window) before it."""
+    scrape = service.prometheus.scrape_interval
+    for back in range(int(scrape) + 1):
+        q = service.cluster.queue(report.job_id, report.partition,
+                                  report.submit_time - timedelta(seconds=back),
+                                  report.start_time)
+        if all(getattr(q, f) == getattr(bulk_queue, f) for f in SNAPSHOT):
+            return True
+    return False
 
 
 def test_bulk_reports_equal_per_job_reports(stack_env, stack_jobs):
@@ -47,6 +67,8 @@ def test_bulk_reports_equal_per_job_reports(stack_env, stack_jobs):
         assert many.usage.memory_max_usage_bytes == one.usage.memory_max_usage_bytes, jid
         assert many.usage.read_bytes == one.usage.read_bytes, jid
         assert _queue(many) == _queue(one), jid
+        if one.queue and any(getattr(one.queue, f) != getattr(many.queue, f) for f in SNAPSHOT):
+            assert _snapshot_seen(service, one, many.queue), (jid, one.queue, many.queue)
         if one.queue:
             for a, b in zip(one.queue.reasons, many.queue.reasons, strict=True):
                 assert abs((a.first_seen - b.first_seen).total_seconds()) <= 10, jid

@@ -42,10 +42,12 @@ class LowCpuEfficiencyDetector:
             return ()  # cpu_starved, io_starved, memory_thrashing, gpu_cores_idle: the cause
         if report.cpus > 1:
             cores = next_cpus(busy, 1.1)
+            # No smaller request to suggest when the busy cores round up to the allocation.
+            ask = (f"ask for `--cpus-per-task={cores}` (or fewer tasks) next time, or "
+                   if cores < report.cpus else "")
             advice = (
-                f"On average {_cores(busy)} of {report.cpus} cores were busy: ask for "
-                f"`--cpus-per-task={cores}` (or fewer tasks) next time, or check that the "
-                "program's thread/process count follows $SLURM_CPUS_PER_TASK."
+                f"On average {_cores(busy)} of {report.cpus} cores were busy: {ask}check "
+                "that the program's thread/process count follows $SLURM_CPUS_PER_TASK."
             )
         else:
             advice = (
@@ -85,10 +87,12 @@ class LowCpuEfficiencyDetector:
             what = "component" if step.kind == "component" else "step"
             message += (f" Most of the idle time is {what} {step.step_id}'s: it used "
                         f"{used:.1f} of {step.cpus} cores.")
+            fewer = next_cpus(used, 1.1)
+            # An srun size to suggest only when it is smaller than what the step had.
+            resize = (f"give that srun fewer CPUs (e.g. `srun --cpus-per-task={fewer}`), or "
+                      if fewer < step.cpus else "")
             advice = (f"{what.capitalize()} {step.step_id} used {used:.1f} of its {step.cpus} "
-                      f"cores: give that srun fewer CPUs (e.g. `srun --cpus-per-task="
-                      f"{next_cpus(used, 1.1)}`), or make the program use the cores it has. "
-                      + advice)
+                      f"cores: {resize}make the program use the cores it has. " + advice)
             evidence_text += (f" {what.capitalize()} {step.step_id}: {used:.1f} of {step.cpus} "
                               "cores busy.")
             evidence.update({"step": step.step_id, "step_cpus": step.cpus,

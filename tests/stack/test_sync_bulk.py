@@ -36,16 +36,19 @@ def _queue(report):
 
 
 def _snapshot_seen(service, report, bulk_queue) -> bool:
-    """The bulk snapshot equals the per-job one taken at the submit time or up to one
-    step (the scrape interval, for a session's short window) before it."""
+    """Each of the bulk snapshot's figures equals the per-job one taken at the submit time
+    or up to one step (the scrape interval, for a session's short window) before it. The
+    figures come from different commands (sinfo, squeue) polled at different moments, so
+    each is matched on its own."""
     scrape = service.prometheus.scrape_interval
+    seen: dict[str, list] = {f: [] for f in SNAPSHOT}
     for back in range(int(scrape) + 1):
         q = service.cluster.queue(report.job_id, report.partition,
                                   report.submit_time - timedelta(seconds=back),
                                   report.start_time)
-        if all(getattr(q, f) == getattr(bulk_queue, f) for f in SNAPSHOT):
-            return True
-    return False
+        for f in SNAPSHOT:
+            seen[f].append(getattr(q, f))
+    return all(getattr(bulk_queue, f) in seen[f] for f in SNAPSHOT)
 
 
 def test_bulk_reports_equal_per_job_reports(stack_env, stack_jobs):

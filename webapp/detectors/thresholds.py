@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 GIB = 1024**3
 
@@ -78,13 +81,20 @@ class Thresholds:
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, float]) -> Thresholds:
         """Defaults with ``overrides`` applied; an unknown name is a ValueError naming it."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown threshold(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-            )
-        bad = sorted(k for k, v in overrides.items() if not float(v) >= 0)
-        if bad:
-            raise ValueError(f"threshold(s) {', '.join(bad)} must be a number >= 0")
-        return replace(cls(), **{k: float(v) for k, v in overrides.items()})
+        return with_overrides(cls, overrides, "threshold")
+
+
+def with_overrides(cls: type[T], overrides: Mapping[str, float], kind: str) -> T:
+    """``cls()`` with ``overrides`` applied by field name: an unknown name, or a value that
+    is not a number >= 0, is a ValueError naming it (``kind`` says which record)."""
+    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(
+            f"unknown {kind}(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    bad = sorted(k for k, v in overrides.items() if not float(v) >= 0)
+    if bad:
+        raise ValueError(f"{kind}(s) {', '.join(bad)} must be a number >= 0")
+    values: dict[str, Any] = {k: float(v) for k, v in overrides.items()}
+    return replace(cls(), **values)  # type: ignore[type-var]

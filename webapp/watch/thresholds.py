@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
+
+from webapp.detectors.thresholds import with_overrides
 
 MIB = 1024**2
 
@@ -35,12 +37,4 @@ class WatchThresholds:
     @classmethod
     def from_overrides(cls, overrides: Mapping[str, float]) -> WatchThresholds:
         """Defaults with ``overrides`` applied; an unknown name is a ValueError naming it."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise ValueError(f"unknown watch threshold(s) {', '.join(unknown)}; "
-                             f"known: {', '.join(sorted(known))}")
-        bad = sorted(k for k, v in overrides.items() if not float(v) >= 0)
-        if bad:
-            raise ValueError(f"watch threshold(s) {', '.join(bad)} must be a number >= 0")
-        return replace(cls(), **{k: float(v) for k, v in overrides.items()})
+        return with_overrides(cls, overrides, "watch threshold")

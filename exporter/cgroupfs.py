@@ -47,6 +47,9 @@ class Job:
     pids: tuple[int, ...]
     # Set by the scrape: the readers below re-read kept-open files through it.
     files: OpenFiles | None = field(default=None, compare=False, repr=False)
+    # The ``step_*`` suffixes discovery listed in the job directory it walked (v1: the
+    # main controller's); None: not listed, ``read_steps`` lists them itself.
+    steps: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -287,13 +290,14 @@ def _discover_v1(roots: dict[str, str], proc_root: str) -> list[Job]:
         for job_id, job_dir in job_dirs:
             rel = job_dir[len(roots[main]) + 1 :]
             try:
-                pids = _leaf_pids(job_dir, proc_root, skip=())
+                pids, steps = _leaf_pids(job_dir, proc_root, skip=())
             except GONE:
                 continue
             # A controller Slurm does not use here (e.g. no cpuset) has no job directory.
             dirs = {c: f"{root}/{rel}" for c, root in roots.items()}
             dirs = {c: p for c, p in dirs.items() if c == main or os.path.isdir(p)}
-            jobs.append(Job(job_id, uid, 1, dirs, pids))
+            # read_steps lists the cpuacct directory: reuse this listing only if it was it.
+            jobs.append(Job(job_id, uid, 1, dirs, pids, steps=steps if main == "cpuacct" else None))
     return sorted(jobs, key=_job_order)
 
 
@@ -302,11 +306,11 @@ def _discover_v2(scope: str, proc_root: str) -> list[Job]:
     for job_id, job_dir in _scan(scope, "job_"):
         try:
             # step_*/slurm holds slurmstepd itself (root), not the user's processes.
-            pids = _leaf_pids(job_dir, proc_root, skip=("slurm",))
+            pids, steps = _leaf_pids(job_dir, proc_root, skip=("slurm",))
             uid = _v2_uid(job_dir, proc_root, pids)
         except GONE:
             continue
-        jobs.append(Job(job_id, uid, 2, {"unified": job_dir}, pids))
+        jobs.append(Job(job_id, uid, 2, {"unified": job_dir}, pids, steps=steps))
     return sorted(jobs, key=_job_order)
 
 
@@ -320,18 +324,24 @@ def _v2_uid(job_dir: str, proc_root: str, pids: tuple[int, ...]) -> int | None:
     return os.stat(job_dir).st_uid
 
 
-def _leaf_pids(job_dir: str, proc_root: str, skip: tuple[str, ...]) -> tuple[int, ...]:
+def _leaf_pids(
+    job_dir: str, proc_root: str, skip: tuple[str, ...]
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """(the PIDs of the job's leaf cgroups, the suffixes of its ``step_*`` directories)."""
     pids: set[int] = set()
+    steps: tuple[str, ...] = ()
     stack = [job_dir]
     while stack:
         path = stack.pop()
         with os.scandir(path) as it:
-            subdirs = [e.path for e in it if e.is_dir(follow_symlinks=False) and e.name not in skip]
+            subdirs = [e for e in it if e.is_dir(follow_symlinks=False) and e.name not in skip]
+        if path is job_dir:
+            steps = tuple(e.name[5:] for e in subdirs if e.name.startswith("step_"))
         if subdirs:
-            stack.extend(subdirs)
+            stack.extend(e.path for e in subdirs)
         else:
             pids.update(_read_leaf(path, proc_root))
-    return tuple(sorted(pids))
+    return tuple(sorted(pids)), steps
 
 
 def _read_leaf(path: str, proc_root: str) -> list[int]:
@@ -471,10 +481,10 @@ def read_steps(job: Job) -> list[StepUsage]:
         acct, mem = job.dirs.get("cpuacct"), job.dirs.get("memory")
         if acct is None:
             return []
-        names = user_step_names(name for name, _ in _scan(acct, "step_"))
     else:
         acct = mem = job.dirs["unified"]
-        names = user_step_names(name for name, _ in _scan(acct, "step_"))
+    listed = job.steps if job.steps is not None else (name for name, _ in _scan(acct, "step_"))
+    names = user_step_names(listed)
     out = []
     for name in names:
         try:

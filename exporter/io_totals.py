@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from exporter.procfs import IoCounters
+from exporter.procfs import IoCounters, ProcessSample
 
 Key = tuple[int, int]  # (pid, starttime)
 ZERO = IoCounters(0, 0, 0, 0)
@@ -65,10 +65,11 @@ class IoTotals:
     def __init__(self) -> None:
         self._jobs: dict[str, _JobState] = {}
 
-    def update(self, job_id: str, procs: Iterable[Proc]) -> IoCounters | None:
+    def update(self, job_id: str, procs: Iterable[Proc | ProcessSample]) -> IoCounters | None:
         """The job's totals now: live sum + retired, never below the previous result.
 
-        ``procs``: the job's processes whose /proc/<pid>/io was read in this scrape. None
+        ``procs``: the job's processes whose /proc/<pid>/io was read in this scrape (``io``
+        not None; the scrape's own samples are passed as they are, not copied). None
         when there is nothing to report: no process and no earlier result for the job (a
         0 would be a false counter reset).
         """
@@ -84,7 +85,7 @@ class IoTotals:
             if not _kept_in_live_ancestor(key, gone, now):
                 retired = _add(retired, io)
         by_pid = {pid: (pid, start) for pid, start in now}
-        state.procs = {key: (by_pid.get(p.ppid), p.io) for key, p in now.items()}
+        state.procs = {key: (_parent_key(by_pid, p), p.io) for key, p in now.items()}
         state.retired = retired
         # Plain int sums: this runs for every process of the node on every scrape.
         r, w, sr, sw = retired
@@ -108,6 +109,19 @@ class IoTotals:
 
     def __len__(self) -> int:
         return len(self._jobs)
+
+
+def _parent_key(by_pid: dict[int, Key], proc: Proc | ProcessSample) -> Key | None:
+    """The key of ``proc``'s parent among the counted processes, if it is there.
+
+    ``ppid`` may be older than this scrape (the exporter reads it once per process), so
+    the parent may have exited and its pid gone to a newer process: a process that
+    started after ``proc`` cannot be its parent.
+    """
+    parent = by_pid.get(proc.ppid)
+    if parent is None or parent[1] > proc.starttime:
+        return None
+    return parent
 
 
 def _kept_in_live_ancestor(

@@ -182,3 +182,15 @@ def test_collector_keeps_totals_between_scrapes(tmp_path):
     shutil.rmtree(tree / "cgroup")  # the job ended: no series, state dropped
     assert read_bytes() is None
     assert len(io.totals) == 0
+
+
+def test_a_newer_process_on_the_recorded_parent_pid_is_not_the_parent():
+    # ppid is read once per process: after the parent exits, a process that took its pid
+    # later must not be taken for the parent (it started after the child).
+    t = IoTotals()
+    assert reads(t.update("7", [proc(200, STEPD, 100), proc(201, 200, 50)])) == 150
+    assert reads(t.update("7", [proc(201, 200, 60)])) == 160  # 200 reaped outside the job
+    newer = proc(200, STEPD, 0, start=5000)
+    assert reads(t.update("7", [newer, proc(201, 200, 70)])) == 170
+    # 201 is reaped by init, outside the job: its 70 stay counted.
+    assert reads(t.update("7", [proc(200, STEPD, 5, start=5000)])) == 175

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 from exporter import proc_reader, procfs
 from tests.helpers.exporter_scrape import FIXTURES
@@ -184,3 +185,46 @@ def test_fd_budget_leaves_room_for_cgroup_files_and_the_rest():
     assert cgroup_files == 4096 and 3 * processes + cgroup_files <= 65536 - 256
     assert proc_reader.fd_budget(1024) == ((1024 - 256 - 128) // 3, 128)
     assert proc_reader.fd_budget(100) == (0, 12)
+
+
+def test_threads_from_the_task_directory_and_stat_read_once():
+    code = (
+        "import threading,time\n"
+        "e=threading.Event()\n"
+        "ts=[threading.Thread(target=e.wait) for _ in range(3)]\n"
+        "[t.start() for t in ts]\n"
+        "print('ok',flush=True)\n"
+        "input()\n"
+        "e.set()\n"
+        "print('joined',flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    reader = proc_reader.ProcReader("/proc", cache=True)
+    try:
+        assert child.stdout.readline().strip() == b"ok"
+        assert proc_reader.task_dir_nlink_is_count("/proc")  # procfs, as root
+        first = reader.read(child.pid)
+        assert first is not None and first.threads == 4
+        assert reader._open[child.pid][1] is None  # stat closed: read once
+        child.stdin.write(b"\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == b"joined"
+        for _ in range(100):  # ended threads leave the thread group a moment later
+            again = reader.read(child.pid)
+            if again is not None and again.threads == 1:
+                break
+            time.sleep(0.01)
+        assert again is not None and again.threads == 1
+        stat = procfs.parse_stat(open(f"/proc/{child.pid}/stat").read())
+        assert (again.ppid, again.starttime) == (stat.ppid, stat.starttime) == (
+            os.getpid(),
+            first.starttime,
+        )
+    finally:
+        child.kill()
+        child.wait()
+    assert reader.read(child.pid) is None  # the io fd now fails with ESRCH
+    assert child.pid not in reader._open

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from exporter.collectors.context import CollectorContext
-from exporter.io_totals import IoTotals, Proc
+from exporter.io_totals import IoTotals
 from exporter.scrape import ScrapedJob, each
 
 _FIELDS = (
@@ -54,7 +54,7 @@ class IoCollector:
         families = [CounterMetricFamily(n, h, labels=["jobid"]) for n, _, h in _FIELDS]
         for job, procs in each(jobs, lambda j: j.processes):
             # io unreadable (not root): the process is not counted, as if outside the job.
-            counted = [Proc(p.pid, p.starttime, p.ppid, p.io) for p in procs if p.io is not None]
+            counted = [p for p in procs if p.io is not None]
             totals = self.totals.update(job.job_id, counted)
             if totals is None:
                 # No live process and no earlier reading (all exited, the cgroup not yet

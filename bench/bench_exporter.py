@@ -8,8 +8,10 @@ per scrape (fd cache on; off too for the smaller cases), beside the Python floor
 same processes (bench/floor_proc.py) timed in the same runs, the processes left stale by
 the scrape time budget, and the exporter's RSS after 10 and --rss-scrapes scrapes of
 2,000 processes. Everything it created is killed and removed in a finally. The soft and
-soft open-files limit is raised to 65536 (LimitNOFILE of deploy/jobs-exporter.service)
-or the hard limit if that is lower; the fd cache holds (limit - 256 - cgroup files) / 3 processes.
+hard open-files limits are raised to twice 65536 (LimitNOFILE of
+deploy/jobs-exporter.service), so that the floor's kept-open files and the exporter's each
+fit, or as far as the hard limit allows where that is refused; the fd cache holds
+(limit - 256 - cgroup files) / 3 processes.
 
     .venv/bin/python bench/bench_exporter.py [--runs 3] [--scrapes 40] [--rss-scrapes 1000]
         [--processes 400,2000,10000,20000]
@@ -259,9 +261,16 @@ def main() -> int:
     cases = [int(p) for p in args.processes.split(",")]
     if any(p not in SCENARIOS for p in cases):
         parser.error(f"--processes: choose from {','.join(map(str, SCENARIOS))}")
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    nofile = NOFILE if hard == resource.RLIM_INFINITY else min(NOFILE, hard)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))  # hard: as far as allowed
+    # Twice the unit's LimitNOFILE, hard limit included (root may raise it): the floor's
+    # kept-open files and the exporter's fd cache each get what the exporter alone has
+    # under systemd. Where that is refused, as far as the hard limit allows.
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (2 * NOFILE, 2 * NOFILE))
+        nofile = 2 * NOFILE
+    except (ValueError, OSError):
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        nofile = NOFILE if hard == resource.RLIM_INFINITY else min(NOFILE, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))
     print(
         f"machine: {os.cpu_count()} cores, {platform.platform()}, "
         f"Python {platform.python_version()}; open files limit {nofile} "

@@ -64,6 +64,8 @@ class ProcReader:
         self._open: dict[int, list] = {}
         self.samples: dict[int, ProcessSample] = {}
         self._last_read: dict[int, int] = {}  # pid -> refresh round it was last read in
+        # pid -> (starttime, soft nofile limit) of processes read by path (past the cache)
+        self._limits: dict[int, tuple[int, int | None]] = {}
         self._round = 0
         self.stale = 0  # processes not read in the last refresh
         self._fd_size_counts = fd_dir_size_is_count(proc_root)
@@ -76,6 +78,8 @@ class ProcReader:
         live = set(pids)
         self.samples = {p: s for p, s in self.samples.items() if p in live}
         self._last_read = {p: r for p, r in self._last_read.items() if p in live}
+        if self._limits:
+            self._limits = {p: v for p, v in self._limits.items() if p in live}
         for pid in [p for p in self._open if p not in live]:
             self._forget(pid)
         order = sorted(live, key=lambda p: self._last_read.get(p, -1)) if budget else live
@@ -162,6 +166,7 @@ class ProcReader:
         self.sweep(set())
         self.samples.clear()
         self._last_read.clear()
+        self._limits.clear()
 
     def _read_path(self, pid: int, name: str) -> str | None:
         try:
@@ -172,16 +177,20 @@ class ProcReader:
             return None  # io/limits of another user's process when not root
 
     def _read_paths(self, pid: int) -> tuple[StatFields, IoCounters | None, int | None] | None:
-        stat = self._read_path(pid, "stat")
-        if not stat:
+        text = self._read_path(pid, "stat")
+        if not text:
             return None
+        stat = parse_stat(text)
         io = self._read_path(pid, "io")
-        limits = self._read_path(pid, "limits")
-        return (
-            parse_stat(stat),
-            parse_io(io) if io else None,
-            parse_nofile_limit(limits) if limits else None,
-        )
+        known = self._limits.get(pid)
+        if known is not None and known[0] == stat.starttime:
+            limit = known[1]  # limits are read once per process, cached or not
+        else:
+            limits = self._read_path(pid, "limits")
+            limit = parse_nofile_limit(limits) if limits else None
+            if self.cache:
+                self._limits[pid] = (stat.starttime, limit)
+        return stat, parse_io(io) if io else None, limit
 
     def _count_fds(self, pid: int) -> int | None:
         path = f"{self.proc_root}/{pid}/fd"

@@ -228,3 +228,18 @@ def test_threads_from_the_task_directory_and_stat_read_once():
         child.wait()
     assert reader.read(child.pid) is None  # the io fd now fails with ESRCH
     assert child.pid not in reader._open
+
+
+def test_limits_read_once_per_process_past_the_fd_cache(tmp_path):
+    root = tmp_path / "proc"
+    shutil.copytree(FIXTURES / "v1-samples/proc/26231", root / "26231", symlinks=True)
+    reader = proc_reader.ProcReader(str(root), cache=True, max_cached=0)
+    first = reader.read(26231)
+    assert first is not None and not reader._open
+    limits = root / "26231/limits"
+    limits.write_text(limits.read_text().replace(str(first.open_files_limit), "77"))
+    assert reader.read(26231).open_files_limit == first.open_files_limit  # not re-read
+    stat = (root / "26231/stat").read_text().split(" ")
+    stat[21] = "99999999"  # another process on the same pid: its own limits
+    (root / "26231/stat").write_text(" ".join(stat))
+    assert reader.read(26231).open_files_limit == 77

@@ -10,18 +10,26 @@ v2 (Slurm >= 22.05 with systemd):
 PIDs are only in leaf cgroups; job-level counters include all children. Job directories
 vanish the moment a job ends, so every reader may raise FileNotFoundError (see GONE);
 ``exists()`` tells that apart from a file missing in a live cgroup, and callers skip a job
-that ended. Optional files (absent on some kernels) come back as None.
+that ended. Optional files (absent on some kernels) come back as None. The file reading
+is in exporter/cgroup_files.py, the pure parsers in exporter/cgroup_parsers.py.
 """
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from exporter import proc_reader, procfs
+from exporter import procfs
+from exporter.cgroup_files import OpenFiles, read, read_optional
+from exporter.cgroup_parsers import (
+    parse_cpu_list,
+    parse_flat_keyed,
+    parse_percpu,
+    parse_pids,
+    parse_pressure_total,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +42,6 @@ _V1_UNLIMITED = 1 << 62
 _NS = 1e-9
 _US = 1e-6
 _USER_HZ = os.sysconf("SC_CLK_TCK")
-_CHUNK = 65536
-_SHORT = 2048
 
 
 @dataclass(frozen=True)
@@ -79,168 +85,6 @@ class StepUsage:
     user_seconds: float
     system_seconds: float
     rss: int | None  # v1 total_rss, v2 anon; None without the memory controller
-
-
-# ---------------------------------------------------------------- parsers (pure)
-
-
-def parse_flat_keyed(text: str) -> dict[str, int]:
-    """Parse ``key value`` lines (memory.stat, cpu.stat, memory.events, cpuacct.stat).
-
-    ``total_rss 311296``
-    ``usage_usec 126686``
-    """
-    out = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(" ")
-        if value:
-            out[key] = int(value)
-    return out
-
-
-def parse_cpu_list(text: str) -> frozenset[int]:
-    """Parse a cpuset list.
-
-    ``0-3,8,10-11``
-    ``0``
-    """
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return frozenset(cpus)
-
-
-def parse_percpu(text: str) -> dict[int, float]:
-    """Parse cpuacct.usage_percpu (ns per possible CPU) into seconds per core.
-
-    ``824004970909 822349906515 839802105223 ``
-    """
-    return {core: int(ns) * _NS for core, ns in enumerate(text.split())}
-
-
-def parse_pressure_total(text: str) -> float:
-    """Seconds some task waited, from a PSI file's ``some`` line.
-
-    ``some avg10=0.26 avg60=1.01 avg300=1.54 total=8646200``
-    ``full avg10=0.00 avg60=0.00 avg300=0.00 total=0``
-    """
-    for line in text.splitlines():
-        if line.startswith("some "):
-            for field in line.split()[1:]:
-                key, _, value = field.partition("=")
-                if key == "total":
-                    return int(value) * _US
-    raise ValueError("no 'some ... total=' line in pressure file")
-
-
-def parse_pids(text: str) -> list[int]:
-    """Parse cgroup.procs / tasks: one id per line."""
-    return [int(line) for line in text.split()]
-
-
-# ---------------------------------------------------------------- I/O helpers
-
-
-def _read(path: str, files: OpenFiles | None = None) -> str:
-    if files is not None:
-        return files.read(path)
-    # os.open/os.read: a third of the cost of open() with a text wrapper.
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            data = _read_fd(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise _gone_if_removed(exc, path) from None
-    return data.decode("ascii")
-
-
-def _read_fd(fd: int) -> bytes:
-    # A seq_file read returns the records that fit in about a page (cgroup.procs of a job
-    # with 5,000 processes takes several reads), so read until an empty read; but a read
-    # shorter than _SHORT had room for the next line (cgroup lines are far shorter): EOF.
-    data = os.pread(fd, _CHUNK, 0)
-    if len(data) < _SHORT:
-        return data
-    chunks = [data]
-    offset = len(data)
-    while more := os.pread(fd, _CHUNK, offset):
-        chunks.append(more)
-        offset += len(more)
-    return b"".join(chunks)
-
-
-def _gone_if_removed(exc: OSError, path: str) -> OSError:
-    if exc.errno == errno.ENODEV:  # read through a cgroup removed under us
-        return FileNotFoundError(exc.errno, exc.strerror, path)
-    return exc
-
-
-class OpenFiles:
-    """Cgroup files kept open between scrapes and re-read with ``pread`` (no open/close).
-
-    A file of a removed cgroup fails with ENODEV, which reads as FileNotFoundError like a
-    missing file. ``retain`` closes the files of jobs no longer found. At most
-    ``max_open`` files stay open; the rest (and all, once the process runs out of fds)
-    are read by path. Not thread-safe.
-    """
-
-    def __init__(self, max_open: int = proc_reader.CGROUP_FILES_MAX) -> None:
-        self._fds: dict[str, int] = {}
-        self.max_open = max_open
-
-    def read(self, path: str) -> str:
-        fd = self._fds.get(path)
-        if fd is None and len(self._fds) >= self.max_open:
-            return _read(path)
-        try:
-            if fd is None:
-                try:
-                    fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-                except OSError as exc:
-                    if exc.errno not in proc_reader.OUT_OF_FDS:
-                        raise
-                    log.warning("out of file descriptors: keeping %d cgroup files", len(self))
-                    self.max_open = len(self._fds)
-                    return _read(path)
-            return _read_fd(fd).decode("ascii")
-        except OSError as exc:
-            self._close(path)
-            raise _gone_if_removed(exc, path) from None
-
-    def retain(self, job_dirs: Iterable[str]) -> None:
-        keep = set(job_dirs)
-        for path in [p for p in self._fds if os.path.dirname(p) not in keep]:
-            self._close(path)
-
-    def close(self) -> None:
-        self.retain(())
-
-    def __len__(self) -> int:
-        return len(self._fds)
-
-    def _close(self, path: str) -> None:
-        fd = self._fds.pop(path, None)
-        if fd is not None:
-            os.close(fd)
-
-
-def _read_optional(path: str, files: OpenFiles | None = None) -> str | None:
-    """None when the file does not exist (old kernel, controller not enabled)."""
-    try:
-        return _read(path, files)
-    except FileNotFoundError:
-        if not os.path.isdir(os.path.dirname(path)):
-            raise  # the cgroup itself is gone: the job ended
-        return None
-    except OSError as exc:
-        if exc.errno == errno.EOPNOTSUPP:  # PSI compiled in but disabled (psi=0)
-            return None
-        raise
 
 
 # ---------------------------------------------------------------- discovery
@@ -346,13 +190,13 @@ def _leaf_pids(
 
 def _read_leaf(path: str, proc_root: str) -> list[int]:
     try:
-        return parse_pids(_read(f"{path}/cgroup.procs"))
+        return parse_pids(read(f"{path}/cgroup.procs"))
     except FileNotFoundError:
         if not os.path.exists(f"{path}/tasks"):
             raise
     # Only a `tasks` file (some captures): it lists thread ids; fold them into processes.
     out = []
-    for tid in parse_pids(_read(f"{path}/tasks")):
+    for tid in parse_pids(read(f"{path}/tasks")):
         tgid = procfs.read_status_field(proc_root, tid, "Tgid")
         if tgid is not None:
             out.append(int(tgid))
@@ -376,15 +220,15 @@ def read_cpu(job: Job) -> CpuUsage:
         acct, cpuset = job.dirs.get("cpuacct"), job.dirs.get("cpuset")
         if acct is None:
             raise FileNotFoundError(f"job {job.job_id}: no cpuacct cgroup")
-        user_ns = _read_optional(f"{acct}/cpuacct.usage_user", job.files)
+        user_ns = read_optional(f"{acct}/cpuacct.usage_user", job.files)
         if user_ns is not None:
             user = int(user_ns) * _NS
-            system = int(_read(f"{acct}/cpuacct.usage_sys", job.files)) * _NS
+            system = int(read(f"{acct}/cpuacct.usage_sys", job.files)) * _NS
         else:  # kernels before 4.16: only USER_HZ ticks in cpuacct.stat
-            ticks = parse_flat_keyed(_read(f"{acct}/cpuacct.stat", job.files))
+            ticks = parse_flat_keyed(read(f"{acct}/cpuacct.stat", job.files))
             user, system = ticks["user"] / _USER_HZ, ticks["system"] / _USER_HZ
-        percpu = _read_optional(f"{acct}/cpuacct.usage_percpu", job.files)
-        cpus = _read_optional(f"{cpuset}/cpuset.cpus", job.files) if cpuset else None
+        percpu = read_optional(f"{acct}/cpuacct.usage_percpu", job.files)
+        cpus = read_optional(f"{cpuset}/cpuset.cpus", job.files) if cpuset else None
         return CpuUsage(
             user_seconds=user,
             system_seconds=system,
@@ -393,8 +237,8 @@ def read_cpu(job: Job) -> CpuUsage:
             throttled_seconds=None,
         )
     path = job.dirs["unified"]
-    stat = parse_flat_keyed(_read(f"{path}/cpu.stat", job.files))
-    cpus = _read_optional(f"{path}/cpuset.cpus.effective", job.files)
+    stat = parse_flat_keyed(read(f"{path}/cpu.stat", job.files))
+    cpus = read_optional(f"{path}/cpuset.cpus.effective", job.files)
     throttled = stat.get("throttled_usec")
     return CpuUsage(
         user_seconds=stat["user_usec"] * _US,
@@ -410,25 +254,25 @@ def read_memory(job: Job) -> MemoryUsage:
         path = job.dirs.get("memory")
         if path is None:
             raise FileNotFoundError(f"job {job.job_id}: no memory cgroup")
-        stat = parse_flat_keyed(_read(f"{path}/memory.stat", job.files))
-        limit = int(_read(f"{path}/memory.limit_in_bytes", job.files))
+        stat = parse_flat_keyed(read(f"{path}/memory.stat", job.files))
+        limit = int(read(f"{path}/memory.limit_in_bytes", job.files))
         return MemoryUsage(
             rss=stat["total_rss"],  # what sacct reports as MaxRSS; includes children
             cache=stat["total_cache"],
-            usage=int(_read(f"{path}/memory.usage_in_bytes", job.files)),
-            max_usage=int(_read(f"{path}/memory.max_usage_in_bytes", job.files)),
+            usage=int(read(f"{path}/memory.usage_in_bytes", job.files)),
+            max_usage=int(read(f"{path}/memory.max_usage_in_bytes", job.files)),
             limit=limit if limit < _V1_UNLIMITED else None,
             events=None,
         )
     path = job.dirs["unified"]
-    stat = parse_flat_keyed(_read(f"{path}/memory.stat", job.files))
-    limit = _read(f"{path}/memory.max", job.files).strip()
-    peak = _read_optional(f"{path}/memory.peak", job.files)
-    events = parse_flat_keyed(_read(f"{path}/memory.events", job.files))
+    stat = parse_flat_keyed(read(f"{path}/memory.stat", job.files))
+    limit = read(f"{path}/memory.max", job.files).strip()
+    peak = read_optional(f"{path}/memory.peak", job.files)
+    events = parse_flat_keyed(read(f"{path}/memory.events", job.files))
     return MemoryUsage(
         rss=stat["anon"],
         cache=stat["file"],
-        usage=int(_read(f"{path}/memory.current", job.files)),
+        usage=int(read(f"{path}/memory.current", job.files)),
         max_usage=int(peak) if peak is not None else None,
         limit=None if limit == "max" else int(limit),
         events={k: events[k] for k in MEMORY_EVENTS if k in events},
@@ -441,7 +285,7 @@ def read_devices_list(job: Job) -> str | None:
     v2 enforces devices with an eBPF program, which cannot be read back as a list.
     """
     path = job.dirs.get("devices") if job.version == 1 else None
-    return _read_optional(f"{path}/devices.list", job.files) if path else None
+    return read_optional(f"{path}/devices.list", job.files) if path else None
 
 
 def read_pressure(job: Job) -> dict[str, float] | None:
@@ -451,7 +295,7 @@ def read_pressure(job: Job) -> dict[str, float] | None:
     path = job.dirs["unified"]
     out = {}
     for resource in PRESSURE_RESOURCES:
-        text = _read_optional(f"{path}/{resource}.pressure", job.files)
+        text = read_optional(f"{path}/{resource}.pressure", job.files)
         if text is not None:
             out[resource] = parse_pressure_total(text)
     return out or None
@@ -499,13 +343,13 @@ def read_steps(job: Job) -> list[StepUsage]:
 def _read_step(job: Job, name: str, acct: str, mem: str | None) -> StepUsage:
     step = f"step_{name}"
     if job.version == 1:
-        user = int(_read(f"{acct}/{step}/cpuacct.usage_user", job.files)) * _NS
-        system = int(_read(f"{acct}/{step}/cpuacct.usage_sys", job.files)) * _NS
+        user = int(read(f"{acct}/{step}/cpuacct.usage_user", job.files)) * _NS
+        system = int(read(f"{acct}/{step}/cpuacct.usage_sys", job.files)) * _NS
         rss = None
         if mem is not None:
-            rss = parse_flat_keyed(_read(f"{mem}/{step}/memory.stat", job.files))["total_rss"]
+            rss = parse_flat_keyed(read(f"{mem}/{step}/memory.stat", job.files))["total_rss"]
         return StepUsage(name, user, system, rss)
-    stat = parse_flat_keyed(_read(f"{acct}/{step}/cpu.stat", job.files))
-    memory = _read_optional(f"{acct}/{step}/memory.stat", job.files)
+    stat = parse_flat_keyed(read(f"{acct}/{step}/cpu.stat", job.files))
+    memory = read_optional(f"{acct}/{step}/memory.stat", job.files)
     return StepUsage(name, stat["user_usec"] * _US, stat["system_usec"] * _US,
                      parse_flat_keyed(memory)["anon"] if memory is not None else None)

@@ -18,6 +18,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from exporter import cgroupfs
+from exporter.cgroup_files import OpenFiles
 from exporter.collectors.context import CollectorContext
 from exporter.collectors.cpu import CpuCollector
 from exporter.collectors.gpu import GpuCollector
@@ -64,7 +65,7 @@ class JobsCollector:
         processes, cgroup_files = fd_budget()
         self.procs = ProcReader(settings.proc_root, cache=settings.fd_cache, max_cached=processes)
         # Kept-open cgroup files, with the same switch as the /proc fd cache.
-        self.cgroup_files = cgroupfs.OpenFiles(cgroup_files) if settings.fd_cache else None
+        self.cgroup_files = OpenFiles(cgroup_files) if settings.fd_cache else None
         context = CollectorContext(
             settings=settings, procs=self.procs, nvml=nvml, scontrol=scontrol
         )

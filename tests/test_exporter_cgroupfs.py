@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from exporter import cgroupfs
+from exporter import cgroup_files, cgroup_parsers, cgroupfs
 
 MEMORY = "/sys/fs/cgroup/memory"
 
@@ -26,7 +26,7 @@ def cgroup():
 
 
 def test_pread_of_a_kept_file_sees_the_current_value(cgroup):
-    files = cgroupfs.OpenFiles()
+    files = cgroup_files.OpenFiles()
     limit = f"{cgroup}/memory.limit_in_bytes"
     assert int(files.read(limit)) > 2**40  # unlimited
     with open(limit, "w") as f:
@@ -34,13 +34,13 @@ def test_pread_of_a_kept_file_sees_the_current_value(cgroup):
     assert int(files.read(limit)) == 256 * 2**20  # same fd, new value
     assert len(files) == 1
     stat = files.read(f"{cgroup}/memory.stat")
-    assert "total_rss" in cgroupfs.parse_flat_keyed(stat)
+    assert "total_rss" in cgroup_parsers.parse_flat_keyed(stat)
     files.retain(())
     assert len(files) == 0
 
 
 def test_removed_cgroup_reads_as_gone_and_its_file_is_closed(cgroup):
-    files = cgroupfs.OpenFiles()
+    files = cgroup_files.OpenFiles()
     usage = f"{cgroup}/memory.usage_in_bytes"
     files.read(usage)
     os.rmdir(cgroup)
@@ -52,7 +52,7 @@ def test_removed_cgroup_reads_as_gone_and_its_file_is_closed(cgroup):
 
 
 def test_retain_keeps_only_live_jobs_files(cgroup):
-    files = cgroupfs.OpenFiles()
+    files = cgroup_files.OpenFiles()
     files.read(f"{cgroup}/memory.usage_in_bytes")
     files.read(f"{MEMORY}/memory.usage_in_bytes")
     files.retain([cgroup])
@@ -62,7 +62,7 @@ def test_retain_keeps_only_live_jobs_files(cgroup):
 
 
 def test_files_past_the_cap_are_read_by_path(cgroup):
-    files = cgroupfs.OpenFiles(max_open=1)
+    files = cgroup_files.OpenFiles(max_open=1)
     files.read(f"{cgroup}/memory.usage_in_bytes")
     assert int(files.read(f"{cgroup}/memory.limit_in_bytes")) > 0
     assert len(files) == 1
@@ -87,7 +87,7 @@ def test_discovery_reads_every_pid_of_a_big_leaf():
         while len(open(procs).read().split()) < 1000 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(open(procs).read()) > 4096  # more than one page
-        for files in (None, cgroupfs.OpenFiles()):
+        for files in (None, cgroup_files.OpenFiles()):
             jobs = cgroupfs.discover_jobs("/sys/fs/cgroup", "/proc", node)
             assert [len(j.pids) for j in jobs] == [1000]
             if files is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exporter import cgroupfs, procfs
+from exporter import cgroup_parsers, procfs
 from exporter.settings import parse_listen
 
 STAT_26231 = (
@@ -85,8 +85,8 @@ def test_path_under_whole_components(path, expected):
 
 def test_parse_flat_keyed():
     text = "cache 0\nrss 0\ntotal_rss 311296\nhierarchical_memory_limit 191092490240\n"
-    assert cgroupfs.parse_flat_keyed(text)["total_rss"] == 311296
-    assert cgroupfs.parse_flat_keyed("usage_usec 126686\nuser_usec 49043\n") == {
+    assert cgroup_parsers.parse_flat_keyed(text)["total_rss"] == 311296
+    assert cgroup_parsers.parse_flat_keyed("usage_usec 126686\nuser_usec 49043\n") == {
         "usage_usec": 126686,
         "user_usec": 49043,
     }
@@ -96,11 +96,11 @@ def test_parse_flat_keyed():
     ("text", "count"), [("0-39\n", 40), ("0\n", 1), ("0-3,8,10-11\n", 7), ("\n", 0)]
 )
 def test_parse_cpu_list(text, count):
-    assert len(cgroupfs.parse_cpu_list(text)) == count
+    assert len(cgroup_parsers.parse_cpu_list(text)) == count
 
 
 def test_parse_percpu_trailing_space():
-    per = cgroupfs.parse_percpu("3710825 3999390 \n")
+    per = cgroup_parsers.parse_percpu("3710825 3999390 \n")
     assert per == {0: pytest.approx(0.003710825), 1: pytest.approx(0.00399939)}
 
 
@@ -109,14 +109,14 @@ def test_parse_pressure_total():
         "some avg10=0.47 avg60=0.62 avg300=0.69 total=10657030\n"
         "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
     )
-    assert cgroupfs.parse_pressure_total(text) == pytest.approx(10.65703)
+    assert cgroup_parsers.parse_pressure_total(text) == pytest.approx(10.65703)
     with pytest.raises(ValueError):
-        cgroupfs.parse_pressure_total("full avg10=0.00 total=5\n")
+        cgroup_parsers.parse_pressure_total("full avg10=0.00 total=5\n")
 
 
 def test_parse_pids():
-    assert cgroupfs.parse_pids("49276\n49334\n") == [49276, 49334]
-    assert cgroupfs.parse_pids("") == []
+    assert cgroup_parsers.parse_pids("49276\n49334\n") == [49276, 49334]
+    assert cgroup_parsers.parse_pids("") == []
 
 
 

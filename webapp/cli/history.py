@@ -15,9 +15,8 @@ from webapp.model import History
 from webapp.renderers.text import sizing_lines
 from webapp.report.history import MIN_JOBS, history
 from webapp.settings import Settings
+from webapp.sources.from_settings import prometheus_from
 from webapp.sources.history_data import HistorySource
-from webapp.sources.prometheus import PrometheusSource
-from webapp.sources.prometheus_http import make_session
 
 SHOWN = 50  # jobs listed one by one
 
@@ -29,23 +28,12 @@ def add_history_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how far back: 12h, 30d, 8w (default 30d)")
 
 
-def prometheus_for(settings: Settings) -> PrometheusSource:
-    return PrometheusSource(
-        settings.prometheus_url, timeout=settings.prometheus_timeout,
-        scrape_interval=settings.scrape_interval, node_label=settings.prometheus_node_label,
-        session=make_session(
-            user=settings.prometheus_user, password_file=settings.prometheus_password_file,
-            token_file=settings.prometheus_token_file, ca_bundle=settings.prometheus_ca_bundle,
-            client_cert=settings.prometheus_client_cert,
-            client_key=settings.prometheus_client_key))
-
-
 def source_for(settings: Settings, user: str, who: str) -> HistorySource:
     """sacct as the caller; Prometheus' figures for their own jobs, or for staff and the
     service user (the same rule as ``jobreport show``)."""
     mine = settings.db_readable or user == who or who in settings.staff
     thresholds = Thresholds.from_overrides(settings.thresholds)
-    return HistorySource(sacct_for(settings), prometheus_for(settings) if mine else None,
+    return HistorySource(sacct_for(settings), prometheus_from(settings) if mine else None,
                          gpu_idle=thresholds.gpu_idle)
 
 

@@ -12,7 +12,7 @@ from webapp.cli.mail import parse_lookback
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import History
-from webapp.renderers.text import sizing_lines
+from webapp.renderers.text import sizing_block
 from webapp.report.history import MIN_JOBS, history
 from webapp.settings import Settings
 from webapp.sources.from_settings import prometheus_from
@@ -66,7 +66,7 @@ def render_history(h: History) -> list[str]:
     if h.sizing is None:
         out.append(f"No #SBATCH suggestion: it needs at least {MIN_JOBS} ended jobs.")
     else:
-        out += sizing_lines(h.sizing)
+        out += sizing_block(h.sizing)
     return out
 
 

@@ -6,7 +6,7 @@ import textwrap
 
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import JobReport, Series, SizingSuggestion
-from webapp.renderers.presentation import evidence_line
+from webapp.renderers.presentation import evidence_line, sizing_lines
 from webapp.renderers.queue import queue_rows
 from webapp.renderers.sections import (
     COVERAGE_HEADER,
@@ -193,7 +193,7 @@ def render(report: JobReport) -> str:
     note = waste_note(r)
     if note:
         out += _wrapped(note)
-    out += sizing_lines(r.sizing)
+    out += sizing_block(r.sizing)
     out.append("")
     if r.findings:
         out.append(f"Findings ({len(r.findings)})")
@@ -252,13 +252,14 @@ def _audit(report: JobReport) -> list[str]:
     return out
 
 
-def sizing_lines(z: SizingSuggestion | None) -> list[str]:
-    """The next submission's ``#SBATCH`` block, ready to paste, and what it is based on."""
+def sizing_block(z: SizingSuggestion | None) -> list[str]:
+    """The next submission's ``#SBATCH`` lines (presentation's, indented to paste), with
+    what they are based on and would have saved, wrapped to WIDTH."""
     if z is None:
         return []
     out = [""] + _wrapped(f"Next submission (from {z.based_on} "
                           f"{_clean(z.basis) or 'past jobs'})", "")
-    out += [f"  {line}" for line in z.lines()]
+    out += [f"  {line}" for line in sizing_lines(z)]
     if z.saved:
         out += _wrapped("Would have saved: " + "; ".join(z.saved))
     return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from jobreport_net.redact import redact
 from mgmt.setup import SetupError
-from webapp.cli import db_setup, history, login, mail, policy, serve, show, staff, sync, watch
+from webapp.cli import db_setup, history, jobs, mail, policy, serve, show, staff, sync, watch
 from webapp.model import InvalidJobId, JobNotFound, SourceUnavailable
 from webapp.settings import Settings, SettingsError
 
@@ -35,9 +35,10 @@ class Command:
 
 COMMANDS: tuple[Command, ...] = (
     Command("jobs", "list your recent jobs (the default command)",
-            "Your jobs of the last 7 days, newest first: elapsed, CPU and memory "
-            "efficiency and the number of findings of each one's report.",
-            login.add_jobs_arguments, login.run_jobs),
+            "Your jobs that ended in the last 7 days or have not ended, newest first, "
+            "with the web app's figures: elapsed, CPU and memory efficiency, GPU use and "
+            "the number of findings of the archived report.",
+            jobs.add_jobs_arguments, jobs.run_jobs),
     Command("history", "past jobs of one name and the #SBATCH block they suggest",
             "Your jobs of one name (or every name) with their peaks and "
             "efficiencies, and one #SBATCH block computed from them: --mem from the 95th "
@@ -92,7 +93,7 @@ COMMANDS: tuple[Command, ...] = (
             "Idempotent.",
             db_setup.add_arguments, db_setup.run_db_setup),
 )
-DEFAULT = login.run_jobs  # ``jobreport`` with no command
+DEFAULT = jobs.run_jobs  # ``jobreport`` with no command
 
 
 def build_parser() -> argparse.ArgumentParser:

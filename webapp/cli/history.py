@@ -12,7 +12,7 @@ from webapp.cli.mail import parse_lookback
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import History
-from webapp.renderers.text import sizing_block
+from webapp.renderers.text import printable, sizing_block
 from webapp.report.history import MIN_JOBS, history
 from webapp.settings import Settings
 from webapp.sources.from_settings import prometheus_from
@@ -49,15 +49,15 @@ def run_history(args: argparse.Namespace, settings: Settings) -> int:
 
 def render_history(h: History) -> list[str]:
     """The jobs (newest first), then the block: within 80 columns."""
-    what = f"Jobs named '{_clean(h.name)}'" if h.name else "Jobs"
-    out = textwrap.wrap(f"{what} of {_clean(h.user)} since {h.since:%Y-%m-%d %H:%M} UTC: "
+    what = f"Jobs named '{printable(h.name)}'" if h.name else "Jobs"
+    out = textwrap.wrap(f"{what} of {printable(h.user)} since {h.since:%Y-%m-%d %H:%M} UTC: "
                         f"{len(h.jobs)}", 80, subsequent_indent="  ")
     if h.jobs:
         out.append(f"{'job':<12} {'name':<14} {'state':<10} {'elapsed':>8} {'CPU eff':>8} "
                    f"{'mem peak':>10} {'mem eff':>8}")
     for j in h.jobs[:SHOWN]:
-        out.append(f"{_clean(j.job_id)[:12]:<12} {_clean(j.name)[:14]:<14} "
-                   f"{_clean(j.state)[:10]:<10} {format_duration(j.elapsed_seconds):>8} "
+        out.append(f"{printable(j.job_id)[:12]:<12} {printable(j.name)[:14]:<14} "
+                   f"{printable(j.state)[:10]:<10} {format_duration(j.elapsed_seconds):>8} "
                    f"{format_percent(j.cpu_efficiency):>8} "
                    f"{format_bytes(j.memory_peak.bytes if j.memory_peak else None):>10} "
                    f"{format_percent(j.memory_efficiency):>8}")
@@ -68,7 +68,3 @@ def render_history(h: History) -> list[str]:
     else:
         out += sizing_block(h.sizing)
     return out
-
-
-def _clean(text: str | None) -> str:
-    return "".join(c if c.isprintable() else "?" for c in (text or "-"))

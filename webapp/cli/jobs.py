@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from webapp.cli.login import caller, recent_rows
 from webapp.formatting import format_duration, format_percent
+from webapp.renderers.text import printable
 from webapp.report.job_list import JobRow, ListQuery, select
 from webapp.settings import Settings
 
@@ -50,7 +51,7 @@ def render_jobs(user: str, days: float, rows: list[JobRow], gaps: list[str],
     """The rows (newest first) as a table, then where the figures come from and why any
     is blank, as the web list's "figures from" column says; every line within WIDTH."""
     shown = rows[:limit]
-    out = textwrap.wrap(f"Jobs of {_clean(user)} in the last {days:g} days: {len(rows)}"
+    out = textwrap.wrap(f"Jobs of {printable(user)} in the last {days:g} days: {len(rows)}"
                         + (f", the {len(shown)} most recent (--limit)"
                            if len(rows) > len(shown) else ""), WIDTH, subsequent_indent="  ")
     for gap in gaps:
@@ -71,7 +72,7 @@ def render_jobs(user: str, days: float, rows: list[JobRow], gaps: list[str],
         which = ("every job listed" if len(ids) == len(shown) else
                  ", ".join(ids[:IDS_NAMED]) + (f" +{len(ids) - IDS_NAMED} more"
                                                if len(ids) > IDS_NAMED else ""))
-        out += textwrap.wrap(f"Blank: {_clean(why)}: {which}.", WIDTH, subsequent_indent="  ")
+        out += textwrap.wrap(f"Blank: {printable(why)}: {which}.", WIDTH, subsequent_indent="  ")
     out.append("Details: jobreport show JOBID; one name's history: jobreport history --name NAME")
     return out
 
@@ -81,7 +82,7 @@ def _cells(r: JobRow) -> tuple[str, ...]:
         return "-" if ratio is None else format_percent(ratio)
 
     gpu = "no GPU" if not r.gpus else f"{r.gpus}x {pct(r.gpu_utilization)}"
-    return (r.job_id, _clean(r.name), _clean(r.state),
+    return (r.job_id, printable(r.name), printable(r.state),
             "-" if r.elapsed is None else format_duration(r.elapsed),
             pct(r.cpu_efficiency), pct(r.memory_efficiency), gpu,
             "-" if r.findings is None else str(r.findings))
@@ -93,8 +94,3 @@ def _line(cells: tuple[str, ...]) -> str:
 
 def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "+"
-
-
-def _clean(text: str | None) -> str:
-    # Slurm text is untrusted: no control characters on the terminal.
-    return "".join(c if c.isprintable() else "?" for c in (text or "-"))

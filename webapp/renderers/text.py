@@ -64,9 +64,14 @@ def _line(label: str, value: str) -> str:
     return f"  {label:<18}{value}" if len(label) < 18 else f"  {label} {value}"
 
 
+def printable(text: str | None, missing: str = "-") -> str:
+    """Slurm text for a terminal: each control character a ``?``, so a job name cannot move
+    the cursor; ``missing`` when there is none."""
+    return "".join(c if c.isprintable() else "?" for c in (text or missing))
+
+
 def _clean(text: str | None) -> str:
-    # Slurm text is untrusted: drop control characters so a job name cannot move the cursor.
-    return "".join(c if c.isprintable() else "?" for c in (text or "n/a"))
+    return printable(text, "n/a")
 
 
 def _wrapped(text: str, indent: str = "  ") -> list[str]:

@@ -77,10 +77,12 @@ def test_no_argument_lists_her_recent_jobs(login):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("Jobs of alice in the last 7 days: ")
-    assert lines[1].split() == ["job", "name", "state", "elapsed", "CPU", "eff", "mem", "eff",
-                                "GPU", "use", "findings"]
+    head = next(i for i, line in enumerate(lines) if line.startswith("job "))
+    assert all(line.startswith(("Note: ", "  ")) for line in lines[1:head])  # e.g. the cap
+    assert lines[head].split() == ["job", "name", "state", "elapsed", "CPU", "eff", "mem",
+                                   "eff", "GPU", "use", "findings"]
     end = next(i for i, line in enumerate(lines) if line.startswith("Figures from: "))
-    rows = [_cells(line)[0] for line in lines[2:end]]
+    rows = [_cells(line)[0] for line in lines[head + 1:end]]
     assert rows and all(len(line) <= 80 for line in lines)
     owners = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,User", "-j", ",".join(
         r.split("_")[0].split("+")[0] for r in rows)], capture_output=True, text=True,

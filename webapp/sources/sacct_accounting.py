@@ -15,11 +15,14 @@ from datetime import UTC, datetime
 from webapp.model import AccountingJob, JobId, JobNotFound, SacctJob, SourceUnavailable
 from webapp.sources.accounting import LIST_LIMIT
 from webapp.sources.ended import EndedJob
-from webapp.sources.history_data import HISTORY_FIELDS, parse_submits
-from webapp.sources.sacct import SacctSource, parse_nodelist, parse_sacct
+from webapp.sources.history_data import parse_submits
+from webapp.sources.sacct import LIST_FIELDS, SacctSource, parse_nodelist, parse_sacct
 
 # No free text in these columns, so a job name holding "|" cannot shift them.
 EXTRA_FIELDS = ("JobIDRaw", "UID", "Submit")
+# A job list's columns: the view's list's (no free text), then the name, which only sacct
+# gives a caller without the view (one "|" in it is glued back), and Submit last.
+NAMED_LIST_FIELDS = (*LIST_FIELDS, "JobName", "Submit")
 
 
 def parse_extra(text: str) -> dict[str, tuple[int | None, datetime | None]]:
@@ -135,12 +138,12 @@ class SacctJobList:
         key = (since, user, account)
         if key not in self._answers:
             text = self.sacct.run(self.sacct.recent_argv(since, user, account,
-                                                         fields=HISTORY_FIELDS))
+                                                         fields=NAMED_LIST_FIELDS))
             submits = parse_submits(text)
             self._answers[key] = [
                 (j, datetime.fromtimestamp(submits[j.job_id], UTC)
                  if j.job_id in submits else None)
-                for j in parse_sacct(text, HISTORY_FIELDS)]
+                for j in parse_sacct(text, NAMED_LIST_FIELDS)]
         return self._answers[key]
 
     def recent(self, since: datetime, user: str | None = None, account: str | None = None,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from webapp.cli import build_parser
+from webapp.cli import COMMANDS, build_parser
 from webapp.model import InvalidJobId, JobId
 from webapp.settings import SETTINGS_DOC, Settings, SettingsError
 from webapp.sources import prometheus
@@ -84,11 +84,20 @@ def test_job_ids_refused(text):
 
 def test_every_command_has_help(capsys):
     parser = build_parser()
-    for command in ("show", "serve", "email", "outbox", "db-setup"):
+    names = [c.name for c in COMMANDS]
+    assert {"jobs", "show", "history", "serve", "email", "outbox", "db-setup"} <= set(names)
+    assert len(names) == len(set(names))
+    for command in COMMANDS:
         with pytest.raises(SystemExit) as exit_:
-            parser.parse_args([command, "--help"])
+            parser.parse_args([command.name, "--help"])
         assert exit_.value.code == 0
-        assert "usage: jobreport " + command in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "usage: jobreport " + command.name in out
+        assert " ".join(command.description.replace("%%", "%").split()[:4]) in " ".join(out.split())
+    with pytest.raises(SystemExit) as exit_:
+        parser.parse_args(["--help"])
+    top = capsys.readouterr().out
+    assert all(c.name in top for c in COMMANDS)
 
 
 def test_db_setup_sql_has_one_branch_per_cluster_and_no_secrets():

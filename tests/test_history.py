@@ -11,7 +11,7 @@ import pytest
 from webapp.cli.history import render_history
 from webapp.detectors.thresholds import Thresholds
 from webapp.model import History, HistoryJob, MemoryPeak, PeakSource
-from webapp.renderers.text import sizing_lines
+from webapp.renderers.text import sizing_block
 from webapp.report.history import MIN_JOBS, suggest
 from webapp.sources.history_data import history_argv, parse_submits
 
@@ -118,4 +118,4 @@ def test_rendering_fits_80_columns_and_shows_the_block():
     lines = render_history(h)
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
     assert "  #SBATCH --mem=600M" in lines and "  #SBATCH --time=00:05:00" in lines
-    assert sizing_lines(h.sizing)[1].startswith("Next submission (from 10 jobs named")
+    assert sizing_block(h.sizing)[1].startswith("Next submission (from 10 jobs named")

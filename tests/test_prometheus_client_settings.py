@@ -99,3 +99,35 @@ def test_credentials_in_the_url_are_refused(url):
 def test_inconsistent_client_settings_are_refused(env, message):
     with pytest.raises(SettingsError, match=message):
         Settings.from_env(env)
+
+
+def test_every_reader_opens_prometheus_from_the_same_settings(tmp_path):
+    """The report service, the staff report, `jobreport watch` and `jobreport history`
+    open Prometheus through one function: the same URL, credentials, TLS and node label."""
+    from webapp.cli.history import source_for
+    from webapp.sources.from_settings import prometheus_from
+    from webapp.sources.prometheus_http import BearerTokenFile
+    from webapp.watch.run import Watcher
+
+    for name in ("token", "ca.pem", "client.pem"):  # only read when a request is made
+        (tmp_path / name).write_text("t\n")
+    s = Settings.from_env({
+        "JOBREPORT_CONFIG": "", "JOBREPORT_PROMETHEUS_URL": "https://prom.example:9090",
+        "JOBREPORT_PROMETHEUS_TOKEN_FILE": str(tmp_path / "token"),
+        "JOBREPORT_PROMETHEUS_CA_BUNDLE": str(tmp_path / "ca.pem"),
+        "JOBREPORT_PROMETHEUS_CLIENT_CERT": str(tmp_path / "client.pem"),
+        "JOBREPORT_PROMETHEUS_NODE_LABEL": "host", "JOBREPORT_PROMETHEUS_TIMEOUT": "5"})
+    readers = {
+        "report": ReportService(s).prometheus,
+        "staff": prometheus_from(s, min_timeout=30.0),
+        "watch": Watcher(s, running=list).live.p,
+        "history": source_for(s, "alice", "alice").p,
+    }
+    for name, p in readers.items():
+        assert (p.url, p.node_label) == ("https://prom.example:9090", "host"), name
+        assert isinstance(p.session.auth, BearerTokenFile), name
+        assert p.session.auth.path == str(tmp_path / "token"), name
+        assert (p.session.verify, p.session.cert) == (
+            str(tmp_path / "ca.pem"), str(tmp_path / "client.pem")), name
+    assert {n: p.timeout for n, p in readers.items()} == {
+        "report": 5.0, "staff": 30.0, "watch": 5.0, "history": 5.0}

@@ -41,3 +41,12 @@ def test_sizing_block_in_text_and_json():
     assert data["sizing"]["lines"][0] == "#SBATCH --mem=4G"
     assert data["sizing"]["based_on"] == 12 and data["sizing"]["options"][3] == ["--gpus", "1"]
     assert json.loads(json_renderer.render(sample_report()))["sizing"] is None
+
+
+def test_text_prints_the_pages_block_lines_wrapped_only():
+    from webapp.renderers.presentation import sizing_lines
+
+    hostile = SizingSuggestion((("--job-name", "a\nb\rc"), ("--mem", "4G")), 3)
+    out = text.render(sample_report(sizing=hostile))
+    assert sizing_lines(hostile) == ["#SBATCH --job-name=a b c", "#SBATCH --mem=4G"]
+    assert "\n  #SBATCH --job-name=a b c\n  #SBATCH --mem=4G\n" in out

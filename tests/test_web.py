@@ -344,13 +344,13 @@ def test_serve_binds_loopback_by_default(web_settings, monkeypatch):
 
     from flask import Flask
 
-    from webapp.cli import cmd_serve
+    from webapp.cli.serve import run_serve
 
     calls = []
     monkeypatch.setattr(Flask, "run", lambda self, **kw: calls.append(kw))
-    cmd_serve(argparse.Namespace(host=None, port=None), web_settings)
-    cmd_serve(argparse.Namespace(host="0.0.0.0", port=9000), web_settings)
-    cmd_serve(argparse.Namespace(host=None, port=None), replace(web_settings, bind="[::1]:8080"))
+    run_serve(argparse.Namespace(host=None, port=None), web_settings)
+    run_serve(argparse.Namespace(host="0.0.0.0", port=9000), web_settings)
+    run_serve(argparse.Namespace(host=None, port=None), replace(web_settings, bind="[::1]:8080"))
     assert calls == [{"host": "127.0.0.1", "port": 8000, "threaded": True},
                      {"host": "0.0.0.0", "port": 9000, "threaded": True},
                      {"host": "::1", "port": 8080, "threaded": True}]

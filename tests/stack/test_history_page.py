@@ -33,6 +33,10 @@ def test_history_page_shows_her_jobs_and_the_block(site, driver, stack_jobs, ser
     assert block.startswith("#SBATCH --mem=") and "#SBATCH --time=" in block
     rows = driver.find_elements(By.CSS_SELECTOR, "#jobs tr td:first-child a")
     assert sorted(r.text for r in rows) == sorted(ids)
+    # One line per job: no cell wraps (the state column once did, COMPLETE|D).
+    for tr in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr"):
+        link = tr.find_element(By.CSS_SELECTOR, "td a")
+        assert tr.rect["height"] < 2 * link.rect["height"], tr.text
     assert "From 10 jobs named" in driver.find_element(By.ID, "sizing").text
     assert not severe(driver)
 

@@ -12,6 +12,7 @@ import sysconfig
 import pytest
 
 from tests.helpers import stack
+from webapp.cli.jobs import COLUMNS
 
 INSTALLED = "/usr/local/bin/jobreport"
 
@@ -58,28 +59,49 @@ def test_own_job_full_report_with_no_gap(login):
     assert all(len(line) <= 80 for line in text.splitlines())
 
 
+def _cells(line: str) -> list[str]:
+    """A table line's cells, cut at the columns' widths (an elapsed time holds a space)."""
+    cells, at = [], 0
+    for _, width, _ in COLUMNS:
+        cells.append(line[at:at + width].strip())
+        at += width + 1
+    return cells
+
+
+def _row(listing: str, job_id: str) -> list[str]:
+    return next(_cells(line) for line in listing.splitlines() if line.split()[:1] == [job_id])
+
+
 def test_no_argument_lists_her_recent_jobs(login):
     out = as_alice("")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("Jobs of alice in the last 7 days: ")
-    assert lines[1].split() == ["job", "name", "state", "elapsed", "CPU", "eff", "mem", "eff",
-                                "findings"]
-    rows = [line.split()[0] for line in lines[2:-1]]
+    head = next(i for i, line in enumerate(lines) if line.startswith("job "))
+    assert all(line.startswith(("Note: ", "  ")) for line in lines[1:head])  # e.g. the cap
+    assert lines[head].split() == ["job", "name", "state", "elapsed", "CPU", "eff", "mem",
+                                   "eff", "GPU", "use", "findings"]
+    end = next(i for i, line in enumerate(lines) if line.startswith("Figures from: "))
+    rows = [_cells(line)[0] for line in lines[head + 1:end]]
     assert rows and all(len(line) <= 80 for line in lines)
     owners = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,User", "-j", ",".join(
         r.split("_")[0].split("+")[0] for r in rows)], capture_output=True, text=True,
         check=True).stdout
     assert {line.split("|")[1] for line in owners.splitlines()} == {"alice"}
-    # The row's figures are the report's: the busy job's CPU efficiency and findings count.
+    # The web list's rows: the service user's listing (the view, the archive) shows the
+    # busy job with the same figures, and its CPU efficiency is the report's.
     busy = login["busy"]
-    listed = as_alice("jobs --limit 100").stdout
-    row = next(line for line in listed.splitlines() if line.split()[0] == busy).split()
+    mine = _row(as_alice("jobs --days 1 --limit 500").stdout, busy)
+    full = stack.jobreport("jobs", "--user", "alice", "--days", "1", "--limit", "500")
+    assert full.returncode == 0, full.stderr
+    theirs = _row(full.stdout, busy)
     report = as_alice(f"show {busy}").stdout
     cpu = re.search(r"^  CPU efficiency +\[[#-]+\] (\S+)", report, re.M).group(1)
     found = re.search(r"^Findings(?: \((\d+)\)|: none)", report, re.M).group(1) or "0"
-    assert row[1] == "busy" and row[2] == "COMPLETED"
-    assert row[4] == cpu and row[-1] == found
+    assert mine[1:3] == ["busy", "COMPLETED"] and mine[4] == cpu
+    assert mine[:7] == theirs[:7]
+    # Findings come from the archived report, which only the service user reads.
+    assert mine[7] == "-" and theirs[7] in ("-", found)
 
 
 def test_another_users_job_shows_only_what_slurm_shows_her(login):

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from mgmt.setup import apply, build_statements, reader_password_from_url, registered_clusters
+from webapp.settings import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,3 +66,7 @@ def run(args: argparse.Namespace, db_url: str) -> int:
     apply(statements, args.admin_socket, args.admin_user, args.admin_password)
     sys.stdout.write(f"jobreport views ready for cluster(s): {', '.join(names)}\n")
     return 0
+
+
+def run_db_setup(args: argparse.Namespace, settings: Settings) -> int:
+    return run(args, settings.db_url)

@@ -12,12 +12,11 @@ from webapp.cli.mail import parse_lookback
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import History
-from webapp.renderers.text import sizing_lines
+from webapp.renderers.text import printable, sizing_block
 from webapp.report.history import MIN_JOBS, history
 from webapp.settings import Settings
+from webapp.sources.from_settings import prometheus_from
 from webapp.sources.history_data import HistorySource
-from webapp.sources.prometheus import PrometheusSource
-from webapp.sources.prometheus_http import make_session
 
 SHOWN = 50  # jobs listed one by one
 
@@ -29,23 +28,12 @@ def add_history_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how far back: 12h, 30d, 8w (default 30d)")
 
 
-def prometheus_for(settings: Settings) -> PrometheusSource:
-    return PrometheusSource(
-        settings.prometheus_url, timeout=settings.prometheus_timeout,
-        scrape_interval=settings.scrape_interval, node_label=settings.prometheus_node_label,
-        session=make_session(
-            user=settings.prometheus_user, password_file=settings.prometheus_password_file,
-            token_file=settings.prometheus_token_file, ca_bundle=settings.prometheus_ca_bundle,
-            client_cert=settings.prometheus_client_cert,
-            client_key=settings.prometheus_client_key))
-
-
 def source_for(settings: Settings, user: str, who: str) -> HistorySource:
     """sacct as the caller; Prometheus' figures for their own jobs, or for staff and the
     service user (the same rule as ``jobreport show``)."""
     mine = settings.db_readable or user == who or who in settings.staff
     thresholds = Thresholds.from_overrides(settings.thresholds)
-    return HistorySource(sacct_for(settings), prometheus_for(settings) if mine else None,
+    return HistorySource(sacct_for(settings), prometheus_from(settings) if mine else None,
                          gpu_idle=thresholds.gpu_idle)
 
 
@@ -61,15 +49,15 @@ def run_history(args: argparse.Namespace, settings: Settings) -> int:
 
 def render_history(h: History) -> list[str]:
     """The jobs (newest first), then the block: within 80 columns."""
-    what = f"Jobs named '{_clean(h.name)}'" if h.name else "Jobs"
-    out = textwrap.wrap(f"{what} of {_clean(h.user)} since {h.since:%Y-%m-%d %H:%M} UTC: "
+    what = f"Jobs named '{printable(h.name)}'" if h.name else "Jobs"
+    out = textwrap.wrap(f"{what} of {printable(h.user)} since {h.since:%Y-%m-%d %H:%M} UTC: "
                         f"{len(h.jobs)}", 80, subsequent_indent="  ")
     if h.jobs:
         out.append(f"{'job':<12} {'name':<14} {'state':<10} {'elapsed':>8} {'CPU eff':>8} "
                    f"{'mem peak':>10} {'mem eff':>8}")
     for j in h.jobs[:SHOWN]:
-        out.append(f"{_clean(j.job_id)[:12]:<12} {_clean(j.name)[:14]:<14} "
-                   f"{_clean(j.state)[:10]:<10} {format_duration(j.elapsed_seconds):>8} "
+        out.append(f"{printable(j.job_id)[:12]:<12} {printable(j.name)[:14]:<14} "
+                   f"{printable(j.state)[:10]:<10} {format_duration(j.elapsed_seconds):>8} "
                    f"{format_percent(j.cpu_efficiency):>8} "
                    f"{format_bytes(j.memory_peak.bytes if j.memory_peak else None):>10} "
                    f"{format_percent(j.memory_efficiency):>8}")
@@ -78,9 +66,5 @@ def render_history(h: History) -> list[str]:
     if h.sizing is None:
         out.append(f"No #SBATCH suggestion: it needs at least {MIN_JOBS} ended jobs.")
     else:
-        out += sizing_lines(h.sizing)
+        out += sizing_block(h.sizing)
     return out
-
-
-def _clean(text: str | None) -> str:
-    return "".join(c if c.isprintable() else "?" for c in (text or "-"))

@@ -13,25 +13,21 @@ Who may read what (README "Login nodes", SECURITY.md):
 
 from __future__ import annotations
 
-import argparse
 import os
 import pwd
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
-from webapp.formatting import format_duration, format_percent
-from webapp.model import JobId, JobNotFound, JobReport, SacctJob, SourceUnavailable, Usage
+from webapp.model import JobId, JobReport, SacctJob, SourceUnavailable, Usage
+from webapp.report.job_list import JobRow, ListSources, list_jobs
 from webapp.report.service import ReportService
 from webapp.settings import Settings
+from webapp.sources.from_settings import prometheus_from
 from webapp.sources.history_data import HistorySource
 from webapp.sources.sacct import SacctSource
-from webapp.sources.sacct_accounting import NoAccounting, SacctAccounting
+from webapp.sources.sacct_accounting import NoAccounting, SacctAccounting, SacctJobList
 
 WITHHELD = "usage from the job's nodes is shown to the job's owner and staff only"
-RECENT_DAYS = 7
-RECENT_LIMIT = 20
-BUILDERS = 4  # reports built at once for the listing
 
 
 class WithheldMetrics:
@@ -41,6 +37,9 @@ class WithheldMetrics:
 
     def usage(self, job_id: JobId, start: datetime, end: datetime,
               nodes: Iterable[str] = (), resolution: str = "plot") -> Usage:
+        raise SourceUnavailable("prometheus", WITHHELD)
+
+    def vector(self, query: str, time: float | None = None) -> list[tuple[dict[str, str], float]]:
         raise SourceUnavailable("prometheus", WITHHELD)
 
 
@@ -94,55 +93,18 @@ def build_for_caller(settings: Settings, job_id: JobId, resolution: str = "plot"
                          resolution=resolution, sizing=sizing)
 
 
-def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--user", help="whose jobs (default: yours)")
-    parser.add_argument("--days", type=float, default=RECENT_DAYS,
-                        help=f"how far back (default {RECENT_DAYS})")
-    parser.add_argument("--limit", type=int, default=RECENT_LIMIT,
-                        help=f"the most recent N jobs (default {RECENT_LIMIT})")
-
-
-def recent_ids(settings: Settings, user: str, since: datetime) -> list[str]:
-    """The user's jobs submitted since ``since``, newest first (one sacct call)."""
-    hist = HistorySource(sacct_for(settings), None)
-    jobs = hist.jobs(user, None, since, datetime.now(UTC))
-    jobs.sort(key=lambda p: (p.submit or 0.0, p.sacct.job_id), reverse=True)
-    return [p.sacct.job_id for p in jobs]
-
-
-def run_jobs(args: argparse.Namespace, settings: Settings) -> int:
-    """The caller's recent jobs, one line each, with the figures of their reports."""
-    user = getattr(args, "user", None) or caller()
-    days = getattr(args, "days", RECENT_DAYS)
-    limit = max(1, getattr(args, "limit", RECENT_LIMIT))
-    ids = recent_ids(settings, user, datetime.now(UTC) - timedelta(days=days))
-    shown = ids[:limit]
-
-    def one(job_id: str) -> JobReport | str:
-        try:
-            return build_for_caller(settings, JobId.parse(job_id), sizing=False)
-        except (JobNotFound, SourceUnavailable) as exc:
-            return str(exc)
-
-    with ThreadPoolExecutor(BUILDERS) as pool:
-        reports = list(pool.map(one, shown))
-    print(f"Jobs of {user} in the last {days:g} days: {len(ids)}"
-          + (f", the {len(shown)} most recent (--limit)" if len(ids) > len(shown) else ""))
-    if not shown:
-        return 0
-    print(f"{'job':<12} {'name':<16} {'state':<13} {'elapsed':>8} {'CPU eff':>8} "
-          f"{'mem eff':>8} {'findings':>8}")
-    for job_id, r in zip(shown, reports, strict=True):
-        if isinstance(r, str):
-            print(f"{job_id[:12]:<12} {r[:65]}")
-            continue
-        print(f"{job_id[:12]:<12} {_clean(r.job_name)[:16]:<16} {_clean(r.state)[:13]:<13} "
-              f"{format_duration(r.elapsed_seconds):>8} {format_percent(r.cpu_efficiency):>8} "
-              f"{format_percent(r.memory_efficiency):>8} {len(r.findings):>8}")
-    print("Details: jobreport show JOBID; one name's history: jobreport history --name NAME")
-    return 0
-
-
-def _clean(text: str | None) -> str:
-    # Slurm text is untrusted: no control characters on the terminal.
-    return "".join(c if c.isprintable() else "?" for c in (text or "-"))
+def recent_rows(settings: Settings, user: str, who: str, since: datetime, now: datetime
+                ) -> tuple[list[JobRow], list[str]]:
+    """``user``'s jobs since ``since`` as the web's job list computes them (rows, notes on
+    what is missing). The service user reads the view, sacct and the archive, as the web
+    app does; anyone else one ``sacct`` call as themselves, with Prometheus' GPU figures
+    for their own jobs (staff: anybody's) and no archive (it holds everyone's reports).
+    Raises SourceUnavailable when the view (or, standing in for it, sacct) fails."""
+    if settings.db_readable:
+        return ReportService(settings).job_list(since, now, user=user)
+    listing = SacctJobList(sacct_for(settings), settings.cluster)
+    mine = user == who or who in settings.staff
+    src = ListSources(listing, listing.figures,
+                      prometheus_from(settings) if mine else WithheldMetrics(),
+                      archived=lambda cluster, job_id: None)
+    return list_jobs(src, since, now, user=user), src.gaps

@@ -13,14 +13,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING
 
-import matplotlib
+from webapp.model import JobReport, Series
 
-matplotlib.use("Agg")
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from webapp.model import JobReport, Series  # noqa: E402
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 GIB = 1024**3
 MIB = 1024**2
@@ -51,13 +50,27 @@ def _time_axis(report: JobReport, series: Sequence[Series]) -> tuple[float, floa
     return origin, 60.0, "minutes since start"
 
 
+@cache
+def _matplotlib() -> tuple[type, type]:
+    """(Figure, FigureCanvasAgg), imported at the first plot: matplotlib is ~0.3 s of
+    import that most commands (the job list, email batches without PDFs) never need."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    return Figure, FigureCanvasAgg
+
+
 def _figure(title: str, size: tuple[float, float] = SIZE) -> tuple[Figure, object]:
+    figure, canvas = _matplotlib()
     if size == SIZE:
-        fig = Figure(figsize=size)
+        fig = figure(figsize=size)
         fig.subplots_adjust(left=0.08, right=0.98, top=0.88, bottom=0.17)
     else:  # small figures: let matplotlib fit the labels
-        fig = Figure(figsize=size, layout="constrained")
-    FigureCanvasAgg(fig)
+        fig = figure(figsize=size, layout="constrained")
+    canvas(fig)
     ax = fig.add_subplot()
     ax.set_title(title, fontsize=10, loc="left")
     ax.grid(True, alpha=0.3)
@@ -178,7 +191,7 @@ def io_figure(report: JobReport,
         f"{(usage.write_bytes or 0) / MIB:.0f} MiB written ({total / MIB:.0f} MiB in all)."
 
 
-FigureBuilder = Callable[..., tuple[Figure, str] | None]  # (report, size=SIZE)
+FigureBuilder = Callable[..., "tuple[Figure, str] | None"]  # (report, size=SIZE)
 FIGURES: tuple[tuple[str, str, FigureBuilder], ...] = (
     ("cpu", "CPU per node", cpu_figure),
     ("cpu-cores", "CPU per core", cpu_core_figure),

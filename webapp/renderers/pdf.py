@@ -160,7 +160,7 @@ def _findings(doc: Document, report: JobReport) -> None:
 
 
 def _sizing(doc: Document, report: JobReport) -> None:
-    lines = sizing_lines(report)
+    lines = sizing_lines(report.sizing)
     if not lines:
         return
     _raw(doc, r"\heading{Next submission}",

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent
-from webapp.model import Finding, JobReport
+from webapp.model import Finding, JobReport, SizingSuggestion
 from webapp.renderers.charts import Chart, ChartCache
 from webapp.renderers.queue import queue_rows
 from webapp.renderers.sections import (
@@ -221,9 +221,10 @@ def gauges(report: JobReport) -> list[Gauge]:
     return out
 
 
-def sizing_lines(report: JobReport) -> list[str]:
-    """The suggested ``#SBATCH`` block, one line each (empty without a history)."""
-    return [one_line(line) for line in report.sizing.lines()] if report.sizing else []
+def sizing_lines(sizing: SizingSuggestion | None) -> list[str]:
+    """The suggested ``#SBATCH`` block, one line each (empty without a history): what the
+    page, the PDF, the email, the text report and ``jobreport history`` print."""
+    return [one_line(line) for line in sizing.lines()] if sizing else []
 
 
 def sizing_note(report: JobReport) -> str:
@@ -274,6 +275,6 @@ def context(report: JobReport, charts: list[Chart] | None = None,
         "queries": query_rows(report),
         "no_findings": no_findings_text(report),
         "gauges": gauges(report),
-        "sizing": sizing_lines(report),
+        "sizing": sizing_lines(report.sizing),
         "sizing_note": sizing_note(report),
     }

@@ -6,7 +6,7 @@ import textwrap
 
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import JobReport, Series, SizingSuggestion
-from webapp.renderers.presentation import evidence_line
+from webapp.renderers.presentation import evidence_line, sizing_lines
 from webapp.renderers.queue import queue_rows
 from webapp.renderers.sections import (
     COVERAGE_HEADER,
@@ -64,9 +64,14 @@ def _line(label: str, value: str) -> str:
     return f"  {label:<18}{value}" if len(label) < 18 else f"  {label} {value}"
 
 
+def printable(text: str | None, missing: str = "-") -> str:
+    """Slurm text for a terminal: each control character a ``?``, so a job name cannot move
+    the cursor; ``missing`` when there is none."""
+    return "".join(c if c.isprintable() else "?" for c in (text or missing))
+
+
 def _clean(text: str | None) -> str:
-    # Slurm text is untrusted: drop control characters so a job name cannot move the cursor.
-    return "".join(c if c.isprintable() else "?" for c in (text or "n/a"))
+    return printable(text, "n/a")
 
 
 def _wrapped(text: str, indent: str = "  ") -> list[str]:
@@ -193,7 +198,7 @@ def render(report: JobReport) -> str:
     note = waste_note(r)
     if note:
         out += _wrapped(note)
-    out += sizing_lines(r.sizing)
+    out += sizing_block(r.sizing)
     out.append("")
     if r.findings:
         out.append(f"Findings ({len(r.findings)})")
@@ -252,13 +257,14 @@ def _audit(report: JobReport) -> list[str]:
     return out
 
 
-def sizing_lines(z: SizingSuggestion | None) -> list[str]:
-    """The next submission's ``#SBATCH`` block, ready to paste, and what it is based on."""
+def sizing_block(z: SizingSuggestion | None) -> list[str]:
+    """The next submission's ``#SBATCH`` lines (presentation's, indented to paste), with
+    what they are based on and would have saved, wrapped to WIDTH."""
     if z is None:
         return []
     out = [""] + _wrapped(f"Next submission (from {z.based_on} "
                           f"{_clean(z.basis) or 'past jobs'})", "")
-    out += [f"  {line}" for line in z.lines()]
+    out += [f"  {line}" for line in sizing_lines(z)]
     if z.saved:
         out += _wrapped("Would have saved: " + "; ".join(z.saved))
     return out

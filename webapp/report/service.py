@@ -24,11 +24,10 @@ from webapp.report.waste import compute_waste
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
 from webapp.sources.cluster import ClusterSource
+from webapp.sources.from_settings import prometheus_from
 from webapp.sources.history_data import HistorySource
 from webapp.sources.no_metrics import NoMetrics
 from webapp.sources.partitions import PartitionSource
-from webapp.sources.prometheus import PrometheusSource
-from webapp.sources.prometheus_http import make_session
 from webapp.sources.protocols import (
     AccountingReader,
     ClusterReader,
@@ -62,20 +61,7 @@ class ReportService:
         self.sacct = sacct or SacctSource(
             settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster
         )
-        default_prometheus = PrometheusSource(
-            settings.prometheus_url,
-            timeout=settings.prometheus_timeout,
-            scrape_interval=settings.scrape_interval,
-            node_label=settings.prometheus_node_label,
-            session=make_session(
-                user=settings.prometheus_user,
-                password_file=settings.prometheus_password_file,
-                token_file=settings.prometheus_token_file,
-                ca_bundle=settings.prometheus_ca_bundle,
-                client_cert=settings.prometheus_client_cert,
-                client_key=settings.prometheus_client_key,
-            ),
-        )
+        default_prometheus = prometheus_from(settings)
         # A cluster served without a Prometheus of its own has no usage, never another's.
         fallback = default_prometheus if settings.prometheus_url else NoMetrics(settings.cluster)
         self.prometheus = prometheus or fallback

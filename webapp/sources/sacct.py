@@ -304,12 +304,13 @@ class SacctSource:
             argv += ["--clusters", self.cluster]
         return argv
 
-    def recent_argv(self, since: datetime, user: str | None, account: str | None) -> list[str]:
+    def recent_argv(self, since: datetime, user: str | None, account: str | None,
+                    fields: Sequence[str] = LIST_FIELDS) -> list[str]:
         """Jobs (with their steps) of one user or account that ran at or after ``since``."""
         # sacct reads --starttime in the local zone, not as Unix seconds.
         start = since.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
         argv = [self.sacct_path, "--parsable2", "--noheader", "--format",
-                ",".join(LIST_FIELDS), "--starttime", start]
+                ",".join(fields), "--starttime", start]
         argv += ["--user", user] if user is not None else ["--allusers", "--accounts",
                                                              str(account)]
         if self.cluster:

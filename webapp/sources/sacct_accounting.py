@@ -1,4 +1,5 @@
-"""The accounting record of one job as ``sacct`` shows it to whoever runs it.
+"""The accounting record of one job (or of a user's recent jobs) as ``sacct`` shows it
+to whoever runs it.
 
 On a login node an ordinary user cannot read the accounting view (its password is the
 service user's): the command line then asks ``sacct`` as the caller, so Slurm itself
@@ -12,11 +13,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from webapp.model import AccountingJob, JobId, JobNotFound, SacctJob, SourceUnavailable
+from webapp.sources.accounting import LIST_LIMIT
 from webapp.sources.ended import EndedJob
-from webapp.sources.sacct import SacctSource, parse_nodelist
+from webapp.sources.history_data import parse_submits
+from webapp.sources.sacct import LIST_FIELDS, SacctSource, parse_nodelist, parse_sacct
 
 # No free text in these columns, so a job name holding "|" cannot shift them.
 EXTRA_FIELDS = ("JobIDRaw", "UID", "Submit")
+# A job list's columns: the view's list's (no free text), then the name, which only sacct
+# gives a caller without the view (one "|" in it is glued back), and Submit last.
+NAMED_LIST_FIELDS = (*LIST_FIELDS, "JobName", "Submit")
 
 
 def parse_extra(text: str) -> dict[str, tuple[int | None, datetime | None]]:
@@ -109,3 +115,57 @@ class NoAccounting:
 
     def ended_between(self, since: int, until: int, limit: int) -> list[EndedJob]:
         return []
+
+
+class SacctJobList:
+    """Both halves of a job list from ONE ``sacct`` call as the caller: ``recent()`` gives
+    the rows the accounting view would (identity, request, submit time), ``figures`` the
+    same answer's jobs with their steps (CPU time, MaxRSS). For whoever cannot read the
+    view (a login node's user); the list code reads it exactly as it reads the view."""
+
+    name = "sacct"
+
+    def __init__(self, sacct: SacctSource, cluster: str) -> None:
+        self.sacct = sacct
+        self.cluster = cluster
+        self.figures = _ListFigures(self)
+        self._answers: dict[tuple[datetime, str | None, str | None],
+                            list[tuple[SacctJob, datetime | None]]] = {}
+
+    def answer(self, since: datetime, user: str | None,
+               account: str | None) -> list[tuple[SacctJob, datetime | None]]:
+        """(job, submit time) of every job sacct lists, asked once per window and owner."""
+        key = (since, user, account)
+        if key not in self._answers:
+            text = self.sacct.run(self.sacct.recent_argv(since, user, account,
+                                                         fields=NAMED_LIST_FIELDS))
+            submits = parse_submits(text)
+            self._answers[key] = [
+                (j, datetime.fromtimestamp(submits[j.job_id], UTC)
+                 if j.job_id in submits else None)
+                for j in parse_sacct(text, NAMED_LIST_FIELDS)]
+        return self._answers[key]
+
+    def recent(self, since: datetime, user: str | None = None, account: str | None = None,
+               limit: int = LIST_LIMIT) -> list[AccountingJob]:
+        """The view's ``recent()``: newest submission first, at most ``limit``."""
+        if (user is None) == (account is None):
+            raise ValueError("give a user or an account")
+        jobs = [accounting_job(j, self.cluster, None, submit)
+                for j, submit in self.answer(since, user, account)]
+        jobs.sort(key=lambda j: (j.submit_time is not None, j.submit_time, j.job_id),
+                  reverse=True)
+        return jobs[:limit]
+
+
+class _ListFigures:
+    """The sacct half of a SacctJobList: the answer its ``recent()`` already read."""
+
+    name = "sacct"
+
+    def __init__(self, listing: SacctJobList) -> None:
+        self.listing = listing
+
+    def recent(self, since: datetime, user: str | None = None,
+               account: str | None = None) -> tuple[SacctJob, ...]:
+        return tuple(j for j, _ in self.listing.answer(since, user, account))

@@ -26,9 +26,8 @@ from webapp.mail.smtp import SmtpSender
 from webapp.model import AccountingJob, JobReport, SourceUnavailable
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
+from webapp.sources.from_settings import prometheus_from
 from webapp.sources.live import LiveSource, Windows
-from webapp.sources.prometheus import PrometheusSource
-from webapp.sources.prometheus_http import make_session
 from webapp.watch import message
 from webapp.watch.enforce import Canceller, Decision, alert_key, cancel_key, decide, run_scancel
 from webapp.watch.policy import Policy, load_policy
@@ -53,18 +52,6 @@ class WatchResult:
     enforcing: bool = False
 
 
-def prometheus(settings: Settings) -> PrometheusSource:
-    return PrometheusSource(
-        settings.prometheus_url, timeout=settings.prometheus_timeout,
-        scrape_interval=settings.scrape_interval, node_label=settings.prometheus_node_label,
-        session=make_session(user=settings.prometheus_user,
-                             password_file=settings.prometheus_password_file,
-                             token_file=settings.prometheus_token_file,
-                             ca_bundle=settings.prometheus_ca_bundle,
-                             client_cert=settings.prometheus_client_cert,
-                             client_key=settings.prometheus_client_key))
-
-
 def windows(t: WatchThresholds) -> Windows:
     return Windows(t.gpu_idle_seconds, t.node_idle_seconds, t.memory_fit_seconds,
                    t.output_seconds, t.small_files_seconds)
@@ -81,7 +68,7 @@ class Watcher:
         self.thresholds = WatchThresholds.from_overrides(settings.watch)
         self.policy: Policy | None = load_policy(settings.watch_policy, RULE_NAMES)
         self.running = running or AccountingSource(settings.db_url, settings.cluster).running
-        self.live = live or LiveSource(prometheus(settings))
+        self.live = live or LiveSource(prometheus_from(settings))
         self.canceller = canceller or run_scancel
         self.connect = connect or (lambda: SmtpSender(settings))
         self.clock = clock

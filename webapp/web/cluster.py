@@ -12,7 +12,7 @@ from jobreport_net.constants import ConstantsError, as_json, load_constants
 from webapp.model import SourceUnavailable
 from webapp.renderers.cluster_chart import usage_svg
 from webapp.sources.cluster_overview import ClusterOverviewSource
-from webapp.sources.prometheus import PrometheusSource
+from webapp.sources.from_settings import prometheus_from
 from webapp.web import auth
 
 bp = Blueprint("cluster", __name__)
@@ -38,9 +38,8 @@ def constants():
 def cluster():
     """The cluster now, from slurm-exporter's series in Prometheus."""
     s = auth.settings()
-    source = ClusterOverviewSource(
-        PrometheusSource(s.prometheus_url, timeout=s.prometheus_timeout,
-                         scrape_interval=s.scrape_interval), s.cluster)
+    # The same credentials and TLS as the reports' queries of that Prometheus.
+    source = ClusterOverviewSource(prometheus_from(s), s.cluster)
     now = time.time()
     try:
         overview, unavailable = source.overview(now), None

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from flask import Blueprint, abort, g, render_template, request
 
 from webapp.model import SourceUnavailable
+from webapp.renderers.presentation import sizing_lines
 from webapp.report.history import MIN_JOBS, PERCENTILE, history
 from webapp.web import auth
 from webapp.web.reports import get_service
@@ -37,4 +38,5 @@ def page():
         past, unavailable = None, exc.reason
     return render_template("history.html", history=past, user_name=user, name=name,
                            days=days, unavailable=unavailable, min_jobs=MIN_JOBS,
-                           percentile=PERCENTILE)
+                           percentile=PERCENTILE,
+                           sizing=sizing_lines(past.sizing if past else None))

@@ -1,0 +1,67 @@
+"""`jobreport show JOBID`: one job's report in text, JSON, HTML or PDF."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from webapp.cli.login import build_for_caller
+from webapp.model import JobId, JobReport
+from webapp.settings import Settings
+from webapp.sources.prometheus import RESOLUTIONS
+
+FORMATS = ("text", "json", "html", "pdf")
+
+
+def add_show_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job_id", metavar="JOBID")
+    parser.add_argument("--cluster", default=None,
+                        help="the cluster the job ran on (ids repeat across clusters); "
+                        "default JOBREPORT_CLUSTER")
+    parser.add_argument("--format", choices=FORMATS, default="text", help="output format")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.add_argument("--pretty", action="store_true", help="indent JSON (compact by default)")
+    parser.add_argument(
+        "--resolution",
+        choices=tuple(RESOLUTIONS),
+        default="plot",
+        help="series resolution: plot (about one point per pixel of a plot, the default) or "
+        "full (up to 1,000 points per series)",
+    )
+
+
+def _render(report: JobReport, fmt: str, pretty: bool = False) -> str | bytes:
+    if fmt == "json":
+        from webapp.renderers import json as json_renderer
+
+        return json_renderer.render(report, pretty=pretty)
+    if fmt == "html":
+        from webapp.renderers import html as renderer
+    elif fmt == "pdf":
+        from webapp.renderers import pdf as renderer
+    else:
+        from webapp.renderers import text as renderer
+    return renderer.render(report)
+
+
+def run_show(args: argparse.Namespace, settings: Settings) -> int:
+    job_id = JobId.parse(args.job_id)
+    if args.cluster:
+        try:
+            settings = settings.for_cluster(args.cluster)
+        except KeyError:
+            served = ", ".join(settings.cluster_names)
+            sys.stderr.write(f"jobreport: unknown cluster {args.cluster!r} (served: {served}; "
+                             "others are added with JOBREPORT_CLUSTERS)\n")
+            return 2
+    report = build_for_caller(settings, job_id, resolution=args.resolution)
+    out = _render(report, args.format, pretty=args.pretty)
+    if args.output:
+        mode = "wb" if isinstance(out, bytes) else "w"
+        with open(args.output, mode) as fh:
+            fh.write(out)
+    elif isinstance(out, bytes):
+        sys.stdout.buffer.write(out)
+    else:
+        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    return 0

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from jobreport_net.sqlite_file import prepare
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS watch_alerts (
     key TEXT PRIMARY KEY,              -- the alert email's outbox key
@@ -72,11 +74,8 @@ class AlertLog:
     def __init__(self, path: str, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        os.close(fd)
+        prepare(path, SCHEMA)
         self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.executescript(SCHEMA)
 
     def close(self) -> None:
         self.db.close()

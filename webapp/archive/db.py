@@ -16,6 +16,7 @@ from typing import Any
 
 from jobreport_net.filelock import held
 from jobreport_net.mysql_url import mysql_params
+from jobreport_net.sqlite_file import prepare
 
 
 class ArchiveBusy(RuntimeError):
@@ -69,9 +70,9 @@ class Database:
             self.dialect = SQLITE
             if path != ":memory:":
                 os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+                prepare(path, timeout=timeout)
             self.conn: Any = sqlite3.connect(path, timeout=timeout, isolation_level=None,
                                              check_same_thread=False)
-            self.conn.execute("PRAGMA journal_mode=WAL")
         else:
             self.dialect = MYSQL
             self.conn = _mysql_connect(url, timeout)

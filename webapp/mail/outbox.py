@@ -33,6 +33,7 @@ from typing import Protocol
 from tqdm import tqdm
 
 from jobreport_net.filelock import held
+from jobreport_net.sqlite_file import prepare
 
 log = logging.getLogger(__name__)
 
@@ -109,11 +110,10 @@ class Outbox:
             os.fchmod(fd, 0o600)
         finally:
             os.close(fd)
+        prepare(path, SCHEMA)
         self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
         self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")  # a 'sent' mark survives power loss
-        self.db.executescript(SCHEMA)
 
     def close(self) -> None:
         self.db.close()

@@ -8,12 +8,13 @@ connections may cross neither.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from jobreport_net.sqlite_file import prepare
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ended_sessions (sid TEXT PRIMARY KEY, until REAL NOT NULL);
@@ -28,14 +29,8 @@ class WebState:
     def __init__(self, path: str) -> None:
         self.path = str(Path(path).resolve())
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        # Created owner-only before SQLite opens it: it names who logged in and from where.
-        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
-        db = sqlite3.connect(self.path, timeout=10)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
-            db.executescript(SCHEMA)
-        finally:
-            db.close()
+        # Owner-only: it names who logged in and from where.
+        prepare(self.path, SCHEMA, timeout=10)
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:

@@ -1,0 +1,50 @@
+"""Shared SQLite files set up by several processes at once (gunicorn workers booting)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+import stat
+
+from jobreport_net.sqlite_file import prepare
+from webapp.web.state import WebState
+
+SCHEMA = "CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY);"
+
+
+def _open_state(path: str, errors) -> None:
+    try:
+        WebState(path)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which asserts
+        errors.put(repr(exc))
+
+
+def test_workers_booting_together_all_open_the_web_state(tmp_path):
+    # Without the flock, 6 processes on a new file failed "database is locked" several
+    # times in every run of 60 rounds here (a CI run lost a gunicorn worker to it).
+    ctx = multiprocessing.get_context("fork")
+    errors = ctx.Queue()
+    for n in range(60):
+        path = str(tmp_path / f"state-{n}.sqlite")
+        procs = [ctx.Process(target=_open_state, args=(path, errors)) for _ in range(6)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+            assert p.exitcode == 0
+    assert errors.empty(), errors.get()
+
+
+def test_prepare_makes_an_owner_only_wal_file_with_its_tables(tmp_path):
+    path = str(tmp_path / "f.sqlite")
+    prepare(path, SCHEMA)
+    prepare(path, SCHEMA)  # twice is harmless
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        tables = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        assert tables == [("t",)]
+    finally:
+        db.close()

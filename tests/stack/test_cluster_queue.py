@@ -25,7 +25,9 @@ SECOND = stack.StackJob("queue-second", "alice", ("-c2", "--mem=100M", "--time=6
 
 
 @pytest.fixture(scope="module")
-def waited(stack_env) -> Iterator[tuple[str, str]]:
+def waited(stack_env, stack_jobs) -> Iterator[tuple[str, str]]:
+    # After the session's jobs: "usual" needs 20 jobs in the partition, and a fresh
+    # machine's accounting holds no others.
     ids = (stack.submit(FIRST), stack.submit(SECOND))
     try:
         stack.wait_until_done(list(ids), timeout=300)

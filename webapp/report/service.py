@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from concurrent.futures import Future
 from datetime import UTC, datetime
 
 from jobreport_net.redact import redact
@@ -19,6 +20,7 @@ from webapp.report.coverage import audited
 from webapp.report.history import history
 from webapp.report.job_list import JobRow, ListSources, archived_report, list_jobs
 from webapp.report.queue import with_queue
+from webapp.report.sizing import UNAVAILABLE, SizingCache
 from webapp.report.steps import step_lines
 from webapp.report.waste import compute_waste
 from webapp.settings import Settings
@@ -77,6 +79,8 @@ class ReportService:
         self.queue_history = (
             self.accounting if isinstance(self.accounting, QueueHistoryReader) else None
         )
+        self.sizing_cache: SizingCache[SizingSuggestion | None] = SizingCache(
+            settings.sizing_cache_seconds)
         self._archive = archive
         self.partitions = partitions or PartitionSource(
             settings.scontrol, timeout=settings.sacct_timeout
@@ -101,6 +105,14 @@ class ReportService:
         ``sizing``: look up the history of jobs like it for the next ``#SBATCH`` block.
         Raises InvalidJobId, JobNotFound, SourceUnavailable."""
         jid = JobId.of(job_id)
+        # The history lookup starts as soon as the owner and the name are known and runs
+        # beside sacct, Prometheus and the rest; the report waits for it only at the end.
+        started: dict[tuple[str, str], Future[SizingSuggestion | None]] = {}
+
+        def start_sizing(user: str, name: str) -> None:
+            if sizing and self.history is not None:
+                started[(user, name)] = self._sizing_lookup(self.history, user, name)
+
         report = build_report(
             jid,
             self.settings.cluster,
@@ -110,6 +122,7 @@ class ReportService:
             strict_accounting=strict_accounting,
             resolution=resolution,
             partitions=self.partitions,
+            on_owner=start_sizing,
         )
         if report.array_job == jid.job and jid.array_task is None:
             # The id names a whole array: its summary leads; the single figures are those
@@ -124,8 +137,10 @@ class ReportService:
                 report = dataclasses.replace(report, array=summary)
         report = with_queue(report, self.cluster, self.queue_history)
         report = self._derived(report, jid)
+        suggestion, note = self._sizing(report, started) if sizing else (None, None)
         report = dataclasses.replace(report, findings=detect_all(report, self.thresholds),
-                                     sizing=self.sizing(report) if sizing else None)
+                                     sizing=suggestion,
+                                     notes=report.notes + ((note,) if note else ()))
         report = audited(report, self.thresholds, self.settings.thresholds,
                          self.settings.min_coverage)
         if not archive_fallback:
@@ -154,17 +169,29 @@ class ReportService:
         waste = compute_waste(report, weights, self.settings.core_hours_per_billing_unit)
         return dataclasses.replace(report, waste=waste)
 
-    def sizing(self, report: JobReport) -> SizingSuggestion | None:
-        """The ``#SBATCH`` block from the owner's jobs of the same name (last 30 days);
-        None without such a history, or when it cannot be read (the report stands)."""
+    def _sizing_lookup(self, source: HistorySource, user: str, name: str
+                       ) -> Future[SizingSuggestion | None]:
+        """The ``#SBATCH`` block from ``user``'s jobs named ``name`` (last 30 days), kept
+        or started on the sizing pool."""
+        thresholds = self.thresholds
+        return self.sizing_cache.get(
+            (self.settings.cluster, user, name),
+            lambda: history(source, user, name, thresholds=thresholds).sizing)
+
+    def _sizing(self, report: JobReport,
+                started: dict[tuple[str, str], Future[SizingSuggestion | None]]
+                ) -> tuple[SizingSuggestion | None, str | None]:
+        """(the block, None), or (None, the note saying why there is none) when the
+        history cannot be read: the report stands either way. None without a history."""
         if self.history is None or not report.user or not report.job_name:
-            return None
+            return None, None
+        key = (report.user, report.job_name)
+        future = started.get(key) or self._sizing_lookup(self.history, *key)
         try:
-            return history(self.history, report.user, report.job_name,
-                           thresholds=self.thresholds).sizing
+            return future.result(), None
         except SourceUnavailable as exc:
             log.info("job %s: no history for the sizing block: %s", report.job_id, exc.reason)
-            return None
+            return None, UNAVAILABLE.format(reason=f"{exc.source}: {exc.reason}")
 
     def owner(self, job_id: JobId | str) -> str | None:
         """The job's owner from the accounting view: one cheap query, for access checks

@@ -1,0 +1,67 @@
+"""The report's ``#SBATCH`` block, looked up beside the rest of the build and kept a while.
+
+The owner's history is one more sacct call (and a PromQL query): it starts on a small
+shared thread pool as soon as the owner and the job name are known, and the report waits
+for it only at the end. Answers are kept per (cluster, user, job name) for
+JOBREPORT_SIZING_CACHE_SECONDS, so a page, its PDF and its JSON ask sacct once; a report
+asking while the same lookup runs waits for that one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+# Each lookup is mostly a wait on sacct and Prometheus; a few at once per process is plenty
+# (a gunicorn worker serves a handful of threads), more queue here rather than on slurmdbd.
+POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sizing")
+CACHE_SIZE = 256
+UNAVAILABLE = ("No #SBATCH block for the next submission: the history of jobs like this "
+               "one could not be read ({reason}).")
+
+
+class SizingCache(Generic[T]):
+    """Lookups by key, run on ``pool``; each answer kept ``ttl`` seconds, at most ``size``
+    of them (the oldest dropped first). ``ttl`` 0 keeps nothing. A failed lookup is
+    forgotten as soon as it fails: the next report asks again."""
+
+    def __init__(self, ttl: float, size: int = CACHE_SIZE, pool: ThreadPoolExecutor = POOL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl, self.size, self.pool, self.clock = ttl, size, pool, clock
+        self._items: OrderedDict[Hashable, tuple[float, Future[T]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, lookup: Callable[[], T]) -> Future[T]:
+        """The answer kept (or being looked up) under ``key``, else ``lookup()`` started."""
+        now = self.clock()
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None and hit[0] > now:
+                return hit[1]
+            future = self.pool.submit(lookup)
+            if self.ttl > 0 and self.size > 0:
+                self._items.pop(key, None)
+                for k in [k for k, (expires, _) in self._items.items() if expires <= now]:
+                    del self._items[k]
+                while len(self._items) >= self.size:
+                    self._items.popitem(last=False)
+                self._items[key] = (now + self.ttl, future)
+        future.add_done_callback(lambda f: self._forget_failed(key, f))
+        return future
+
+    def _forget_failed(self, key: Hashable, future: Future[T]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            with self._lock:
+                hit = self._items.get(key)
+                if hit is not None and hit[1] is future:
+                    del self._items[key]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)

@@ -31,9 +31,11 @@ class EveryColumn:
 
 
 def figures(report: JobReport) -> dict:
-    """Every field of the report but the series (Prometheus', the same either way)."""
+    """Every field of the report but the series and the queue context: Prometheus' and the
+    view's, read afresh by each build (the cluster's state moves between two builds)."""
     out = dataclasses.asdict(report)
     out.pop("usage")
+    out.pop("queue")
     return out
 
 

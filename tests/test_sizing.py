@@ -213,3 +213,23 @@ def test_the_reports_sacct_call_skips_alloctres_when_the_view_answered():
     (argv,) = runner.job_calls
     fields = argv[argv.index("--format") + 1].split(",")
     assert "AllocTRES" not in fields and "MaxRSS" in fields and "TotalCPU" in fields
+
+
+def test_a_forked_process_gets_its_own_pool():
+    import os
+
+    from webapp.report.sizing import shared_pool
+
+    parent = shared_pool()
+    assert parent.submit(lambda: 1).result() == 1  # the parent's threads exist
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a pool that runs work here
+        try:
+            ok = shared_pool() is not parent and shared_pool().submit(lambda: 2).result(WAIT) == 2
+            os.write(write, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)  # the child's end only: a child that wrote nothing reads as b""
+    os.waitpid(pid, 0)
+    assert os.read(read, 1) == b"1"

@@ -9,6 +9,7 @@ asking while the same lookup runs waits for that one.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -20,18 +21,34 @@ T = TypeVar("T")
 
 # Each lookup is mostly a wait on sacct and Prometheus; a few at once per process is plenty
 # (a gunicorn worker serves a handful of threads), more queue here rather than on slurmdbd.
-POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sizing")
+WORKERS = 4
 CACHE_SIZE = 256
 UNAVAILABLE = ("No #SBATCH block for the next submission: the history of jobs like this "
                "one could not be read ({reason}).")
 
 
-class SizingCache(Generic[T]):
-    """Lookups by key, run on ``pool``; each answer kept ``ttl`` seconds, at most ``size``
-    of them (the oldest dropped first). ``ttl`` 0 keeps nothing. A failed lookup is
-    forgotten as soon as it fails: the next report asks again."""
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
 
-    def __init__(self, ttl: float, size: int = CACHE_SIZE, pool: ThreadPoolExecutor = POOL,
+
+def shared_pool() -> ThreadPoolExecutor:
+    """This process' pool: one made before a fork (gunicorn's workers) would hand work to
+    threads that do not exist in the child."""
+    pid = os.getpid()
+    with _pools_lock:
+        if pid not in _pools:
+            _pools.clear()
+            _pools[pid] = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="sizing")
+        return _pools[pid]
+
+
+class SizingCache(Generic[T]):
+    """Lookups by key, run on ``pool`` (default: ``shared_pool()``); each answer kept ``ttl``
+    seconds, at most ``size`` of them (the oldest dropped first). ``ttl`` 0 keeps nothing.
+    A failed lookup is forgotten as soon as it fails: the next report asks again."""
+
+    def __init__(self, ttl: float, size: int = CACHE_SIZE,
+                 pool: ThreadPoolExecutor | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl, self.size, self.pool, self.clock = ttl, size, pool, clock
         self._items: OrderedDict[Hashable, tuple[float, Future[T]]] = OrderedDict()
@@ -44,7 +61,7 @@ class SizingCache(Generic[T]):
             hit = self._items.get(key)
             if hit is not None and hit[0] > now:
                 return hit[1]
-            future = self.pool.submit(lookup)
+            future = (self.pool or shared_pool()).submit(lookup)
             if self.ttl > 0 and self.size > 0:
                 self._items.pop(key, None)
                 for k in [k for k, (expires, _) in self._items.items() if expires <= now]:

@@ -1,6 +1,6 @@
 """The report's #SBATCH block off the critical path: the history lookup runs beside the
 build, its answers are kept per (cluster, user, job name) for a while, and a lookup that
-fails leaves a note on a report that still renders.
+fails leaves a visible gap on a report that still renders.
 
 The report service, the sacct source and the history source are the real ones; only the
 sacct runner and the metrics reader are stand-ins, to inject slowness and failure."""
@@ -186,9 +186,11 @@ def test_a_failed_history_leaves_a_note_and_the_report():
     service, _ = service_with(runner)
     report = service.build("4242", archive_fallback=False)
     assert report.sizing is None and report.state == "COMPLETED"
-    (note,) = [n for n in report.notes if "#SBATCH" in n]
-    assert "could not be read" in note and "slurmdbd unreachable" in note
-    assert any("could not be read" in line for line in text.render(report).splitlines())
+    (gap,) = [g for g in report.gaps if "#SBATCH" in g.reason]
+    assert gap.source == "history" and "sacct: exit status 1: slurmdbd unreachable" in gap.reason
+    shown = " ".join(text.render(report).split())
+    assert "Note: Data from history unavailable: sacct: exit status 1" in shown
+    assert "sacct: used" in shown  # the audit: the report's own figures from sacct stand
     service.build("4242", archive_fallback=False)
     assert len(runner.history_calls) == 2  # a failure is not kept
 

@@ -12,7 +12,14 @@ from jobreport_net.redact import redact
 from webapp.archive.store import Archive
 from webapp.detectors import detect_all
 from webapp.detectors.thresholds import Thresholds
-from webapp.model import JobId, JobNotFound, JobReport, SizingSuggestion, SourceUnavailable
+from webapp.model import (
+    Gap,
+    JobId,
+    JobNotFound,
+    JobReport,
+    SizingSuggestion,
+    SourceUnavailable,
+)
 from webapp.report.archived import with_archive_fallback
 from webapp.report.arrays import summarize_array
 from webapp.report.build import build_report
@@ -20,7 +27,7 @@ from webapp.report.coverage import audited
 from webapp.report.history import history
 from webapp.report.job_list import JobRow, ListSources, archived_report, list_jobs
 from webapp.report.queue import with_queue
-from webapp.report.sizing import UNAVAILABLE, SizingCache
+from webapp.report.sizing import GAP_SOURCE, UNAVAILABLE, SizingCache
 from webapp.report.steps import step_lines
 from webapp.report.waste import compute_waste
 from webapp.settings import Settings
@@ -137,10 +144,10 @@ class ReportService:
                 report = dataclasses.replace(report, array=summary)
         report = with_queue(report, self.cluster, self.queue_history)
         report = self._derived(report, jid)
-        suggestion, note = self._sizing(report, started) if sizing else (None, None)
+        suggestion, gap = self._sizing(report, started) if sizing else (None, None)
         report = dataclasses.replace(report, findings=detect_all(report, self.thresholds),
                                      sizing=suggestion,
-                                     notes=report.notes + ((note,) if note else ()))
+                                     gaps=report.gaps + ((gap,) if gap else ()))
         report = audited(report, self.thresholds, self.settings.thresholds,
                          self.settings.min_coverage)
         if not archive_fallback:
@@ -180,9 +187,9 @@ class ReportService:
 
     def _sizing(self, report: JobReport,
                 started: dict[tuple[str, str], Future[SizingSuggestion | None]]
-                ) -> tuple[SizingSuggestion | None, str | None]:
-        """(the block, None), or (None, the note saying why there is none) when the
-        history cannot be read: the report stands either way. None without a history."""
+                ) -> tuple[SizingSuggestion | None, Gap | None]:
+        """(the block, None), or (None, the gap saying why there is none) when the history
+        cannot be read: the report stands either way. (None, None) without a history."""
         if self.history is None or not report.user or not report.job_name:
             return None, None
         key = (report.user, report.job_name)
@@ -191,7 +198,8 @@ class ReportService:
             return future.result(), None
         except SourceUnavailable as exc:
             log.info("job %s: no history for the sizing block: %s", report.job_id, exc.reason)
-            return None, UNAVAILABLE.format(reason=f"{exc.source}: {exc.reason}")
+            reason = UNAVAILABLE.format(source=exc.source, reason=exc.reason)
+            return None, Gap(GAP_SOURCE, reason, exc.detail)
 
     def owner(self, job_id: JobId | str) -> str | None:
         """The job's owner from the accounting view: one cheap query, for access checks

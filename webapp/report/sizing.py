@@ -23,8 +23,11 @@ T = TypeVar("T")
 # (a gunicorn worker serves a handful of threads), more queue here rather than on slurmdbd.
 WORKERS = 4
 CACHE_SIZE = 256
-UNAVAILABLE = ("No #SBATCH block for the next submission: the history of jobs like this "
-               "one could not be read ({reason}).")
+# A failed lookup is a gap ("Data from history unavailable: ..."), as a failed source's is:
+# the web app then keeps the report only briefly and does not cache its PDF. Its own source,
+# not sacct's: the report's figures from sacct stand, and the audit says so.
+GAP_SOURCE = "history"
+UNAVAILABLE = "{source}: {reason}; no #SBATCH block for the next submission"
 
 
 _pools: dict[int, ThreadPoolExecutor] = {}

@@ -131,8 +131,8 @@ class Sacct:
     """sacct's runner: the report's own call (``--jobs``) finds nothing (the view knows the
     job); the history call (``--starttime``) records itself, then waits or fails."""
 
-    def __init__(self, fail: bool = False) -> None:
-        self.fail = fail
+    def __init__(self, fail: bool = False, fail_job: bool = False) -> None:
+        self.fail, self.fail_job = fail, fail_job
         self.history_started = threading.Event()
         self.history_calls: list[list[str]] = []
         self.job_calls: list[list[str]] = []
@@ -140,6 +140,8 @@ class Sacct:
     def __call__(self, argv: list[str]) -> str:
         if "--jobs" in argv:
             self.job_calls.append(argv)
+            if self.fail_job:
+                raise SourceUnavailable("sacct", "exit status 1: slurmdbd unreachable")
             return ""
         self.history_calls.append(argv)
         self.history_started.set()
@@ -193,6 +195,12 @@ def test_a_failed_history_leaves_a_note_and_the_report():
     assert "sacct: used" in shown  # the audit: the report's own figures from sacct stand
     service.build("4242", archive_fallback=False)
     assert len(runner.history_calls) == 2  # a failure is not kept
+
+
+def test_sacct_down_for_the_report_too_is_one_note():
+    service, _ = service_with(Sacct(fail=True, fail_job=True))
+    report = service.build("4242", archive_fallback=False)
+    assert [g.source for g in report.gaps if g.source != "prometheus"] == ["sacct"]
 
 
 def test_page_pdf_and_json_ask_sacct_for_the_history_once():

@@ -189,7 +189,8 @@ class ReportService:
                 started: dict[tuple[str, str], Future[SizingSuggestion | None]]
                 ) -> tuple[SizingSuggestion | None, Gap | None]:
         """(the block, None), or (None, the gap saying why there is none) when the history
-        cannot be read: the report stands either way. (None, None) without a history."""
+        cannot be read: the report stands either way. (None, None) without a history, or
+        when the report already has a gap of the source that failed."""
         if self.history is None or not report.user or not report.job_name:
             return None, None
         key = (report.user, report.job_name)
@@ -198,6 +199,8 @@ class ReportService:
             return future.result(), None
         except SourceUnavailable as exc:
             log.info("job %s: no history for the sizing block: %s", report.job_id, exc.reason)
+            if any(g.source == exc.source for g in report.gaps):
+                return None, None  # one outage, one note: the report already names it
             reason = UNAVAILABLE.format(source=exc.source, reason=exc.reason)
             return None, Gap(GAP_SOURCE, reason, exc.detail)
 

@@ -15,9 +15,11 @@ so the block is really computed, then times in this process, interleaved round b
 - ``no history, AllocTRES``: ``no history`` with sacct asked for AllocTRES too;
 - the report's sacct call alone, with and without AllocTRES, and the history alone.
 
-Then ``jobreport show ID`` as the job's owner in a login shell (``su - OWNER``: no access
-to the accounting view, so sacct as the owner, then Prometheus; this checkout's code):
-wall time of the whole command, Python's start included, median of ``--show-runs``.
+Then the same as the job's owner (``su - OWNER``, in one process, the login-node path:
+sacct as the owner stands in for the view; cache off): with the block, without, and the
+history after the build as before. Then ``jobreport show ID`` as the owner in a login
+shell, this checkout's code: wall time of the whole command, Python's start included,
+median of ``--show-runs``.
 Prints p50 and p95 in ms, the machine and its load average.
 
     .venv/bin/python bench/bench_history.py [--runs 15] [--show-runs 7] [--job ID]
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import platform
 import shlex
@@ -97,6 +100,45 @@ def show_command(job: str) -> str:
     return f"/usr/bin/python{version} -I -S -c {shlex.quote(code)} {site} show {job}"
 
 
+# As the owner, in one process: the login-node path (sacct as the owner stands in for the
+# view), cache off, with the block / without / the previous version's order (history after).
+OWNER_ROUNDS = """
+import dataclasses, json, statistics, sys, time
+from webapp.cli.login import service_for
+from webapp.model import JobId
+from webapp.report.history import history
+from webapp.settings import Settings
+job, runs = JobId.of(sys.argv[1]), int(sys.argv[2])
+settings = dataclasses.replace(Settings.from_env(), sizing_cache_seconds=0)
+def build(sizing, after=False):
+    service, _ = service_for(settings, job)
+    report = service.build(job, strict_accounting=False, archive_fallback=False, sizing=sizing)
+    if after:
+        history(service.history, report.user, report.job_name, thresholds=service.thresholds)
+cases = {"with history": lambda: build(True), "no history": lambda: build(False),
+         "as before (history after)": lambda: build(False, after=True)}
+times = {k: [] for k in cases}
+for i in range(runs + 1):
+    for k, f in cases.items():
+        t = time.perf_counter()
+        f()
+        if i:
+            times[k].append(time.perf_counter() - t)
+print(json.dumps(times))
+"""
+
+
+def owner_rounds(job: str, owner: str, runs: int) -> dict[str, list[float]]:
+    version = sysconfig.get_python_version()
+    site = ROOT / ".venv" / "lib" / f"python{version}" / "site-packages"
+    code = "import site, sys; site.addsitedir(sys.argv.pop(1)); " + OWNER_ROUNDS
+    cmd = (f"/usr/bin/python{version} -I -S -c {shlex.quote(code)} {site} "
+           f"{shlex.quote(job)} {runs}")
+    out = subprocess.run(["su", "-", owner, "-c", cmd], capture_output=True, text=True,
+                         timeout=600, check=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15)
@@ -148,6 +190,11 @@ def main() -> int:
     load = os.getloadavg()
     print(f"\nin-process, {args.runs} rounds interleaved (ms):")
     for k, v in times.items():
+        print(f"  {k:<40} {ms(v)}")
+
+    print(f"\nbuilt as {owner} in one process (sacct as {owner}, no view; cache off), "
+          f"{args.runs} rounds interleaved (ms):")
+    for k, v in owner_rounds(job, owner, args.runs).items():
         print(f"  {k:<40} {ms(v)}")
 
     cmd = ["su", "-", owner, "-c", show_command(job)]

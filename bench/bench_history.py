@@ -100,23 +100,24 @@ def show_command(job: str) -> str:
     return f"/usr/bin/python{version} -I -S -c {shlex.quote(code)} {site} show {job}"
 
 
-# As the owner, in one process: the login-node path (sacct as the owner stands in for the
-# view), cache off, with the block / without / the previous version's order (history after).
+# As the owner, in one process: what `jobreport show` runs on a login node (sacct as the
+# owner stands in for the view), cache off: with the block / without / the previous
+# version's order (the history after the build).
 OWNER_ROUNDS = """
 import dataclasses, json, statistics, sys, time
-from webapp.cli.login import service_for
+from webapp.cli.login import build_for_caller, service_for
 from webapp.model import JobId
 from webapp.report.history import history
 from webapp.settings import Settings
 job, runs = JobId.of(sys.argv[1]), int(sys.argv[2])
 settings = dataclasses.replace(Settings.from_env(), sizing_cache_seconds=0)
-def build(sizing, after=False):
+def before():
     service, _ = service_for(settings, job)
-    report = service.build(job, strict_accounting=False, archive_fallback=False, sizing=sizing)
-    if after:
-        history(service.history, report.user, report.job_name, thresholds=service.thresholds)
-cases = {"with history": lambda: build(True), "no history": lambda: build(False),
-         "as before (history after)": lambda: build(False, after=True)}
+    report = service.build(job, strict_accounting=False, archive_fallback=False, sizing=False)
+    history(service.history, report.user, report.job_name, thresholds=service.thresholds)
+cases = {"with history": lambda: build_for_caller(settings, job),
+         "no history": lambda: build_for_caller(settings, job, sizing=False),
+         "as before (history after)": before}
 times = {k: [] for k in cases}
 for i in range(runs + 1):
     for k, f in cases.items():

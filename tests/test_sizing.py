@@ -115,10 +115,13 @@ def view_job(name: str = "train") -> AccountingJob:
 
 
 class View:
-    def __init__(self, job: AccountingJob) -> None:
-        self.record = job
+    def __init__(self, job: AccountingJob, wait_for: threading.Event | None = None) -> None:
+        self.record, self.wait_for = job, wait_for
+        self.saw_history: bool | None = None
 
     def job(self, job_id: JobId) -> AccountingJob:
+        if self.wait_for is not None:
+            self.saw_history = self.wait_for.wait(WAIT)
         return self.record
 
 
@@ -181,6 +184,14 @@ def test_history_is_looked_up_while_prometheus_answers():
     assert metrics.saw_history is True  # started before Prometheus answered, not after
     assert report.sizing is None and len(runner.history_calls) == 1
     assert "--name" in runner.history_calls[0] and "alice" in runner.history_calls[0]
+
+
+def test_an_owner_known_beforehand_starts_the_history_before_any_source():
+    runner = Sacct()
+    service, _ = service_with(runner)
+    view = service.accounting = View(view_job(), wait_for=runner.history_started)
+    service.build("4242", archive_fallback=False, owner=("alice", "train"))
+    assert view.saw_history is True and len(runner.history_calls) == 1
 
 
 def test_a_failed_history_leaves_a_note_and_the_report():

@@ -105,20 +105,25 @@ class ReportService:
 
     def build(self, job_id: JobId | str, strict_accounting: bool = True,
               archive_fallback: bool = True, resolution: str = "plot",
-              sizing: bool = True) -> JobReport:
+              sizing: bool = True, owner: tuple[str, str] | None = None) -> JobReport:
         """The full report with findings; from the archive once Prometheus has lost the
         job (unless ``archive_fallback`` is False: what the archiver itself builds).
         ``resolution``: the series' (``plot``, or ``full`` for MAX_POINTS per series);
-        ``sizing``: look up the history of jobs like it for the next ``#SBATCH`` block.
-        Raises InvalidJobId, JobNotFound, SourceUnavailable."""
+        ``sizing``: look up the history of jobs like it for the next ``#SBATCH`` block;
+        ``owner``: (user, job name) when the caller has them already, so that lookup
+        starts before any source is read. Raises InvalidJobId, JobNotFound,
+        SourceUnavailable."""
         jid = JobId.of(job_id)
         # The history lookup starts as soon as the owner and the name are known and runs
         # beside sacct, Prometheus and the rest; the report waits for it only at the end.
         started: dict[tuple[str, str], Future[SizingSuggestion | None]] = {}
 
         def start_sizing(user: str, name: str) -> None:
-            if sizing and self.history is not None:
+            if sizing and self.history is not None and (user, name) not in started:
                 started[(user, name)] = self._sizing_lookup(self.history, user, name)
+
+        if owner is not None:
+            start_sizing(*owner)
 
         report = build_report(
             jid,

@@ -43,7 +43,7 @@ FIELDS: tuple[str, ...] = (
 
 # What the report asks when the accounting view answered: its tres_alloc holds what
 # AllocTRES would add (GPUs, memory, billing), and asking for any TRES column costs sacct a
-# second request to slurmdbd (the TRES names): 180 ms instead of 92 ms on the stack.
+# second request to slurmdbd (the TRES names): ~190 ms instead of ~100 ms on the stack.
 FIGURE_FIELDS = tuple(f for f in FIELDS if f != "AllocTRES")
 
 # A job list's: no free text (a job name or directory may hold a newline, which would

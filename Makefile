@@ -30,6 +30,7 @@ bench: stack ## every benchmark; the web one on the newest completed job of the 
 	$(PY) bench/bench_sacct.py
 	$(PY) bench/bench_exporter.py
 	$(PY) bench/bench_report.py
+	set -a; . var/jobreport.env; set +a; $(PY) bench/bench_history.py
 	set -a; . var/jobreport.env; set +a; \
 	  JOBREPORT_BENCH_JOB=$$(sacct -X -n -P -S now-7days --format=JobID,State | \
 	    awk -F'|' '$$2 == "COMPLETED" && $$1 !~ /_/ {id = $$1} END {print id}') \

@@ -47,6 +47,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     ),
     "JOBREPORT_SACCT": ("sacct", "Path of the sacct command."),
     "JOBREPORT_SACCT_TIMEOUT": ("30", "Seconds before a sacct call is abandoned."),
+    "JOBREPORT_SIZING_CACHE_SECONDS": ("300", "Seconds a report's `#SBATCH` block (the owner's history of jobs of that name) is reused, per cluster, user and job name, within one process (at most 256 kept), so a page, its PDF and its JSON ask sacct once; `0`: looked up for every report."),
     "JOBREPORT_SCONTROL": ("scontrol", "Path of the scontrol command (a partition's MaxTime, for `Partition_Limit`)."),
     "JOBREPORT_STAFF": ("", "Comma-separated user names that may see every job."),
     "JOBREPORT_AUTH": ("password", "`password` (built-in login) or `remote-user` (trust the reverse proxy)."),
@@ -264,6 +265,7 @@ class Settings:
     db_password_file: str = _str("db_password_file")
     sacct: str = _str("sacct")
     sacct_timeout: float = _float("sacct_timeout")
+    sizing_cache_seconds: float = _float("sizing_cache_seconds")
     scontrol: str = _str("scontrol")
     staff: frozenset[str] = _names("staff")
     auth: str = _str("auth")
@@ -377,6 +379,7 @@ class Settings:
             db_readable=db_readable,
             sacct=_str("sacct", env),
             sacct_timeout=_float("sacct_timeout", env),
+            sizing_cache_seconds=_float("sizing_cache_seconds", env),
             scontrol=_str("scontrol", env),
             staff=_names("staff", env),
             auth=auth,
@@ -432,6 +435,8 @@ class Settings:
         if settings.mail_min_severity not in ("info", "warning", "critical"):
             raise SettingsError(f"JOBREPORT_MAIL_MIN_SEVERITY={settings.mail_min_severity!r}:"
                                 " use info, warning or critical")
+        if settings.sizing_cache_seconds < 0:
+            raise SettingsError("JOBREPORT_SIZING_CACHE_SECONDS must be >= 0")
         if settings.pdf_builds < 1:
             raise SettingsError("JOBREPORT_PDF_BUILDS must be at least 1")
         return settings

@@ -57,6 +57,9 @@ class OnceSacct(SacctSource):
             self._jobs[key] = super().job(key)
         return self._jobs[key]
 
+    def job_figures(self, job_id: JobId | str) -> SacctJob:
+        return self.job(job_id)  # the answer already read holds every column
+
 
 def caller() -> str:
     """The user running this process (the kernel's word, not an environment variable)."""
@@ -89,8 +92,12 @@ def service_for(settings: Settings, job_id: JobId, who: str | None = None
 def build_for_caller(settings: Settings, job_id: JobId, resolution: str = "plot",
                      sizing: bool = True) -> JobReport:
     service, archive = service_for(settings, job_id)
+    owner = None
+    if isinstance(service.sacct, OnceSacct):  # its answer is in hand: the history starts now
+        known = service.sacct.job(job_id)
+        owner = (known.user, known.job_name) if known.user and known.job_name else None
     return service.build(job_id, strict_accounting=False, archive_fallback=archive,
-                         resolution=resolution, sizing=sizing)
+                         resolution=resolution, sizing=sizing, owner=owner)
 
 
 def recent_rows(settings: Settings, user: str, who: str, since: datetime, now: datetime

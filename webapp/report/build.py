@@ -20,6 +20,7 @@ A source that fails becomes a ``Gap``; only a job no source knows is ``JobNotFou
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -69,9 +70,12 @@ def build_report(
     strict_accounting: bool = False,
     resolution: str = "plot",
     partitions: PartitionReader | None = None,
+    on_owner: Callable[[str, str], None] | None = None,
 ) -> JobReport:
     """Join the sources for one job. ``strict_accounting`` re-raises an accounting outage;
-    ``resolution`` is the series' (``plot`` or ``full``, see PrometheusSource.usage)."""
+    ``resolution`` is the series' (``plot`` or ``full``, see PrometheusSource.usage);
+    ``on_owner(user, job name)`` is called once, as soon as both are known (the report's
+    own, by the precedence below), so that a caller can start on them meanwhile."""
     gaps: list[Gap] = []
     acct: AccountingJob | None = None
     sj: SacctJob | None = None
@@ -84,12 +88,24 @@ def build_report(
         if strict_accounting:
             raise
         gaps.append(_gap(job_id, exc))
+    told = False
+    if on_owner is not None and acct is not None and acct.user and acct.job_name:
+        on_owner(acct.user, acct.job_name)
+        told = True
     try:
-        sj = sacct.job(job_id)
+        # The view's tres_alloc already gave GPUs, memory and billing: sacct's AllocTRES
+        # would repeat them at the cost of a second slurmdbd request.
+        figures = getattr(sacct, "job_figures", None) if acct is not None else None
+        sj = figures(job_id) if figures is not None else sacct.job(job_id)
     except JobNotFound:
         not_found += 1
     except SourceUnavailable as exc:
         gaps.append(_gap(job_id, exc))
+    if on_owner is not None and not told:
+        user = _first(acct and acct.user, sj and sj.user)
+        name = _first(acct and acct.job_name, sj and sj.job_name)
+        if user and name:
+            on_owner(user, name)
     if acct is None and sj is None:
         if not_found:
             raise JobNotFound(str(job_id))

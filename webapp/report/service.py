@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from concurrent.futures import Future
 from datetime import UTC, datetime
 
 from jobreport_net.redact import redact
 from webapp.archive.store import Archive
 from webapp.detectors import detect_all
 from webapp.detectors.thresholds import Thresholds
-from webapp.model import JobId, JobNotFound, JobReport, SizingSuggestion, SourceUnavailable
+from webapp.model import (
+    Gap,
+    JobId,
+    JobNotFound,
+    JobReport,
+    SizingSuggestion,
+    SourceUnavailable,
+)
 from webapp.report.archived import with_archive_fallback
 from webapp.report.arrays import summarize_array
 from webapp.report.build import build_report
@@ -19,6 +27,7 @@ from webapp.report.coverage import audited
 from webapp.report.history import history
 from webapp.report.job_list import JobRow, ListSources, archived_report, list_jobs
 from webapp.report.queue import with_queue
+from webapp.report.sizing import GAP_SOURCE, UNAVAILABLE, SizingCache
 from webapp.report.steps import step_lines
 from webapp.report.waste import compute_waste
 from webapp.settings import Settings
@@ -77,6 +86,8 @@ class ReportService:
         self.queue_history = (
             self.accounting if isinstance(self.accounting, QueueHistoryReader) else None
         )
+        self.sizing_cache: SizingCache[SizingSuggestion | None] = SizingCache(
+            settings.sizing_cache_seconds)
         self._archive = archive
         self.partitions = partitions or PartitionSource(
             settings.scontrol, timeout=settings.sacct_timeout
@@ -94,13 +105,26 @@ class ReportService:
 
     def build(self, job_id: JobId | str, strict_accounting: bool = True,
               archive_fallback: bool = True, resolution: str = "plot",
-              sizing: bool = True) -> JobReport:
+              sizing: bool = True, owner: tuple[str, str] | None = None) -> JobReport:
         """The full report with findings; from the archive once Prometheus has lost the
         job (unless ``archive_fallback`` is False: what the archiver itself builds).
         ``resolution``: the series' (``plot``, or ``full`` for MAX_POINTS per series);
-        ``sizing``: look up the history of jobs like it for the next ``#SBATCH`` block.
-        Raises InvalidJobId, JobNotFound, SourceUnavailable."""
+        ``sizing``: look up the history of jobs like it for the next ``#SBATCH`` block;
+        ``owner``: (user, job name) when the caller has them already, so that lookup
+        starts before any source is read. Raises InvalidJobId, JobNotFound,
+        SourceUnavailable."""
         jid = JobId.of(job_id)
+        # The history lookup starts as soon as the owner and the name are known and runs
+        # beside sacct, Prometheus and the rest; the report waits for it only at the end.
+        started: dict[tuple[str, str], Future[SizingSuggestion | None]] = {}
+
+        def start_sizing(user: str, name: str) -> None:
+            if sizing and self.history is not None and (user, name) not in started:
+                started[(user, name)] = self._sizing_lookup(self.history, user, name)
+
+        if owner is not None:
+            start_sizing(*owner)
+
         report = build_report(
             jid,
             self.settings.cluster,
@@ -110,6 +134,7 @@ class ReportService:
             strict_accounting=strict_accounting,
             resolution=resolution,
             partitions=self.partitions,
+            on_owner=start_sizing,
         )
         if report.array_job == jid.job and jid.array_task is None:
             # The id names a whole array: its summary leads; the single figures are those
@@ -124,8 +149,10 @@ class ReportService:
                 report = dataclasses.replace(report, array=summary)
         report = with_queue(report, self.cluster, self.queue_history)
         report = self._derived(report, jid)
+        suggestion, gap = self._sizing(report, started) if sizing else (None, None)
         report = dataclasses.replace(report, findings=detect_all(report, self.thresholds),
-                                     sizing=self.sizing(report) if sizing else None)
+                                     sizing=suggestion,
+                                     gaps=report.gaps + ((gap,) if gap else ()))
         report = audited(report, self.thresholds, self.settings.thresholds,
                          self.settings.min_coverage)
         if not archive_fallback:
@@ -154,17 +181,33 @@ class ReportService:
         waste = compute_waste(report, weights, self.settings.core_hours_per_billing_unit)
         return dataclasses.replace(report, waste=waste)
 
-    def sizing(self, report: JobReport) -> SizingSuggestion | None:
-        """The ``#SBATCH`` block from the owner's jobs of the same name (last 30 days);
-        None without such a history, or when it cannot be read (the report stands)."""
+    def _sizing_lookup(self, source: HistorySource, user: str, name: str
+                       ) -> Future[SizingSuggestion | None]:
+        """The ``#SBATCH`` block from ``user``'s jobs named ``name`` (last 30 days), kept
+        or started on the sizing pool."""
+        thresholds = self.thresholds
+        return self.sizing_cache.get(
+            (self.settings.cluster, user, name),
+            lambda: history(source, user, name, thresholds=thresholds).sizing)
+
+    def _sizing(self, report: JobReport,
+                started: dict[tuple[str, str], Future[SizingSuggestion | None]]
+                ) -> tuple[SizingSuggestion | None, Gap | None]:
+        """(the block, None), or (None, the gap saying why there is none) when the history
+        cannot be read: the report stands either way. (None, None) without a history, or
+        when the report already has a gap of the source that failed."""
         if self.history is None or not report.user or not report.job_name:
-            return None
+            return None, None
+        key = (report.user, report.job_name)
+        future = started.get(key) or self._sizing_lookup(self.history, *key)
         try:
-            return history(self.history, report.user, report.job_name,
-                           thresholds=self.thresholds).sizing
+            return future.result(), None
         except SourceUnavailable as exc:
             log.info("job %s: no history for the sizing block: %s", report.job_id, exc.reason)
-            return None
+            if any(g.source == exc.source for g in report.gaps):
+                return None, None  # one outage, one note: the report already names it
+            reason = UNAVAILABLE.format(source=exc.source, reason=exc.reason)
+            return None, Gap(GAP_SOURCE, reason, exc.detail)
 
     def owner(self, job_id: JobId | str) -> str | None:
         """The job's owner from the accounting view: one cheap query, for access checks

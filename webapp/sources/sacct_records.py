@@ -46,10 +46,11 @@ def glue_column(fields: Sequence[str]) -> int:
     return -1
 
 
-def _fields(parts: list[str], n: int, delimiter: str, glue: int) -> list[str] | None:
-    """A line's fields when its count is off: `-p`'s trailing delimiter, or the delimiter
-    inside the free-text column ``glue``; None when it cannot be read."""
-    if len(parts) == n + 1 and parts[-1] == "":
+def _fields(parts: list[str], n: int, delimiter: str, glue: int,
+            trailing: bool) -> list[str] | None:
+    """A line's fields when its count is off: `-p`'s trailing delimiter (``trailing``), or
+    the delimiter inside the free-text column ``glue``; None when it cannot be read."""
+    if trailing and len(parts) > n and parts[-1] == "":
         parts.pop()  # `sacct -p` ends every line with the delimiter
     extra = len(parts) - n
     if extra > 0 and glue >= 0:
@@ -67,24 +68,30 @@ def split_records(text: str, n: int, delimiter: str, glue: int = -1) -> list[lis
     not cut but broken (logged and skipped, as is a line that cannot be read)."""
     out: list[list[str]] = []
     held: str | None = None
-    for line in text.split("\n"):  # not splitlines(): \r, \v, \x1c... are text, not ends
+    lines = text.split("\n")  # not splitlines(): \r, \v, \x1c... are text, not line ends
+    trailing: bool | None = None  # `-p` output: decided once, when a line needs it
+    for line in lines:
         parts = line.split(delimiter)
         if len(parts) == n and held is None:
             out.append(parts)  # the common case: one line, one record
             continue
+        if trailing is None and len(parts) > n:
+            trailing = _dash_p(lines, n, delimiter, glue)
         if held is not None:
-            if len(parts) >= n and _fields(parts[:], n, delimiter, glue) is not None:
+            if len(parts) >= n and _fields(parts[:], n, delimiter, glue, bool(trailing)):
                 _skip(held, n, delimiter)  # the next record starts here: held was no cut
             else:
                 line = held + "\n" + line
                 parts = line.split(delimiter)
+                if trailing is None and len(parts) > n:
+                    trailing = _dash_p(lines, n, delimiter, glue)
             held = None
         elif not line:
             continue
         if len(parts) < n:
             held = line
             continue
-        fields = _fields(parts, n, delimiter, glue)
+        fields = _fields(parts, n, delimiter, glue, bool(trailing))
         if fields is None:
             _skip(line, n, delimiter)
         else:
@@ -92,6 +99,12 @@ def split_records(text: str, n: int, delimiter: str, glue: int = -1) -> list[lis
     if held:
         _skip(held, n, delimiter)
     return out
+
+
+def _dash_p(lines: list[str], n: int, delimiter: str, glue: int) -> bool:
+    """Whether a line ending in an extra delimiter is `sacct -p`'s, not a name holding the
+    delimiter beside an empty last column: `-p` prints no line of exactly n fields."""
+    return glue < 0 or not any(line.count(delimiter) == n - 1 for line in lines)
 
 
 def _skip(line: str, n: int, delimiter: str) -> None:

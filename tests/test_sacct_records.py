@@ -90,4 +90,4 @@ def test_a_pipe_delimited_answer_still_glues_a_pipe_and_joins_a_line_break():
     ("1|a|x\n3\n", [["1", "a", "x"]]),  # a broken line at the end
 ])
 def test_split_records(text, records):
-    assert split_records(text, 3, "|", glue=1) == records
+    assert list(split_records(text, 3, "|", glue=1)) == records

@@ -161,16 +161,16 @@ def _group(
             f.lower() for f in fields]:
         text = rest  # the header sacct prints without -n
     r = _Columns(fields)
-    records = split_records(text, r.n, delimiter, r.glue)
     # Big outputs allocate a few container objects a line and no cycles, yet every young-
     # generation pass would rescan them all (measured: 110k lines/s with, 250k without).
-    # So: no collection while parsing, and the results go straight to the old generation
-    # (freeze + unfreeze merges lists, scans nothing) unless someone else uses gc.freeze.
-    pause_gc = len(records) > 5000 and gc.isenabled()
+    # So: no collection while splitting and parsing, and the results go straight to the old
+    # generation (freeze + unfreeze merges lists, scans nothing) unless someone else uses
+    # gc.freeze.
+    pause_gc = text.count("\n", 0, 2_000_000) > 5000 and gc.isenabled()
     if pause_gc:
         gc.disable()
     try:
-        return _group_records(records, r, tz)
+        return _group_records(split_records(text, r.n, delimiter, r.glue), r, tz)
     finally:
         if pause_gc:
             if gc.get_freeze_count() == 0:
@@ -180,7 +180,7 @@ def _group(
 
 
 def _group_records(
-    records: list[list[str]], r: _Columns, tz: tzinfo | None
+    records: Iterable[list[str]], r: _Columns, tz: tzinfo | None
 ) -> list[tuple[str, SacctJob]]:
     jobid, jobidraw = r.jobid, r.jobidraw
     # job id -> [raw id, (fields, cancelled_by) of the allocation line or None, steps]

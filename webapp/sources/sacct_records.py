@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -60,20 +60,19 @@ def _fields(parts: list[str], n: int, delimiter: str, glue: int,
     return parts
 
 
-def split_records(text: str, n: int, delimiter: str, glue: int = -1) -> list[list[str]]:
+def split_records(text: str, n: int, delimiter: str, glue: int = -1) -> Iterator[list[str]]:
     """The records (``n`` fields each) of sacct's output, in order.
 
     A line with too few fields was cut by a line break in a field: it is joined with the
     next line(s) until the record is whole. A held piece that a whole record follows was
     not cut but broken (logged and skipped, as is a line that cannot be read)."""
-    out: list[list[str]] = []
-    held: str | None = None
     lines = text.split("\n")  # not splitlines(): \r, \v, \x1c... are text, not line ends
+    held: str | None = None
     trailing: bool | None = None  # `-p` output: decided once, when a line needs it
     for line in lines:
         parts = line.split(delimiter)
         if len(parts) == n and held is None:
-            out.append(parts)  # the common case: one line, one record
+            yield parts  # the common case: one line, one record (each used, then dropped)
             continue
         if trailing is None and len(parts) > n:
             trailing = _dash_p(lines, n, delimiter, glue)
@@ -95,10 +94,9 @@ def split_records(text: str, n: int, delimiter: str, glue: int = -1) -> list[lis
         if fields is None:
             _skip(line, n, delimiter)
         else:
-            out.append(fields)
+            yield fields
     if held:
         _skip(held, n, delimiter)
-    return out
 
 
 def _dash_p(lines: list[str], n: int, delimiter: str, glue: int) -> bool:

@@ -92,3 +92,9 @@ def test_the_web_page_shows_the_name(job_id, app_url, driver):
     assert driver.find_element(By.CSS_SELECTOR, "h1 .jobname").text == SHOWN == visible(NAME)
     page = driver.find_element(By.TAG_NAME, "body").text
     assert "COMPLETED (exit code 0:0)" in page and "2 allocated" in page
+
+
+def test_the_job_list_shows_the_name(job_id, app_url, driver):
+    driver.get(f"{app_url}/")
+    row = driver.find_element(By.CSS_SELECTOR, f'tr[data-job="{job_id}"]')
+    assert row.find_element(By.CSS_SELECTOR, "td.name").text == SHOWN

@@ -1,7 +1,8 @@
 """The ``sacct`` source: run the CLI through an injectable runner and parse ``--parsable2``.
 
-Everything sacct prints is untrusted text. ``parse_sacct`` is pure and groups the lines
-into jobs and steps, reading each field with the parsers of ``webapp.sources.sacct_values``
+Everything sacct prints is untrusted text. ``parse_sacct`` is pure and groups the records
+(``webapp.sources.sacct_records``: whole whatever line breaks job text holds) into jobs
+and steps, reading each field with the parsers of ``webapp.sources.sacct_values``
 (re-exported here); only ``SacctSource`` runs a process (argv list, no shell, with a timeout).
 """
 
@@ -48,8 +49,7 @@ FIELDS: tuple[str, ...] = (
     "AllocTRES", "Start", "End", "NodeList", "WorkDir", "MaxRSSNode",
 )  # fmt: skip
 
-# A job list's: no free text (a job name or directory may hold a newline, which would
-# cost the job its line; the list takes names from the accounting view).
+# A job list's: no free text (the list takes names from the accounting view).
 LIST_FIELDS = tuple(f for f in FIELDS if f not in ("JobName", "WorkDir"))
 
 Runner = Callable[[list[str]], str]

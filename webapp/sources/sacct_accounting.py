@@ -19,10 +19,10 @@ from webapp.sources.history_data import parse_submits
 from webapp.sources.sacct import LIST_FIELDS, SacctSource, parse_nodelist, parse_sacct
 from webapp.sources.sacct_records import delimiter_of, split_records
 
-# No free text in these columns, so a job name holding "|" cannot shift them.
+# No free text in these columns.
 EXTRA_FIELDS = ("JobIDRaw", "UID", "Submit")
 # A job list's columns: the view's list's (no free text), then the name, which only sacct
-# gives a caller without the view (one "|" in it is glued back), and Submit last.
+# gives a caller without the view (line breaks and all), and Submit last.
 NAMED_LIST_FIELDS = (*LIST_FIELDS, "JobName", "Submit")
 
 

@@ -20,8 +20,10 @@ from webapp.sources import sacct
 from webapp.sources.sacct import FIELDS, parse_sacct
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sacct"
-# Captured with SacctSource's own field list (FIELDS), on the local Slurm 22.05 stack.
-LOCAL = ("local-jobs-29-31.psv", "local-array-28.psv")
+# SacctSource's own command and field list (FIELDS, no header, Unix-second times), on the
+# local Slurm 22.05 stack.
+LOCAL = ("local-multitask-132-sacctsource-argv.psv",
+         "local-multitask-array-133-sacctsource-argv.psv")
 # The richest public capture: 37 columns, GPU TRES, multi-node steps.
 WIDE = "DERIVED_hb-jobinfo_sacct_as_parsable2_with_header.psv"
 _ID = re.compile(r"^(\d+)")
@@ -36,21 +38,34 @@ def _shift(line: str, seconds: int) -> str:
     return _TIME.sub(repl, line)
 
 
+def read_capture(name: str) -> tuple[list[str], list[str]]:
+    """(columns, data lines) of a capture: its header, else FIELDS (SacctSource's argv)."""
+    lines = (FIX / name).read_text().splitlines()
+    if lines[0].startswith("JobID|"):
+        return lines[0].split("|"), lines[1:]
+    return list(FIELDS), lines
+
+
 def build_input(files: tuple[str, ...], n_lines: int) -> tuple[list[str], str]:
     """(fields, text): ``n_lines`` data lines made by repeating the captures' lines."""
     header, rows = None, []
     for name in files:
-        lines = (FIX / name).read_text().splitlines()
-        header = header or lines[0].split("|")
-        assert lines[0].split("|") == header, f"{name}: different columns"
-        rows.extend(lines[1:])
+        columns, lines = read_capture(name)
+        header = header or columns
+        assert columns == header, f"{name}: different columns"
+        rows.extend(lines)
     id_cols = [i for i, f in enumerate(header) if f in ("JobID", "JobIDRaw")]
+    # Unix-second times (SLURM_TIME_FORMAT=%s) shift by column, ISO ones by _shift.
+    epoch_cols = [i for i, f in enumerate(header) if f in ("Start", "End", "Submit")]
     out: list[str] = []
     r = 0
     while len(out) < n_lines:
         r += 1
         for row in rows:
             parts = _shift(row, 7 * r).split("|")
+            for i in epoch_cols:
+                if parts[i].isdigit():
+                    parts[i] = str(int(parts[i]) + 7 * r)
             for i in id_cols:  # 29 -> 100000029, 200000029, ...: every job new
                 m = _ID.match(parts[i])
                 parts[i] = str(r * 10**8 + int(m.group(1))) + parts[i][m.end() :]
@@ -61,8 +76,9 @@ def build_input(files: tuple[str, ...], n_lines: int) -> tuple[list[str], str]:
 
 
 def clear_caches() -> None:
-    for fn in (sacct.parse_duration, sacct.parse_memory, sacct.parse_time, sacct.parse_nodelist):
-        fn.cache_clear()
+    for fn in vars(sacct).values():  # every lru_cache the parser reads through
+        if callable(getattr(fn, "cache_clear", None)):
+            fn.cache_clear()
 
 
 def bench(files: tuple[str, ...], n_lines: int, runs: int) -> tuple[float, int]:
@@ -84,7 +100,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
     assert len(FIELDS) == len(build_input(LOCAL, 1)[0])
-    cases = (("local stack, FIELDS (21 cols)", LOCAL), ("hb-jobinfo (37 cols)", (WIDE,)))
+    cases = (("local stack, FIELDS (22 cols)", LOCAL), ("hb-jobinfo (37 cols)", (WIDE,)))
     for label, files in cases:
         rate, jobs = bench(files, args.lines, args.runs)
         print(f"{label:34s} {args.lines:,} lines -> {jobs:,} jobs: "

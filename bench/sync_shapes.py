@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +18,8 @@ from pathlib import Path
 import requests
 
 from webapp.model import AccountingJob, SacctJob
-from webapp.sources.sacct import FIELDS, parse_sacct
+from webapp.sources.sacct import FIELDS, SacctSource, parse_sacct, run_sacct
+from webapp.sources.sacct_records import delimiter_of
 
 NODES = 100
 EXPORTER_PORT = 9306
@@ -29,12 +29,9 @@ COUNTERS = ("_total",)
 def capture(prometheus: str, job_ids: list[str], out: Path) -> None:
     shapes = []
     for jid in job_ids:
-        text = subprocess.run(
-            ["sacct", "--parsable2", "--noheader", "--allusers", "-j", jid,
-             "--format", ",".join(FIELDS)],
-            env={"SLURM_TIME_FORMAT": "%s", "PATH": "/usr/bin:/bin"},
-            check=True, capture_output=True, text=True).stdout
-        job = parse_sacct(text, FIELDS)[0]
+        argv = SacctSource().argv(jid)  # the report's own command, random delimiter included
+        text, delimiter = run_sacct(argv), delimiter_of(argv)
+        job = parse_sacct(text, FIELDS, delimiter=delimiter)[0]
         start, end = job.start_time.timestamp(), job.end_time.timestamp()
         span = int(end - start) + 30
         answer = requests.get(f"{prometheus}/api/v1/query", timeout=30, params={
@@ -44,7 +41,8 @@ def capture(prometheus: str, job_ids: list[str], out: Path) -> None:
                               if k not in ("jobid", "instance", "job")},
                    "samples": [[round(float(t) - start, 3), v] for t, v in r["values"]]}
                   for r in answer]
-        shapes.append({"job_id": jid, "fields": list(FIELDS), "sacct": text, "series": series})
+        shapes.append({"job_id": jid, "fields": list(FIELDS), "sacct": text,
+                       "delimiter": delimiter, "series": series})
     out.write_text(json.dumps(shapes, indent=1) + "\n")
 
 
@@ -89,7 +87,8 @@ def write_openmetrics(path: Path, jobs: list[Replay]) -> int:
 def records(job: Replay, cluster: str) -> tuple[AccountingJob, SacctJob]:
     """The replayed job's sacct record (times and node moved) and accounting record."""
     # The columns the capture asked for (FIELDS has grown since some shapes were taken).
-    real = parse_sacct(job.shape["sacct"], job.shape.get("fields", FIELDS))[0]
+    real = parse_sacct(job.shape["sacct"], job.shape.get("fields", FIELDS),
+                       delimiter=job.shape.get("delimiter", "|"))[0]
     shift = job.start - real.start_time.timestamp()
 
     def moved(t: datetime | None) -> datetime | None:

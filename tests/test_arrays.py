@@ -89,9 +89,10 @@ def test_source_array_on_the_captured_sacct_answer():
         calls.append(argv)
         return out
 
-    tasks = SacctSource(runner=runner, cluster="demo").array("28")
+    tasks = SacctSource(delimiter="|", runner=runner, cluster="demo").array("28")
     assert [t.job_id for t in tasks] == ["28_1", "28_2", "28_3", "28_4"]
     assert calls[0][calls[0].index("--format") + 1] == ",".join(FIELDS)
     assert tasks[0].start_time.isoformat() == "2026-11-22T20:58:54+00:00"
-    assert SacctSource(runner=runner).job("28").job_id == "28_4"  # job 28 is task 4's own id
-    assert SacctSource(runner=runner).array("28_2") == tasks
+    replay = SacctSource(delimiter="|", runner=runner)
+    assert replay.job("28").job_id == "28_4"  # job 28 is task 4's own id
+    assert replay.array("28_2") == tasks

@@ -10,6 +10,7 @@ from webapp.formatting import (
     format_percent,
     slurm_mem,
     slurm_time,
+    visible,
 )
 
 GIB, MIB = 1024**3, 1024**2
@@ -56,3 +57,15 @@ def test_format_duration(seconds, text):
 )
 def test_format_percent(ratio, text):
     assert format_percent(ratio) == text
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("train-model", "train-model"),
+    ("two\nlines|pipe", "two\\nlines|pipe"),
+    ("cr\r\nlf\ttab", "cr\\r\\nlf\\ttab"),
+    ("\x1b[2Jbell\x07", "\\x1b[2Jbell\\x07"),
+    ("para\u2028sep\u202eevil", "para\\u2028sep\\u202eevil"),
+    ("é 日本 a b", "é 日本 a b"),
+])
+def test_visible_writes_control_characters_out(text, shown):
+    assert visible(text) == shown and visible(shown) == shown

@@ -69,7 +69,7 @@ def test_header_injection_is_inert():
     assert sorted(parsed.keys()) == sorted(["From", "To", "Subject", "Date", "Message-ID",
                                             "Auto-Submitted", "X-Jobreport-Job",
                                             "MIME-Version", "Content-Type"])
-    assert parsed["Subject"] == "Job 4242 (x Bcc: evil@example.org) on demo: 3 findings"
+    assert parsed["Subject"] == "Job 4242 (x\\r\\nBcc: evil@example.org) on demo: 3 findings"
     with pytest.raises(ValueError):
         email_renderer.render(sample_report(), "a@b\r\nBcc: evil@example.org", "j@x", pdf=b"")
 

@@ -99,16 +99,20 @@ def test_no_block_under_the_minimum_or_for_jobs_still_running():
 
 def test_history_argv_and_submits():
     since, until = T0, T0 + timedelta(days=30)
-    argv = history_argv("sacct", "demo", "alice", "train", since, until)
-    assert argv[:2] == ["sacct", "--parsable2"]
+    argv = history_argv("sacct", "demo", "alice", "train", since, until, "~d~")
+    assert argv[:2] == ["sacct", "--parsable2"] and "--delimiter=~d~" in argv
     assert argv[argv.index("--user") + 1] == "alice"
     assert argv[argv.index("--name") + 1] == "train"
     assert argv[-2:] == ["--clusters", "demo"]
     # A name with a comma would be split by sacct: it is filtered afterwards instead.
-    assert "--name" not in history_argv("sacct", None, None, "a,b", since, until)
-    assert "--allusers" in history_argv("sacct", None, None, None, since, until)
+    assert "--name" not in history_argv("sacct", None, None, "a,b", since, until, "|")
+    assert "--allusers" in history_argv("sacct", None, None, None, since, until, "|")
     text = "42|42|a|b|1795434160\n42.batch|42|x|y|1795434160\n43|43|c|d|Unknown\n"
-    assert parse_submits(text) == {"42": 1795434160.0}
+    fields = ("JobID", "JobIDRaw", "JobName", "User", "Submit")
+    assert parse_submits(text, fields, "|") == {"42": 1795434160.0}
+    # a name with the delimiter and a line break in it costs neither its job nor the next
+    text = "42|42|a|b\nc|u|1795434160\n43|43|d|u|1795434161\n"
+    assert parse_submits(text, fields, "|") == {"42": 1795434160.0, "43": 1795434161.0}
 
 
 def test_rendering_fits_80_columns_and_shows_the_block():

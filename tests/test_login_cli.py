@@ -22,18 +22,24 @@ from webapp.sources.sacct_accounting import (
     SacctAccounting,
     parse_extra,
 )
+from webapp.sources.sacct_records import delimiter_of
 
 SUBMIT = 1795434000
+
+
+def as_asked(argv: list[str], text: str) -> str:
+    """A "|" capture (no "|" in its names) with the delimiter the call asked sacct for."""
+    return text.replace("|", delimiter_of(argv))
 
 
 @pytest.fixture
 def user_settings(monkeypatch) -> Settings:
     def fake_sacct(argv, timeout=30.0):
         if "JobIDRaw,UID,Submit" in argv:
-            return f"17|0|{SUBMIT}\n"
+            return as_asked(argv, f"17|0|{SUBMIT}\n")
         if "--jobs" in argv and argv[argv.index("--jobs") + 1] != "17":
             return ""
-        return sacct_answer("local-cancelled-17.psv")
+        return as_asked(argv, sacct_answer("local-cancelled-17.psv"))
 
     monkeypatch.setattr("webapp.sources.sacct.run_sacct", fake_sacct)
     # Nothing listens on port 9: Prometheus is down, which only the owner's report asks.
@@ -108,8 +114,8 @@ def list_settings(monkeypatch) -> tuple[Settings, list[list[str]]]:
         if "JobIDRaw,UID,Submit" in argv:
             return ""  # uid and submit time: not among the figures compared here
         if "--starttime" in argv:
-            return LIST
-        return one_job(argv[argv.index("--jobs") + 1])
+            return as_asked(argv, LIST)
+        return as_asked(argv, one_job(argv[argv.index("--jobs") + 1]))
 
     monkeypatch.setattr("webapp.sources.sacct.run_sacct", fake_sacct)
     return Settings(db_readable=False, prometheus_url="http://127.0.0.1:9",

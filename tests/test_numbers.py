@@ -65,7 +65,7 @@ def service(answer: str, scontrol=scontrol_missing) -> ReportService:
     down = free_port()
     settings = Settings(db_url=f"mysql://jobreport:x@127.0.0.1:{down}/jobreport",
                         prometheus_url=f"http://127.0.0.1:{down}", prometheus_timeout=2)
-    return ReportService(settings, sacct=SacctSource(runner=lambda argv: answer),
+    return ReportService(settings, sacct=SacctSource(delimiter="|", runner=lambda argv: answer),
                          partitions=PartitionSource(runner=scontrol))
 
 
@@ -158,7 +158,8 @@ def test_array_found_by_its_id_when_no_task_has_that_raw_id():
     # 24220929_421 and _431 have raw ids 24221219 and 24221220: none is 24220929.
     answer = sacct_answer("reportseff_console_caretdelim_noheader_11col.txt", REPORTSEFF_11,
                           "^|^", job="24220929")
-    assert SacctSource(runner=lambda argv: answer).job("24220929").job_id == "24220929_421"
+    replay = SacctSource(delimiter="|", runner=lambda argv: answer)
+    assert replay.job("24220929").job_id == "24220929_421"
     report = show(answer, "24220929")
     assert report.figures_from == "24220929_421"
     assert [t.job_id for t in report.array.tasks] == ["24220929_421", "24220929_431"]

@@ -151,7 +151,7 @@ def test_gap_report_has_note_and_one_page(tmp_path):
 def test_hostile_characters_do_not_break_latex(tmp_path):
     name = "a--b <<x>> ``q'' \"d\" ?` !` é 日本\x07\ttab"
     path = write(pdf.render(replace(gap_report(), job_name=name)), tmp_path)
-    assert "a--b <<x>> ``q'' \"d\" ?` !` é ?? tab" in page_text(path, 1)
+    assert "a--b <<x>> ``q'' \"d\" ?` !` é ??\\x07\\ttab" in page_text(path, 1)
 
 
 def test_temporary_directory_removed_even_on_failure(tmp_path, monkeypatch):

@@ -59,7 +59,7 @@ def test_sizing_text_is_escaped_and_one_line():
     hostile = SizingSuggestion((("--job-name", HTML_PAYLOAD + "\nx"),), based_on=1,
                                basis=HTML_PAYLOAD)
     report = replace(gpu_report(), sizing=hostile)
-    assert sizing_lines(report.sizing) == [f"#SBATCH --job-name={HTML_PAYLOAD} x"]
+    assert sizing_lines(report.sizing) == [f"#SBATCH --job-name={HTML_PAYLOAD}\\nx"]
     assert sizing_note(report) == f"Based on 1 earlier job ({HTML_PAYLOAD})."
     page = html.render(report)
     assert HTML_PAYLOAD not in page and "&lt;script&gt;" in page

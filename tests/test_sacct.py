@@ -25,6 +25,7 @@ from webapp.sources.sacct import (
     parse_tres,
     run_sacct,
 )
+from webapp.sources.sacct_records import delimiter_of
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sacct"
 K, M, G = 1024, 1024**2, 1024**3
@@ -406,12 +407,21 @@ def _noheader(name: str) -> str:
 def test_source_argv_and_job():
     line = dict(JobID="1", JobIDRaw="1", JobName="busy", User="alice", State="COMPLETED",
                 Elapsed="00:00:08", Start="1795870442", End="1795870450", NodeList="vm")
-    runner = Runner("|".join(line.get(f, "") for f in FIELDS) + "\n")
+    calls = []
+
+    def runner(argv):  # answers with the delimiter the call asked for
+        calls.append(argv)
+        return delimiter_of(argv).join(line.get(f, "") for f in FIELDS) + "\n"
+
     src = SacctSource("/usr/bin/sacct", runner=runner, cluster="demo")
     job = src.job("1")
     assert job.user == "alice" and job.end_time == datetime.fromtimestamp(1795870450, UTC)
-    argv = runner.calls[0]
+    argv = calls[0]
     assert argv[0] == "/usr/bin/sacct" and "--parsable2" in argv
+    # a fresh delimiter per call, no "|" a job name could hold
+    assert "|" not in delimiter_of(argv) and len(delimiter_of(argv)) >= 16
+    src.job("1")
+    assert delimiter_of(calls[1]) != delimiter_of(argv)
     assert argv[argv.index("--format") + 1] == ",".join(FIELDS)
     assert argv[argv.index("--jobs") + 1] == "1"
     assert argv[argv.index("--clusters") + 1] == "demo"
@@ -424,13 +434,13 @@ def test_source_argv_and_job():
 def test_source_refuses_bad_ids_without_running_anything():
     runner = Runner()
     with pytest.raises(InvalidJobId):
-        SacctSource(runner=runner).job("1; rm -rf /")
+        SacctSource(delimiter="|", runner=runner).job("1; rm -rf /")
     assert runner.calls == []
 
 
 def test_source_not_found_and_unavailable(tmp_path):
     with pytest.raises(JobNotFound):
-        SacctSource(runner=Runner("")).job("99")
+        SacctSource(delimiter="|", runner=Runner("")).job("99")
     with pytest.raises(SourceUnavailable) as e:
         SacctSource(runner=Runner(exc=subprocess.TimeoutExpired("sacct", 1))).job("1")
     assert e.value.source == "sacct"
@@ -469,7 +479,7 @@ def _rows(text: str, fields) -> str:
 def test_source_picks_het_leader_array_tasks_and_raw_ids():
     text = (FIX / "torchx_sacct_parsable2_hetjob_1853.psv").read_text()
     fields = text.split("\n", 1)[0].split("|")
-    src = SacctSource(runner=Runner(_rows(text, fields)))
+    src = SacctSource(delimiter="|", runner=Runner(_rows(text, fields)))
     assert src.job("1853").job_id == "1853+0"
     assert src.job("1853+2").job_id == "1853+2"
 
@@ -478,11 +488,13 @@ def test_source_picks_het_leader_array_tasks_and_raw_ids():
     lines = [ln for ln in hb.splitlines()[1:] if ln.startswith("7216821_144")]
     one_task = _rows("header\n" + "\n".join(lines), fields)
     # asked by its raw id, sacct answers with the task line: the sole job is the answer
-    assert SacctSource(runner=Runner(one_task)).job("7216999").job_id == "7216821_144"
-    tasks = SacctSource(runner=Runner(one_task)).array("7216821")
+    replay = SacctSource(delimiter="|", runner=Runner(one_task))
+    assert replay.job("7216999").job_id == "7216821_144"
+    tasks = replay.array("7216821")
     assert [t.job_id for t in tasks] == ["7216821_144"]
     with pytest.raises(JobNotFound):
-        SacctSource(runner=Runner(_rows(text, text.split("\n", 1)[0].split("|")))).array("1853")
+        rows = _rows(text, text.split("\n", 1)[0].split("|"))
+        SacctSource(delimiter="|", runner=Runner(rows)).array("1853")
 
 
 def test_big_outputs_parse_the_same_and_leave_the_collector_as_found():

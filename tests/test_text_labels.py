@@ -48,5 +48,5 @@ def test_text_prints_the_pages_block_lines_wrapped_only():
 
     hostile = SizingSuggestion((("--job-name", "a\nb\rc"), ("--mem", "4G")), 3)
     out = text.render(sample_report(sizing=hostile))
-    assert sizing_lines(hostile) == ["#SBATCH --job-name=a b c", "#SBATCH --mem=4G"]
-    assert "\n  #SBATCH --job-name=a b c\n  #SBATCH --mem=4G\n" in out
+    assert sizing_lines(hostile) == ["#SBATCH --job-name=a\\nb\\rc", "#SBATCH --mem=4G"]
+    assert "\n  #SBATCH --job-name=a\\nb\\rc\n  #SBATCH --mem=4G\n" in out

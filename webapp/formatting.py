@@ -1,4 +1,5 @@
-"""Numbers as people and Slurm read them: bytes, durations, percentages, ``--mem``/``--time``.
+"""Numbers as people and Slurm read them: bytes, durations, percentages, ``--mem``/``--time``;
+and Slurm's own text with its control characters shown (``visible``).
 
 The model keeps bytes and seconds; only renderers and advice texts call these.
 ``None`` (unknown) formats as ``n/a`` rather than as zero.
@@ -12,6 +13,26 @@ GIB = 1024**3
 MIB = 1024**2
 UNKNOWN = "n/a"
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+_SHOWN = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def visible(text: str) -> str:
+    """Slurm text (a job name, a path) with every character a terminal, a browser, LaTeX
+    or a mail header would obey or hide written out instead, as in a shell's ``$'...'``:
+    ``\\n``, ``\\r``, ``\\t``, else ``\\x1b`` / ``\\u2028``. The one place job text is
+    made visible: a line break cannot move the cursor, start a header or a new line,
+    and the reader still sees it was there."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _shown(c) for c in text)
+
+
+def _shown(char: str) -> str:
+    if char in _SHOWN:
+        return _SHOWN[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else (
+        f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
 
 
 def format_bytes(n: float | None) -> str:

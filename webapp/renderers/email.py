@@ -2,7 +2,8 @@
 
 Headers are built with ``email.message.EmailMessage`` (policy ``default``, which also
 refuses CR/LF in header values); every piece of Slurm text that reaches a header is
-stripped of control characters first, so a job name cannot add a header.
+made visible first (``formatting.visible``: a line break is the two characters ``\\n``),
+so a job name cannot add a header.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from email.message import EmailMessage
 from email.policy import default
 from email.utils import formatdate, make_msgid
 
+from webapp.formatting import visible
 from webapp.model import JobReport
-from webapp.renderers.presentation import CONTROL_CHARS, context
+from webapp.renderers.presentation import context
 from webapp.renderers.templates import environment
 
 SUBJECT_NAME_MAX = 60
@@ -21,14 +23,15 @@ _env = None
 
 
 def header_text(text: object, limit: int | None = None) -> str:
-    """Slurm text made safe for a header: control characters (CR, LF, ...) become spaces,
-    and RFC 2047 encoded-word openers ``=?`` are broken with an invisible WORD JOINER.
+    """Slurm text made safe for a header: control characters (CR, LF, ...) shown, not
+    obeyed (``visible``), and RFC 2047 encoded-word openers ``=?`` are broken with an
+    invisible WORD JOINER.
 
     The email package decodes encoded-words in a header value it is given and writes the
     decoded text back unencoded when it is ASCII, so a job named
     ``=?utf-8?q?x=0D=0AReply-To:...?=`` would put a real CR LF in the message; with the
     joiner the value is non-ASCII and goes out as one encoded-word of the literal text."""
-    clean = CONTROL_CHARS.sub(" ", str(text)).strip().replace("=?", ENCODED_WORD_BREAK)
+    clean = visible(str(text)).strip().replace("=?", ENCODED_WORD_BREAK)
     if limit is not None and len(clean) > limit:
         clean = clean[: limit - 1] + "…"
     return clean
@@ -39,11 +42,12 @@ def subject(report: JobReport) -> str:
     name = f" ({header_text(report.job_name, SUBJECT_NAME_MAX)})" if report.job_name else ""
     count = len(report.findings)
     what = f"{count} finding{'s' if count != 1 else ''}" if count else "no problems found"
-    return header_text(f"Job {report.job_id}{name} on {report.cluster}: {what}")
+    # Each piece cleaned once: a second pass would show the name's word joiners as \u2060.
+    return f"Job {header_text(report.job_id)}{name} on {header_text(report.cluster)}: {what}"
 
 
 def _address(addr: str) -> str:
-    if CONTROL_CHARS.search(addr) or "@" not in addr or "=?" in addr:
+    if not addr.isprintable() or "@" not in addr or "=?" in addr:
         raise ValueError(f"not a usable email address: {addr!r}")
     return addr
 

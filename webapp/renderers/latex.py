@@ -6,11 +6,10 @@ first, then backticked spans are set in ``\\texttt``.
 
 from __future__ import annotations
 
-import unicodedata
-
 from pylatex import NoEscape
 from pylatex.utils import escape_latex
 
+from webapp.formatting import visible
 from webapp.renderers.backticks import split_code
 
 # T1 ligatures that would turn "--" into a dash or "<<" into a guillemet.
@@ -20,15 +19,14 @@ _QUOTES = {"'": r"\textquotesingle{}", "`": r"\textasciigrave{}", '"': r"\textqu
 
 
 def _printable(char: str) -> str:
-    if char in "\r\n\t" or unicodedata.category(char).startswith("C"):
-        return " "
     # Latin-1 is what inputenc utf8 + T1 + textcomp typeset without extra packages.
     return char if ord(char) < 0x100 else "?"
 
 
 def escaped(text: object) -> NoEscape:
-    """Untrusted text made inert for LaTeX: the ONLY way text enters the document."""
-    plain = "".join(_printable(c) for c in str(text))
+    """Untrusted text made inert for LaTeX: the ONLY way text enters the document. Its
+    control characters are shown (``visible``: a line break reads ``\\n``)."""
+    plain = "".join(_printable(c) for c in visible(str(text)))
     out = escape_latex(plain).replace(r"\^{}", r"\textasciicircum{}")
     for char in _LIGATURE_CHARS:
         out = out.replace(char, char + "{}")

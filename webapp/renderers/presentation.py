@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent
+from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent, visible
 from webapp.model import Finding, JobReport, SizingSuggestion
 from webapp.renderers.charts import Chart, ChartCache
 from webapp.renderers.queue import queue_rows
@@ -42,8 +42,6 @@ from webapp.renderers.wording import (
 ARRAY_ROWS_SHOWN = 50  # tasks listed one by one; the rest are counted
 
 CHARTS = ChartCache()
-# Line breaks of every kind (and other control characters): one value stays one line.
-CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
 
 
 def format_time(when: datetime | None) -> str:
@@ -51,14 +49,9 @@ def format_time(when: datetime | None) -> str:
     return UNKNOWN if when is None else when.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-def one_line(text: str) -> str:
-    """Control characters (CR, LF, tab, ...) as single spaces: every value stays one line."""
-    return CONTROL_CHARS.sub(" ", text)
-
-
 def summary_rows(report: JobReport) -> list[tuple[str, str]]:
     """Label/value pairs of the summary table, one line each, not escaped (renderers do)."""
-    return [(label, one_line(value)) for label, value in _summary_rows(report)]
+    return [(label, visible(value)) for label, value in _summary_rows(report)]
 
 
 def _summary_rows(report: JobReport) -> list[tuple[str, str]]:
@@ -115,7 +108,7 @@ def array_rows(report: JobReport) -> list[tuple[str, str]]:
     advice = " ".join(x for x in (a.suggested_mem and f"--mem={a.suggested_mem}",
                                   a.suggested_time and f"--time={a.suggested_time}") if x)
     rows.append(("Next submission", advice or "no suggestion (no task ended yet)"))
-    return [(label, one_line(value)) for label, value in rows]
+    return [(label, visible(value)) for label, value in rows]
 
 
 def array_task_rows(report: JobReport) -> list[tuple[str, str, str, str, str]]:
@@ -123,7 +116,7 @@ def array_task_rows(report: JobReport) -> list[tuple[str, str, str, str, str]]:
     if report.array is None:
         return []
     return [
-        (one_line(t.job_id), one_line(t.state), format_duration(t.elapsed_seconds),
+        (visible(t.job_id), visible(t.state), format_duration(t.elapsed_seconds),
          format_percent(t.cpu_efficiency), format_bytes(t.memory_peak_bytes))
         for t in report.array.tasks[:ARRAY_ROWS_SHOWN]
     ]
@@ -156,12 +149,12 @@ def evidence_line(finding: Finding) -> str:
     """The finding's evidence sentence; for a finding without one, a readable
     "Label: value; label: value." list of its numbers (never ``key = value``)."""
     if finding.evidence_text:
-        return one_line(finding.evidence_text)
+        return visible(finding.evidence_text)
     parts = []
     for key, value in finding.evidence.items():
         label, shown = _evidence_value(key, value)
         words = " ".join(_WORDS.get(w, w) for w in label.split("_"))
-        parts.append(f"{words}: {one_line(shown)}")
+        parts.append(f"{words}: {visible(shown)}")
     if not parts:
         return ""
     line = "; ".join(parts) + "."
@@ -224,7 +217,7 @@ def gauges(report: JobReport) -> list[Gauge]:
 def sizing_lines(sizing: SizingSuggestion | None) -> list[str]:
     """The suggested ``#SBATCH`` block, one line each (empty without a history): what the
     page, the PDF, the email, the text report and ``jobreport history`` print."""
-    return [one_line(line) for line in sizing.lines()] if sizing else []
+    return [visible(line) for line in sizing.lines()] if sizing else []
 
 
 def sizing_note(report: JobReport) -> str:
@@ -236,7 +229,7 @@ def sizing_note(report: JobReport) -> str:
     text += f" ({s.basis})." if s.basis else "."
     if s.saved:
         text += " It would have saved " + "; ".join(s.saved) + "."
-    return one_line(text)
+    return visible(text)
 
 
 def sorted_findings(report: JobReport) -> list[Finding]:
@@ -251,7 +244,7 @@ def context(report: JobReport, charts: list[Chart] | None = None,
     ``staff`` adds each gap's technical detail (driver errors) to its note."""
     return {
         "report": report,
-        "title": one_line(title(report)),
+        "title": visible(title(report)),
         "what": what(report),
         "figures_from": figures_from(report),
         "array_summary": array_rows(report),
@@ -261,7 +254,7 @@ def context(report: JobReport, charts: list[Chart] | None = None,
         "findings": sorted_findings(report),
         "gaps": [gap_text(g, staff) for g in report.gaps] + list(report.notes),
         "charts": CHARTS.get(report) if charts is None else charts,
-        "queue": [(label, one_line(value)) for label, value in queue_rows(report)],
+        "queue": [(label, visible(value)) for label, value in queue_rows(report)],
         "step_header": STEP_HEADER,
         "steps": step_rows(report),
         "waste_header": WASTE_HEADER,

@@ -1,6 +1,6 @@
 """The queue context as every renderer shows it: label/value rows (text, HTML, PDF,
 email) and the JSON ``queue`` object. Values are plain and not escaped: each renderer
-makes them one line and inert (presentation.one_line, text's _clean, pdf's escaped)."""
+makes them one line and inert (formatting.visible, through each renderer)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent
+from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent, visible
 from webapp.model import JobReport
 
 STEP_HEADER = ("step", "name", "state", "exit", "elapsed", "CPUs", "CPU eff.", "peak memory")
@@ -17,7 +17,7 @@ COVERAGE_HEADER = ("series", "samples", "interval", "covered", "gaps")
 
 
 def _clean(text: str | None) -> str:
-    return "".join(c if c.isprintable() else " " for c in (text or ""))
+    return visible(text or "")
 
 
 def step_rows(report: JobReport) -> list[tuple[str, ...]]:

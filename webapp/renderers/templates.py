@@ -6,7 +6,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from webapp.formatting import format_bytes, format_duration, format_percent
+from webapp.formatting import format_bytes, format_duration, format_percent, visible
 from webapp.renderers.backticks import code_html
 from webapp.renderers.presentation import evidence_line, format_time
 
@@ -27,7 +27,7 @@ def install_filters(env: Environment) -> None:
     """The formatting filters every template may use."""
     env.filters.update(bytes=format_bytes, duration=format_duration,
                        percent=format_percent, time=format_time, code=code_html,
-                       evidence=evidence_line)
+                       evidence=evidence_line, visible=visible)
 
 
 def environment() -> Environment:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from webapp.formatting import format_bytes, format_duration, format_percent
+from webapp.formatting import format_bytes, format_duration, format_percent, visible
 from webapp.model import JobReport, Series, SizingSuggestion
 from webapp.renderers.presentation import evidence_line, sizing_lines
 from webapp.renderers.queue import queue_rows
@@ -65,9 +65,9 @@ def _line(label: str, value: str) -> str:
 
 
 def printable(text: str | None, missing: str = "-") -> str:
-    """Slurm text for a terminal: each control character a ``?``, so a job name cannot move
-    the cursor; ``missing`` when there is none."""
-    return "".join(c if c.isprintable() else "?" for c in (text or missing))
+    """Slurm text for a terminal, its control characters shown (``visible``), so a job
+    name cannot move the cursor; ``missing`` when there is none."""
+    return visible(text or missing)
 
 
 def _clean(text: str | None) -> str:

@@ -6,7 +6,7 @@ functions of the report; nothing here imports matplotlib or templates.
 
 from __future__ import annotations
 
-from webapp.formatting import UNKNOWN, format_bytes, format_duration
+from webapp.formatting import UNKNOWN, format_bytes, format_duration, visible
 from webapp.model import CpuSource, Gap, JobReport, MemoryPeak, PeakSource, TimeLimitKind
 
 PARTITION_LIMIT = "the partition's limit"
@@ -28,7 +28,7 @@ def what(report: JobReport) -> str:
 
 def title(report: JobReport) -> str:
     """``what(report)`` and the job's name when known."""
-    return f"{what(report)}: {report.job_name}" if report.job_name else what(report)
+    return f"{what(report)}: {visible(report.job_name)}" if report.job_name else what(report)
 
 
 def figures_from(report: JobReport) -> str | None:

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from webapp.model import JobId, SourceUnavailable
 from webapp.sources.sacct import run_sacct
+from webapp.sources.sacct_records import delimiter_argv, new_delimiter, split_records
 
 # The states a job can end in (sacct --state takes these abbreviations).
 FINAL_STATES = ("BF", "CA", "CD", "DL", "F", "NF", "OOM", "PR", "TO")
@@ -31,7 +32,8 @@ class EndedJob:
         return (self.job_id, self.submit_time)
 
 
-def parse_ended(text: str, cluster: str, since: int, until: int) -> list[EndedJob]:
+def parse_ended(text: str, cluster: str, since: int, until: int,
+                delimiter: str = "|") -> list[EndedJob]:
     """``sacct -X -P -n -o JobID,Submit,End`` lines (times as Unix seconds) -> jobs whose
     end lies in [since, until], oldest end first.
 
@@ -39,9 +41,8 @@ def parse_ended(text: str, cluster: str, since: int, until: int) -> list[EndedJo
         124_2|1763816597|Unknown
     """
     out = []
-    for line in text.splitlines():
-        parts = line.split("|")
-        if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+    for parts in split_records(text, 3, delimiter):
+        if not parts[1].isdigit() or not parts[2].isdigit():
             continue
         job_id, submit, end = parts[0], int(parts[1]), int(parts[2])
         try:
@@ -72,7 +73,8 @@ class SacctEnded:
     def ended_between(self, since: int, until: int, limit: int) -> list[EndedJob]:
         # With --state, -S/-E select jobs that were in those states within the window:
         # every job that ended in it, plus some that ended later (filtered by parse_ended).
-        argv = [self.sacct_path, "--allusers", "-X", "--parsable2", "--noheader",
+        d = new_delimiter()
+        argv = [self.sacct_path, "--allusers", "-X", *delimiter_argv(d),
                 "--clusters", self.cluster, "--state", ",".join(FINAL_STATES),
                 "--starttime", _local(since), "--endtime", _local(until + 1),
                 "--format", "JobID,Submit,End"]  # fmt: skip
@@ -80,4 +82,4 @@ class SacctEnded:
             text = self._runner(argv)
         except OSError as exc:
             raise SourceUnavailable(self.name, str(exc)) from None
-        return parse_ended(text, self.cluster, since, until)[:limit]
+        return parse_ended(text, self.cluster, since, until, d)[:limit]

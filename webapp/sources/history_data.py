@@ -17,6 +17,7 @@ from datetime import datetime
 from webapp.model import SacctJob, SourceUnavailable
 from webapp.sources.prometheus import PrometheusSource
 from webapp.sources.sacct import FIELDS, SacctSource, parse_sacct
+from webapp.sources.sacct_records import delimiter_argv, glue_column, split_records
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +37,10 @@ def _local(when: datetime) -> str:
 
 
 def history_argv(sacct: str, cluster: str | None, user: str | None, name: str | None,
-                 since: datetime, until: datetime) -> list[str]:
+                 since: datetime, until: datetime, delimiter: str) -> list[str]:
     """Allocations and steps of the jobs of ``user`` (every user's when None) named
     ``name`` (any name when None) that ran or waited in [since, until]."""
-    argv = [sacct, "--parsable2", "--noheader", "--format", ",".join(HISTORY_FIELDS),
+    argv = [sacct, *delimiter_argv(delimiter), "--format", ",".join(HISTORY_FIELDS),
             "--starttime", _local(since), "--endtime", _local(until)]
     argv += ["--user", user] if user else ["--allusers"]
     if name and "," not in name:  # sacct splits --name at commas; then filter here only
@@ -49,12 +50,12 @@ def history_argv(sacct: str, cluster: str | None, user: str | None, name: str | 
     return argv
 
 
-def parse_submits(text: str) -> dict[str, float]:
-    """JobID -> Submit (Unix seconds) from the allocation lines of ``history_argv``'s output."""
+def parse_submits(text: str, fields: Sequence[str], delimiter: str) -> dict[str, float]:
+    """JobID -> Submit (Unix seconds) from the allocation lines of sacct's output in
+    ``fields`` (JobID first, Submit last), such as ``history_argv``'s."""
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        job_id = line.split("|", 1)[0]
-        submit = line.rsplit("|", 1)[-1]
+    for p in split_records(text, len(fields), delimiter, glue_column(fields)):
+        job_id, submit = p[0], p[-1]
         if job_id and "." not in job_id and submit.isdigit():
             out[job_id] = float(submit)
     return out
@@ -81,10 +82,11 @@ class HistorySource:
              until: datetime) -> list[PastJob]:
         """Raises SourceUnavailable when sacct fails; without Prometheus (or when it
         fails) the jobs keep sacct's figures only."""
+        d = self.sacct.delimiter()
         text = self.sacct.run(history_argv(self.sacct.sacct_path, self.sacct.cluster,
-                                           user, name, since, until))
-        submits = parse_submits(text)
-        found = [j for j in parse_sacct(text, HISTORY_FIELDS)
+                                           user, name, since, until, d))
+        submits = parse_submits(text, HISTORY_FIELDS, d)
+        found = [j for j in parse_sacct(text, HISTORY_FIELDS, delimiter=d)
                  if "[" not in j.job_id and (name is None or j.job_name == name)]
         try:
             peaks, busy = self._prometheus(found, until)

@@ -1,7 +1,8 @@
 """The ``sacct`` source: run the CLI through an injectable runner and parse ``--parsable2``.
 
-Everything sacct prints is untrusted text. ``parse_sacct`` is pure and groups the lines
-into jobs and steps, reading each field with the parsers of ``webapp.sources.sacct_values``
+Everything sacct prints is untrusted text. ``parse_sacct`` is pure and groups the records
+(``webapp.sources.sacct_records``: whole whatever line breaks job text holds) into jobs
+and steps, reading each field with the parsers of ``webapp.sources.sacct_values``
 (re-exported here); only ``SacctSource`` runs a process (argv list, no shell, with a timeout).
 """
 
@@ -18,6 +19,13 @@ from functools import lru_cache
 from operator import itemgetter
 
 from webapp.model import JobId, JobNotFound, SacctJob, SourceUnavailable, Step
+from webapp.sources.sacct_records import (
+    delimiter_argv,
+    delimiter_of,
+    glue_column,
+    new_delimiter,
+    split_records,
+)
 
 # The value parsers are re-exported: callers import them from here too.
 from webapp.sources.sacct_values import gpus_from_tres as gpus_from_tres
@@ -46,8 +54,7 @@ FIELDS: tuple[str, ...] = (
 # second request to slurmdbd (the TRES names): ~190 ms instead of ~100 ms on the stack.
 FIGURE_FIELDS = tuple(f for f in FIELDS if f != "AllocTRES")
 
-# A job list's: no free text (a job name or directory may hold a newline, which would
-# cost the job its line; the list takes names from the accounting view).
+# A job list's: no free text (the list takes names from the accounting view).
 LIST_FIELDS = tuple(f for f in FIELDS if f not in ("JobName", "WorkDir"))
 
 Runner = Callable[[list[str]], str]
@@ -80,7 +87,7 @@ class _Columns:
         if self.jobid < 0:
             self.jobid = self.jobidraw  # `-o jobidraw,...` (jobstats) names jobs only that way
         # A job name may itself contain the delimiter; the extra pieces are glued back there.
-        self.glue = cols.get("jobname", cols.get("workdir", -1))
+        self.glue = glue_column(fields)
         # One C-level call per line fetches every column a job or a step line needs.
         self.job = itemgetter(
             self.jobid, self.jobname, self.user, self.account, self.partition, self.state,
@@ -92,19 +99,6 @@ class _Columns:
             self.jobname, self.state, self.exitcode, self.elapsed, self.totalcpu, self.maxrss,
             self.alloccpus, self.nodelist, self.ntasks, self.maxrssnode,
         )  # fmt: skip
-
-
-def _fix_split(parts: list[str], delimiter: str, row: _Columns) -> list[str] | None:
-    """Parts of a line whose field count is off: `-p`'s trailing delimiter, or a name with |."""
-    if len(parts) == row.n + 1 and parts[-1] == "":
-        parts.pop()  # `sacct -p` ends every line with the delimiter
-    extra = len(parts) - row.n
-    if extra > 0 and row.glue >= 0:
-        g = row.glue
-        parts[g : g + extra + 1] = [delimiter.join(parts[g : g + extra + 1])]
-    elif extra:
-        return None
-    return parts
 
 
 @lru_cache(maxsize=1024)
@@ -163,24 +157,25 @@ def _group(
     text: str, fields: Sequence[str] | None, delimiter: str, tz: tzinfo | None
 ) -> list[tuple[str, SacctJob]]:
     """(JobIDRaw, job) pairs in output order; the raw id is "" when not requested."""
-    lines = text.splitlines()
+    first, _, rest = text.partition("\n")
     if fields is None:
-        if not lines:
+        if not first:
             return []
-        fields = lines.pop(0).rstrip(delimiter).split(delimiter)
-    elif lines:
-        first = lines[0].rstrip(delimiter).split(delimiter)
-        if [f.lower() for f in first] == [f.lower() for f in fields]:
-            lines.pop(0)  # the header sacct prints without -n
+        fields, text = first.rstrip(delimiter).split(delimiter), rest
+    elif [f.lower() for f in first.rstrip(delimiter).split(delimiter)] == [
+            f.lower() for f in fields]:
+        text = rest  # the header sacct prints without -n
+    r = _Columns(fields)
     # Big outputs allocate a few container objects a line and no cycles, yet every young-
     # generation pass would rescan them all (measured: 110k lines/s with, 250k without).
-    # So: no collection while parsing, and the results go straight to the old generation
-    # (freeze + unfreeze merges lists, scans nothing) unless someone else uses gc.freeze.
-    pause_gc = len(lines) > 5000 and gc.isenabled()
+    # So: no collection while splitting and parsing, and the results go straight to the old
+    # generation (freeze + unfreeze merges lists, scans nothing) unless someone else uses
+    # gc.freeze.
+    pause_gc = text.count("\n", 0, 2_000_000) > 5000 and gc.isenabled()
     if pause_gc:
         gc.disable()
     try:
-        return _group_lines(lines, fields, delimiter, tz)
+        return _group_records(split_records(text, r.n, delimiter, r.glue), r, tz)
     finally:
         if pause_gc:
             if gc.get_freeze_count() == 0:
@@ -189,23 +184,13 @@ def _group(
             gc.enable()
 
 
-def _group_lines(
-    lines: list[str], fields: Sequence[str], delimiter: str, tz: tzinfo | None
+def _group_records(
+    records: Iterable[list[str]], r: _Columns, tz: tzinfo | None
 ) -> list[tuple[str, SacctJob]]:
-    r = _Columns(fields)
-    n, jobid, jobidraw = r.n, r.jobid, r.jobidraw
+    jobid, jobidraw = r.jobid, r.jobidraw
     # job id -> [raw id, (fields, cancelled_by) of the allocation line or None, steps]
     groups: dict[str, list] = {}
-    for line in lines:
-        if not line:
-            continue
-        p = line.split(delimiter)
-        if len(p) != n:
-            p = _fix_split(p, delimiter, r)
-            if p is None:
-                count = line.count(delimiter) + 1
-                log.warning("sacct line with %d fields, expected %d: skipped", count, n)
-                continue
+    for p in records:
         p.append("")  # absent columns (index -1) read as empty
         job_id, dot, step_id = p[jobid].partition(".")
         try:
@@ -264,12 +249,8 @@ def run_sacct(argv: list[str], timeout: float = 30.0) -> str:
     # %s: Unix seconds, so timestamps never depend on this host's zone or DST.
     env = {**os.environ, "SLURM_TIME_FORMAT": "%s"}
     try:
-        # Slurm stores job names and paths as the bytes it was given: one Latin-1 byte
-        # must cost a replacement character, not the report.
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, encoding="utf-8", errors="replace",
-            timeout=timeout, env=env, check=False,
-        )
+        # Bytes, decoded below: text mode would turn a \r in a job name into a line break.
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, env=env, check=False)
     except FileNotFoundError:
         raise SourceUnavailable("sacct", f"{argv[0]} not found") from None
     except subprocess.TimeoutExpired:
@@ -277,10 +258,12 @@ def run_sacct(argv: list[str], timeout: float = 30.0) -> str:
     except OSError as e:
         raise SourceUnavailable("sacct", str(e)) from None
     if proc.returncode != 0:
-        lines = (proc.stderr or "").strip().splitlines()
+        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         why = lines[-1] if lines else "no message"
         raise SourceUnavailable("sacct", f"exit status {proc.returncode}: {why}")
-    return proc.stdout
+    # Slurm stores job names and paths as the bytes it was given: one Latin-1 byte
+    # must cost a replacement character, not the report.
+    return proc.stdout.decode("utf-8", "replace")
 
 
 class SacctSource:
@@ -294,17 +277,28 @@ class SacctSource:
         runner: Runner | None = None,
         timeout: float = 30.0,
         cluster: str | None = None,
+        delimiter: str | None = None,
     ) -> None:
         self.sacct_path = sacct_path
         self.timeout = timeout
         self.cluster = cluster
         self._runner = runner or (lambda argv: run_sacct(argv, timeout))
+        self._delimiter = delimiter
+
+    def delimiter(self) -> str:
+        """The delimiter of the next call: fresh and random, unless the source was made with
+        one (a runner replaying captures taken with it)."""
+        return self._delimiter or new_delimiter()
+
+    def parsable(self) -> list[str]:
+        """Parsable output without a header, with a fresh delimiter (``delimiter_of`` reads
+        it back from the argv)."""
+        return [self.sacct_path, *delimiter_argv(self.delimiter())]
 
     def argv(self, job_id: str, fields: Sequence[str] = FIELDS) -> list[str]:
         # -j alone already widens the window to the epoch (sacct(1), DEFAULT TIME WINDOW);
         # --allusers keeps a non-root caller from being silently limited to its own jobs.
-        argv = [self.sacct_path, "--parsable2", "--noheader", "--allusers",
-                "--format", ",".join(fields), "--jobs", job_id]  # fmt: skip
+        argv = [*self.parsable(), "--allusers", "--format", ",".join(fields), "--jobs", job_id]
         if self.cluster:
             argv += ["--clusters", self.cluster]
         return argv
@@ -314,8 +308,7 @@ class SacctSource:
         """Jobs (with their steps) of one user or account that ran at or after ``since``."""
         # sacct reads --starttime in the local zone, not as Unix seconds.
         start = since.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
-        argv = [self.sacct_path, "--parsable2", "--noheader", "--format",
-                ",".join(fields), "--starttime", start]
+        argv = [*self.parsable(), "--format", ",".join(fields), "--starttime", start]
         argv += ["--user", user] if user is not None else ["--allusers", "--accounts",
                                                              str(account)]
         if self.cluster:
@@ -333,7 +326,7 @@ class SacctSource:
 
     def _run(self, argv: list[str],
              fields: Sequence[str] = FIELDS) -> list[tuple[str, SacctJob]]:
-        return _group(self.run(argv), fields, "|", None)
+        return _group(self.run(argv), fields, delimiter_of(argv), None)
 
     def run(self, argv: list[str]) -> str:
         """Run a sacct command line through this source's runner (its output text)."""

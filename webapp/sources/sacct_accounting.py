@@ -17,15 +17,16 @@ from webapp.sources.accounting import LIST_LIMIT
 from webapp.sources.ended import EndedJob
 from webapp.sources.history_data import parse_submits
 from webapp.sources.sacct import LIST_FIELDS, SacctSource, parse_nodelist, parse_sacct
+from webapp.sources.sacct_records import delimiter_of, split_records
 
-# No free text in these columns, so a job name holding "|" cannot shift them.
+# No free text in these columns.
 EXTRA_FIELDS = ("JobIDRaw", "UID", "Submit")
 # A job list's columns: the view's list's (no free text), then the name, which only sacct
-# gives a caller without the view (one "|" in it is glued back), and Submit last.
+# gives a caller without the view (line breaks and all), and Submit last.
 NAMED_LIST_FIELDS = (*LIST_FIELDS, "JobName", "Submit")
 
 
-def parse_extra(text: str) -> dict[str, tuple[int | None, datetime | None]]:
+def parse_extra(text: str, delimiter: str = "|") -> dict[str, tuple[int | None, datetime | None]]:
     """JobIDRaw -> (uid, submit time) from ``sacct -X -n -P -o JobIDRaw,UID,Submit``
     with ``SLURM_TIME_FORMAT=%s``:
 
@@ -33,11 +34,7 @@ def parse_extra(text: str) -> dict[str, tuple[int | None, datetime | None]]:
         43|1002|Unknown
     """
     out: dict[str, tuple[int | None, datetime | None]] = {}
-    for line in text.splitlines():
-        parts = line.split("|")
-        if len(parts) != len(EXTRA_FIELDS):
-            continue
-        raw, uid, submit = parts
+    for raw, uid, submit in split_records(text, len(EXTRA_FIELDS), delimiter):
         out[raw] = (int(uid) if uid.isdigit() else None,
                     datetime.fromtimestamp(int(submit), UTC) if submit.isdigit() else None)
     return out
@@ -88,11 +85,12 @@ class SacctAccounting:
     def job(self, job_id: JobId) -> AccountingJob:
         sj = self.sacct.job(job_id)
         raw = sj.raw_id or sj.job_id
-        argv = [self.sacct.sacct_path, "--parsable2", "--noheader", "--allocations",
-                "--allusers", "--format", ",".join(EXTRA_FIELDS), "--jobs", raw]
+        argv = [*self.sacct.parsable(), "--allocations", "--allusers",
+                "--format", ",".join(EXTRA_FIELDS), "--jobs", raw]
         if self.sacct.cluster:
             argv += ["--clusters", self.sacct.cluster]
-        uid, submit = parse_extra(self.sacct.run(argv)).get(raw, (None, None))
+        text = self.sacct.run(argv)
+        uid, submit = parse_extra(text, delimiter_of(argv)).get(raw, (None, None))
         return accounting_job(sj, self.cluster, uid, submit)
 
     def ended_since(self, since: datetime) -> list[str]:
@@ -137,13 +135,13 @@ class SacctJobList:
         """(job, submit time) of every job sacct lists, asked once per window and owner."""
         key = (since, user, account)
         if key not in self._answers:
-            text = self.sacct.run(self.sacct.recent_argv(since, user, account,
-                                                         fields=NAMED_LIST_FIELDS))
-            submits = parse_submits(text)
+            argv = self.sacct.recent_argv(since, user, account, fields=NAMED_LIST_FIELDS)
+            text, d = self.sacct.run(argv), delimiter_of(argv)
+            submits = parse_submits(text, NAMED_LIST_FIELDS, d)
             self._answers[key] = [
                 (j, datetime.fromtimestamp(submits[j.job_id], UTC)
                  if j.job_id in submits else None)
-                for j in parse_sacct(text, NAMED_LIST_FIELDS)]
+                for j in parse_sacct(text, NAMED_LIST_FIELDS, delimiter=d)]
         return self._answers[key]
 
     def recent(self, since: datetime, user: str | None = None, account: str | None = None,

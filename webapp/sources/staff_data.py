@@ -17,6 +17,7 @@ from datetime import datetime
 from webapp.sources.ended import FINAL_STATES
 from webapp.sources.prometheus import PrometheusSource, promql_string
 from webapp.sources.sacct import parse_nodelist, parse_sacct, run_sacct
+from webapp.sources.sacct_records import delimiter_argv, new_delimiter, split_records
 
 # SacctSource's FIELDS without the free text (a job name or directory may hold a newline,
 # which would cost the job its line), plus Submit for the wait.
@@ -72,33 +73,32 @@ def _local(ts: int) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%dT%H:%M:%S")  # noqa: DTZ006
 
 
-def sacct_argv(sacct: str, cluster: str, since: int, until: int) -> list[str]:
+def sacct_argv(sacct: str, cluster: str, since: int, until: int, delimiter: str) -> list[str]:
     """With end states, -S/-E select the jobs in those states within the window: every
     job that ended in it, and some that ended later (``parse_window`` drops those)."""
-    return [sacct, "--parsable2", "--noheader", "--allusers", "--clusters", cluster,
+    return [sacct, *delimiter_argv(delimiter), "--allusers", "--clusters", cluster,
             "--format", ",".join(STAFF_FIELDS), "--starttime", _local(since),
             "--endtime", _local(until + 1), "--state", ",".join(FINAL_STATES)]
 
 
-def _raw_and_submit(text: str) -> dict[str, tuple[str, float | None]]:
+def _raw_and_submit(text: str, delimiter: str) -> dict[str, tuple[str, float | None]]:
     """JobID -> (JobIDRaw, Submit) from allocation lines (steps have a '.')."""
-    n = len(STAFF_FIELDS)
     i_id, i_raw = STAFF_FIELDS.index("JobID"), STAFF_FIELDS.index("JobIDRaw")
     out = {}
-    for line in text.splitlines():
-        p = line.split("|")
-        if len(p) != n or "." in p[i_id]:
+    for p in split_records(text, len(STAFF_FIELDS), delimiter):
+        if "." in p[i_id]:
             continue
         out[p[i_id]] = (p[i_raw], float(p[-1]) if p[-1].isdigit() else None)
     return out
 
 
-def parse_window(text: str, since: float, until: float) -> list[StaffJob]:
+def parse_window(text: str, since: float, until: float,
+                 delimiter: str = "|") -> list[StaffJob]:
     """``sacct_argv``'s output (times as Unix seconds) -> the jobs that ended in
     [since, until], in sacct's order."""
-    ids = _raw_and_submit(text)
+    ids = _raw_and_submit(text, delimiter)
     out = []
-    for j in parse_sacct(text, STAFF_FIELDS):
+    for j in parse_sacct(text, STAFF_FIELDS, delimiter=delimiter):
         if j.job_id not in ids or not j.start_time or not j.end_time:
             continue
         if not since <= j.end_time.timestamp() <= until:
@@ -126,8 +126,9 @@ class StaffDataSource:
 
     def jobs(self, since: float, until: float) -> list[StaffJob]:
         """Raises SourceUnavailable when sacct or Prometheus fails."""
-        text = self.runner(sacct_argv(self.sacct, self.cluster, int(since), int(until)))
-        jobs = parse_window(text, since, until)
+        d = new_delimiter()
+        text = self.runner(sacct_argv(self.sacct, self.cluster, int(since), int(until), d))
+        jobs = parse_window(text, since, until, d)
         w = f"{max(1, int(until - since))}s"
         per_job = {name: {labels.get("jobid", ""): v for labels, v in self.p.vector(
             q.format(w=w), until)} for name, q in JOB_QUERIES.items()}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
-import time
 from dataclasses import replace
 
 import pytest
@@ -50,12 +49,11 @@ def write(body: bytes, tmp_path, name: str = "report.pdf"):
 
 
 @pytest.fixture(scope="module")
-def ordinary(tmp_path_factory) -> tuple[object, float]:
-    """The sample GPU job (three real findings, a sizing block, five plots)."""
-    started = time.perf_counter()
+def ordinary(tmp_path_factory) -> tuple[object, None]:
+    """The sample GPU job (three real findings, a sizing block, five plots); its render time
+    is measured in bench/, not here."""
     body = pdf.render(gpu_report(name=LATEX_PAYLOAD))
-    elapsed = time.perf_counter() - started
-    return write(body, tmp_path_factory.mktemp("pdf")), elapsed
+    return write(body, tmp_path_factory.mktemp("pdf")), None
 
 
 def test_an_ordinary_job_fits_two_pages(ordinary):
@@ -103,11 +101,6 @@ def test_latex_payload_prints_literally(ordinary):
     first = page_text(ordinary[0], 1)
     assert LATEX_PAYLOAD in first
     assert "root:" not in first + page_text(ordinary[0], 2)
-
-
-def test_render_time(ordinary):
-    print(f"PDF render with 5 plots: {ordinary[1]:.2f} s")
-    assert ordinary[1] < 5.0
 
 
 def test_many_findings_still_two_pages(tmp_path):

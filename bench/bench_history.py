@@ -45,24 +45,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from webapp.model import JobId, SacctJob  # noqa: E402
+from tests.helpers.every_column import EveryColumn  # noqa: E402
+from webapp.model import JobId  # noqa: E402
 from webapp.report.history import history  # noqa: E402
 from webapp.report.service import ReportService  # noqa: E402
 from webapp.settings import Settings  # noqa: E402
-from webapp.sources.sacct import SacctSource  # noqa: E402
-
-
-class EveryColumn:
-    """The sacct source as the previous version used it: ``job`` with AllocTRES."""
-
-    def __init__(self, source: SacctSource) -> None:
-        self.source = source
-
-    def job(self, job_id: JobId) -> SacctJob:
-        return self.source.job(job_id)
-
-    def array(self, job_id: JobId) -> tuple[SacctJob, ...]:
-        return self.source.array(job_id)
 
 
 def pick_job(sacct: str) -> tuple[str, str, str]:

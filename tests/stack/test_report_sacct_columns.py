@@ -9,25 +9,11 @@ import dataclasses
 
 import pytest
 
-from webapp.model import JobId, JobReport, SacctJob
+from tests.helpers.every_column import EveryColumn
+from webapp.model import JobId, JobReport
 from webapp.report.service import ReportService
-from webapp.sources.sacct import SacctSource
 
 JOBS = ("busy", "gpu-untouched", "oom", "multi-task", "steps", "array", "two-cpus-one-used")
-
-
-class EveryColumn:
-    """The real sacct source without ``job_figures``: the report reads ``job`` (AllocTRES
-    included), as it did before."""
-
-    def __init__(self, source: SacctSource) -> None:
-        self.source = source
-
-    def job(self, job_id: JobId) -> SacctJob:
-        return self.source.job(job_id)
-
-    def array(self, job_id: JobId) -> tuple[SacctJob, ...]:
-        return self.source.array(job_id)
 
 
 def figures(report: JobReport) -> dict:

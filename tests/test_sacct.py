@@ -115,6 +115,7 @@ def test_parse_duration_rejects_garbage():
         ("0", 0),
         ("1234567", 1234567),  # no suffix: bytes (sacct shortens only exact multiples)
         ("", None),
+        ("16?", None),  # NO_VAL64, past sacct's largest unit: "not known"
     ],
 )
 def test_parse_memory(text, expected):
@@ -522,3 +523,12 @@ def test_run_sacct_replaces_bytes_that_are_not_utf8():
     out = run_sacct([sys.executable, "-c",
                      "import sys; sys.stdout.buffer.write(b'1|caf\\xe9|alice\\n')"])
     assert out == "1|caf\N{REPLACEMENT CHARACTER}|alice\n"
+
+
+def test_a_running_job_known_to_slurmdbd_only_by_its_steps_keeps_its_line():
+    # slurmdbd had the step's start but not yet the job's: a placeholder allocation line
+    # ("allocation", no partition, PENDING) whose ReqMem is NO_VAL64, printed "16?".
+    job = load("local-placeholder-336-running.psv", FIELDS)["336"]
+    assert (job.job_name, job.user, job.state) == ("allocation", "alice", "PENDING")
+    assert job.partition is None and job.memory_requested_bytes is None
+    assert [s.step_id for s in job.steps] == ["batch"] and job.steps[0].state == "RUNNING"

@@ -189,17 +189,21 @@ def submit(job: StackJob) -> str:
 
 
 def states(job_ids: list[str]) -> dict[str, str]:
-    """Current allocation state of each job from sacct (``CANCELLED by 0`` -> CANCELLED)."""
+    """Current allocation state of each job from sacct (``CANCELLED by 0`` -> CANCELLED).
+
+    "" while slurmdbd knows a job only from its steps: its allocation line is then a
+    placeholder (name ``allocation``, no partition), and may stay one for a moment after
+    the job's end reached slurmdbd, before the job's own record does."""
     out = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "--format=JobID,State", "-j", ",".join(job_ids)],
+        ["sacct", "-X", "-n", "-P", "--format=JobID,Partition,State", "-j", ",".join(job_ids)],
         check=True,
         capture_output=True,
         text=True,
     ).stdout
     result = {}
     for line in out.splitlines():
-        jid, _, state = line.partition("|")
-        result[jid] = state.split()[0] if state else ""
+        jid, partition, state = (line.split("|", 2) + ["", ""])[:3]
+        result[jid] = state.split()[0] if state and partition else ""
     return result
 
 

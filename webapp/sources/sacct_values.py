@@ -97,9 +97,11 @@ def parse_memory(text: str) -> int | None:
         0
 
     A bare number is bytes: sacct only shortens a value to K/M/G when it divides exactly.
+    A unit of ``?`` is past sacct's largest (P): how it prints NO_VAL64, its "not known",
+    as ``16?`` (seen on a job's allocation line the moment after it ended). None too.
     """
     t = text.strip().upper()
-    if not t:
+    if not t or (t.endswith("?") and _MEMORY_RE.match(t[:-1])):
         return None
     m = _MEMORY_RE.match(t)
     if not m:

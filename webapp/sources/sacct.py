@@ -339,17 +339,16 @@ class SacctSource:
 
     def job(self, job_id: JobId | str) -> SacctJob:
         """The job ``123``, array task ``123_4`` or het component ``123+1``."""
-        jid = str(JobId.of(job_id))  # refuses anything else before running a command
-        found = _pick(jid, self._query(jid), alone=True)
-        if found is None:
-            raise JobNotFound(jid)
-        return found
+        return self._one(job_id, FIELDS)
 
     def job_figures(self, job_id: JobId | str) -> SacctJob:
         """``job`` without AllocTRES (FIGURE_FIELDS): for a report whose GPUs, memory and
         billing come from the accounting view; those three read 0 / ReqMem / None here."""
-        jid = str(JobId.of(job_id))
-        found = _pick(jid, self._run(self.argv(jid, FIGURE_FIELDS), FIGURE_FIELDS), alone=True)
+        return self._one(job_id, FIGURE_FIELDS)
+
+    def _one(self, job_id: JobId | str, fields: Sequence[str]) -> SacctJob:
+        jid = str(JobId.of(job_id))  # refuses anything else before running a command
+        found = _pick(jid, self._run(self.argv(jid, fields), fields), alone=True)
         if found is None:
             raise JobNotFound(jid)
         return found

@@ -26,7 +26,6 @@ from typing import Any
 
 from webapp.formatting import format_duration
 from webapp.model import (
-    RUNNING_STATES,
     AccountingJob,
     CpuSource,
     Gap,
@@ -46,11 +45,11 @@ from webapp.sources.protocols import (
     SacctReader,
 )
 from webapp.sources.sacct_values import parse_nodelist
+from webapp.states import running as holds_allocation
+from webapp.states import started
 
 log = logging.getLogger(__name__)
 
-# States in which a job has not run yet: no metrics can exist.
-NOT_STARTED_STATES = frozenset({"PENDING"})
 ACCOUNTING_DOWN = "accounting database unreachable; owner and limits from sacct"
 # Series this coarse (or coarser) are worth a note: plots of jobs over ~3.5 days.
 COARSE_STEP = 300.0
@@ -133,7 +132,7 @@ def build_report(
     usage = Usage()
     # The exporter labels series with the cgroup's job id: an array task's raw id.
     metrics_id = str(acct.job) if acct else (sj.raw_id if sj and sj.raw_id else str(job_id))
-    if state in NOT_STARTED_STATES:
+    if not started(state):
         gaps.append(Gap("prometheus", f"the job has not started yet ({state}): no metrics"))
     elif start is None:
         gaps.append(Gap("prometheus", "the job's start time is unknown, so its metrics "
@@ -153,8 +152,8 @@ def build_report(
             gaps.append(_gap(job_id, exc))
 
     notes = (coarse_note(usage.step_seconds),) if (usage.step_seconds or 0) >= COARSE_STEP else ()
-    running = state in RUNNING_STATES
-    cpu_seconds, cpu_source = (None, None) if state in NOT_STARTED_STATES else _cpu(
+    running = holds_allocation(state)
+    cpu_seconds, cpu_source = (None, None) if not started(state) else _cpu(
         sj, usage, elapsed, running
     )
     peak = job_peak(sacct_peak(sj) if sj else None, prometheus_peak(usage))

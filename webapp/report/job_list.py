@@ -29,15 +29,14 @@ from webapp.model import (
 )
 from webapp.report.peak import sacct_peak
 from webapp.sources.accounting import LIST_LIMIT
+from webapp.states import LIST_STATES, ended
 
 HOUR = 3600.0
 GIB = 2.0**30
 DEFAULT_DAYS = 7
 MAX_DAYS = 90  # a bounded window: the queries grow with it
 MAX_NAME = 200
-NOT_ENDED = frozenset({"PENDING", "RUNNING", "SUSPENDED", "REQUEUED", "RESIZING"})
-STATES = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
-          "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
+STATES = LIST_STATES
 # Mean GPU utilisation of each job, one query for all of them (the staff report's too).
 RUNNING_NOTE = "not ended: the report has the live figures"
 GPU_QUERY = "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio[{w}]))"
@@ -266,7 +265,7 @@ def list_jobs(src: ListSources, since: datetime, now: datetime, user: str | None
     rows = [base_row(j) for j in jobs]
     pending: list[int] = []
     for i, row in enumerate(rows):
-        report = src.archived(row.cluster, row.job_id) if row.state not in NOT_ENDED else None
+        report = src.archived(row.cluster, row.job_id) if ended(row.state) else None
         if report is not None:
             rows[i] = from_report(row, report)
         else:
@@ -283,7 +282,7 @@ def list_jobs(src: ListSources, since: datetime, now: datetime, user: str | None
     gpu, gpu_missing = _gpu_means(src, rows, pending, since, now)
     for i in pending:
         job = sacct.get(rows[i].job_id)
-        if rows[i].state in NOT_ENDED:
+        if not ended(rows[i].state):
             rows[i] = replace(rows[i], missing=(RUNNING_NOTE,))
         elif job is not None:
             rows[i] = from_sacct(rows[i], job, gpu.get(rows[i].job_id), gpu_missing)

@@ -75,9 +75,9 @@ def test_digest_totals_and_most_common_finding():
     f = {"name": "cpu_efficiency_low", "message": "m", "advice": "ask for fewer"}
     jobs = [
         _job("1", 100, cpus=4, elapsed_seconds=3600, cpu_seconds=3600,
-             memory_requested_bytes=4e9, memory_peak_bytes=1e9, findings=[f]),
+             memory_requested_bytes=4 * 2**30, memory_peak_bytes=2**30, findings=[f]),
         _job("2", 200, cpus=2, elapsed_seconds=1800, cpu_seconds=None, gpus=1,
-             memory_requested_bytes=2e9, memory_peak_bytes=None, findings=[f]),
+             memory_requested_bytes=2 * 2**30, memory_peak_bytes=None, findings=[f]),
         _job("3", 900, cpus=1, elapsed_seconds=60, cpu_seconds=60),  # outside the week
     ]
     jobs[1].series["gpu_utilization"] = [{"label": "n/0", "points": [[0, 0.25], [5, 0.75]]}]
@@ -85,7 +85,7 @@ def test_digest_totals_and_most_common_finding():
     assert [j.job_id for j in d.jobs] == ["1", "2"]
     assert d.cpu_hours == 3.0  # 4 CPU-h asked, 1 used; job 2 has no CPU time
     assert d.gpu_hours == 0.25  # 1 GPU x 0.5 h x (1 - 0.5)
-    assert d.memory_gb_hours == 3.0  # (4 - 1) GB x 1 h; job 2 has no peak
+    assert d.memory_gb_hours == 3.0  # (4 - 1) GiB x 1 h; job 2 has no peak
     assert (d.top_finding, d.top_count, d.top_advice) == ("cpu_efficiency_low", 2,
                                                           "ask for fewer")
     assert d.folded == 1 and d.jobs[1].folded

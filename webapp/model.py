@@ -576,7 +576,7 @@ class WasteItem:
     """One resource's allocated-but-unused amount, in its own unit and the site's."""
 
     resource: str  # "cpu", "gpu", "memory"
-    unit: str  # "core-hours", "GPU-hours", "GB-hours"
+    unit: str  # "core-hours", "GPU-hours", "GiB-hours"
     requested: float  # allocated x hours
     unused: float  # requested - used (never negative)
     billing_weight: float | None  # billing units per unit-hour of this resource

@@ -78,7 +78,7 @@ COMMANDS: tuple[Command, ...] = (
             staff.add_staff_arguments, staff.run_staff_report),
     Command("digest", "queue and send each user's weekly digest",
             "Per user with archived jobs in the week: their jobs, the CPU-hours, "
-            "GPU-hours and memory GB-hours they requested and left unused, and their most "
+            "GPU-hours and memory GiB-hours they requested and left unused, and their most "
             "common finding with its advice; through the outbox, once per user and week. "
             "Run weekly by jobreport-digest.timer.",
             policy.add_digest_arguments, policy.run_digest),

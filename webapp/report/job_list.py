@@ -30,9 +30,8 @@ from webapp.model import (
 from webapp.report.peak import sacct_peak
 from webapp.sources.accounting import LIST_LIMIT
 from webapp.states import LIST_STATES, ended
+from webapp.unused import Held, gpus_busy, unused
 
-HOUR = 3600.0
-GIB = 2.0**30
 DEFAULT_DAYS = 7
 MAX_DAYS = 90  # a bounded window: the queries grow with it
 MAX_NAME = 200
@@ -67,30 +66,31 @@ class JobRow:
     source: str = "accounting"
     missing: tuple[str, ...] = ()  # why a figure is blank, in plain words
     raw_id: str = ""  # the numeric id the exporter labels series with (an array task's own)
+    # What the waste columns are computed from (``webapp.unused``, as the report's own).
+    cpu_seconds: float | None = None
+    gpus_busy: float | None = None  # the GPUs' mean utilisations summed
+    memory_requested: int | None = None  # the whole job's (per node x nodes)
+
+    def _unused(self, resource: str) -> float | None:
+        amount = unused(Held(self.elapsed, self.cpus, self.cpu_seconds, self.gpus,
+                             self.gpus_busy, self.memory_requested, self.memory_peak,
+                             self.nodes)).get(resource)
+        return amount.unused if amount else None
 
     @property
     def cpu_hours_unused(self) -> float | None:
-        """Core-hours allocated and not used: CPUs x elapsed x (1 - CPU efficiency)."""
-        if self.cpu_efficiency is None or not self.elapsed or not self.cpus:
-            return None
-        return self.cpus * self.elapsed * max(0.0, 1.0 - self.cpu_efficiency) / HOUR
+        """Core-hours allocated and not used (the report's waste figure)."""
+        return self._unused("cpu")
 
     @property
     def gpu_hours_unused(self) -> float | None:
-        """GPU-hours allocated and idle: GPUs x elapsed x (1 - mean utilisation)."""
-        if not self.gpus:
-            return 0.0
-        if self.gpu_utilization is None or not self.elapsed:
-            return None
-        return self.gpus * self.elapsed * max(0.0, 1.0 - self.gpu_utilization) / HOUR
+        """GPU-hours allocated and idle (the report's waste figure); 0 without GPUs."""
+        return self._unused("gpu") if self.gpus else 0.0
 
     @property
     def memory_gb_hours_unused(self) -> float | None:
-        """(Request per node - peak) x nodes x elapsed, in GiB-hours."""
-        if self.memory_peak is None or not self.memory_requested_per_node or not self.elapsed:
-            return None
-        unused = max(0, self.memory_requested_per_node - self.memory_peak) * max(1, self.nodes)
-        return unused * self.elapsed / GIB / HOUR
+        """Memory GiB-hours requested and not used (the report's waste figure)."""
+        return self._unused("memory")
 
 
 # Sort keys of the tables: parameter -> the row's value (None sorts last either way).
@@ -198,7 +198,8 @@ def base_row(job: AccountingJob) -> JobRow:
     per_node = job.memory_requested_bytes // nodes if job.memory_requested_bytes else None
     return JobRow(job.cluster, job.job_id, job.job_name or "", job.user or "",
                   job.account or "", job.state, job.submit_time, job.end_time, elapsed,
-                  job.cpus, nodes, job.gpus, per_node, raw_id=str(job.job))
+                  job.cpus, nodes, job.gpus, per_node, raw_id=str(job.job),
+                  memory_requested=job.memory_requested_bytes)
 
 
 def from_report(row: JobRow, report: JobReport) -> JobRow:
@@ -207,7 +208,10 @@ def from_report(row: JobRow, report: JobReport) -> JobRow:
                    memory_peak=report.memory_peak_bytes,
                    memory_efficiency=report.memory_efficiency,
                    gpu_utilization=report.gpu_utilization if row.gpus else None,
-                   findings=len(report.findings), source="archive", missing=())
+                   findings=len(report.findings), source="archive", missing=(),
+                   cpu_seconds=report.cpu_seconds,
+                   gpus_busy=gpus_busy(s.mean() for s in report.usage.gpu_utilization),
+                   memory_requested=report.memory_requested_bytes)
 
 
 def row_from_report(report: JobReport) -> JobRow:
@@ -239,7 +243,10 @@ def from_sacct(row: JobRow, job: SacctJob, gpu_mean: float | None,
         missing.append(gpu_missing or "GPU use: no samples in Prometheus")
     return replace(row, elapsed=elapsed, cpu_efficiency=cpu_efficiency(seconds, elapsed, cpus),
                    memory_peak=peak.bytes if peak else None, memory_efficiency=mem_eff,
-                   gpu_utilization=gpu, source="sacct", missing=tuple(missing))
+                   gpu_utilization=gpu, source="sacct", missing=tuple(missing),
+                   cpu_seconds=seconds,
+                   # one mean over the job's GPUs is all the bulk query gives
+                   gpus_busy=None if gpu is None else gpu * row.gpus)
 
 
 @dataclass

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 # Slurm user and account names; anything else is a 400 before any query.
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
 WASTE_TITLES = {"cpu_waste": "CPU-hours unused", "gpu_waste": "GPU-hours idle",
-                "mem_waste": "Memory GB-hours unused"}
+                "mem_waste": "Memory GiB-hours unused"}
 TOP = 10
 
 

@@ -22,7 +22,7 @@ def test_readme_settings_tables_are_generated_from_the_settings_modules():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "settings-table")],
                          capture_output=True, text=True, check=True).stdout
     generated = dict(re.findall(r"<!-- settings:(\w+) -->\n(.*?)\n(?=<!--|\Z)", out, re.S))
-    tables = {"webapp": "README.md", "exporter": "exporter/README.md",
+    tables = {"webapp": "docs/settings.md", "exporter": "exporter/README.md",
               "slurm_exporter": "slurm_exporter/README.md"}
     assert set(generated) == set(tables)
     for name, rel in tables.items():

@@ -37,7 +37,7 @@ def test_drained_mixed_node_and_its_gpus():
          ("state", "mixed")): 1,
     }
     key = (("flags", "drain"), ("gpu_type", "untyped"), ("state", "mixed"))
-    assert series(text, "slurm_gpus_total")[key] == 2
+    assert series(text, "slurm_gpus")[key] == 2
     assert series(text, "slurm_gpus_alloc")[key] == 1
     assert series(text, "slurm_gpus_idle")[key] == 1  # idle, yet on a drained node:
     assert series(text, "slurm_gpus_available") == {(("gpu_type", "untyped"),): 0}
@@ -62,15 +62,15 @@ def test_unavailable_flags_keep_gpus_unavailable(capture: str):
 
 def test_a_node_in_two_partitions_counts_once_cluster_wide_and_once_per_partition():
     text = exposition("two-partitions")
-    assert sum(series(text, "slurm_gpus_total").values()) == 2
+    assert sum(series(text, "slurm_gpus").values()) == 2
     assert series(text, "slurm_nodes") == {
         (("flags", ""), ("partition", "debug"), ("state", "mixed")): 1,
         (("flags", ""), ("partition", "gpu"), ("state", "mixed")): 1,
     }
-    assert series(text, "slurm_partition_cpus_total") == {
+    assert series(text, "slurm_partition_cpus") == {
         (("partition", "debug"),): 2, (("partition", "gpu"),): 2,
     }
-    assert len(series(text, "slurm_node_cpus_total")) == 1
+    assert len(series(text, "slurm_node_cpus")) == 1
 
 
 def test_pending_reasons_are_counted_once_per_job():
@@ -96,7 +96,7 @@ def test_users_and_accounts_hold_their_resources():
     assert series(text, "slurm_account_gpus_alloc")[(("account", "research"),
                                                      ("state", "RUNNING"))] == 2
     assert series(text, "slurm_user_cpus_alloc")[(("state", "RUNNING"), ("user", "alice"))] == 2
-    assert series(text, "slurm_user_memory_bytes_alloc")[(("state", "RUNNING"),
+    assert series(text, "slurm_user_memory_alloc_bytes")[(("state", "RUNNING"),
                                                           ("user", "alice"))] == 400 * 2**20
 
 

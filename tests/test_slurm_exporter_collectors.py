@@ -7,7 +7,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from jobreport_net.constants import ConstantsError, as_json, load_constants, parse_constants
-from tests.helpers.slurm_captures import CONSTANTS, collector, exposition
+from slurm_exporter.exposition import render
+from slurm_exporter.families import gauge
+from tests.helpers.promtool import check_metrics
+from tests.helpers.slurm_captures import CONSTANTS, FIXTURES, collector, exposition
+
+CAPTURES = sorted({p.name.split(".")[0] for p in FIXTURES.glob("*.*.txt")})
 
 
 def series(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
@@ -140,10 +145,24 @@ def test_bad_constants_fail_with_where(data: dict):
         parse_constants(data)
 
 
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_exposition_passes_promtool(capture: str):
+    # What /metrics serves (render), on every capture: naming conventions included.
+    text = render(collector(capture, CONSTANTS).collect())
+    assert text.count(b"# TYPE ") > 30  # sinfo alone gives 37 families, all four 70-odd
+    assert check_metrics(text) == (0, "")
+
+
+def test_promtool_refuses_a_gauge_named_like_a_counter():
+    # The names the exporter gave up: the check above would catch them coming back.
+    family = gauge("slurm_gpus_total", "GPUs.")
+    family.add_metric(["demo"], 2)
+    rc, out = check_metrics(render([family]))
+    assert rc != 0 and 'non-counter metrics should not have "_total" suffix' in out
+
+
 @pytest.mark.parametrize("capture", ["queue-pending", "node-drain-mixed", "two-partitions"])
 def test_our_exposition_is_prometheus_clients_byte_for_byte(capture: str):
-    from slurm_exporter.exposition import render
-
     families = list(collector(capture, CONSTANTS).collect())
 
     class Fixed:

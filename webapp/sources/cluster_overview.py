@@ -74,12 +74,12 @@ class ClusterOverviewSource:
             return {m.get("node", ""): v
                     for m, v in self._v(f"sum by (node) ({metric}{{{{sel}}}})")}
 
-        alloc, total = per_node("slurm_node_cpus_alloc"), per_node("slurm_node_cpus_total")
+        alloc, total = per_node("slurm_node_cpus_alloc"), per_node("slurm_node_cpus")
         parts: dict[str, list[str]] = defaultdict(list)
         for m, _ in self._v("slurm_node_partition_info{{sel}}"):
             parts[m.get("node", "")].append(m.get("partition", ""))
         gpus: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-        for i, metric in enumerate(("slurm_node_gpus_alloc", "slurm_node_gpus_total")):
+        for i, metric in enumerate(("slurm_node_gpus_alloc", "slurm_node_gpus")):
             for m, v in self._v(f"sum by (node, gpu_type) ({metric}{{{{sel}}}})"):
                 gpus[m.get("node", "")][m.get("gpu_type", "")][i] = v
         rows = []
@@ -99,7 +99,7 @@ class ClusterOverviewSource:
 
         avail = by_type("sum by (gpu_type) (slurm_gpus_available{{sel}})")
         alloc = by_type("sum by (gpu_type) (slurm_gpus_alloc{{sel}})")
-        total = by_type("sum by (gpu_type) (slurm_gpus_total{{sel}})")
+        total = by_type("sum by (gpu_type) (slurm_gpus{{sel}})")
         return tuple((t, int(avail.get(t, 0)), int(alloc.get(t, 0)), int(total[t]))
                      for t in sorted(total))
 

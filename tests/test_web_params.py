@@ -3,6 +3,9 @@ value, is a 400 whose page names the parameter, and no value makes any route a 5
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from flask import Flask
 
@@ -94,6 +97,19 @@ def test_every_endpoint_is_known(app):
     endpoints = {rule.endpoint for rule in app.url_map.iter_rules()}
     assert endpoints == set(QUERY), "list the new route's query parameters in QUERY"
     assert {p for ps in QUERY.values() for p in ps} <= set(BAD)
+
+
+def test_views_read_the_query_only_through_query_params():
+    """One path: a view that read request.args itself would skip the checks."""
+    web = Path(__file__).resolve().parent.parent / "webapp" / "web"
+    read: set[str] = set()
+    for path in web.glob("*.py"):
+        for line in path.read_text().splitlines():
+            if re.search(r"request\.args\b", line):
+                assert re.search(r"(params\.\w+|ListQuery\.parse)\(request\.args", line), (
+                    f"{path.name}: {line.strip()}")
+                read |= set(re.findall(r'request\.args, "(\w+)"', line))
+    assert read and read <= set(BAD), "give the new parameter bad values in BAD"
 
 
 def test_every_bad_query_parameter_is_a_400_naming_it(app, staff):

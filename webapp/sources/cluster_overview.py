@@ -15,7 +15,6 @@ from webapp.model import Series
 from webapp.sources.prometheus import PrometheusSource, promql_string
 
 STALE_SECONDS = 120.0  # a snapshot older than this is shown as stale
-TOP = 10  # users/accounts listed in "who holds what"
 USAGE_DAYS = 7
 
 
@@ -35,7 +34,7 @@ class ClusterOverview:
     nodes: tuple[NodeRow, ...] = ()
     gpus: tuple[tuple[str, int, int, int], ...] = ()  # type, available, allocated, total
     queue: tuple[tuple[str, str, int], ...] = ()  # partition, reason, pending jobs
-    users: tuple[tuple[str, float, float], ...] = ()  # user, CPUs, GPUs (running jobs)
+    users: tuple[tuple[str, float, float], ...] = ()  # user, CPUs, GPUs (running jobs), all
     accounts: tuple[tuple[str, float, float], ...] = ()
     fairshare: tuple[tuple[str, str, float], ...] = ()  # account, user, fair share 0..1
     health: tuple[tuple[str, bool, float | None], ...] = ()  # source, up, snapshot age
@@ -116,7 +115,8 @@ class ClusterOverviewSource:
         cpus, gpus = held("cpus"), held("gpus")
         rows = [(name, cpus.get(name, 0.0), gpus.get(name, 0.0)) for name in set(cpus) | set(gpus)]
         rows = [r for r in rows if r[1] or r[2]]
-        return tuple(sorted(rows, key=lambda r: (-r[2], -r[1], r[0]))[:TOP])
+        # Every holder: the page cuts the list (webapp.report.cluster_view), after totals.
+        return tuple(sorted(rows, key=lambda r: (-r[2], -r[1], r[0])))
 
     def _health(self) -> tuple[tuple[str, bool, float | None], ...]:
         age = {m.get("source", ""): v

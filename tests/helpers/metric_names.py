@@ -30,6 +30,7 @@ NAME = re.compile(r"(?<![\w.])(?:jobs|slurm)_(?:[a-z0-9_*]|(?<=_)\0)+")
 # Strings in webapp/ that look like metric names and are not.
 NOT_METRICS = frozenset({
     "slurm_acct_db",  # slurmdbd's database, the --acct-db default
+    "slurm_config",  # webapp.sources.slurm_config, the module that reads scontrol show config
     "slurm_mem", "slurm_time",  # webapp.formatting's functions, named in its docstrings
 })
 

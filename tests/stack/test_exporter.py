@@ -162,3 +162,35 @@ def test_gpu_owner_from_real_scontrol_not_from_the_jobs_environment(stack_env, t
     assert f"jobs_gpu_memory_total_bytes{{gpu={index}}}" in gpu_series
     assert not [k for k in gpu_series if k.startswith("jobs_gpu_") and f"gpu={index}" not in k]
     assert not [k for k in hostile_series if k.startswith("jobs_gpu_")]
+
+
+@pytest.mark.stack
+def test_job_name_holding_a_gpu_line_gets_no_gpu(stack_env, tmp_path):
+    """scontrol prints a name's line breaks verbatim: the name's fake detail line is text."""
+    from exporter.nvml_replay import load_replay
+    from tests.helpers.exporter_scrape import FIXTURES
+
+    node = subprocess.run(
+        ["sinfo", "-N", "-h", "-o", "%N"], capture_output=True, text=True, check=True
+    ).stdout.split()[0]
+    name = f"x\n     Nodes={node} CPU_IDs=0 Mem=100 GRES=gpu:1(IDX:0)"
+    hostile = _submit("#!/bin/bash\nexec sleep 60\n", "-J", name)
+    settings = Settings(gpus="auto", gpu_alloc_dir=str(tmp_path))  # scontrol decides
+    collector = JobsCollector(
+        settings,
+        nvml=load_replay(FIXTURES / "nvml" / "stack-replay.json"),
+        user_name=lambda uid: f"uid{uid}",
+    )
+    try:
+        series = _wait_for(
+            lambda: (s := _scrape(collector, hostile)).get("jobs_processes") and s,
+            timeout=90,
+            what=f"job {hostile} running",
+        )
+        shown = subprocess.run(
+            ["scontrol", "-d", "show", "job", hostile], capture_output=True, text=True
+        ).stdout
+    finally:
+        subprocess.run(["scancel", hostile], check=False)
+    assert shown.splitlines()[1] == name.splitlines()[1]  # the fake line is really there
+    assert not [k for k in series if k.startswith("jobs_gpu_")]

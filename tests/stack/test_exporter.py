@@ -86,8 +86,10 @@ def test_running_job_is_scraped(stack_env):
     )
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip().split(";")[0]
-    # Other integration tests keep the 2-CPU node busy: run this job next (admin priority).
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "Priority=4000000000"], check=False)
+    # Other integration tests keep the 2-CPU node busy: run this job next (admin priority;
+    # priority/basic gives jobs 4294901760 less their submission order, so 4000000000
+    # put the job last, not first).
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "Priority=4294967000"], check=False)
     collector = JobsCollector(
         Settings(scratch=(SCRATCH,), gpus="off"), user_name=lambda uid: f"uid{uid}"
     )
@@ -124,7 +126,7 @@ def _submit(script: str, *options: str) -> str:
     )
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip().split(";")[0]
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "Priority=4000000000"], check=False)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "Priority=4294967000"], check=False)
     return job_id
 
 
@@ -184,7 +186,7 @@ def test_job_name_holding_a_gpu_line_gets_no_gpu(stack_env, tmp_path):
     try:
         series = _wait_for(
             lambda: (s := _scrape(collector, hostile)).get("jobs_processes") and s,
-            timeout=90,
+            timeout=300,
             what=f"job {hostile} running",
         )
         shown = subprocess.run(

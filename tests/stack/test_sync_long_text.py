@@ -66,7 +66,7 @@ def _records(db_url: str, ids: list[str]) -> dict[str, dict]:
 def synced(stack_env, tmp_path_factory):
     """The two jobs, run and synced (archive + email) into an archive of this test's own."""
     tmp = tmp_path_factory.mktemp("long-text")
-    base = f"/tmp/jobreport-deep-{int(time.time())}"
+    base = f"/home/alice/jobreport-deep-{int(time.time())}"  # /tmp may not be writable
     subprocess.run(["runuser", "-u", "alice", "--", "python3", "-c", MAKE_DIRS, base],
                    check=True)
     work_dir = base + ("/" + "\\" * PER_LEVEL) * LEVELS
@@ -147,7 +147,7 @@ def test_the_emailed_pdf_cuts_the_path_and_says_so(synced):
     assert len(attachments) == 1
     text = _pdf_text(attachments[0].get_content(), synced["tmp"], "mail.pdf")
     assert f"(cut, {len(synced['work_dir']):,} characters)" in text
-    assert "/tmp/jobreport-deep-" in text
+    assert "/home/alice/jobreport-deep-" in text
 
 
 @pytest.mark.stack

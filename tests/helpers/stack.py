@@ -34,6 +34,7 @@ BUSY = "timeout {s} sh -c 'while :; do :; done'; exit 0"
 
 HOSTILE_MARKUP = "<script>alert(1)</script> \\input{/etc/passwd} $&%#_{}~^\\"
 HOSTILE_HEADER = "report\r\nBcc: evil@example.org"
+LATIN1_NAME = b"caf\xe9-latin1"  # one Latin-1 byte: not valid UTF-8
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,12 @@ STACK_JOBS += (
     StackJob("sacct-exit3", "alice", ("-c1", "--mem=100M", "--time=5"), "exit 3"),
     StackJob("sacct-array", "bob", ("-c1", "--mem=100M", "--time=5", "--array=1-3"),
              "sleep $SLURM_ARRAY_TASK_ID"),
+    # Named with a byte that is not UTF-8 (tests/stack/test_security.py): os.fsdecode keeps
+    # it as a surrogate, which subprocess turns back into the same byte for sbatch.
+    StackJob("latin1-job", "alice", ("-c1", "--mem=100M", "--time=5"), "sleep 2",
+             job_name=os.fsdecode(LATIN1_NAME)),
+    StackJob("latin1-array", "alice", ("-c1", "--mem=100M", "--time=5", "--array=1-2"),
+             "sleep 2", job_name=os.fsdecode(LATIN1_NAME)),
     # A name with a line break and a "|" (tests/stack/test_sacct_linebreaks.py).
     StackJob("linebreak", "alice", ("-c2", "--mem=300M", "--time=5"),
              "srun python3 -c 'b = bytearray(100 * 2**20); import time; time.sleep(3)'",

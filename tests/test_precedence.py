@@ -50,7 +50,7 @@ def test_state_from_sacct_times_and_nodes_from_the_view(sj, acct):
     later = acct.start_time + timedelta(seconds=5)
     t = timing(JOB, replace(acct, state="PENDING", start_time=later), replace(
         sj, state="REQUEUED"), NOW)
-    assert t.state == "REQUEUED"  # sacct names it; the view's numbers fold it to PENDING
+    assert t.state == "REQUEUED"  # sacct's state wins over the view's
     assert t.start == later and t.nodes == ("vm",) and t.metrics_id == "1506"
     assert t.elapsed == sj.elapsed_seconds  # sacct's Elapsed, not end - start
 

@@ -58,7 +58,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_SESSION_LIFETIME": ("43200", "Seconds a login lasts, counted from the login."),
     "JOBREPORT_WEB_STATE": ("var/web-state.sqlite", "SQLite file the web app's workers share: ended sessions and login attempt counts."),
     "JOBREPORT_RATELIMIT_STORAGE": ("", "Flask-Limiter storage URI for login limits (e.g. `redis://host:6379` when several hosts serve the app); empty: the JOBREPORT_WEB_STATE file."),
-    "JOBREPORT_LOGIN_LIMIT_USER": ("10 per 15 minutes", "Failed logins allowed per user name; then every login of that name is refused until the window ends."),
+    "JOBREPORT_LOGIN_LIMIT_USER": ("10 per 15 minutes", "Failed logins allowed per user name from one client address; then every login of that name from that address is refused until the window ends (other addresses are not locked out)."),
     "JOBREPORT_LOGIN_LIMIT_ADDRESS": ("30 per 15 minutes", "Failed logins allowed per client address."),
     "JOBREPORT_TRUSTED_PROXIES": ("0", "Reverse proxies in front of the app whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed (1 behind one nginx)."),
     "JOBREPORT_PDF_BUILDS": ("2", "PDF builds at once per worker process; more answer 503 with Retry-After."),

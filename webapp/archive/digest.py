@@ -75,7 +75,7 @@ def job_waste(job: ArchivedJob, folded: bool = False) -> JobWaste:
 
     def left(resource: str) -> float:
         amount = amounts.get(resource)
-        return amount.unused or 0.0 if amount else 0.0
+        return (amount.unused or 0.0) if amount else 0.0
 
     return JobWaste(job.job_id, s.get("job_name"), job.state, job.end_time, elapsed,
                     left("cpu"), left("gpu"), left("memory"),

@@ -74,7 +74,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_MAIL_TO": ("{user}@localhost", "Owner address template; `{user}` is replaced, e.g. `{user}@example.org`."),
     "JOBREPORT_MAIL_MAP": ("", "Optional file of `user address` lines overriding the template."),
     "JOBREPORT_MAIL_OPT_OUT": ("", "Optional file of user names who get no emails."),
-    "JOBREPORT_MAIL_MIN_RUNTIME": ("600", "Batch mail skips jobs shorter than this (seconds)."),
+    "JOBREPORT_MAIL_MIN_RUNTIME": ("600", "Report emails skip jobs shorter than this (seconds)."),
     "JOBREPORT_MAIL_MIN_SEVERITY": ("info", "Report emails need at least one finding this severe: `info`, `warning` or `critical`."),
     "JOBREPORT_MAIL_DAILY_CAP": ("5", "Report emails per user per UTC day (0: no cap); the rest are folded into the user's weekly digest."),
     "JOBREPORT_OPT_OUT_LINK_DAYS": ("90", "Days the one-click opt-out link of an email works after it was sent; an older link's page explains and offers sign-in, where users stop or resume their emails."),

@@ -39,7 +39,7 @@ def add_digest_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="list who would get a digest and their totals; queue nothing")
     parser.add_argument("--no-deliver", action="store_true",
-                        help="queue the digests; leave sending to the mail timer")
+                        help="queue the digests; the next run that delivers (the sync) sends them")
 
 
 def run_digest(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> int:  # noqa: ANN001

@@ -130,6 +130,10 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
             "io_pressure_seconds": u.io_pressure_seconds,
             "memory_pressure_seconds": u.memory_pressure_seconds,
             "memory_high_events": u.memory_high_events,
+            # per-thread waits (v1 and v2); null from an exporter without them
+            "cpu_wait_seconds": u.cpu_wait_seconds,
+            "io_wait_seconds": u.io_wait_seconds,
+            "busy_tasks_max": u.busy_tasks_max,
         },
         "steps": [
             {

@@ -84,6 +84,15 @@ def wait_share(report: JobReport, resource: str) -> float | None:
     return share
 
 
+def own_threads_outnumber_cores(report: JobReport, t: Thresholds) -> bool:
+    """More of the job's threads were busy at once on a node than the node's share of its
+    cores (by ``oversubscription_ratio``): any CPU wait is then, first, its own doing."""
+    busy = report.usage.busy_tasks_max
+    if busy is None or not report.cpus:
+        return False
+    return busy > report.cpus / max(1, len(report.nodes)) * t.oversubscription_ratio
+
+
 def can_tell_waiting(report: JobReport) -> bool:
     """PSI or per-thread wait figures were recorded: idle can be told from starved."""
     return has_pressure(report) or report.usage.cpu_wait_seconds is not None

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import math
 
-from webapp.detectors.measures import busy_cores, long_enough, thread_wait_share
+from webapp.detectors.measures import (
+    busy_cores,
+    long_enough,
+    own_threads_outnumber_cores,
+    thread_wait_share,
+)
 from webapp.detectors.thresholds import Thresholds
 from webapp.model import Finding, JobReport, Severity
 
@@ -27,7 +32,7 @@ class OversubscribedDetector:
         ):
             # Measured: the job's own busy threads outnumbered its cores and waited for them
             # (a busy node slows a job down too, but then its threads do not outnumber it).
-            if busy_tasks <= node_cpus * t.oversubscription_ratio or share < t.pressure_high:
+            if not own_threads_outnumber_cores(report, t) or share < t.pressure_high:
                 return ()
             message = (
                 f"Up to {busy_tasks:.0f} of the job's threads were busy at once on "

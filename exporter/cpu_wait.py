@@ -61,21 +61,26 @@ class WaitTotals:
         seen: dict[int, TaskTimes] = {}
         busy = 0
         io_on = True
-        for task in tasks:
-            before = state.tasks.get(task.tid)
-            run = _growth(task.run_ns, before.run_ns if before else None)
-            wait = _growth(task.wait_ns, before.wait_ns if before else None)
-            if before is not None and before.run_ns > task.run_ns:
-                before = None  # a reused tid: the old thread's I/O figure is not this one's
-            state.cpu_wait_ns += wait
-            if task.blkio_ticks is None:
+        known = state.tasks
+        busy_ns = BUSY_SHARE * interval_ns if interval_ns else None
+        wait_ns = 0
+        for task in tasks:  # the hot loop: one pass per thread of the node's jobs
+            tid, run, wait, blkio = task
+            seen[tid] = task
+            before = known.get(tid)
+            if before is not None and before.run_ns <= run and before.wait_ns <= wait:
+                run -= before.run_ns
+                wait -= before.wait_ns
+            else:
+                before = None  # new, or a reused tid: all of it is new
+            wait_ns += wait
+            if blkio is None:
                 io_on = False
             else:
-                prev = before.blkio_ticks if before is not None else None
-                state.io_wait_ticks += _growth(task.blkio_ticks, prev)
-            if before is not None and interval_ns and run + wait >= BUSY_SHARE * interval_ns:
+                state.io_wait_ticks += _growth(blkio, before.blkio_ticks if before else None)
+            if before is not None and busy_ns is not None and run + wait >= busy_ns:
                 busy += 1
-            seen[task.tid] = task
+        state.cpu_wait_ns += wait_ns
         first = state.at is None
         state.tasks, state.at = seen, now
         return Waits(

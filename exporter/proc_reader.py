@@ -186,8 +186,12 @@ class ProcReader:
         base = f"{self.proc_root}/{pid}/task"
         if self._schedstat is None and not os.path.isdir(base):
             return None
-        if threads == 1 and sched_fd is not None and not self.delayacct:
-            run, wait = parse_schedstat(os.pread(sched_fd, 128, 0))
+        if threads == 1 and not self.delayacct:  # the process's file is its thread's
+            if sched_fd is not None:
+                data: str | bytes = os.pread(sched_fd, 128, 0)
+            else:
+                data = read_text(f"{self.proc_root}/{pid}/schedstat")
+            run, wait = parse_schedstat(data)
             return (TaskTimes(pid, run, wait, None),)
         out = []
         for name in os.listdir(base):

@@ -61,7 +61,7 @@ def test_two_busy_processes_slowed_by_outside_load_are_not_serial_but_starved():
     assert "serial_on_many_cores" not in found and "oversubscribed" not in found
     assert waiting_for(r, T) == "cpu" and "cpu_starved" in found
     f = next(f for f in detect_all(r, T) if f.name == "cpu_starved")
-    assert f.evidence["cpu_wait_share"] > T.pressure_high and f.evidence["busy_tasks_max"] == 2
+    assert f.evidence["cpu_wait_of_run"] > T.pressure_high and f.evidence["busy_tasks_max"] == 2
 
 
 def test_the_old_figures_alone_gave_the_wrong_verdicts():
@@ -80,6 +80,8 @@ def test_the_old_figures_alone_gave_the_wrong_verdicts():
     (1, 19.0, 1.0, 4.0, set()),
     # two threads on two cores, a node so busy they waited but efficiency stayed high
     (2, 36.0, 9.0, 2.0, set()),
+    # a sleeping job whose few short runs waited as long as they ran: idle, not starved
+    (1, 0.02, 0.02, 0.0, {"cpu_efficiency_low"}),
 ])
 def test_quiet_and_boundary_cases(cpus, cpu, wait, busy, expected):
     usage = Usage(cpu_wait_seconds=wait, busy_tasks_max=busy)

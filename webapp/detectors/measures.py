@@ -75,12 +75,23 @@ def thread_wait_share(report: JobReport, resource: str) -> float | None:
     return wait / active if active > 0 else None
 
 
+def thread_wait_of_run(report: JobReport, resource: str) -> float | None:
+    """The threads' wait for ``resource`` (cpu, io; task-seconds summed over threads) as a
+    share of the run, at most 1: comparable to PSI's "some task waited" share, which it
+    bounds from above. A mostly sleeping job stays near 0 however its few runs went."""
+    u = report.usage
+    wait = u.cpu_wait_seconds if resource == "cpu" else u.io_wait_seconds
+    if wait is None or not report.elapsed_seconds:
+        return None
+    return min(1.0, wait / report.elapsed_seconds)
+
+
 def wait_share(report: JobReport, resource: str) -> float | None:
-    """How much the job waited for ``resource``: its PSI share (cgroup v2) where recorded,
-    else its threads' share (``thread_wait_share``; cpu and io only)."""
+    """How much of the run the job waited for ``resource``: its PSI share (cgroup v2)
+    where recorded, else its threads' (``thread_wait_of_run``; cpu and io only)."""
     share = pressure(report, resource)
     if share is None and resource in ("cpu", "io"):
-        share = thread_wait_share(report, resource)
+        share = thread_wait_of_run(report, resource)
     return share
 
 
@@ -169,8 +180,8 @@ def stall_evidence(report: JobReport) -> dict[str, float | int | str]:
         share = pressure(report, resource)
         out[f"{resource}_pressure"] = round(share, 4) if share is not None else "n/a"
     for resource in ("cpu", "io"):
-        share = thread_wait_share(report, resource)
-        out[f"{resource}_wait_share"] = round(share, 4) if share is not None else "n/a"
+        share = thread_wait_of_run(report, resource)
+        out[f"{resource}_wait_of_run"] = round(share, 4) if share is not None else "n/a"
     if report.usage.busy_tasks_max is not None:
         out["busy_tasks_max"] = report.usage.busy_tasks_max
     if report.usage.memory_high_events is not None:

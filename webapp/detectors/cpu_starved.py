@@ -4,9 +4,9 @@ not idle; the cores it was given were not the ones it could run on."""
 from __future__ import annotations
 
 from webapp.detectors.measures import cpu_efficiency_low, pressure, stall_evidence, waiting_for
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 class CpuStarvedDetector:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from webapp.detectors.measures import busy_cores, long_enough
-from webapp.detectors.thresholds import Thresholds
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 class OversubscribedDetector:

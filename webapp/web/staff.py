@@ -9,7 +9,6 @@ from flask import Blueprint, abort, g, render_template, request
 
 from webapp.archive.alerts import AlertLog, ordinal
 from webapp.model import SourceUnavailable
-from webapp.report.staff_config import StaffConfig
 from webapp.report.staff_render import heading, when
 from webapp.report.staff_service import DAY, staff_report
 from webapp.web import auth
@@ -27,7 +26,7 @@ def staff_only() -> None:
 @bp.get("/report")
 def report():
     s = auth.settings()
-    days = request.args.get("days", type=int) or int(StaffConfig.parse(s.staff_report).days)
+    days = request.args.get("days", type=int) or int(s.staff_report.days)
     if not 1 <= days <= MAX_DAYS:
         abort(400, description=f"days must be between 1 and {MAX_DAYS}")
     try:
@@ -41,7 +40,7 @@ def report():
 @bp.get("/users/<name>")
 def user(name: str):
     s = auth.settings()
-    days = int(StaffConfig.parse(s.staff_report).notice_days)
+    days = int(s.staff_report.notice_days)
     log = AlertLog(s.outbox)
     try:
         since = time.time() - days * DAY

@@ -108,8 +108,11 @@ def test_a_callers_environment_cannot_make_them_staff_or_switch_sources(tmp_path
     # A config file the caller names grants nothing either.
     got = caller_env({"JOBREPORT_CONFIG": str(own)}, _system(tmp_path), uid=1000)
     assert got["JOBREPORT_STAFF"] == "ann" and "JOBREPORT_SACCT" not in got
-    # Root (an administrator testing a setting) may override them.
+    # Root (an administrator testing a setting) may override them; so may the environment
+    # of a host without a system config file (a container configured by --env-file).
     assert caller_env(env, _system(tmp_path), uid=0)["JOBREPORT_STAFF"] == "mallory"
+    assert caller_env(env, str(tmp_path / "absent.conf"), uid=1000)["JOBREPORT_STAFF"] == \
+        "mallory"
 
 
 def test_jobreport_show_as_mallory_with_staff_in_her_environment(tmp_path, monkeypatch,

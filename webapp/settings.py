@@ -44,7 +44,8 @@ CONFIG_DOC = (
 
 # Who is staff and which sources a caller may read (the accounting view with the service's
 # password, or sacct standing in for it): for a caller who is not root, only the system
-# config file says; neither the caller's environment nor a JOBREPORT_CONFIG it names does.
+# config file says where there is one; neither the caller's environment nor a
+# JOBREPORT_CONFIG it names does.
 PRIVILEGED = ("JOBREPORT_STAFF", "JOBREPORT_DB_URL", "JOBREPORT_DB_PASSWORD_FILE",
               "JOBREPORT_SACCT")
 
@@ -107,14 +108,14 @@ def layered(env: Mapping[str, str], default_config: str = "") -> dict[str, str]:
 
 def caller_env(env: Mapping[str, str], system_config: str, uid: int) -> dict[str, str]:
     """What a process run by ``uid`` with ``env`` reads: ``layered``, except that for a
-    caller who is not root the ``PRIVILEGED`` keys are the system config file's (or their
-    defaults), whatever ``env`` or a config file it names say; a value so ignored is
-    logged as a warning."""
+    caller who is not root, on a host with a system config file, the ``PRIVILEGED`` keys
+    are that file's (or their defaults), whatever ``env`` or a config file it names say;
+    a value so ignored is logged as a warning. A host without the file (a container
+    configured by its environment) has no site policy to defend: ``env`` decides."""
     merged = layered(env, system_config)
-    if uid == 0:
+    if uid == 0 or not system_config or not os.path.exists(system_config):
         return merged
-    system = (parse_config(_read_config(system_config), system_config)
-              if system_config and os.path.exists(system_config) else {})
+    system = parse_config(_read_config(system_config), system_config)
     for key in PRIVILEGED:
         if merged.get(key, system.get(key)) != system.get(key):
             log.warning("%s ignored: for a caller who is not root it comes from %s only",

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CONFIG = "/etc/jobreport/jobreport.conf"
 CONFIG_DOC = (
     DEFAULT_CONFIG,
-    "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line, except JOBREPORT_STAFF, JOBREPORT_DB_URL, JOBREPORT_DB_PASSWORD_FILE and JOBREPORT_SACCT for a caller who is not root (SECURITY.md).",
+    "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line, except JOBREPORT_STAFF, JOBREPORT_DB_URL, JOBREPORT_DB_PASSWORD_FILE and JOBREPORT_SACCT, which for a caller who is not root come from the default file alone where it exists (SECURITY.md).",
 )
 
 # Who is staff and which sources a caller may read (the accounting view with the service's

@@ -39,7 +39,8 @@ RATIO, BYTES, SECONDS, HOURS, GIB_UNIT, CORES, COUNT, FACTOR = (
 
 def threshold(default: float, unit: str, help: str, *parts: str) -> Any:
     """One row of the table: a field of ``Thresholds``."""
-    assert parts and set(parts) <= set(PARTS), parts
+    if not parts or not set(parts) <= set(PARTS):
+        raise ValueError(f"threshold parts {parts!r}: use some of {PARTS}")
     return dataclasses.field(default=float(default),
                              metadata={"unit": unit, "help": help, "parts": parts})
 
@@ -235,7 +236,7 @@ def parse_pairs(var: str, text: str) -> dict[str, str]:
     return out
 
 
-def overridden(cls: type[T], var: str, text: str) -> T:
+def apply_overrides(cls: type[T], var: str, text: str) -> T:
     """``cls()`` with ``var``'s ``name=value,...`` applied: numbers >= 0, and ``a|b``
     lists for tuple fields. SettingsError naming ``var`` and the bad name or value."""
     kinds = {f.name: str(f.type) for f in dataclasses.fields(cls)  # type: ignore[arg-type]
@@ -261,7 +262,7 @@ def overridden(cls: type[T], var: str, text: str) -> T:
 
 def parse_thresholds(var: str, text: str) -> Thresholds:
     """``JOBREPORT_THRESHOLDS``: the table's defaults with the named ones replaced."""
-    return overridden(Thresholds, var, text)
+    return apply_overrides(Thresholds, var, text)
 
 
 def parse_staff_config(var: str, text: str) -> StaffConfig:
@@ -270,5 +271,5 @@ def parse_staff_config(var: str, text: str) -> StaffConfig:
     if moved:
         raise SettingsError(f"{var}: {', '.join(moved)} is a threshold: set it in "
                             "JOBREPORT_THRESHOLDS")
-    return overridden(StaffConfig, var, text)
+    return apply_overrides(StaffConfig, var, text)
 

@@ -14,10 +14,17 @@ from exporter.settings import SETTINGS_DOC as EXPORTER_DOC
 from exporter.settings import Settings as ExporterSettings
 from slurm_exporter.settings import SETTINGS_DOC as SLURM_EXPORTER_DOC
 from slurm_exporter.settings import Settings as SlurmExporterSettings
+from tests.helpers.metric_names import (
+    FIELD,
+    emitted_names,
+    matches,
+    names_in,
+    python_strings,
+    referenced_names,
+)
 from webapp.cli import COMMANDS, build_parser
 from webapp.model import InvalidJobId, JobId
 from webapp.settings import SETTINGS_DOC, Settings, SettingsError
-from webapp.sources import prometheus
 from webapp.thresholds import Thresholds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +35,8 @@ def test_readme_settings_tables_are_generated_from_the_settings_modules():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "settings-table")],
                          capture_output=True, text=True, check=True).stdout
     generated = dict(re.findall(r"<!-- settings:(\w+) -->\n(.*?)\n(?=<!--|\Z)", out, re.S))
-    tables = {"webapp": "README.md", "thresholds": "README.md", "exporter": "exporter/README.md",
+    tables = {"webapp": "docs/settings.md", "thresholds": "docs/settings.md",
+              "exporter": "exporter/README.md",
               "slurm_exporter": "slurm_exporter/README.md"}
     assert set(generated) == set(tables)
     for name, rel in tables.items():
@@ -86,22 +94,48 @@ def test_unknown_setting_fails_fast_with_its_name():
         Settings.from_env({"JOBREPORT_SMTP_PORT": "smtp"})
 
 
-def _emitted_metric_names() -> set[str]:
-    names = set()
-    for golden in (ROOT / "fixtures" / "exporter" / "golden").glob("*.prom"):
-        names |= set(re.findall(r"^# TYPE (\w+) ", golden.read_text(), flags=re.M))
-    # prometheus_client declares counters without _total in TYPE lines
-    return names | {n + "_total" for n in names}
+def test_every_metric_the_app_and_the_dashboards_name_is_one_an_exporter_emits():
+    emitted = emitted_names()
+    referenced = referenced_names()
+    # Every form is seen: PromQL selectors and range vectors, bare names in tuples, names
+    # composed in f-strings, prose in the report's coverage notes, both dashboards.
+    assert {"jobs_gpu_utilization_ratio", "jobs_read_bytes_total", "slurm_partition_cpus",
+            f"slurm_{FIELD}_{FIELD}_alloc", "jobs_*_syscalls_total"} <= set(referenced)
+    assert "deploy/grafana-slurm-dashboard.json" in referenced["slurm_gpus"]
+    unknown = {name: sorted(files) for name, files in referenced.items()
+               if not matches(name, emitted)}
+    assert not unknown, unknown
 
 
-def test_every_queried_metric_is_one_the_exporter_emits():
-    emitted = _emitted_metric_names()
-    templates = [q for q, _ in prometheus.RANGE_QUERIES.values()]
-    templates += [q for v in prometheus.VECTOR_QUERIES.values() for q in v[:2]]
-    templates += list(prometheus.INSTANT_QUERIES.values())
-    queried = {m for t in templates for m in re.findall(r"\b(jobs_\w+)\{", t)}
-    assert queried, "no metric names found in the queries"
-    assert queried <= emitted, queried - emitted
+@pytest.mark.parametrize(("text", "names"), [
+    ("max_over_time(jobs_gpu_utilization_ratio[5m])", {"jobs_gpu_utilization_ratio"}),
+    ('{__name__="jobs_cpus"} or {__name__=~"jobs_gpu_.*"}', {"jobs_cpus", "jobs_gpu_*"}),
+    ("sum(slurm_partition_cpus{{{sel}}}) / slurm_up", {"slurm_partition_cpus", "slurm_up"}),
+    ("jobs_*_bytes_total, jobs_scratch_in_use", {"jobs_*_bytes_total", "jobs_scratch_in_use"}),
+    ("os.jobs_x, my_jobs_y, subjobs_z", set()),
+])
+def test_metric_names_are_found_in_every_form(text: str, names: set[str]):
+    assert names_in(text) == names
+
+
+def test_fields_inside_a_name_are_wildcards_and_after_it_a_selector():
+    source = ('q = f"sum(slurm_{who}_jobs{{{sel}}})"\n'
+              't = "rate(jobs_cpu_seconds_total{{{sel}}}[{rate}])"  # jobs_info too\n'
+              's = \'jobs_memory_events_total{event="high"}\'\n')
+    found = set().union(*map(names_in, python_strings(source)))
+    assert found == {f"slurm_{FIELD}_jobs", "jobs_cpu_seconds_total", "jobs_info",
+                     "jobs_memory_events_total"}
+    assert matches(f"slurm_{FIELD}_jobs", {"slurm_user_jobs"})
+    assert not matches(f"slurm_{FIELD}_jobs", {"slurm_jobs"})
+    assert not matches("jobs_*_bytes_total", {"jobs_read_bytes"})
+
+
+def test_units_end_metric_names():
+    # Prometheus's convention, which promtool does not check: the base unit last, then
+    # _total on a counter (slurm_user_memory_alloc_bytes, not ..._memory_bytes_alloc).
+    misplaced = {n for n in emitted_names()
+                 if re.search(r"_(bytes|seconds|watts|ratio)_(?!total$)", n)}
+    assert not misplaced, misplaced
 
 
 @pytest.mark.parametrize(("text", "expected"), [

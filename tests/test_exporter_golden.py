@@ -13,6 +13,7 @@ from exporter.collectors.processes import ProcessesCollector
 from exporter.collectors.scratch import ScratchCollector
 from tests.helpers.exporter_scrape import (
     FIXTURES,
+    GOLDEN,
     assert_golden,
     make_settings,
     scrape,
@@ -20,6 +21,7 @@ from tests.helpers.exporter_scrape import (
     value,
 )
 from tests.helpers.fake_nvml import FakeNvml
+from tests.helpers.promtool import check_metrics
 
 V1 = FIXTURES / "v1-samples"
 V1_LOCAL = FIXTURES / "v1-local"
@@ -93,6 +95,13 @@ def test_cpu_only_node_has_no_gpu_series(caplog):
     disabled = [r for r in caplog.records if "GPU collector disabled" in r.getMessage()]
     assert len(disabled) == 1  # one line, not one per scrape
     assert nvml.calls.count("nvmlInit") == 1
+
+
+@pytest.mark.parametrize("golden", sorted(p.name for p in GOLDEN.glob("*.prom")))
+def test_goldens_pass_promtool(golden: str):
+    # Each golden is the exposition of a captured tree (the tests here assert it byte for
+    # byte); together they hold every family the exporter has, GPU ones included.
+    assert check_metrics((GOLDEN / golden).read_text()) == (0, "")
 
 
 def test_v2_public_samples():

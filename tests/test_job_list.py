@@ -11,7 +11,6 @@ from tests.helpers.reports import default_service, sample_report
 from webapp.model import AccountingJob, SacctJob, SourceUnavailable, Step, cpu_efficiency
 from webapp.report.job_list import (
     GIB,
-    BadQuery,
     JobRow,
     ListQuery,
     ListSources,
@@ -21,6 +20,7 @@ from webapp.report.job_list import (
     totals,
 )
 from webapp.report.peak import sacct_peak
+from webapp.report.query_params import BadQuery
 from webapp.settings import Settings, SettingsError
 from webapp.web.app import create_app
 

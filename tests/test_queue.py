@@ -143,7 +143,7 @@ def test_queue_context_in_text_within_80_columns():
 
 def test_json_queue_object_is_the_documented_one():
     data = json.loads(json_renderer.render(report(job_146())))
-    readme = (ROOT / "README.md").read_text().split("## JSON schema", 1)[1]
+    readme = (ROOT / "docs" / "json-schema.md").read_text().split("## JSON schema", 1)[1]
     row = re.search(r"^\| `queue` \|(.*)$", readme, flags=re.M).group(1)
     documented = set(re.findall(r"`(\w+)`", row)) | set(re.findall(r"[{ ](\w+)[,}:]", row))
     assert set(data["queue"]) <= documented

@@ -11,7 +11,7 @@ from tests.helpers.reports import HEADER_PAYLOAD, gap_report, sample_report
 from webapp.renderers import json as json_renderer
 from webapp.renderers import text
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "json-schema.md"
 
 
 def _multi_node():

@@ -7,7 +7,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from jobreport_net.constants import ConstantsError, as_json, load_constants, parse_constants
-from tests.helpers.slurm_captures import CONSTANTS, collector, exposition
+from slurm_exporter.exposition import render
+from slurm_exporter.families import gauge
+from tests.helpers.promtool import check_metrics
+from tests.helpers.slurm_captures import CONSTANTS, FIXTURES, collector, exposition
+
+CAPTURES = sorted({p.name.split(".")[0] for p in FIXTURES.glob("*.*.txt")})
 
 
 def series(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
@@ -37,7 +42,7 @@ def test_drained_mixed_node_and_its_gpus():
          ("state", "mixed")): 1,
     }
     key = (("flags", "drain"), ("gpu_type", "untyped"), ("state", "mixed"))
-    assert series(text, "slurm_gpus_total")[key] == 2
+    assert series(text, "slurm_gpus")[key] == 2
     assert series(text, "slurm_gpus_alloc")[key] == 1
     assert series(text, "slurm_gpus_idle")[key] == 1  # idle, yet on a drained node:
     assert series(text, "slurm_gpus_available") == {(("gpu_type", "untyped"),): 0}
@@ -62,15 +67,15 @@ def test_unavailable_flags_keep_gpus_unavailable(capture: str):
 
 def test_a_node_in_two_partitions_counts_once_cluster_wide_and_once_per_partition():
     text = exposition("two-partitions")
-    assert sum(series(text, "slurm_gpus_total").values()) == 2
+    assert sum(series(text, "slurm_gpus").values()) == 2
     assert series(text, "slurm_nodes") == {
         (("flags", ""), ("partition", "debug"), ("state", "mixed")): 1,
         (("flags", ""), ("partition", "gpu"), ("state", "mixed")): 1,
     }
-    assert series(text, "slurm_partition_cpus_total") == {
+    assert series(text, "slurm_partition_cpus") == {
         (("partition", "debug"),): 2, (("partition", "gpu"),): 2,
     }
-    assert len(series(text, "slurm_node_cpus_total")) == 1
+    assert len(series(text, "slurm_node_cpus")) == 1
 
 
 def test_pending_reasons_are_counted_once_per_job():
@@ -96,7 +101,7 @@ def test_users_and_accounts_hold_their_resources():
     assert series(text, "slurm_account_gpus_alloc")[(("account", "research"),
                                                      ("state", "RUNNING"))] == 2
     assert series(text, "slurm_user_cpus_alloc")[(("state", "RUNNING"), ("user", "alice"))] == 2
-    assert series(text, "slurm_user_memory_bytes_alloc")[(("state", "RUNNING"),
+    assert series(text, "slurm_user_memory_alloc_bytes")[(("state", "RUNNING"),
                                                           ("user", "alice"))] == 400 * 2**20
 
 
@@ -140,10 +145,24 @@ def test_bad_constants_fail_with_where(data: dict):
         parse_constants(data)
 
 
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_exposition_passes_promtool(capture: str):
+    # What /metrics serves (render), on every capture: naming conventions included.
+    text = render(collector(capture, CONSTANTS).collect())
+    assert text.count(b"# TYPE ") > 30  # sinfo alone gives 37 families, all four 70-odd
+    assert check_metrics(text) == (0, "")
+
+
+def test_promtool_refuses_a_gauge_named_like_a_counter():
+    # The names the exporter gave up: the check above would catch them coming back.
+    family = gauge("slurm_gpus_total", "GPUs.")
+    family.add_metric(["demo"], 2)
+    rc, out = check_metrics(render([family]))
+    assert rc != 0 and 'non-counter metrics should not have "_total" suffix' in out
+
+
 @pytest.mark.parametrize("capture", ["queue-pending", "node-drain-mixed", "two-partitions"])
 def test_our_exposition_is_prometheus_clients_byte_for_byte(capture: str):
-    from slurm_exporter.exposition import render
-
     families = list(collector(capture, CONSTANTS).collect())
 
     class Fixed:

@@ -1,5 +1,6 @@
 """Sessions end at logout, on removal from the password file and after their lifetime;
-failed logins are limited per user and per address, with counters every worker shares."""
+failed logins are limited per (address, user name) and per address, with counters every
+worker shares."""
 
 from __future__ import annotations
 
@@ -133,6 +134,26 @@ def test_failed_logins_are_limited_per_user(client):
     assert int(refused.headers["Retry-After"]) > 0
     assert "Too many failed logins for this user name" in refused.get_data(as_text=True)
     assert login(client, "bob").status_code == 302  # other users are not locked out
+
+
+def test_failures_from_one_address_do_not_lock_the_user_out_elsewhere(client):
+    """The counter is per (address, user name): an attacker failing under alice's name
+    pauses only their own tries, not alice's logins from her own address."""
+    attacker = {"REMOTE_ADDR": "198.51.100.66"}
+    for _ in range(3):
+        assert login(client, password="wrong", **attacker).status_code == 401
+    assert login(client, **attacker).status_code == 429
+    assert login(client, REMOTE_ADDR="192.0.2.7").status_code == 302
+
+
+def test_a_trusted_proxy_keys_the_user_counter_by_the_forwarded_address(web_settings):
+    """Behind nginx every request comes from the proxy: the pair must use the address
+    ProxyFix takes from X-Forwarded-For, or one attacker locks everyone out again."""
+    proxied = make_client(replace(web_settings, trusted_proxies=1))
+    for _ in range(3):
+        login(proxied, password="wrong", HTTP_X_FORWARDED_FOR="198.51.100.66")
+    assert login(proxied, HTTP_X_FORWARDED_FOR="198.51.100.66").status_code == 429
+    assert login(proxied, HTTP_X_FORWARDED_FOR="192.0.2.7").status_code == 302
 
 
 def test_successful_logins_do_not_count(client):

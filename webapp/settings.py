@@ -304,7 +304,7 @@ class Settings:
         "Flask-Limiter storage URI for login limits (e.g. `redis://host:6379` when several hosts serve the app); empty: the JOBREPORT_WEB_STATE file.")
     login_limit_user: str = setting(
         "10 per 15 minutes",
-        "Failed logins allowed per user name; then every login of that name is refused until the window ends.")
+        "Failed logins allowed per user name from one client address; then every login of that name from that address is refused until the window ends (other addresses are not locked out).")
     login_limit_address: str = setting(
         "30 per 15 minutes",
         "Failed logins allowed per client address.")

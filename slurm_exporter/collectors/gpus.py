@@ -35,7 +35,7 @@ class GpusCollector:
     source = "sinfo"
 
     def collect(self, cluster: str, lines: list[NodeLine]) -> Iterator[Metric]:
-        node_total = gauge("slurm_node_gpus_total", "GPUs configured on the node.",
+        node_total = gauge("slurm_node_gpus", "GPUs configured on the node.",
                            ["node", "gpu_type"])
         node_alloc = gauge("slurm_node_gpus_alloc", "GPUs of the node allocated to jobs.",
                            ["node", "gpu_type"])
@@ -55,7 +55,7 @@ class GpusCollector:
 
     def _states(self, cluster: str, by_state: dict) -> Iterator[Metric]:
         labels = ["gpu_type", "state", "flags"]
-        total = gauge("slurm_gpus_total", "GPUs on nodes in this state, per type.", labels)
+        total = gauge("slurm_gpus", "GPUs on nodes in this state, per type.", labels)
         alloc = gauge("slurm_gpus_alloc", "Allocated GPUs on nodes in this state, per type.",
                       labels)
         idle = gauge("slurm_gpus_idle", "Unallocated GPUs on nodes in this state, per type "

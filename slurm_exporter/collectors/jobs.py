@@ -12,7 +12,9 @@ from slurm_exporter.families import gauge
 from slurm_exporter.gres import UNTYPED
 from slurm_exporter.squeue import PENDING, JobLine
 
-RESOURCES = (("cpus", "CPUs"), ("gpus", "GPUs"), ("memory_bytes", "memory in bytes"))
+# The unit ends the name (slurm_user_memory_alloc_bytes), as Prometheus's conventions ask.
+RESOURCES = (("cpus_alloc", "CPUs"), ("gpus_alloc", "GPUs"),
+             ("memory_alloc_bytes", "Memory in bytes"))
 
 
 class JobsCollector:
@@ -65,7 +67,7 @@ def _owner_families(cluster: str, kind: str, sums: dict) -> Iterator[Metric]:
     labels = [kind, "state"]
     jobs = gauge(f"slurm_{kind}_jobs", f"Jobs of the {kind} in this state.", labels)
     resources = [
-        gauge(f"slurm_{kind}_{res}_alloc", f"{what.capitalize()} of the {kind}'s jobs in "
+        gauge(f"slurm_{kind}_{res}", f"{what} of the {kind}'s jobs in "
               "this state (requested, for pending jobs).", labels)
         for res, what in RESOURCES
     ]

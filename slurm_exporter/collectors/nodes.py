@@ -11,7 +11,9 @@ from slurm_exporter.families import add, gauge
 from slurm_exporter.sinfo import NodeLine
 from slurm_exporter.states import join_flags
 
-CPU_KINDS = ("alloc", "idle", "other", "total")
+# sinfo CPUsState's four counts and their metric suffixes: the total is the bare name
+# (promtool: a gauge must not end in _total, the counters' suffix).
+CPU_KINDS = (("alloc", "_alloc"), ("idle", "_idle"), ("other", "_other"), ("total", ""))
 
 
 def unique_nodes(lines: list[NodeLine]) -> list[NodeLine]:
@@ -35,8 +37,8 @@ class NodesCollector:
             "slurm_node_partition_info", "The node belongs to the partition; always 1.",
             ["node", "partition"],
         )
-        cpus = {k: gauge(f"slurm_node_cpus_{k}", f"CPUs of the node ({k}).", ["node"])
-                for k in CPU_KINDS}
+        cpus = {k: gauge(f"slurm_node_cpus{suffix}", f"CPUs of the node ({k}).", ["node"])
+                for k, suffix in CPU_KINDS}
         mem_total = gauge("slurm_node_memory_total_bytes", "Configured memory of the node, "
                           "in bytes.", ["node"])
         mem_alloc = gauge("slurm_node_memory_alloc_bytes", "Memory allocated to jobs on the "
@@ -49,7 +51,7 @@ class NodesCollector:
             labels = {"cluster": cluster, "node": n.node}
             add(info, {**labels, "state": n.state, "flags": join_flags(n.flags),
                        "reason": n.reason}, 1)
-            for kind, value in zip(CPU_KINDS, (n.cpus_alloc, n.cpus_idle, n.cpus_other,
+            for (kind, _), value in zip(CPU_KINDS, (n.cpus_alloc, n.cpus_idle, n.cpus_other,
                                                n.cpus_total), strict=True):
                 add(cpus[kind], labels, value)
             add(mem_total, labels, n.memory_bytes)
@@ -80,10 +82,10 @@ class NodesCollector:
         for (partition, state, flags), count in sorted(counts.items()):
             nodes.add_metric([cluster, partition, state, flags], count)
         yield nodes
-        names = [f"slurm_partition_cpus_{k}" for k in CPU_KINDS] + [
+        names = [f"slurm_partition_cpus{suffix}" for _, suffix in CPU_KINDS] + [
             "slurm_partition_memory_total_bytes", "slurm_partition_memory_alloc_bytes"]
         docs = [f"CPUs of the partition's nodes ({k}); idle excludes drained and down "
-                "nodes (sinfo counts theirs as other)." for k in CPU_KINDS] + [
+                "nodes (sinfo counts theirs as other)." for k, _ in CPU_KINDS] + [
             "Configured memory of the partition's nodes, in bytes.",
             "Memory allocated to jobs on the partition's nodes, in bytes."]
         for i, (name, doc) in enumerate(zip(names, docs, strict=True)):

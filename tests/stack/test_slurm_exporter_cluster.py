@@ -83,7 +83,7 @@ def test_draining_a_node_under_a_job_shows_mixed_drain_and_no_available_gpu(jobs
     if "MIXED" in held:
         assert (info.labels["state"], info.labels["flags"]) == ("mixed", "drain")
     drained = [s for s in metrics["slurm_gpus_idle"] if "drain" in s.labels["flags"]]
-    assert sum(s.value for s in metrics["slurm_gpus_total"] if "drain" in s.labels["flags"]) == 2
+    assert sum(s.value for s in metrics["slurm_gpus"] if "drain" in s.labels["flags"]) == 2
     assert drained, "idle GPUs of the drained node are counted under its state"
     assert all(s.value == 0 for s in metrics["slurm_gpus_available"])
     after = scrape()  # resumed: its idle GPUs count as available again (unless all busy)

@@ -27,6 +27,7 @@ from webapp.model import (
     SourceUnavailable,
     cpu_efficiency,
 )
+from webapp.report import query_params as params
 from webapp.report.peak import sacct_peak
 from webapp.sources.accounting import LIST_LIMIT
 
@@ -113,10 +114,6 @@ SORT_KEYS: dict[str, Callable[[JobRow], object]] = {
 WASTE_KEYS = ("cpu_waste", "gpu_waste", "mem_waste")
 
 
-class BadQuery(ValueError):
-    """A list parameter that is not one we accept (the page answers 400 naming it)."""
-
-
 @dataclass(frozen=True)
 class ListQuery:
     """A job list's validated parameters: ``?days=7&state=FAILED&name=train&findings=1
@@ -134,28 +131,15 @@ class ListQuery:
     def parse(cls, args: Mapping[str, str], clusters: Iterable[str] = (),
               default_sort: str = "submit") -> ListQuery:
         """Raise BadQuery on any value outside what the page offers."""
-        days_text = args.get("days", "") or str(DEFAULT_DAYS)
-        if not re.fullmatch(r"[0-9]{1,3}", days_text) or not 1 <= int(days_text) <= MAX_DAYS:
-            raise BadQuery(f"days must be a whole number from 1 to {MAX_DAYS}")
-        state = args.get("state", "").strip().upper()
-        if state and state not in STATES:
-            raise BadQuery(f"state must be one of: {', '.join(STATES)}")
-        name = args.get("name", "").strip()
-        if len(name) > MAX_NAME or any(not ch.isprintable() for ch in name):
-            raise BadQuery(f"name must be printable text of at most {MAX_NAME} characters")
-        findings = args.get("findings", "")
-        if findings not in ("", "0", "1"):
-            raise BadQuery("findings must be 1 (only jobs with findings) or 0")
-        sort = args.get("sort", "") or default_sort
-        if sort not in SORT_KEYS:
-            raise BadQuery(f"sort must be one of: {', '.join(SORT_KEYS)}")
-        order = args.get("order", "") or ("asc" if sort in ("job", "name", "user") else "desc")
-        if order not in ("asc", "desc"):
-            raise BadQuery("order must be asc or desc")
-        cluster = args.get("cluster", "")
-        if cluster and cluster not in set(clusters):
-            raise BadQuery(f"cluster must be one of: {', '.join(clusters)}")
-        return cls(int(days_text), state, name, findings == "1", sort, order, cluster)
+        days = params.whole_number(args, "days", 1, MAX_DAYS, DEFAULT_DAYS)
+        state = params.choice(args, "state", STATES, upper=True)
+        name = params.text(args, "name", MAX_NAME)
+        findings = params.flag(args, "findings", "only jobs with findings")
+        sort = params.choice(args, "sort", SORT_KEYS, default_sort)
+        order = params.choice(args, "order", ("asc", "desc"),
+                              "asc" if sort in ("job", "name", "user") else "desc")
+        cluster = params.choice(args, "cluster", clusters)
+        return cls(days, state, name, findings, sort, order, cluster)
 
     def args(self, **changes: object) -> dict[str, str]:
         """The query string of this list with ``changes`` (for links), defaults left out."""

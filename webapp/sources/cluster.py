@@ -20,7 +20,7 @@ QUEUE_QUERIES: dict[str, str] = {
     "seen": 'max(max_over_time(slurm_up{{{cluster},source="squeue"}}[{w}]))',
     "reasons": "max by (reason) (slurm_job_pending_info{{{job}}})",
     "cpus_idle": "sum(slurm_partition_cpus_idle{{{sel}}})",
-    "cpus_total": "sum(slurm_partition_cpus_total{{{sel}}})",
+    "cpus_total": "sum(slurm_partition_cpus{{{sel}}})",
     "gpus_available": "max by (gpu_type) (slurm_partition_gpus_available{{{sel}}})",
     # No pending job means no series: 0 while squeue was answering.
     "queue_length": 'sum(slurm_pending_jobs{{{sel}}})'

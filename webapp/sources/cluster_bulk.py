@@ -28,7 +28,7 @@ QUERIES: dict[str, str] = {
     "seen": 'max(max_over_time(slurm_up{{{c},source="squeue"}}[{step}s]))',
     "reasons": "max by (jobid, reason) (slurm_job_pending_info{{{c},{jobs}}})",
     "cpus_idle": "sum by (partition) (slurm_partition_cpus_idle{{{c},{parts}}})",
-    "cpus_total": "sum by (partition) (slurm_partition_cpus_total{{{c},{parts}}})",
+    "cpus_total": "sum by (partition) (slurm_partition_cpus{{{c},{parts}}})",
     "queue_length": "sum by (partition) (slurm_pending_jobs{{{c},{parts}}})",
     "gpus_available": (
         "max by (partition, gpu_type) (slurm_partition_gpus_available{{{c},{parts}}})"

@@ -15,7 +15,6 @@ from webapp.model import Series
 from webapp.sources.prometheus import PrometheusSource, promql_string
 
 STALE_SECONDS = 120.0  # a snapshot older than this is shown as stale
-TOP = 10  # users/accounts listed in "who holds what"
 USAGE_DAYS = 7
 
 
@@ -35,7 +34,7 @@ class ClusterOverview:
     nodes: tuple[NodeRow, ...] = ()
     gpus: tuple[tuple[str, int, int, int], ...] = ()  # type, available, allocated, total
     queue: tuple[tuple[str, str, int], ...] = ()  # partition, reason, pending jobs
-    users: tuple[tuple[str, float, float], ...] = ()  # user, CPUs, GPUs (running jobs)
+    users: tuple[tuple[str, float, float], ...] = ()  # user, CPUs, GPUs (running jobs), all
     accounts: tuple[tuple[str, float, float], ...] = ()
     fairshare: tuple[tuple[str, str, float], ...] = ()  # account, user, fair share 0..1
     health: tuple[tuple[str, bool, float | None], ...] = ()  # source, up, snapshot age
@@ -74,12 +73,12 @@ class ClusterOverviewSource:
             return {m.get("node", ""): v
                     for m, v in self._v(f"sum by (node) ({metric}{{{{sel}}}})")}
 
-        alloc, total = per_node("slurm_node_cpus_alloc"), per_node("slurm_node_cpus_total")
+        alloc, total = per_node("slurm_node_cpus_alloc"), per_node("slurm_node_cpus")
         parts: dict[str, list[str]] = defaultdict(list)
         for m, _ in self._v("slurm_node_partition_info{{sel}}"):
             parts[m.get("node", "")].append(m.get("partition", ""))
         gpus: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-        for i, metric in enumerate(("slurm_node_gpus_alloc", "slurm_node_gpus_total")):
+        for i, metric in enumerate(("slurm_node_gpus_alloc", "slurm_node_gpus")):
             for m, v in self._v(f"sum by (node, gpu_type) ({metric}{{{{sel}}}})"):
                 gpus[m.get("node", "")][m.get("gpu_type", "")][i] = v
         rows = []
@@ -99,7 +98,7 @@ class ClusterOverviewSource:
 
         avail = by_type("sum by (gpu_type) (slurm_gpus_available{{sel}})")
         alloc = by_type("sum by (gpu_type) (slurm_gpus_alloc{{sel}})")
-        total = by_type("sum by (gpu_type) (slurm_gpus_total{{sel}})")
+        total = by_type("sum by (gpu_type) (slurm_gpus{{sel}})")
         return tuple((t, int(avail.get(t, 0)), int(alloc.get(t, 0)), int(total[t]))
                      for t in sorted(total))
 
@@ -116,7 +115,8 @@ class ClusterOverviewSource:
         cpus, gpus = held("cpus"), held("gpus")
         rows = [(name, cpus.get(name, 0.0), gpus.get(name, 0.0)) for name in set(cpus) | set(gpus)]
         rows = [r for r in rows if r[1] or r[2]]
-        return tuple(sorted(rows, key=lambda r: (-r[2], -r[1], r[0]))[:TOP])
+        # Every holder: the page cuts the list (webapp.report.cluster_view), after totals.
+        return tuple(sorted(rows, key=lambda r: (-r[2], -r[1], r[0])))
 
     def _health(self) -> tuple[tuple[str, bool, float | None], ...]:
         age = {m.get("source", ""): v

@@ -65,15 +65,17 @@ def parse_billing_weights(text: str) -> dict[str, float]:
     return out
 
 
-def run_scontrol(argv: list[str], timeout: float) -> str:
-    """Run scontrol (no shell); SourceUnavailable when it is missing, slow or failing."""
+def run_scontrol(argv: list[str], timeout: float, source: str = "partitions",
+                 reason: str = "partition limits unavailable") -> str:
+    """Run scontrol (no shell); SourceUnavailable(source, reason) when it is missing, slow
+    or failing."""
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SourceUnavailable("partitions", "partition limits unavailable", str(exc)) from None
+        raise SourceUnavailable(source, reason, str(exc)) from None
     if proc.returncode != 0:
         why = (proc.stderr or "").strip().splitlines()
-        raise SourceUnavailable("partitions", "partition limits unavailable",
+        raise SourceUnavailable(source, reason,
                                 why[-1] if why else f"exit status {proc.returncode}")
     return proc.stdout
 

@@ -10,6 +10,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from webapp.renderers.templates import TEMPLATES, install_filters
 from webapp.report.service import ReportService
 from webapp.settings import Settings, SettingsError
+from webapp.sources.slurm_config import SlurmConfigSource
 from webapp.web import (
     auth,
     cluster,
@@ -64,6 +65,8 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     app.extensions["jobreport.reports"] = ReportCache()
     app.extensions["jobreport.pdfs"] = PdfBuilds(settings.pdf_builds, settings.pdf_cache_mb)
     app.extensions["jobreport.state"] = WebState(settings.web_state)
+    app.extensions["jobreport.slurm_config"] = SlurmConfigSource(
+        settings.scontrol, timeout=settings.sacct_timeout)
     app.jinja_env.trim_blocks = True
     app.jinja_env.lstrip_blocks = True
     install_filters(app.jinja_env)

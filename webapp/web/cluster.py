@@ -1,22 +1,35 @@
 """The cluster page (node states, GPUs, queue, who holds what, fair share, usage against
-the allocation targets) and ``/api/constants``. Login required, like every page; any
-signed-in user may see them (squeue and sinfo show the same to every user)."""
+the allocation targets) and ``/api/constants``. Login required, like every page; other
+users' holdings and fair share only where the site's Slurm shows them to every user
+(``PrivateData``, ``webapp.report.cluster_view``), and always to staff."""
 
 from __future__ import annotations
 
+import logging
 import time
 
-from flask import Blueprint, current_app, jsonify, render_template
+from flask import Blueprint, current_app, g, jsonify, render_template
 
 from jobreport_net.constants import ConstantsError, as_json, load_constants
 from webapp.model import SourceUnavailable
 from webapp.renderers.cluster_chart import usage_svg
+from webapp.report.cluster_view import cluster_view
 from webapp.settings import Settings, SettingsError
 from webapp.sources.cluster_overview import ClusterOverviewSource
 from webapp.sources.from_settings import prometheus_from
 from webapp.web import auth
 
 bp = Blueprint("cluster", __name__)
+log = logging.getLogger(__name__)
+
+
+def _private_data() -> frozenset[str] | None:
+    """The site's PrivateData (cached by the source); None when scontrol cannot say."""
+    try:
+        return current_app.extensions["jobreport.slurm_config"].private_data()
+    except SourceUnavailable as exc:
+        log.warning("%s (%s): hiding other users' rows on /cluster", exc, exc.detail)
+        return None
 
 
 def constants_at_start(settings: Settings) -> dict:
@@ -52,8 +65,15 @@ def cluster():
         overview, unavailable = source.overview(now), None
     except SourceUnavailable as exc:
         overview, unavailable = None, exc.reason
+    view = None
+    if overview is not None:
+        staff = auth.is_staff(g.user)
+        # Staff see everything: scontrol is asked only on the others' behalf.
+        view = cluster_view(overview, g.user, staff,
+                            frozenset() if staff else _private_data())
+        overview = view.overview
     accounts = _constants().get(s.cluster, {}).get("accounts", {})
     targets = {a: v["gpu_years"] for a, v in accounts.items() if "gpu_years" in v}
-    plot = usage_svg(overview.usage, targets, now) if overview else None
-    return render_template("cluster.html", cluster=s.cluster, overview=overview,
+    plot = usage_svg(overview.usage, targets, now) if view and not view.hidden_by else None
+    return render_template("cluster.html", cluster=s.cluster, overview=overview, view=view,
                            unavailable=unavailable, plot=plot, targets=accounts)

@@ -8,6 +8,7 @@ from flask import Flask, jsonify, make_response, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from webapp.model import InvalidJobId, JobNotFound, SourceUnavailable
+from webapp.report.query_params import BadQuery
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +25,11 @@ def error_response(code: int, title: str, message: str):
 
 
 def invalid_job_id(exc: InvalidJobId):
+    return error_response(400, "Bad Request", f"{exc}.")
+
+
+def bad_query(exc: BadQuery):
+    """A parameter we do not accept: 400 naming it (the message starts with its name)."""
     return error_response(400, "Bad Request", f"{exc}.")
 
 
@@ -56,6 +62,7 @@ def http_error(exc: HTTPException):
 def register(app: Flask) -> None:
     """Install the handlers on the app."""
     app.register_error_handler(InvalidJobId, invalid_job_id)
+    app.register_error_handler(BadQuery, bad_query)
     app.register_error_handler(JobNotFound, job_not_found)
     app.register_error_handler(SourceUnavailable, source_unavailable)
     app.register_error_handler(HTTPException, http_error)

@@ -9,24 +9,24 @@ from flask import Blueprint, abort, g, render_template, request
 
 from webapp.model import SourceUnavailable
 from webapp.renderers.presentation import sizing_lines
+from webapp.report import query_params as params
 from webapp.report.history import MIN_JOBS, PERCENTILE, history
 from webapp.web import auth
 from webapp.web.reports import get_service
 
 bp = Blueprint("history", __name__)
 MAX_DAYS = 90  # one sacct call and two PromQL queries per 200 jobs: keep the window bounded
+DEFAULT_DAYS = 30
 
 
 @bp.get("/history")
 def page():
     """Past jobs (of one name, or all) with peaks, efficiencies and the next #SBATCH block."""
-    user = request.args.get("user", "").strip() or g.user
+    user = params.optional_name(request.args, "user") or g.user
+    name = params.text(request.args, "name") or None
+    days = params.whole_number(request.args, "days", 1, MAX_DAYS, DEFAULT_DAYS)
     if user != g.user and not auth.is_staff(g.user):
         abort(403, description="Only your own history: support staff may see others'.")
-    name = request.args.get("name", "").strip() or None
-    days = request.args.get("days", type=int) or 30
-    if not 1 <= days <= MAX_DAYS:
-        abort(400, description=f"days must be between 1 and {MAX_DAYS}")
     service = get_service()
     if service.history is None:
         abort(503, description="No history source is configured.")

@@ -2,13 +2,13 @@
 or account's (``/accounts/<name>``) jobs and their top waste for the staff.
 
 Server-rendered tables sorted through links (``?sort=cpu_eff&order=asc``); every
-parameter is validated (400 naming it), every SQL value bound by the sources.
+parameter is validated (``query_params``: 400 naming it), every SQL value bound by the
+sources.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from datetime import UTC, datetime
 
 from flask import Blueprint, abort, g, render_template, request
@@ -17,30 +17,25 @@ from webapp.model import SourceUnavailable
 from webapp.report.job_list import (
     STATES,
     WASTE_KEYS,
-    BadQuery,
     JobRow,
     ListQuery,
     select,
     top_waste,
     totals,
 )
+from webapp.report.query_params import slurm_name
 from webapp.web import auth
 from webapp.web.reports import get_service
 
 bp = Blueprint("job_lists", __name__)
 log = logging.getLogger(__name__)
-# Slurm user and account names; anything else is a 400 before any query.
-NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
 WASTE_TITLES = {"cpu_waste": "CPU-hours unused", "gpu_waste": "GPU-hours idle",
                 "mem_waste": "Memory GB-hours unused"}
 TOP = 10
 
 
 def _query(default_sort: str = "submit") -> ListQuery:
-    try:
-        return ListQuery.parse(request.args, auth.settings().cluster_names, default_sort)
-    except BadQuery as exc:
-        abort(400, description=f"{exc}.")
+    return ListQuery.parse(request.args, auth.settings().cluster_names, default_sort)
 
 
 def _rows(q: ListQuery, user: str | None = None,
@@ -83,8 +78,7 @@ def my_jobs():
 
 
 def _staff_page(kind: str, name: str):
-    if not NAME_RE.fullmatch(name):
-        abort(400, description=f"{name!r} is not a {kind} name.")
+    slurm_name(name, kind)
     q = _query()
     rows, gaps = _rows(q, **{kind: name})
     shown = select(rows, q)  # the filters apply to the waste too; its order is its own

@@ -85,8 +85,11 @@ def _address() -> str:
     return request.remote_addr or "unknown"
 
 
-def _user_name() -> str:
-    return request.form.get("username", "").strip()
+def _address_and_user_name() -> str:
+    # Keyed by the pair, not the name alone: a name-only counter lets anyone lock anyone
+    # out by failing ten times under their name. The address is the one ProxyFix set from
+    # X-Forwarded-For when JOBREPORT_TRUSTED_PROXIES says a proxy is in front.
+    return f"{_address()} {request.form.get('username', '').strip()}"
 
 
 def _failed(response) -> bool:
@@ -95,7 +98,8 @@ def _failed(response) -> bool:
 
 
 def install(app: Flask, settings: Settings) -> Limiter:
-    """Limit failed logins per user name and per client address on ``auth.login``."""
+    """Limit failed logins per (client address, user name) and per client address on
+    ``auth.login``."""
     for name in ("login_limit_user", "login_limit_address"):
         try:
             parse_many(getattr(settings, name))
@@ -106,9 +110,10 @@ def install(app: Flask, settings: Settings) -> Limiter:
     limiter = Limiter(_address, app=app, storage_uri=uri, headers_enabled=True,
                       strategy="fixed-window")
     view = app.view_functions["auth.login"]
-    view = limiter.limit(settings.login_limit_user, key_func=_user_name, methods=["POST"],
-                         deduct_when=_failed, scope="login-user",
-                         error_message=TOO_MANY.format(who="for this user name"))(view)
+    view = limiter.limit(settings.login_limit_user, key_func=_address_and_user_name,
+                         methods=["POST"], deduct_when=_failed, scope="login-user",
+                         error_message=TOO_MANY.format(
+                             who="for this user name from your address"))(view)
     view = limiter.limit(settings.login_limit_address, methods=["POST"],
                          deduct_when=_failed, scope="login-address",
                          error_message=TOO_MANY.format(who="from your address"))(view)

@@ -9,6 +9,7 @@ from flask import Blueprint, abort, g, render_template, request
 
 from webapp.archive.alerts import AlertLog, ordinal
 from webapp.model import SourceUnavailable
+from webapp.report import query_params as params
 from webapp.report.staff_render import heading, when
 from webapp.report.staff_service import DAY, staff_report
 from webapp.web import auth
@@ -26,9 +27,7 @@ def staff_only() -> None:
 @bp.get("/report")
 def report():
     s = auth.settings()
-    days = request.args.get("days", type=int) or int(s.staff_report.days)
-    if not 1 <= days <= MAX_DAYS:
-        abort(400, description=f"days must be between 1 and {MAX_DAYS}")
+    days = params.whole_number(request.args, "days", 1, MAX_DAYS, int(s.staff_report.days))
     try:
         staff, unavailable = staff_report(s, days=days), None
     except SourceUnavailable as exc:
@@ -39,6 +38,7 @@ def report():
 
 @bp.get("/users/<name>")
 def user(name: str):
+    params.slurm_name(name, "user")
     s = auth.settings()
     days = int(s.staff_report.notice_days)
     log = AlertLog(s.outbox)

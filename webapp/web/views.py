@@ -5,7 +5,6 @@ from __future__ import annotations
 from flask import (
     Blueprint,
     Response,
-    abort,
     current_app,
     g,
     redirect,
@@ -16,6 +15,7 @@ from flask import (
 
 from webapp.model import JobId
 from webapp.renderers.presentation import context
+from webapp.report import query_params as params
 from webapp.sources.prometheus import RESOLUTIONS
 from webapp.web import auth
 from webapp.web.job_lists import my_jobs
@@ -35,12 +35,9 @@ def job_url(cluster: str | None, job_id: str, fmt: str = "") -> str:
 @bp.get("/")
 def index():
     """The user's recent jobs and the lookup form; ?job=ID redirects to that job's page."""
-    job = request.args.get("job", "").strip()
+    job = params.text(request.args, "job")
     if job:
-        cluster = request.args.get("cluster", "") or None
-        if cluster is not None and cluster not in auth.settings().cluster_names:
-            abort(400, description=f"cluster must be one of: "
-                                   f"{', '.join(auth.settings().cluster_names)}")
+        cluster = params.choice(request.args, "cluster", auth.settings().cluster_names) or None
         return redirect(job_url(cluster, str(JobId.parse(job))))
     return my_jobs()
 
@@ -82,11 +79,9 @@ def job_json(job_id: str, cluster: str | None = None):
     the plots' resolution; ?pretty=1 indents it, ?resolution=full has the finest series."""
     from webapp.renderers import json as json_renderer
 
-    resolution = request.args.get("resolution", "plot")
-    if resolution not in RESOLUTIONS:
-        abort(400, description=f"resolution must be one of: {', '.join(RESOLUTIONS)}")
+    resolution = params.choice(request.args, "resolution", RESOLUTIONS, "plot")
+    pretty = params.flag(request.args, "pretty", "indented")
     report = load_report(JobId.parse(job_id), resolution=resolution, cluster=cluster)
-    pretty = request.args.get("pretty", "") not in ("", "0")
     return Response(json_renderer.render(report, pretty=pretty), mimetype="application/json")
 
 

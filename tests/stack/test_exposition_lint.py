@@ -1,0 +1,59 @@
+"""promtool check metrics on what the stack's two exporters serve, scraped from the URLs
+the stack's Prometheus scrapes, while a job of this test runs (so the per-job families are
+there too)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from tests.helpers import stack
+from tests.helpers.promtool import check_metrics
+
+pytestmark = pytest.mark.stack
+
+# A small job that fits beside others: what matters is that it runs while we scrape.
+JOB = stack.StackJob("promtool", "alice", ("-c1", "--mem=100M", "--time=2"), "sleep 60")
+
+
+@pytest.fixture(scope="module")
+def running_job(stack_env: dict[str, str]) -> Iterator[str]:
+    job_id = stack.submit(JOB)
+    try:
+        stack.wait_until_running(job_id)
+        yield job_id
+    finally:
+        subprocess.run(["scancel", job_id], check=True)
+
+
+def scrape_urls(prometheus_url: str) -> dict[str, str]:
+    """Scrape job -> the URL the stack's Prometheus scrapes it at."""
+    answer = requests.get(f"{prometheus_url}/api/v1/targets", timeout=10).json()
+    return {t["labels"]["job"]: t["scrapeUrl"] for t in answer["data"]["activeTargets"]}
+
+
+def scrape_showing(url: str, marker: str) -> str:
+    """The exposition once it holds ``marker``: the jobs exporter sees the job's cgroup,
+    and slurm-exporter's next poll its state, a moment after Slurm says RUNNING."""
+    deadline = time.monotonic() + 30
+    while True:
+        text = requests.get(url, timeout=30).text
+        if marker in text or time.monotonic() > deadline:
+            return text
+        time.sleep(1)
+
+
+@pytest.mark.parametrize("exporter", ["jobs", "slurm"])
+def test_running_exporter_passes_promtool(stack_env: dict[str, str], running_job: str,
+                                          exporter: str):
+    url = scrape_urls(stack_env["JOBREPORT_PROMETHEUS_URL"])[exporter]
+    cluster = stack_env["JOBREPORT_CLUSTER"]
+    marker = {"jobs": f'jobs_info{{jobid="{running_job}"',
+              "slurm": f'slurm_user_jobs{{cluster="{cluster}",state="RUNNING",user="alice"}}'}
+    text = scrape_showing(url, marker[exporter])
+    assert marker[exporter] in text
+    assert check_metrics(text) == (0, "")

@@ -1,10 +1,10 @@
 """Settings of the report service, read once at start: the system config file, then
 ``JOBREPORT_*`` environment variables, each of which overrides the file's line of the same
 name, except the keys that grant privilege (``PRIVILEGED``): for a caller who is not root
-those come from the system config file only.
+those come from the system config file only, where there is one.
 
 Each setting is declared once, as a field of ``Settings`` holding its default, help line
-and parser; ``from_env`` and the README's table (``scripts/settings-table``) follow from
+and parser; ``from_env`` and the docs' table (``scripts/settings-table``) follow from
 the fields, so a bad value stops the start with the variable's name.
 """
 
@@ -462,7 +462,7 @@ class Settings:
         return settings
 
 
-# name -> (default, one-line description): the README's settings table.
+# name -> (default, one-line description): the table of docs/settings.md.
 SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_CONFIG": CONFIG_DOC, **documented(Settings, "JOBREPORT_"),
 }

@@ -4,7 +4,7 @@ of its frozen dataclass carrying its default text, its help line and its parser:
     smtp_port: int = setting("25", "SMTP port.", integer)
 
 The variable's name follows from the field's (``PREFIX`` + upper case); ``load`` parses
-every variable with its field's parser and ``documented`` gives the README's table, so a
+every variable with its field's parser and ``documented`` gives the docs' table, so a
 default, its parsed value and its documentation cannot disagree.
 """
 

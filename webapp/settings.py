@@ -384,7 +384,7 @@ class Settings:
         number)
     thresholds: Thresholds = setting(
         "",
-        "Threshold overrides of the detectors, `jobreport watch` and the staff report, e.g. `cpu_efficiency_low=0.5,gpu_idle_seconds=1800` (names in the threshold table below).",
+        "Threshold overrides of the detectors, `jobreport watch` and the staff report, e.g. `cpu_efficiency_low=0.5,gpu_idle_seconds=1800` (names in the threshold table above).",
         parse_thresholds)
     core_hours_per_billing_unit: float = setting(
         "0",

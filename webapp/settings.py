@@ -86,6 +86,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_ARCHIVE_RETENTION_DAYS": ("730", "`jobreport sync` drops archived jobs that ended longer ago than this (0: keep forever)."),
     "JOBREPORT_THRESHOLDS": ("", "Detector threshold overrides, e.g. `cpu_efficiency_low=0.5,gpu_util_low=0.1`."),
     "JOBREPORT_CORE_HOURS_PER_BILLING_UNIT": ("0", "Core-hours of the site's allocations one billing unit-hour is worth (e.g. `1` where billing counts cores); waste is then also shown in core-hours. `0`: not shown."),
+    "JOBREPORT_QUEUE_NOTE_SECONDS": ("600", "A wait in the queue longer than this (seconds) is a key figure of the report, and an unrecorded scheduler state during it a note; shorter waits are listed only among the details."),
     "JOBREPORT_MIN_COVERAGE": ("0.8", "Fraction of a job's run its Prometheus samples must cover (per node, per GPU) for a verdict resting on them to be given; below it the verdict is withheld and the report says so."),
     "JOBREPORT_CONSTANTS_FILE": ("", "TOML file of allocation targets (the one slurm-exporter reads): served at `/api/constants`, drawn on the cluster page; empty: none."),
     "JOBREPORT_WATCH": ("", "`jobreport watch` threshold overrides, e.g. `gpu_idle_seconds=1800,node_idle_seconds=900` (names in the README)."),
@@ -302,6 +303,7 @@ class Settings:
     thresholds: dict[str, float] = field(default_factory=lambda: _thresholds("thresholds"))
     core_hours_per_billing_unit: float = _float("core_hours_per_billing_unit")
     min_coverage: float = _float("min_coverage")
+    queue_note_seconds: float = _float("queue_note_seconds")
     constants_file: str = _str("constants_file")
     watch: dict[str, float] = field(default_factory=lambda: _thresholds("watch"))
     watch_policy: str = _str("watch_policy")
@@ -419,6 +421,7 @@ class Settings:
             thresholds=_thresholds("thresholds", env),
             core_hours_per_billing_unit=_float("core_hours_per_billing_unit", env),
             min_coverage=_float("min_coverage", env),
+            queue_note_seconds=_float("queue_note_seconds", env),
             constants_file=_str("constants_file", env),
             watch=_thresholds("watch", env),
             watch_policy=_str("watch_policy", env),

@@ -1,5 +1,9 @@
 """JSON renderer: a documented, stable schema (``SCHEMA_VERSION``; see the README).
 
+Keys follow the sections' one order (``sections.SECTIONS``): the job and its headline,
+the key figures, the findings, the ``#SBATCH`` block, then the details (series, steps,
+array, queue, waste) and ``coverage`` (which holds the audit) last.
+
 Fields are only ever added within one schema version; units are bytes, seconds and
 ratios in 0..1; times are ISO 8601 UTC; unknown values are ``null``. Series are at the
 resolution the report was built with (``plot`` by default, ``full`` on request).
@@ -13,6 +17,7 @@ from typing import Any
 
 from webapp.model import Audit, Coverage, JobReport, MemoryPeak, Series, SeriesCoverage, Waste
 from webapp.renderers.queue import queue_dict
+from webapp.renderers.wording import headline, verdict
 
 SCHEMA_VERSION = 1
 
@@ -101,6 +106,11 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
         "elapsed_seconds": report.elapsed_seconds,
         "time_limit_seconds": report.time_limit_seconds,
         "time_limit_kind": report.time_limit_kind and str(report.time_limit_kind),
+        "headline": headline(report),
+        "verdict": verdict(report),
+        # A gap's technical detail is logged and shown to staff on the web page, never here.
+        "gaps": [{"source": g.source, "reason": g.reason} for g in report.gaps],
+        "notes": list(report.notes),
         "figures_from": report.figures_from,
         "cpus": report.cpus,
         "cpu_seconds": report.cpu_seconds,
@@ -176,9 +186,6 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
             }
             for f in report.findings
         ],
-        # A gap's technical detail is logged and shown to staff on the web page, never here.
-        "gaps": [{"source": g.source, "reason": g.reason} for g in report.gaps],
-        "notes": list(report.notes),
         "array": None,
     }
     if report.array:
@@ -216,7 +223,7 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
         "saved": list(z.saved),
     }
     if include_series:
-        out["series"] = {
+        series = {
             "cpu_cores": _series(u.cpu_cores),
             "cpu_per_core": _series(u.cpu_per_core),
             "memory_rss_bytes": _series(u.memory_rss),
@@ -225,7 +232,20 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
             "io_read_bytes_per_second": _series(u.io_read_rate),
             "io_write_bytes_per_second": _series(u.io_write_rate),
         }
-    return out
+    return _ordered(out, series if include_series else None)
+
+
+# After the key figures: what a person needs next, then the details, the audit last.
+_AFTER_FIGURES = ("findings", "sizing", "series", "steps", "step_lines", "array", "queue",
+                  "billing", "waste", "coverage")
+
+
+def _ordered(out: dict[str, Any], series: dict[str, Any] | None) -> dict[str, Any]:
+    """``out`` with its keys in the sections' order (``series`` as the plots)."""
+    if series is not None:
+        out["series"] = series
+    head = {k: v for k, v in out.items() if k not in _AFTER_FIGURES}
+    return head | {k: out[k] for k in _AFTER_FIGURES if k in out}
 
 
 def render(report: JobReport, pretty: bool = False) -> str:

@@ -135,7 +135,7 @@ def test_gpu_type_unavailable_silent_when_the_asked_type_was_free():
 
 
 def test_queue_context_in_text_within_80_columns():
-    out = text.render(report(job_146()))
+    out = text.render(report(job_146()), details=True)
     assert "Pending reasons   Priority (1m 10s), Resources (20s)" in out
     assert "2 of 2 CPUs idle" in out and "Usual time limit  5m 00s" in out
     assert max(len(line) for line in out.splitlines()) <= 80

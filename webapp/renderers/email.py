@@ -39,12 +39,11 @@ def header_text(text: object, limit: int | None = None) -> str:
 
 
 def subject(report: JobReport) -> str:
-    """'train-model (job 123 on demo): 2 problems to fix': the job's name and the verdict."""
-    where = f"job {header_text(report.job_id)} on {header_text(report.cluster)}"
+    """'Job 123 (train) on demo: 2 problems to fix': the job's name and the verdict."""
+    name = f" ({header_text(report.job_name, SUBJECT_NAME_MAX)})" if report.job_name else ""
     # Each piece cleaned once: a second pass would show the name's word joiners as \u2060.
-    what = (f"{header_text(report.job_name, SUBJECT_NAME_MAX)} ({where})" if report.job_name
-            else where[0].upper() + where[1:])
-    return f"{what}: {verdict(report)}"
+    return (f"Job {header_text(report.job_id)}{name} on {header_text(report.cluster)}: "
+            f"{verdict(report)}")
 
 
 def _address(addr: str) -> str:

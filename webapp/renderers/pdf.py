@@ -113,7 +113,7 @@ def _gauge_row(g: Gauge) -> str:
 def _gauges(doc: Document, c: dict[str, Any]) -> None:
     _raw(doc, r"\heading{Key figures}")
     if c["array_summary"]:
-        _raw(doc, _pairs_table(c["array_summary"]))
+        _raw(doc, r"{\bfseries Array summary}\par", _pairs_table(c["array_summary"]))
     if c["figures_from"]:
         _raw(doc, r"{\small ", escaped(c["figures_from"]), r"\par}")
     if c["gauges"]:

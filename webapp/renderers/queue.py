@@ -81,6 +81,7 @@ def queue_dict(q: QueueContext | None) -> dict[str, Any] | None:
         "partition": q.partition,
         "pending_seconds": q.pending_seconds,
         "seen": q.seen,
+        "long_wait": q.long_wait,
         "reasons": [{"reason": r.reason, "seconds": r.seconds,
                      "first_seen": r.first_seen.isoformat()} for r in q.reasons],
         "at_submit": {

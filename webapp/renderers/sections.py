@@ -75,6 +75,8 @@ def waste_rows(report: JobReport) -> list[tuple[str, ...]]:
 
 
 def _unused(amount: float, of: float, unit: str) -> str:
+    if format_amount(of) == format_amount(amount):  # "< 0.01 of < 0.01" says nothing
+        return format_amount(amount, unit)
     if amount >= ALL_UNUSED * of:
         return f"all {format_amount(of, unit)}"
     return f"{format_amount(amount)} of {format_amount(of, unit)}"
@@ -104,7 +106,8 @@ def waste_sentence(report: JobReport) -> str | None:
                          else ", ".join(parts[:-1]) + " and " + parts[-1])
     total = w.total_billing_units()
     if total is not None:
-        text += f", about {format_amount(total, 'billing units')}"
+        price = format_amount(total, "billing units")
+        text += f", {'about ' if total >= 0.01 else ''}{price}"
         if w.core_hours_per_billing_unit:
             text += (f" ({format_amount(total * w.core_hours_per_billing_unit, 'core-hours')}"
                      " of the account's allocation)")

@@ -15,7 +15,7 @@ from webapp.formatting import format_bytes, format_duration, format_percent, vis
 from webapp.model import JobReport, Series, SizingSuggestion
 from webapp.renderers.presentation import Gauge, context, evidence_line, sizing_lines
 from webapp.renderers.sections import NO_FINDINGS
-from webapp.renderers.wording import cpu_source_text, peak_text
+from webapp.renderers.wording import cpu_source_text, peak_text, time_limit_text
 
 WIDTH = 80
 BAR = 20
@@ -47,8 +47,9 @@ def sparkline(series: Series, width: int = 50, top: float | None = None) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, round(v / top * (len(SPARK) - 1)))] for v in values)
 
 
-GAUGE_LABELS = {"CPU efficiency": "CPU", "Memory peak of requested": "Memory",
-                "GPU utilisation": "GPU", "Time used of requested": "Time"}
+# The gauges' names in full, short enough for a bar and its detail within 80 columns.
+GAUGE_LABELS = {"Memory peak of requested": "Memory efficiency",
+                "Time used of requested": "Time used"}
 HEADINGS = {"figures": "Key figures", "findings": "Findings", "sizing": "Next submission",
             "plots": "Plots", "steps": "Steps", "tasks": "Array tasks", "queue": "Queue",
             "waste": "Waste", "coverage": "Coverage", "audit": "Audit"}
@@ -93,7 +94,7 @@ def _headline(r: JobReport, c: dict[str, Any]) -> list[str]:
 
 def _gauge(g: Gauge) -> str:
     label = GAUGE_LABELS.get(g.label, g.label)
-    return f"  {label:<7}{bar(g.ratio)} {g.value:>5}  {g.detail}"[:WIDTH]
+    return f"  {label:<18}{bar(g.ratio)} {g.value:>5}  {g.detail}"[:WIDTH]
 
 
 def _figures(r: JobReport, c: dict[str, Any], details: bool) -> list[str]:
@@ -115,6 +116,12 @@ def _figures(r: JobReport, c: dict[str, Any], details: bool) -> list[str]:
                    + (f" with {r.cpus} CPU{'s' if r.cpus != 1 else ''}" if r.cpus else "")
                    + (f" and {r.gpus} GPU{'s' if r.gpus != 1 else ''}" if r.gpus else ""))
     out += [_gauge(g) for g in c["gauges"]]
+    if not any(g.label == "Time used of requested" for g in c["gauges"]):
+        # No ratio to draw (not started, or no finite limit): the limit still says something.
+        limit = time_limit_text(r)
+        out.append(f"  Elapsed {format_duration(r.elapsed_seconds)} of {limit}"
+                   if r.elapsed_seconds is not None and not r.unfinished
+                   else f"  Time limit: {limit}")
     if c["wait"]:
         out += _wrapped(c["wait"])
     if details:

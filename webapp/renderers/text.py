@@ -214,6 +214,9 @@ def _plots(r: JobReport) -> list[str]:
     top = float(r.cpus or 0) or None
     for s in u.cpu_cores:
         out.append(f"  CPU {s.label[:8]:<8} {sparkline(s, 48, top)} max {s.max() or 0.0:.2f} cores")
+    for s in u.memory_rss:
+        out.append(f"  RSS {_clean(s.label)[:8]:<8} {sparkline(s, 48)} "
+                   f"max {format_bytes(s.max())}")
     for s in u.gpu_utilization:
         out.append(f"  GPU {_clean(s.label)[:8]:<8} {sparkline(s, 48, 1.0)} "
                    f"mean {format_percent(s.mean())}")

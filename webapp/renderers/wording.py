@@ -122,7 +122,7 @@ def _share(ratio: float, of: str) -> str:
 def headline(report: JobReport) -> str:
     """One sentence with the verdict: 'Used 2% of its 4 cores and none of its GPU:
     2 problems to fix'. Figures that are not known are left out, not called unknown."""
-    parts = []
+    parts: list[str] = []
     if report.cpu_efficiency is not None and report.cpus:
         cores = "its core" if report.cpus == 1 else f"its {report.cpus} cores"
         parts.append(_share(report.cpu_efficiency, cores))
@@ -135,8 +135,15 @@ def headline(report: JobReport) -> str:
     if report.gpus and gpu is not None:
         parts.append(_share(gpu, "its GPU" if report.gpus == 1 else f"its {report.gpus} GPUs"))
     outcome = verdict(report)
+    used = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
+    state = (report.state or "").split(" ")[0]
+    if state and not report.unfinished and state != "COMPLETED":
+        # A job that failed, timed out or ran out of memory says so first.
+        ended = f"Ended {visible(state)}"
+        if report.elapsed_seconds is not None:
+            ended += f" after {format_duration(report.elapsed_seconds)}"
+        return f"{ended}{', having used ' + used if parts else ''}: {outcome}"
     if not parts:
         return outcome[0].upper() + outcome[1:]
-    used = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     lead = "So far used" if report.unfinished else "Used"
     return f"{lead} {used}: {outcome}"

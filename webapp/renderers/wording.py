@@ -124,7 +124,7 @@ def headline(report: JobReport) -> str:
     2 problems to fix'. Figures that are not known are left out, not called unknown."""
     parts: list[str] = []
     if report.cpu_efficiency is not None and report.cpus:
-        cores = "its core" if report.cpus == 1 else f"its {report.cpus} cores"
+        cores = f"its {report.cpus} core{'' if report.cpus == 1 else 's'}"
         parts.append(_share(report.cpu_efficiency, cores))
     mem = report.memory_efficiency
     if mem is not None and report.memory_requested_per_node:

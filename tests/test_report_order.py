@@ -103,6 +103,9 @@ def _html(page: str) -> list[str]:
 def _pdf(body: bytes, tmp_path: Path, first: str) -> list[str]:
     path = tmp_path / "report.pdf"
     path.write_bytes(body)
+    info = subprocess.run(["pdfinfo", str(path)], capture_output=True, text=True,
+                          check=True).stdout
+    assert re.search(r"^Pages:\s+2$", info, re.M)  # page 1 what to do, page 2 the details
     out = subprocess.run(["pdftotext", "-raw", str(path), "-"], capture_output=True,
                          text=True, check=True).stdout
     return _from_lines(out.splitlines(), first)

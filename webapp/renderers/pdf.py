@@ -55,6 +55,7 @@ _MACROS = r"""
 \newcommand{\gauge}[2]{\makebox[\gaugewidth][l]{\makebox[0pt][l]{\color{gaugeback}%
 \rule[-1pt]{\gaugewidth}{8pt}}{\color{#2}\rule[-1pt]{#1\gaugewidth}{8pt}}}}
 \newcommand{\heading}[1]{\par\medskip{\large\bfseries #1}\par\smallskip}
+\newcommand{\detail}[1]{\par\smallskip{\bfseries #1}\par}
 \setlength{\parindent}{0pt}\setlength{\parskip}{3pt}
 \setlength{\tabcolsep}{4pt}
 """
@@ -86,14 +87,14 @@ def _preamble(doc: Document, report: JobReport) -> None:
     doc.change_document_style("report")
 
 
-def _pairs_table(rows: list[tuple[str, str]], columns: int = 2) -> str:
+def _pairs_table(rows: list[tuple[str, str]], columns: int = 2, size: str = r"\small") -> str:
     """Label/value rows laid out ``columns`` pairs to a line, values wrapping."""
     spec = " ".join([r">{\bfseries}l >{\raggedright\arraybackslash}X"] * columns)
     lines = []
     for i in range(0, len(rows), columns):
         chunk = rows[i:i + columns] + [("", "")] * (columns - len(rows[i:i + columns]))
         lines.append(" & ".join(f"{escaped(label)} & {escaped(value)}" for label, value in chunk))
-    return (r"{\small\begin{tabularx}{\textwidth}{" + spec + "}\n"
+    return ("{" + size + r"\begin{tabularx}{\textwidth}{" + spec + "}\n"
             + "\\\\\n".join(lines) + "\\\\\n" + r"\end{tabularx}}" + "\n")
 
 
@@ -171,7 +172,7 @@ def _array_tasks(doc: Document, c: dict[str, Any]) -> None:
 
 def _queue(doc: Document, c: dict[str, Any]) -> None:
     if c["queue"]:
-        _raw(doc, r"\heading{Queue}", _pairs_table(c["queue"], columns=1))
+        _raw(doc, r"\detail{Queue}", _pairs_table(c["queue"], columns=1, size=r"\footnotesize"))
 
 
 def _plots(doc: Document, report: JobReport, tmp: str) -> None:
@@ -191,7 +192,7 @@ def _plots(doc: Document, report: JobReport, tmp: str) -> None:
         )
     if not cells:
         return
-    _raw(doc, r"\heading{Plots}", r"\noindent")
+    _raw(doc, r"\detail{Plots}", r"\noindent")
     for i in range(0, len(cells), 2):
         _raw(doc, cells[i], r"\hfill", cells[i + 1] if i + 1 < len(cells) else "",
              r"\par\medskip\noindent", "\n")
@@ -216,11 +217,11 @@ def _steps(doc: Document, c: dict[str, Any]) -> None:
 
 
 def _waste(doc: Document, c: dict[str, Any]) -> None:
+    """The sentence and how it was priced; the per-resource table is on the page and in
+    the JSON (here it would push the audit onto a third page)."""
     if not c["waste_sentence"]:
         return
-    _raw(doc, r"\heading{Waste}", escaped(c["waste_sentence"]), r"\par")
-    cols = len(c["waste_header"])
-    _raw(doc, _grid("", c["waste_header"], c["waste"], "l" + RAGGED + RAGGED + "r" * (cols - 3)))
+    _raw(doc, r"\detail{Waste}{\small ", escaped(c["waste_sentence"]), r"\par}")
     if c["waste_note"]:
         _raw(doc, r"{\footnotesize\color{muted}", escaped(c["waste_note"]), r"\par}")
 
@@ -228,7 +229,7 @@ def _waste(doc: Document, c: dict[str, Any]) -> None:
 def _coverage(doc: Document, c: dict[str, Any]) -> None:
     """Complete coverage is one line; a table only when something is missing."""
     if c["coverage_line"]:
-        _raw(doc, r"\heading{Coverage}", escaped(c["coverage_line"]), r"\par")
+        _raw(doc, r"\detail{Coverage}{\small ", escaped(c["coverage_line"]), r"\par}")
     elif c["coverage"]:
         _raw(doc, _grid("Coverage", c["coverage_header"], c["coverage"], "lrrr" + RAGGED))
 
@@ -237,7 +238,7 @@ def _audit(doc: Document, c: dict[str, Any]) -> None:
     """Only what was overridden or withheld; every verdict and the PromQL are in the JSON
     report and on the web page."""
     if c["audit"]:
-        _raw(doc, _grid("Audit", ("", ""), c["audit"], r">{\bfseries}l" + RAGGED))
+        _raw(doc, r"\detail{Audit}", _pairs_table(c["audit"], columns=1, size=r"\footnotesize"))
 
 
 def build_document(report: JobReport, tmp: str) -> Document:
@@ -258,7 +259,8 @@ def build_document(report: JobReport, tmp: str) -> Document:
     _findings(doc, c)
     _sizing(doc, c)
     # page 2: the details, then the audit
-    _raw(doc, r"\clearpage", r"\heading{The job}", _pairs_table(c["summary"]))
+    _raw(doc, r"\clearpage", r"\detail{The job}",
+         _pairs_table(c["summary"], size=r"\footnotesize"))
     _plots(doc, report, tmp)
     _steps(doc, c)
     _array_tasks(doc, c)

@@ -293,7 +293,8 @@ def test_json_schema_is_pinned():
         "schema_version", "job_id", "cluster", "user", "uid", "account", "job_name",
         "partition", "nodes", "work_dir", "state", "exit_code", "submit_time", "start_time",
         "end_time", "elapsed_seconds", "time_limit_seconds", "time_limit_kind",
-        "headline", "verdict", "figures_from", "cpus", "cpu_seconds", "cpu_seconds_source", "cpu_efficiency",
+        "headline", "verdict", "figures_from", "cpus", "cpu_seconds", "cpu_seconds_source",
+        "cpu_efficiency",
         "memory_peak_bytes", "memory_peak", "memory_requested_bytes",
         "memory_requested_per_node_bytes", "memory_efficiency", "gpus", "usage", "steps",
         "findings", "gaps", "notes", "queue", "array", "series", "sizing",
@@ -305,7 +306,7 @@ def test_json_schema_is_pinned():
                                         "per_task_bytes", "tasks"}
     assert set(data["steps"][0]) == {"step_id", "name", "state", "exit_code",
                                      "elapsed_seconds", "cpu_seconds", "max_rss_bytes",
-                                     "max_rss_node", "tasks", "cpus"}
+                                     "max_rss_node", "tasks", "cpus", "nodes"}
     assert set(data["array"]) == {
         "tasks", "elapsed_seconds_p50", "elapsed_seconds_p95", "memory_peak_bytes_p50",
         "memory_peak_bytes_p95", "cpu_efficiency_p50", "cpu_efficiency_p95", "outliers",

@@ -48,6 +48,9 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_SACCT": ("sacct", "Path of the sacct command."),
     "JOBREPORT_SACCT_TIMEOUT": ("30", "Seconds before a sacct call is abandoned."),
     "JOBREPORT_SIZING_CACHE_SECONDS": ("300", "Seconds a report's `#SBATCH` block (the owner's history of jobs of that name) is reused, per cluster, user and job name, within one process (at most 256 kept), so a page, its PDF and its JSON ask sacct once; `0`: looked up for every report."),
+    "JOBREPORT_SACCTMGR": ("sacctmgr", "Path of the sacctmgr command (JOBREPORT_ADMIN_COMMENT=sacctmgr)."),
+    "JOBREPORT_ADMIN_COMMENT": ("", "`jobreport sync` writes each archived job's summary into its Slurm AdminComment in jobstats' `JS1:` format (read by reportseff, Job Defense Shield, jobscope), never over a comment already there: `sacctmgr` (Slurm whose sacctmgr keeps the value's case; 22.05 lowercases it) or `database` (a conditional UPDATE through JOBREPORT_ADMIN_COMMENT_DB_URL); empty: off."),
+    "JOBREPORT_ADMIN_COMMENT_DB_URL": ("", "`mysql://user:pass@host/slurm_acct_db` of a MariaDB user granted only SELECT and UPDATE(admin_comment) on `<cluster>_job_table` (JOBREPORT_ADMIN_COMMENT=database)."),
     "JOBREPORT_SCONTROL": ("scontrol", "Path of the scontrol command (a partition's MaxTime, for `Partition_Limit`)."),
     "JOBREPORT_STAFF": ("", "Comma-separated user names that may see every job."),
     "JOBREPORT_AUTH": ("password", "`password` (built-in login) or `remote-user` (trust the reverse proxy)."),
@@ -266,6 +269,9 @@ class Settings:
     sacct: str = _str("sacct")
     sacct_timeout: float = _float("sacct_timeout")
     sizing_cache_seconds: float = _float("sizing_cache_seconds")
+    sacctmgr: str = _str("sacctmgr")
+    admin_comment: str = _str("admin_comment")
+    admin_comment_db_url: str = _str("admin_comment_db_url")
     scontrol: str = _str("scontrol")
     staff: frozenset[str] = _names("staff")
     auth: str = _str("auth")
@@ -380,6 +386,9 @@ class Settings:
             sacct=_str("sacct", env),
             sacct_timeout=_float("sacct_timeout", env),
             sizing_cache_seconds=_float("sizing_cache_seconds", env),
+            sacctmgr=_str("sacctmgr", env),
+            admin_comment=_str("admin_comment", env),
+            admin_comment_db_url=_str("admin_comment_db_url", env),
             scontrol=_str("scontrol", env),
             staff=_names("staff", env),
             auth=auth,
@@ -437,6 +446,12 @@ class Settings:
                                 " use info, warning or critical")
         if settings.sizing_cache_seconds < 0:
             raise SettingsError("JOBREPORT_SIZING_CACHE_SECONDS must be >= 0")
+        if settings.admin_comment not in ("", "sacctmgr", "database"):
+            raise SettingsError(f"JOBREPORT_ADMIN_COMMENT={settings.admin_comment!r}: use "
+                                "sacctmgr, database or nothing")
+        if settings.admin_comment == "database" and not settings.admin_comment_db_url:
+            raise SettingsError("JOBREPORT_ADMIN_COMMENT=database needs "
+                                "JOBREPORT_ADMIN_COMMENT_DB_URL")
         if settings.pdf_builds < 1:
             raise SettingsError("JOBREPORT_PDF_BUILDS must be at least 1")
         return settings

@@ -33,21 +33,22 @@ def _cpu_weights(report: JobReport) -> list[float]:
 
 
 def _memory_used(report: JobReport) -> list[int]:
-    """Each node's RSS peak; the report's peak stands for a node without a series."""
+    """Each node's RSS peak; the report's own peak (what it judges) on the node that held
+    it, or on the busiest node when it does not say which."""
     peaks = {_node_of(s): int(s.max() or 0) for s in report.usage.memory_rss if s.points}
+    out = [peaks.get(node, 0) for node in report.nodes]
     peak = report.memory_peak
-    out = []
-    for i, node in enumerate(report.nodes):
-        if node in peaks:
-            out.append(peaks[node])
-        elif peak is not None and (peak.node == node or (peak.node is None and i == 0)):
-            out.append(peak.bytes)
-        else:
-            out.append(0)
-    # The report judges the busiest node by its peak: keep that figure exact.
-    if peak is not None and out and peak.bytes > max(out):
-        out[out.index(max(out))] = peak.bytes
+    if peak is not None:
+        at = (report.nodes.index(peak.node) if peak.node in report.nodes
+              else out.index(max(out)))
+        out[at] = peak.bytes
     return out
+
+
+def _node_gpu(report: JobReport, series: Series) -> tuple[str, str]:
+    """(node, GPU index) of a ``node/gpu`` label; a bare label is a GPU of the first node."""
+    node, sep, gpu = series.label.partition("/")
+    return (node, gpu) if sep else (report.nodes[0], node)
 
 
 def _gpus(report: JobReport) -> dict[str, dict[str, dict[str, Any]]]:
@@ -58,11 +59,11 @@ def _gpus(report: JobReport) -> dict[str, dict[str, dict[str, Any]]]:
         mean = s.mean()
         if mean is None:
             continue
-        node, _, gpu = s.label.partition("/")
+        node, gpu = _node_gpu(report, s)
         out.setdefault(node, {}).setdefault("gpu_utilization", {})[gpu] = round(mean * 100, 1)
     total = report.usage.gpu_memory_total_bytes
     for s in report.usage.gpu_memory_used:
-        node, _, gpu = s.label.partition("/")
+        node, gpu = _node_gpu(report, s)
         if total and s.points:
             per_node = out.setdefault(node, {})
             per_node.setdefault("gpu_used_memory", {})[gpu] = int(s.max() or 0)

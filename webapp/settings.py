@@ -48,6 +48,10 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_SACCT": ("sacct", "Path of the sacct command."),
     "JOBREPORT_SACCT_TIMEOUT": ("30", "Seconds before a sacct call is abandoned."),
     "JOBREPORT_SIZING_CACHE_SECONDS": ("300", "Seconds a report's `#SBATCH` block (the owner's history of jobs of that name) is reused, per cluster, user and job name, within one process (at most 256 kept), so a page, its PDF and its JSON ask sacct once; `0`: looked up for every report."),
+    "JOBREPORT_SLURM_SOURCE": ("sacct", "Where reports read jobs and steps: `sacct` (forks the command) or `slurmrestd` (its accounting API, JOBREPORT_SLURMRESTD_URL)."),
+    "JOBREPORT_SLURMRESTD_URL": ("http://127.0.0.1:6820", "slurmrestd: `http://host:port` (JWT auth) or `unix:/path/to/socket` (rest_auth/local)."),
+    "JOBREPORT_SLURMRESTD_USER": ("", "User name sent with the JWT (`X-SLURM-USER-NAME`); empty: the token's own."),
+    "JOBREPORT_SLURMRESTD_TOKEN_FILE": ("", "File holding the JWT (`scontrol token` output, `SLURM_JWT=` prefix allowed), read on every request; empty: no token (a `unix:` socket)."),
     "JOBREPORT_SACCTMGR": ("sacctmgr", "Path of the sacctmgr command (JOBREPORT_ADMIN_COMMENT=sacctmgr)."),
     "JOBREPORT_ADMIN_COMMENT": ("", "`jobreport sync` writes each archived job's summary into its Slurm AdminComment in jobstats' `JS1:` format (read by reportseff, Job Defense Shield, jobscope), never over a comment already there: `sacctmgr` (Slurm whose sacctmgr keeps the value's case; 22.05 lowercases it) or `database` (a conditional UPDATE through JOBREPORT_ADMIN_COMMENT_DB_URL); empty: off."),
     "JOBREPORT_ADMIN_COMMENT_DB_URL": ("", "`mysql://user:pass@host/slurm_acct_db` of a MariaDB user granted only SELECT and UPDATE(admin_comment) on `<cluster>_job_table` (JOBREPORT_ADMIN_COMMENT=database)."),
@@ -269,6 +273,10 @@ class Settings:
     sacct: str = _str("sacct")
     sacct_timeout: float = _float("sacct_timeout")
     sizing_cache_seconds: float = _float("sizing_cache_seconds")
+    slurm_source: str = _str("slurm_source")
+    slurmrestd_url: str = _str("slurmrestd_url")
+    slurmrestd_user: str = _str("slurmrestd_user")
+    slurmrestd_token_file: str = _str("slurmrestd_token_file")
     sacctmgr: str = _str("sacctmgr")
     admin_comment: str = _str("admin_comment")
     admin_comment_db_url: str = _str("admin_comment_db_url")
@@ -386,6 +394,10 @@ class Settings:
             sacct=_str("sacct", env),
             sacct_timeout=_float("sacct_timeout", env),
             sizing_cache_seconds=_float("sizing_cache_seconds", env),
+            slurm_source=_str("slurm_source", env),
+            slurmrestd_url=_str("slurmrestd_url", env).rstrip("/"),
+            slurmrestd_user=_str("slurmrestd_user", env),
+            slurmrestd_token_file=_str("slurmrestd_token_file", env),
             sacctmgr=_str("sacctmgr", env),
             admin_comment=_str("admin_comment", env),
             admin_comment_db_url=_str("admin_comment_db_url", env),
@@ -446,6 +458,9 @@ class Settings:
                                 " use info, warning or critical")
         if settings.sizing_cache_seconds < 0:
             raise SettingsError("JOBREPORT_SIZING_CACHE_SECONDS must be >= 0")
+        if settings.slurm_source not in ("sacct", "slurmrestd"):
+            raise SettingsError(f"JOBREPORT_SLURM_SOURCE={settings.slurm_source!r}: use sacct "
+                                "or slurmrestd")
         if settings.admin_comment not in ("", "sacctmgr", "database"):
             raise SettingsError(f"JOBREPORT_ADMIN_COMMENT={settings.admin_comment!r}: use "
                                 "sacctmgr, database or nothing")

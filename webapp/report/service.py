@@ -46,6 +46,7 @@ from webapp.sources.protocols import (
     SacctReader,
 )
 from webapp.sources.sacct import SacctSource
+from webapp.sources.slurmrestd import slurmrestd_from
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +68,11 @@ class ReportService:
         self.settings = settings
         self.thresholds = Thresholds.from_overrides(settings.thresholds)
         self.accounting = accounting or AccountingSource(settings.db_url, settings.cluster)
-        self.sacct = sacct or SacctSource(
+        sacct_cli = SacctSource(
             settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster
         )
+        rest = slurmrestd_from(settings) if settings.slurm_source == "slurmrestd" else None
+        self.sacct = sacct or rest or sacct_cli
         default_prometheus = prometheus_from(settings)
         # A cluster served without a Prometheus of its own has no usage, never another's.
         fallback = default_prometheus if settings.prometheus_url else NoMetrics(settings.cluster)
@@ -78,7 +81,8 @@ class ReportService:
         # a caller that injects its own sources passes the history source too (or none).
         self.history = history
         if history is None and sacct is None and prometheus is None:
-            self.history = HistorySource(self.sacct, self.prometheus,
+            # the history's one bulk query stays a sacct call (its own fields and parser)
+            self.history = HistorySource(sacct_cli, self.prometheus,
                                          gpu_idle=self.thresholds.gpu_idle)
         # The queue context reads slurm-exporter's series from the same Prometheus, with
         # the same credentials.

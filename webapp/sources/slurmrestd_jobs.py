@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from webapp.model import SacctJob, Step, SourceUnavailable, TimeLimitKind
+from webapp.model import SacctJob, SourceUnavailable, Step, TimeLimitKind
 
 MIB = 1024 * 1024
 

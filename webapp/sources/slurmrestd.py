@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from webapp.model import JobId, JobNotFound, SacctJob, SourceUnavailable
 from webapp.settings import Settings
-from webapp.sources.sacct import _array_tasks, _pick
+from webapp.sources.sacct import _array_tasks, _pick, _task_number
 from webapp.sources.slurmrestd_jobs import parse_jobs
 
 API = "/slurmdb/v0.0.38"
@@ -136,7 +136,8 @@ class SlurmrestdSource:
                 tasks = _array_tasks(master, (j for _, j in self._job_rows(master)))
         if not tasks:
             raise JobNotFound(str(job_id))
-        return tasks
+        # sacct lists tasks by index; slurmdbd answers by numeric id (the array's own last)
+        return tuple(sorted(tasks, key=_task_number))
 
     def recent(self, since: datetime, user: str | None = None,
                account: str | None = None) -> tuple[SacctJob, ...]:

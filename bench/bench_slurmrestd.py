@@ -46,19 +46,21 @@ def main() -> None:
     cli, api = a.sacct, b.sacct
     for job in args.jobs:
         ra, rb = a.build(job), b.build(job)
-        same = [f.name for f in dataclasses.fields(ra) if getattr(ra, f.name) != getattr(rb, f.name)]
-        times: dict[str, list[float]] = {k: [] for k in
-                                         ("sacct figures", "sacct job", "slurmrestd job",
-                                          "report sacct", "report slurmrestd")}
+        differ = [f.name for f in dataclasses.fields(ra)
+                  if getattr(ra, f.name) != getattr(rb, f.name)]
+        calls: dict[str, Callable[[], object]] = {
+            "sacct figures": lambda j=job: cli.job_figures(j),  # type: ignore[attr-defined]
+            "sacct job": lambda j=job: cli.job(j),
+            "slurmrestd job": lambda j=job: api.job(j),
+            "report sacct": lambda j=job: a.build(j),
+            "report slurmrestd": lambda j=job: b.build(j),
+        }
+        times: dict[str, list[float]] = {k: [] for k in calls}
         for _ in range(args.rounds):
-            times["sacct figures"].append(timed(lambda: cli.job_figures(job)))  # type: ignore[attr-defined]
-            times["sacct job"].append(timed(lambda: cli.job(job)))
-            times["slurmrestd job"].append(timed(lambda: api.job(job)))
-            times["report sacct"].append(timed(lambda: a.build(job)))
-            times["report slurmrestd"].append(timed(lambda: b.build(job)))
+            for name, call in calls.items():
+                times[name].append(timed(call))
         medians = ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in times.items())
-        print(f"job {job}: {medians} ms; reports differ in: {same or 'nothing'}")
-
+        print(f"job {job}: {medians} ms; reports differ in: {differ or 'nothing'}")
 
 if __name__ == "__main__":
     main()

@@ -9,9 +9,9 @@ token header (tests/test_slurmrestd.py)."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,24 +35,26 @@ JOBS = (
 
 
 @pytest.fixture(scope="module")
-def restd(tmp_path_factory):
-    """slurmrestd on a Unix socket, run as nobody; its URL."""
+def restd():
+    """slurmrestd on a Unix socket, run as nobody; its URL. (Its folder sits directly in
+    /tmp: pytest's own temporary folders are root's alone.)"""
     exe = shutil.which("slurmrestd") or "/usr/sbin/slurmrestd"
-    tmp = tmp_path_factory.mktemp("restd")
-    os.chmod(tmp, 0o755)
+    tmp = Path(tempfile.mkdtemp(prefix="jobreport-restd-"))
     shutil.chown(tmp, "nobody")
-    sock = Path(tmp) / "restd.sock"
-    proc = subprocess.Popen(
-        ["runuser", "-u", "nobody", "--", exe, "-a", "rest_auth/local",
-         "-s", "openapi/v0.0.38,openapi/dbv0.0.38", f"unix:{sock}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sock, log = tmp / "restd.sock", tmp / "restd.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            ["runuser", "-u", "nobody", "--", exe, "-a", "rest_auth/local",
+             "-s", "openapi/v0.0.38,openapi/dbv0.0.38", f"unix:{sock}"],
+            stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 20
     while not sock.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "slurmrestd did not start"
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
         time.sleep(0.1)
     yield f"unix:{sock}"
     proc.terminate()
     proc.wait(timeout=10)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

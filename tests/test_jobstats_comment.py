@@ -186,3 +186,26 @@ def test_admin_comment_settings():
         Settings.from_env({"JOBREPORT_ADMIN_COMMENT": "yes"})
     with pytest.raises(SettingsError, match="JOBREPORT_ADMIN_COMMENT_DB_URL"):
         Settings.from_env({"JOBREPORT_ADMIN_COMMENT": "database"})
+
+
+class Refusing:
+    """A writer whose accounting database is down."""
+
+    def write(self, job_id, raw_id, submit_time, comment):
+        raise SourceUnavailable("database", "cannot connect: refused")
+
+
+def test_sync_step_logs_a_failure_and_goes_on(caplog):
+    from webapp.sources.ended import EndedJob
+    from webapp.sync.admin_comment import write_summary
+
+    job = EndedJob(1, "4300", 0, "demo")
+    outcome = write_summary(Refusing(), job, busy_cpu_report(), scrape_interval=5)
+    assert outcome.startswith("failed") and "refused" in caplog.text
+    slurm = Accounting("")
+    writer = SacctmgrCommentWriter("demo", runner=slurm)
+    job = EndedJob(1, "77", 0, "demo")
+    assert write_summary(writer, job, busy_cpu_report(job_id="77"), 5) == WRITTEN
+    assert parse_comment(slurm.comment) == build_jobstats_summary(busy_cpu_report(), 10)
+    assert write_summary(writer, job, busy_cpu_report(job_id="77", state="RUNNING"), 5) \
+        == "not ended"

@@ -38,7 +38,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=11)
     args = ap.parse_args()
     base = Settings.from_env()
-    rest = dataclasses.replace(base, slurm_source="slurmrestd", slurmrestd_url=args.url,
+    rest = dataclasses.replace(base, sacct_source="slurmrestd", slurmrestd_url=args.url,
                                slurmrestd_token_file=args.token_file,
                                slurmrestd_user=args.user, sizing_cache_seconds=0)
     base = dataclasses.replace(base, sizing_cache_seconds=0)

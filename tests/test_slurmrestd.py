@@ -83,7 +83,7 @@ def test_source_finds_jobs_tasks_and_arrays(tmp_path):
     src = SlurmrestdSource("http://127.0.0.1:6820", user="slurm", token_file=str(token),
                            cluster="demo", transport=replay)
     assert src.job("13").job_name == sacct_records()["13"].job_name
-    assert [t.job_id for t in src.array("12")] == ["12_4", "12_1", "12_2", "12_3"]
+    assert [t.job_id for t in src.array("12")] == ["12_1", "12_2", "12_3", "12_4"]
     assert src.job("12").job_id == "12_4"  # the raw id 12 is task 4's own
     path, headers = replay.requests[0]
     assert path == "/slurmdb/v0.0.38/job/13?cluster=demo"
@@ -104,8 +104,8 @@ def test_source_errors_are_gaps():
 
 
 def test_source_setting():
-    assert Settings.from_env({}).slurm_source == "sacct"
-    assert Settings.from_env({"JOBREPORT_SLURM_SOURCE": "slurmrestd"}).slurmrestd_url == \
+    assert Settings.from_env({}).sacct_source == "sacct"
+    assert Settings.from_env({"JOBREPORT_SACCT_SOURCE": "slurmrestd"}).slurmrestd_url == \
         "http://127.0.0.1:6820"
-    with pytest.raises(SettingsError, match="JOBREPORT_SLURM_SOURCE"):
-        Settings.from_env({"JOBREPORT_SLURM_SOURCE": "squeue"})
+    with pytest.raises(SettingsError, match="JOBREPORT_SACCT_SOURCE"):
+        Settings.from_env({"JOBREPORT_SACCT_SOURCE": "squeue"})

@@ -48,7 +48,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_SACCT": ("sacct", "Path of the sacct command."),
     "JOBREPORT_SACCT_TIMEOUT": ("30", "Seconds before a sacct call is abandoned."),
     "JOBREPORT_SIZING_CACHE_SECONDS": ("300", "Seconds a report's `#SBATCH` block (the owner's history of jobs of that name) is reused, per cluster, user and job name, within one process (at most 256 kept), so a page, its PDF and its JSON ask sacct once; `0`: looked up for every report."),
-    "JOBREPORT_SLURM_SOURCE": ("sacct", "Where reports read jobs and steps: `sacct` (forks the command) or `slurmrestd` (its accounting API, JOBREPORT_SLURMRESTD_URL)."),
+    "JOBREPORT_SACCT_SOURCE": ("sacct", "Where reports read jobs and steps: `sacct` (forks the command) or `slurmrestd` (its accounting API, JOBREPORT_SLURMRESTD_URL)."),
     "JOBREPORT_SLURMRESTD_URL": ("http://127.0.0.1:6820", "slurmrestd: `http://host:port` (JWT auth) or `unix:/path/to/socket` (rest_auth/local)."),
     "JOBREPORT_SLURMRESTD_USER": ("", "User name sent with the JWT (`X-SLURM-USER-NAME`); empty: the token's own."),
     "JOBREPORT_SLURMRESTD_TOKEN_FILE": ("", "File holding the JWT (`scontrol token` output, `SLURM_JWT=` prefix allowed), read on every request; empty: no token (a `unix:` socket)."),
@@ -273,7 +273,7 @@ class Settings:
     sacct: str = _str("sacct")
     sacct_timeout: float = _float("sacct_timeout")
     sizing_cache_seconds: float = _float("sizing_cache_seconds")
-    slurm_source: str = _str("slurm_source")
+    sacct_source: str = _str("sacct_source")
     slurmrestd_url: str = _str("slurmrestd_url")
     slurmrestd_user: str = _str("slurmrestd_user")
     slurmrestd_token_file: str = _str("slurmrestd_token_file")
@@ -394,7 +394,7 @@ class Settings:
             sacct=_str("sacct", env),
             sacct_timeout=_float("sacct_timeout", env),
             sizing_cache_seconds=_float("sizing_cache_seconds", env),
-            slurm_source=_str("slurm_source", env),
+            sacct_source=_str("sacct_source", env),
             slurmrestd_url=_str("slurmrestd_url", env).rstrip("/"),
             slurmrestd_user=_str("slurmrestd_user", env),
             slurmrestd_token_file=_str("slurmrestd_token_file", env),
@@ -458,8 +458,8 @@ class Settings:
                                 " use info, warning or critical")
         if settings.sizing_cache_seconds < 0:
             raise SettingsError("JOBREPORT_SIZING_CACHE_SECONDS must be >= 0")
-        if settings.slurm_source not in ("sacct", "slurmrestd"):
-            raise SettingsError(f"JOBREPORT_SLURM_SOURCE={settings.slurm_source!r}: use sacct "
+        if settings.sacct_source not in ("sacct", "slurmrestd"):
+            raise SettingsError(f"JOBREPORT_SACCT_SOURCE={settings.sacct_source!r}: use sacct "
                                 "or slurmrestd")
         if settings.admin_comment not in ("", "sacctmgr", "database"):
             raise SettingsError(f"JOBREPORT_ADMIN_COMMENT={settings.admin_comment!r}: use "

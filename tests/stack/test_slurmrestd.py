@@ -75,7 +75,7 @@ def test_same_records_as_sacct(restd, ended, settings):
 
 
 def test_same_report_from_either_source(restd, ended, settings):
-    rest = dataclasses.replace(settings, slurm_source="slurmrestd", slurmrestd_url=restd,
+    rest = dataclasses.replace(settings, sacct_source="slurmrestd", slurmrestd_url=restd,
                                sizing_cache_seconds=0)
     a = ReportService(dataclasses.replace(settings, sizing_cache_seconds=0))
     b = ReportService(rest)

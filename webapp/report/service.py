@@ -71,7 +71,7 @@ class ReportService:
         sacct_cli = SacctSource(
             settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster
         )
-        rest = slurmrestd_from(settings) if settings.slurm_source == "slurmrestd" else None
+        rest = slurmrestd_from(settings) if settings.sacct_source == "slurmrestd" else None
         self.sacct = sacct or rest or sacct_cli
         default_prometheus = prometheus_from(settings)
         # A cluster served without a Prometheus of its own has no usage, never another's.

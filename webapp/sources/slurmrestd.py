@@ -1,5 +1,5 @@
 """Jobs and their steps from slurmrestd instead of a forked ``sacct``
-(JOBREPORT_SLURM_SOURCE=slurmrestd): the same ``SacctReader`` interface, the same records.
+(JOBREPORT_SACCT_SOURCE=slurmrestd): the same ``SacctReader`` interface, the same records.
 
 Reached at ``http://host:6820`` with a JWT (``scontrol token``; AuthAltTypes=auth/jwt in
 slurm.conf and slurmdbd.conf), read from a file on every request so a renewed token is

@@ -123,6 +123,8 @@ class DatabaseCommentWriter:
         found by its numeric id and submit time)."""
         import pymysql
 
+        if not raw_id.isdigit():
+            return NOT_FOUND  # the row's id_job is the job's own numeric id
         try:
             conn = self._connect()
         except pymysql.MySQLError as exc:

@@ -3,6 +3,13 @@ end lies in [watermark - 1 s, now], oldest first, at most ``limit`` per stream; 
 processed in order, and the watermark moved to the last one processed (never to "now"),
 so a limit, an error or a kill skips nothing. Every step is keyed by (cluster, job id,
 submit time): a second run, or a second copy at once, does nothing twice.
+
+An unavailable source stops the run (every later job would fail alike). Any other error
+is one job's: it is logged and counted, the run goes on with the next job, and the
+stream's watermark stays before the failed job, so later runs retry it (the jobs after it
+are in the sync log and are not done twice). After ``RETRY_SECONDS`` and at least
+``RETRY_ATTEMPTS`` failed runs the job is logged as failed for good and the watermark
+moves on; ``jobreport sync --jobid`` processes it again by hand.
 """
 
 from __future__ import annotations
@@ -33,6 +40,24 @@ from webapp.sync.options import DIRECTIONS, SyncOptions
 
 log = logging.getLogger(__name__)
 STAND_IN_WAIT = 600  # seconds after a job's end to wait for its full accounting record
+# A failing job holds its stream's watermark this long, and for at least this many runs
+# (the timer runs every minute): a passing fault (a full disk, a broken TeX upgrade)
+# costs no job its report, and the backlog a held watermark re-reads stays hours long.
+RETRY_SECONDS = 6 * 3600
+RETRY_ATTEMPTS = 5
+FAILED = "failed"  # the sync log's outcome of a job given up on
+ERROR_SHOWN = 200  # characters of an error in the run's summary (the log has it all)
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    """One job a run failed on: its streams, the error, and whether retries are over."""
+
+    job_id: str
+    streams: tuple[str, ...]
+    error: str
+    attempts: int  # failed runs so far (0 for a ``--jobid`` run, which keeps no count)
+    given_up: bool
 
 
 @dataclass
@@ -47,6 +72,8 @@ class SyncResult:
     source: str = "accounting"
     busy: str | None = None
     error: str | None = None  # the job that stopped the run, and why
+    failed: list[JobFailure] = field(default_factory=list)
+    held: set[str] = field(default_factory=set)  # streams whose watermark waits for a retry
 
 
 def email_key(job: EndedJob) -> str:
@@ -66,6 +93,7 @@ class Syncer:
         self.sacct = SacctEnded(settings.sacct, settings.cluster, settings.sacct_timeout)
         self.mail = MailState(self.archive.db, self.archive.clock)
         self.comments = comment_writer_from(settings)  # None unless JOBREPORT_ADMIN_COMMENT
+        self._retrying: set[tuple[str, str, int]] = set()  # (stream, job id, submit time)
 
     def close(self) -> None:
         self.archive.close()
@@ -103,6 +131,9 @@ class Syncer:
         jobs = sorted({j for stream_jobs in todo.values() for j in stream_jobs})
         result.selected = jobs
         result.outcomes = {stream: Counter() for stream in todo}
+        self._retrying = {(stream, job_id, submit)
+                          for stream in todo
+                          for job_id, submit, _, _ in self.archive.failures(self.cluster, stream)}
         if not opts.dry_run:
             opt_out = read_opt_out(self.settings.mail_opt_out)
             outbox = Outbox(self.settings.outbox) if "email" in todo else None
@@ -131,16 +162,47 @@ class Syncer:
         """Process a batch in end order; False when a job stopped the run."""
         for job in batch:
             streams = [s for s in todo if job in todo[s]]
+            finished: list[str] = []
             try:
-                self._process(job, streams, opts, outbox, opt_out, result, service)
+                self._process(job, streams, opts, outbox, opt_out, result, service, finished)
             except (JobNotFound, SourceUnavailable) as exc:
                 # Stop here: the watermark stays before this job, the next run
                 # tries it again. Skipping it would lose it for good.
                 result.error = f"job {job.job_id}: {exc}"
                 log.error("%s", result.error)
                 return False
+            except Exception as exc:
+                # One job's fault (its text, a renderer's bug) must not stop every later
+                # job, other users' included: count it, retry it, go on.
+                self._failed(job, [s for s in streams if s not in finished], exc, opts, result)
             bar.update()
         return True
+
+    def _failed(self, job: EndedJob, streams: list[str], exc: Exception, opts: SyncOptions,
+                result: SyncResult) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        log.error("job %s failed (%s): %s", job.job_id, ", ".join(streams), error,
+                  exc_info=exc)
+        attempts, given_up = 0, False
+        for stream in streams:
+            result.outcomes[stream][FAILED] += 1
+            if opts.job_id:
+                continue  # by hand: no watermark to hold, no retries to count
+            attempts, first = self.archive.failed(self.cluster, stream, job.job_id,
+                                                  job.submit_time, job.end_time, error)
+            given_up = (attempts >= RETRY_ATTEMPTS
+                        and self.archive.clock() - first >= RETRY_SECONDS)
+            if not given_up:
+                result.held.add(stream)  # later jobs are logged; the watermark waits
+                continue
+            log.error("job %s: %s given up after %d failed runs; `jobreport sync --jobid %s`"
+                      " tries it again", job.job_id, stream, attempts, job.job_id)
+            self.archive.log(self.cluster, stream, job.job_id, job.submit_time,
+                             job.end_time, FAILED)
+            self.archive.forget_failure(self.cluster, stream, job.job_id, job.submit_time)
+            if stream not in result.held:
+                self.archive.advance(self.cluster, stream, job.end_time)
+        result.failed.append(JobFailure(job.job_id, tuple(streams), error, attempts, given_up))
 
     def one(self, job_id: str) -> dict[str, list[EndedJob]]:
         """``--jobid``: the job (any end time), for every stream, processed again."""
@@ -154,7 +216,9 @@ class Syncer:
 
     def _process(self, job: EndedJob, streams: list[str], opts: SyncOptions,
                  outbox: Outbox | None, opt_out: frozenset[str], result: SyncResult,
-                 service: ReportService | None = None) -> None:
+                 service: ReportService | None = None,
+                 finished: list[str] | None = None) -> None:
+        """Archive and/or email one job; ``finished`` collects the streams done with it."""
         service = service or self.service
         report = service.build(job.job_id, archive_fallback="archive" not in streams)
         if is_stand_in(report.uid, report.account, report.job_name):
@@ -176,8 +240,12 @@ class Syncer:
             result.outcomes[stream][outcome] += 1
             self.archive.log(self.cluster, stream, job.job_id, job.submit_time, job.end_time,
                              outcome)
-            if not opts.job_id:
+            if (stream, job.job_id, job.submit_time) in self._retrying:
+                self.archive.forget_failure(self.cluster, stream, job.job_id, job.submit_time)
+            if not opts.job_id and stream not in result.held:
                 self.archive.advance(self.cluster, stream, job.end_time)
+            if finished is not None:
+                finished.append(stream)
 
     def _archive(self, job: EndedJob, report: JobReport, replace: bool) -> str:
         record = archive_record(report, job.submit_time, job.end_time)

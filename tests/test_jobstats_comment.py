@@ -209,3 +209,30 @@ def test_sync_step_logs_a_failure_and_goes_on(caplog):
     assert parse_comment(slurm.comment) == build_jobstats_summary(busy_cpu_report(), 10)
     assert write_summary(writer, job, busy_cpu_report(job_id="77", state="RUNNING"), 5) \
         == "not ended"
+
+
+def test_a_job_prometheus_lost_gets_its_figures_from_the_comment():
+    from webapp.model import Usage
+    from webapp.report.jobstats_history import NOTE, with_jobstats_summary
+
+    lost = replace(gpu_report(), usage=Usage(), memory_peak=None)
+    comment = jobstats_encode(DELLA)
+    filled = with_jobstats_summary(lost, lambda job_id: comment)
+    assert NOTE in filled.notes
+    assert filled.gpu_utilization == pytest.approx(0.6765)
+    assert filled.memory_peak_bytes == 8444272640  # della-i14g2, the busier node
+    assert filled.usage.gpu_memory_total_bytes == 42949672960
+    # nothing to add: Prometheus had the job, or no summary, or a site's own note
+    assert with_jobstats_summary(gpu_report(), lambda job_id: comment) == gpu_report()
+    for other in ("", "JS1:Short", "requeued by staff", None):
+        assert with_jobstats_summary(lost, lambda job_id, c=other: c) is lost
+
+
+def test_sacct_reads_a_jobs_admin_comment():
+    from webapp.sources.sacct import SacctSource
+
+    comments = fixture_comments()
+    lines = "".join(f"{jid}|{c}\n" for jid, c in comments.items())
+    src = SacctSource(runner=lambda argv: lines, delimiter="|")
+    assert src.admin_comment("8197399") == comments["8197399"]
+    assert src.admin_comment("1") is None

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.stack import BUSY, StackJob, submit, wait_until_done
+from webapp.report.jobstats_history import NOTE
 from webapp.report.service import ReportService
 from webapp.settings import Settings
 from webapp.sources.jobstats_comment import figures, parse_comment
@@ -111,3 +112,17 @@ def test_reportseff_shows_our_figures(synced, reportseff):
     assert _percent(shown["CPUEff"]) == pytest.approx(100 * report.cpu_efficiency, abs=1)
     assert _percent(shown["MemEff"]) == pytest.approx(100 * report.memory_efficiency, abs=1)
     assert _percent(shown["GPUEff"]) == pytest.approx(100 * report.gpu_utilization, abs=1)
+
+
+def test_a_report_without_prometheus_reads_the_comment(synced, stack_env, tmp_path):
+    """A site moving from jobstats: the job's series are gone (no Prometheus here) and it
+    was never archived, so the report takes memory and GPU figures from its summary."""
+    ids, _, reports = synced
+    lost = Settings.from_env({**stack_env, "JOBREPORT_PROMETHEUS_URL": "",
+                              "JOBREPORT_ARCHIVE_URL": str(tmp_path / "empty.sqlite")})
+    report = ReportService(lost).build(ids["comment-gpu"])
+    before = reports["comment-gpu"]
+    assert NOTE in report.notes
+    assert report.gpu_utilization == pytest.approx(before.gpu_utilization, abs=0.001)
+    assert report.memory_peak_bytes == before.memory_peak_bytes
+    assert report.cpu_efficiency == pytest.approx(before.cpu_efficiency)

@@ -26,6 +26,7 @@ from webapp.report.build import build_report
 from webapp.report.coverage import audited
 from webapp.report.history import history
 from webapp.report.job_list import JobRow, ListSources, archived_report, list_jobs
+from webapp.report.jobstats_history import with_jobstats_summary
 from webapp.report.queue import with_queue
 from webapp.report.sizing import GAP_SOURCE, UNAVAILABLE, SizingCache
 from webapp.report.steps import step_lines
@@ -161,7 +162,22 @@ class ReportService:
                          self.settings.min_coverage)
         if not archive_fallback:
             return report
-        return with_archive_fallback(report, lambda: self.archive)
+        archived = with_archive_fallback(report, lambda: self.archive)
+        return archived if archived is not report else self._jobstats_fallback(report, jid)
+
+    def _jobstats_fallback(self, report: JobReport, jid: JobId) -> JobReport:
+        """A job Prometheus lost and the archive lacks: the usage jobstats (or our sync)
+        left in its AdminComment, judged again."""
+        read = getattr(self.sacct, "admin_comment", None)
+        if read is None:
+            return report
+        filled = with_jobstats_summary(report, read)
+        if filled is report:
+            return report
+        filled = self._derived(filled, jid)
+        filled = dataclasses.replace(filled, findings=detect_all(filled, self.thresholds))
+        return audited(filled, self.thresholds, self.settings.thresholds,
+                       self.settings.min_coverage)
 
     def _derived(self, report: JobReport, jid: JobId) -> JobReport:
         """The steps table, the samples' coverage and the waste: computed once, here."""

@@ -353,6 +353,17 @@ class SacctSource:
             raise JobNotFound(jid)
         return found
 
+    def admin_comment(self, job_id: JobId | str) -> str | None:
+        """The job's AdminComment (where jobstats keeps its summary); None when sacct does
+        not know the job."""
+        jid = str(JobId.of(job_id))
+        argv = [*self.parsable(), "--allusers", "-X", "--format", "JobID,AdminComment",
+                "--jobs", jid] + (["--clusters", self.cluster] if self.cluster else [])
+        for record in split_records(self.run(argv), 2, delimiter_of(argv)):
+            if record[0] == jid:
+                return record[1]
+        return None
+
     def jobs(self, job_ids: Iterable[str], chunk: int = 500) -> dict[str, SacctJob]:
         """Many jobs from one ``sacct -j a,b,c`` per ``chunk`` ids (the sync's batches);
         an id sacct does not know is left out."""

@@ -13,11 +13,13 @@ import json
 import socket
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from webapp.model import JobId, JobNotFound, SacctJob, SourceUnavailable
 from webapp.settings import Settings
 from webapp.sources.sacct import _array_tasks, _pick, _task_number
+from webapp.sources.slurmrestd_jobs import display_id as _display
 from webapp.sources.slurmrestd_jobs import parse_jobs
 
 API = "/slurmdb/v0.0.38"
@@ -89,7 +91,11 @@ class SlurmrestdSource:
                ) -> list[tuple[str, SacctJob]]:
         if self.cluster:
             params = {**(params or {}), "cluster": self.cluster}
-        target = API + path + (f"?{urlencode(params)}" if params else "")
+        return parse_jobs(self._payload(API + path + (f"?{urlencode(params)}" if params
+                                                      else "")))
+
+    def _payload(self, target: str) -> dict[str, Any]:
+        """The JSON answer to GET ``target``; SourceUnavailable when there is none."""
         try:
             status, body = self._get(target, self._headers())
         except (OSError, http.client.HTTPException) as exc:
@@ -102,7 +108,7 @@ class SlurmrestdSource:
             raise SourceUnavailable(self.name, f"HTTP {status}: not a JSON answer")
         if status in (401, 403):
             raise SourceUnavailable(self.name, f"HTTP {status}: authentication refused")
-        return parse_jobs(payload)
+        return payload
 
     def _job_rows(self, job_id: str) -> list[tuple[str, SacctJob]]:
         return self._query(f"/job/{quote(job_id, safe='')}")
@@ -114,6 +120,17 @@ class SlurmrestdSource:
         if found is None:
             raise JobNotFound(jid)
         return found
+
+    def admin_comment(self, job_id: JobId | str) -> str | None:
+        """The job's AdminComment (where jobstats keeps its summary)."""
+        jid = str(JobId.of(job_id))
+        target = f"{API}/job/{quote(jid, safe='')}"
+        payload = self._payload(target + (f"?{urlencode({'cluster': self.cluster})}"
+                                          if self.cluster else ""))
+        for job in payload.get("jobs") or ():
+            if jid in (str(job.get("job_id")), _display(job)):
+                return ((job.get("comment") or {}).get("administrator")) or ""
+        return None
 
     def jobs(self, job_ids: Iterable[str]) -> dict[str, SacctJob]:
         """Many jobs, one request each (v0.0.38 takes one id per request)."""

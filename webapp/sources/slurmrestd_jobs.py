@@ -77,7 +77,7 @@ def _uid(name: str) -> int | None:
         return None
 
 
-def _display_id(job: Mapping[str, Any]) -> str:
+def display_id(job: Mapping[str, Any]) -> str:
     """``123``, array task ``123_4``, het component ``123+1``, as sacct's JobID."""
     array, het = job.get("array") or {}, job.get("het") or {}
     if array.get("job_id") and array.get("task_id") is not None:
@@ -130,7 +130,7 @@ def parse_job(job: Mapping[str, Any]) -> SacctJob:
     own_cpu = _seconds(time.get("total"))
     requested = _requested_memory(job, cpus)
     return SacctJob(
-        job_id=_display_id(job),
+        job_id=display_id(job),
         job_name=job.get("name") or None,
         user=job.get("user") or None,
         account=job.get("account") or None,

@@ -56,7 +56,7 @@ def synced(stack_env, tmp_path_factory):
     """Both jobs ended, the site's note on one, then synced (archive only) twice."""
     tmp = tmp_path_factory.mktemp("admin-comment")
     ids = {job.name: submit(job) for job in JOBS}
-    wait_until_done(list(ids.values()))
+    wait_until_done(list(ids.values()), timeout=3600)  # a shared stack queues for long
     subprocess.run(["sacctmgr", "-i", "modify", "job", "where", f"jobid={ids['comment-site']}",
                     "set", f"AdminComment='{SITE_NOTE}'"], check=True, capture_output=True)
     site = admin_comment(ids["comment-site"])

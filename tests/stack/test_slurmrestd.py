@@ -60,7 +60,7 @@ def restd():
 @pytest.fixture(scope="module")
 def ended(stack_env):
     ids = {job.name: submit(job) for job in JOBS}
-    wait_until_done(list(ids.values()))
+    wait_until_done(list(ids.values()), timeout=3600)  # a shared stack queues for long
     return ids
 
 

@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from webapp.model import JobId, JobNotFound, SacctJob, SourceUnavailable
 from webapp.settings import Settings
-from webapp.sources.sacct import _array_tasks, _pick, _task_number
+from webapp.sources.sacct import array_tasks, pick_record, task_number
 from webapp.sources.slurmrestd_jobs import display_id as _display
 from webapp.sources.slurmrestd_jobs import parse_jobs
 
@@ -116,7 +116,7 @@ class SlurmrestdSource:
     def job(self, job_id: JobId | str) -> SacctJob:
         """The job ``123``, array task ``123_4`` or het component ``123+1``."""
         jid = str(JobId.of(job_id))
-        found = _pick(jid, self._job_rows(jid), alone=True)
+        found = pick_record(jid, self._job_rows(jid), alone=True)
         if found is None:
             raise JobNotFound(jid)
         return found
@@ -136,7 +136,7 @@ class SlurmrestdSource:
         """Many jobs, one request each (v0.0.38 takes one id per request)."""
         out: dict[str, SacctJob] = {}
         for jid in (str(JobId.of(j)) for j in job_ids):
-            found = _pick(jid, self._job_rows(jid), alone=True)
+            found = pick_record(jid, self._job_rows(jid), alone=True)
             if found is not None:
                 out[jid] = found
         return out
@@ -145,16 +145,16 @@ class SlurmrestdSource:
         """Every task of the array job ``123`` (or of the array ``123_4`` belongs to)."""
         master = str(JobId.of(job_id).job)
         rows = [j for _, j in self._job_rows(master)]
-        tasks = _array_tasks(master, rows)
+        tasks = array_tasks(master, rows)
         if not tasks:
             arrays = {j.job_id.partition("_")[0] for j in rows if "_" in j.job_id}
             if len(arrays) == 1:
                 master = arrays.pop()
-                tasks = _array_tasks(master, (j for _, j in self._job_rows(master)))
+                tasks = array_tasks(master, (j for _, j in self._job_rows(master)))
         if not tasks:
             raise JobNotFound(str(job_id))
         # sacct lists tasks by index; slurmdbd answers by numeric id (the array's own last)
-        return tuple(sorted(tasks, key=_task_number))
+        return tuple(sorted(tasks, key=task_number))
 
     def recent(self, since: datetime, user: str | None = None,
                account: str | None = None) -> tuple[SacctJob, ...]:

@@ -100,14 +100,14 @@ class SlurmrestdSource:
             status, body = self._get(target, self._headers())
         except (OSError, http.client.HTTPException) as exc:
             raise SourceUnavailable(self.name, str(exc) or type(exc).__name__) from None
+        if status in (401, 403):
+            raise SourceUnavailable(self.name, f"HTTP {status}: authentication refused")
         try:
             payload = json.loads(body)
         except ValueError:
             payload = None
         if not isinstance(payload, dict):
             raise SourceUnavailable(self.name, f"HTTP {status}: not a JSON answer")
-        if status in (401, 403):
-            raise SourceUnavailable(self.name, f"HTTP {status}: authentication refused")
         return payload
 
     def _job_rows(self, job_id: str) -> list[tuple[str, SacctJob]]:

@@ -98,9 +98,11 @@ def test_source_errors_are_gaps():
         SlurmrestdSource("http://x", transport=Replay(status=401)).job("13")
     with pytest.raises(SourceUnavailable):
         SlurmrestdSource("unix:/nonexistent/restd.sock").job("13")
-    broken = {"errors": [{"error_number": 1, "error": "Unable to connect to database"}]}
-    with pytest.raises(SourceUnavailable, match="database"):
-        parse_jobs(broken)
+    # what slurmrestd 22.05 answers (HTTP 200) when slurmdbd refuses the JWT
+    refused = {"errors": [{"error_number": 1007, "error": "Protocol authentication error",
+                           "source": "slurmdb_jobs_get"}], "jobs": []}
+    with pytest.raises(SourceUnavailable, match="authentication"):
+        parse_jobs(refused)
 
 
 def test_source_setting():

@@ -111,3 +111,12 @@ def test_source_setting():
         "http://127.0.0.1:6820"
     with pytest.raises(SettingsError, match="JOBREPORT_SACCT_SOURCE"):
         Settings.from_env({"JOBREPORT_SACCT_SOURCE": "squeue"})
+
+
+def test_a_pending_array_reads_as_sacct_prints_it():
+    from webapp.sources.sacct import FIELDS
+
+    text = (CAPTURES / "sacct_parsable2_job_346_pending_array.psv").read_text()
+    expected = parse_sacct(text, FIELDS)[0]
+    (raw_id, record), = parse_jobs(answer("346_pending_array"))
+    assert record == expected and record.job_id == "346_[1-2]" and raw_id == "346"

@@ -158,11 +158,14 @@ class SlurmrestdSource:
 
     def recent(self, since: datetime, user: str | None = None,
                account: str | None = None) -> tuple[SacctJob, ...]:
-        """One user's (or one account's) jobs that ran at or after ``since``."""
-        params = {"start_time": str(int(since.timestamp()))}
-        params.update({"users": user} if user is not None else {"account": str(account)})
-        return tuple(job for _, job in self._query("/jobs", params))
-
+        """One user's (or one account's) jobs that ran at or after ``since``. v0.0.38
+        filters by time only (it knows no user field): the rest is done here."""
+        # Local time, as sacct's --starttime reads it (Unix seconds are refused).
+        params = {"start_time": since.astimezone().strftime("%Y-%m-%dT%H:%M:%S")}
+        jobs = (job for _, job in self._query("/jobs", params))
+        if user is not None:
+            return tuple(j for j in jobs if j.user == user)
+        return tuple(j for j in jobs if j.account == account)
 
 def slurmrestd_from(settings: Settings) -> SlurmrestdSource:
     """The source JOBREPORT_SLURMRESTD_* describe."""

@@ -77,11 +77,27 @@ def _uid(name: str) -> int | None:
         return None
 
 
+def task_ranges(bitmap: str) -> str:
+    """A pending array's tasks, ``0x6`` (bits 1 and 2) -> ``1-2``, as sacct prints them."""
+    bits = int(bitmap, 16)
+    tasks = [i for i in range(bits.bit_length()) if bits >> i & 1]
+    runs: list[list[int]] = []
+    for t in tasks:
+        if runs and runs[-1][1] == t - 1:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)
+
+
 def display_id(job: Mapping[str, Any]) -> str:
-    """``123``, array task ``123_4``, het component ``123+1``, as sacct's JobID."""
+    """``123``, array task ``123_4``, pending tasks ``123_[5-9]``, het component ``123+1``,
+    as sacct's JobID."""
     array, het = job.get("array") or {}, job.get("het") or {}
     if array.get("job_id") and array.get("task_id") is not None:
         return f"{array['job_id']}_{array['task_id']}"
+    if array.get("job_id") and str(array.get("task") or "").startswith("0x"):
+        return f"{array['job_id']}_[{task_ranges(array['task'])}]"
     if het.get("job_id") and het.get("job_offset") is not None:
         return f"{het['job_id']}+{het['job_offset']}"
     return str(job["job_id"])

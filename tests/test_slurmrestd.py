@@ -120,3 +120,9 @@ def test_a_pending_array_reads_as_sacct_prints_it():
     expected = parse_sacct(text, FIELDS)[0]
     (raw_id, record), = parse_jobs(answer("346_pending_array"))
     assert record == expected and record.job_id == "346_[1-2]" and raw_id == "346"
+
+
+def test_a_failed_job_said_to_succeed_has_no_exit_code():
+    # slurmrestd 22.05 answered this for job 77 of the stack, which sacct shows as 3:0
+    assert exit_code({"status": "SUCCESS", "return_code": 0}, "FAILED") == ""
+    assert exit_code({"status": "SUCCESS", "return_code": 0}, "COMPLETED") == "0:0"

@@ -27,13 +27,16 @@ def _when(value: Any) -> datetime | None:
     return datetime.fromtimestamp(value, UTC) if isinstance(value, int) and value > 0 else None
 
 
-def _seconds(value: Mapping[str, Any] | None) -> float | None:
-    """CPU time to the millisecond: sacct prints TotalCPU so (``MM:SS.mmm``), and the two
-    sources must give the same figure."""
+def _micros(value: Mapping[str, Any] | None) -> int | None:
     if not value:
         return None
-    ms = int(value.get("seconds") or 0) * 1000 + int(value.get("microseconds") or 0) // 1000
-    return ms / 1000
+    return int(value.get("seconds") or 0) * 1_000_000 + int(value.get("microseconds") or 0)
+
+
+def _seconds(micros: int | None) -> float | None:
+    """CPU time cut to the millisecond: sacct prints TotalCPU so (``MM:SS.mmm``), and the
+    two sources must give the same figure."""
+    return None if micros is None else micros // 1000 / 1000
 
 
 MEM_PER_CPU = 1 << 63  # slurm's flag bit on a per-CPU memory request
@@ -50,9 +53,13 @@ def _requested_memory(job: Mapping[str, Any], cpus: int | None) -> int | None:
     return mem * MIB * max(1, int(job.get("allocation_nodes") or 1))
 
 
-def exit_code(value: Mapping[str, Any] | None) -> str:
-    """sacct's ``return code:signal`` from ``{"status": "SIGNALED", "signal": {...}}``."""
+def exit_code(value: Mapping[str, Any] | None, state: str = "") -> str:
+    """sacct's ``return code:signal`` from ``{"status": "SIGNALED", "signal": {...}}``;
+    unknown ("") for a FAILED job or step said to have succeeded: slurmrestd 22.05 reports
+    a non-zero return code as ``SUCCESS``, 0 (sacct shows ``3:0`` where it says ``0``)."""
     if not value:
+        return ""
+    if state == "FAILED" and value.get("status") == "SUCCESS":
         return ""
     signal = (value.get("signal") or {}).get("signal_id") or 0
     return f"{value.get('return_code') or 0}:{signal}"
@@ -113,9 +120,9 @@ def _step(step: Mapping[str, Any]) -> Step:
         str(step["step"]["id"]),
         str(step["step"].get("name") or ""),
         str(step.get("state") or ""),
-        exit_code(step.get("exit_code")),
+        exit_code(step.get("exit_code"), str(step.get("state") or "")),
         float(time["elapsed"]) if time.get("elapsed") is not None else None,
-        _seconds(time.get("total")),
+        _seconds(_micros(time.get("total"))),
         int(mem["count"]) if mem and mem.get("count") is not None else None,
         allocated.get("cpu"),
         tuple(nodes.get("list") or ()),
@@ -141,9 +148,11 @@ def parse_job(job: Mapping[str, Any]) -> SacctJob:
     kind, limit = _limit(time.get("limit"))
     steps = tuple(_step(s) for s in job.get("steps") or ())
     cpus = tres.get("cpu") or (job.get("required") or {}).get("CPUs")
-    # sacct's allocation line sums its steps' TotalCPU (the job's own reads 0 here)
-    step_cpu = [s.total_cpu_seconds for s in steps if s.total_cpu_seconds is not None]
-    own_cpu = _seconds(time.get("total"))
+    # sacct's allocation line sums its steps' TotalCPU, then cuts to the millisecond (the
+    # job's own total reads 0 here)
+    step_cpu = [m for st in job.get("steps") or () if (m := _micros((st.get("time") or {})
+                                                                      .get("total"))) is not None]
+    own_cpu = _seconds(_micros(time.get("total")))
     requested = _requested_memory(job, cpus)
     return SacctJob(
         job_id=display_id(job),
@@ -152,7 +161,7 @@ def parse_job(job: Mapping[str, Any]) -> SacctJob:
         account=job.get("account") or None,
         partition=job.get("partition") or None,
         state=state,
-        exit_code=exit_code(job.get("exit_code")),
+        exit_code=exit_code(job.get("exit_code"), state),
         elapsed_seconds=float(time["elapsed"]) if time.get("elapsed") is not None else None,
         time_limit_seconds=limit,
         cpus=cpus,
@@ -167,7 +176,7 @@ def parse_job(job: Mapping[str, Any]) -> SacctJob:
         cancelled_by=_uid(killer) if state == "CANCELLED" and killer else None,
         raw_id=str(job["job_id"]),
         time_limit_kind=kind,
-        alloc_cpu_seconds=round(sum(step_cpu), 3) if step_cpu else own_cpu,
+        alloc_cpu_seconds=_seconds(sum(step_cpu)) if step_cpu else own_cpu,
         billing=float(tres["billing"]) if tres.get("billing") else None,
     )
 

@@ -43,9 +43,10 @@ def restd():
     shutil.chown(tmp, "nobody")
     sock, log = tmp / "restd.sock", tmp / "restd.log"
     with log.open("wb") as out:
+        # slurmrestd itself is the child (no runuser between): terminate() reaches it.
         proc = subprocess.Popen(
-            ["runuser", "-u", "nobody", "--", exe, "-a", "rest_auth/local",
-             "-s", "openapi/v0.0.38,openapi/dbv0.0.38", f"unix:{sock}"],
+            [exe, "-a", "rest_auth/local", "-s", "openapi/v0.0.38,openapi/dbv0.0.38",
+             f"unix:{sock}"], user="nobody", group="nogroup", extra_groups=[],
             stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 20
     while not sock.exists():

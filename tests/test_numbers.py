@@ -61,10 +61,13 @@ def scontrol_missing(argv: list[str]) -> str:
 
 
 def service(answer: str, scontrol=scontrol_missing) -> ReportService:
-    """The real service: the DB and Prometheus on closed ports, sacct answering ``answer``."""
+    """The real service: the DB and Prometheus on closed ports, sacct answering ``answer``,
+    no archive (the default var/archive.sqlite is the local stack's, whose job ids overlap
+    the captures')."""
     down = free_port()
     settings = Settings(db_url=f"mysql://jobreport:x@127.0.0.1:{down}/jobreport",
-                        prometheus_url=f"http://127.0.0.1:{down}", prometheus_timeout=2)
+                        prometheus_url=f"http://127.0.0.1:{down}", prometheus_timeout=2,
+                        archive_url="")
     return ReportService(settings, sacct=SacctSource(delimiter="|", runner=lambda argv: answer),
                          partitions=PartitionSource(runner=scontrol))
 
@@ -305,7 +308,7 @@ def test_json_schema_is_pinned():
                                         "per_task_bytes", "tasks"}
     assert set(data["steps"][0]) == {"step_id", "name", "state", "exit_code",
                                      "elapsed_seconds", "cpu_seconds", "max_rss_bytes",
-                                     "max_rss_node", "tasks", "cpus"}
+                                     "max_rss_node", "tasks", "cpus", "nodes"}
     assert set(data["array"]) == {
         "tasks", "elapsed_seconds_p50", "elapsed_seconds_p95", "memory_peak_bytes_p50",
         "memory_peak_bytes_p95", "cpu_efficiency_p50", "cpu_efficiency_p95", "outliers",
@@ -317,5 +320,5 @@ def test_json_schema_is_pinned():
         "read_bytes", "write_bytes", "read_syscalls", "write_syscalls", "processes_max",
         "threads_max", "open_files_max", "open_files_limit_ratio_max", "scratch_in_use",
         "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
-        "memory_high_events",
+        "memory_high_events", "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max",
     }  # fmt: skip

@@ -12,21 +12,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from webapp.states import ENDED_STATES
+
 ROOT = Path(__file__).resolve().parents[2]
 # A second checkout (a git worktree) may test against the stack another checkout runs.
 STACK_ROOT = Path(os.environ.get("JOBREPORT_TEST_STACK_ROOT") or ROOT)
 ENV_FILE = STACK_ROOT / "var" / "jobreport.env"
-FINAL_STATES = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "OUT_OF_MEMORY",
-    "NODE_FAIL",
-    "PREEMPTED",
-    "BOOT_FAIL",
-    "DEADLINE",
-}
+FINAL_STATES = frozenset(ENDED_STATES)
 
 # sbatch --wrap runs /bin/sh: a busy loop bounded by timeout(1), whose 124 is not a failure.
 BUSY = "timeout {s} sh -c 'while :; do :; done'; exit 0"

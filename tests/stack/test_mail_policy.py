@@ -27,7 +27,7 @@ pytestmark = pytest.mark.stack
 
 
 @pytest.fixture
-def policy_settings(stack_env, tmp_path, smtp, fast_pdf):
+def policy_settings(stack_env, tmp_path, smtp):
     _, port = smtp
     env = {**known(stack_env), "JOBREPORT_ARCHIVE_URL": str(tmp_path / "archive.sqlite"),
            "JOBREPORT_OUTBOX": str(tmp_path / "outbox.sqlite"),
@@ -73,6 +73,8 @@ def test_policy_clean_opt_out_cap_and_digest(policy_settings, stack_jobs, smtp):
     assert sync_job(settings, stack_jobs["idle"]) == "queued"
     (msg,) = received(smtp)
     assert msg["To"] == "bob@example.org"
+    (pdf,) = [p for p in msg.iter_attachments() if p.get_content_type() == "application/pdf"]
+    assert pdf.get_content().startswith(b"%PDF-")  # the real report, rendered by pdflatex
     assert msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     url = re.fullmatch(r"<(https://jobs\.example\.org(/unsubscribe/[^>]+))>",
                        msg["List-Unsubscribe"])
@@ -114,13 +116,14 @@ def test_policy_clean_opt_out_cap_and_digest(policy_settings, stack_jobs, smtp):
     cpu = sum(max(0.0, s["cpus"] * s["elapsed_seconds"] - s["cpu_seconds"])
               for s in (j.summary for j in archived)
               if s["cpus"] and s["elapsed_seconds"] and s["cpu_seconds"] is not None) / 3600
-    mem = sum(max(0, s["memory_requested_bytes"] - s["memory_peak_bytes"])
-              / 1e9 * s["elapsed_seconds"] / 3600
+    mem = sum(max(0, s["memory_requested_bytes"]
+                  - s["memory_peak_bytes"] * max(1, len(s["nodes"])))
+              / 2**30 * s["elapsed_seconds"] / 3600
               for s in (j.summary for j in archived)
               if s["memory_requested_bytes"] and s["elapsed_seconds"]
               and s["memory_peak_bytes"] is not None)
     assert f"CPU-hours        {cpu:.2f}" in text
-    assert f"Memory GB-hours  {mem:.2f}" in text
+    assert f"Memory GiB-hours {mem:.2f}" in text
     assert "GPU-hours        0.00" in text  # alice's jobs had no GPU
     assert re.search(rf"^{re.escape(stack_jobs[second])} .*\(not emailed: daily limit\)",
                      text, re.M)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
-from webapp.cli.mail import parse_lookback
+from webapp.cli.durations import parse_lookback
 from webapp.model import JobId
 from webapp.settings import Settings
 from webapp.sync.options import DEFAULT_LIMIT, DIRECTIONS, SyncOptions
@@ -43,7 +43,7 @@ def add_sync_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="list the jobs a run would process; change nothing")
     parser.add_argument("--no-deliver", action="store_true",
-                        help="queue emails in the outbox but leave sending to the mail timer")
+                        help="queue emails in the outbox; the next run that delivers sends them")
 
 
 def _when(ts: int | None) -> str:

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from webapp.archive.mail_state import FOLDED, REPORT, MailState
+from webapp.archive.mail_state import MailState
 from webapp.archive.store import Archive, ArchiveBusy
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
-from webapp.mail.policy import owner_address, read_opt_out, skip_reason
-from webapp.mail.sending import Connect, message, smtp_connect
+from webapp.mail.owner import file_opt_outs, queue_owner_email
+from webapp.mail.sending import Connect, smtp_connect
 from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
 from webapp.report.archived import archive_record
 from webapp.report.service import ReportService
@@ -74,10 +74,6 @@ class SyncResult:
     error: str | None = None  # the job that stopped the run, and why
     failed: list[JobFailure] = field(default_factory=list)
     held: set[str] = field(default_factory=set)  # streams whose watermark waits for a retry
-
-
-def email_key(job: EndedJob) -> str:
-    return f"{job.cluster}:{job.job_id}:{job.submit_time}:ended"
 
 
 class Syncer:
@@ -135,7 +131,7 @@ class Syncer:
                           for stream in todo
                           for job_id, submit, _, _ in self.archive.failures(self.cluster, stream)}
         if not opts.dry_run:
-            opt_out = read_opt_out(self.settings.mail_opt_out)
+            opt_out = file_opt_outs(self.settings)
             outbox = Outbox(self.settings.outbox) if "email" in todo else None
             try:
                 bar = tqdm(total=len(jobs), unit="job", desc="sync", disable=None)
@@ -236,7 +232,8 @@ class Syncer:
                     write_summary(self.comments, job, report, self.settings.scrape_interval)
             else:
                 assert outbox is not None
-                outcome = self._email(job, report, outbox, opt_out)
+                outcome = queue_owner_email(report, job.job_id, job.submit_time,
+                                            self.settings, self.mail, outbox, opt_out)
             result.outcomes[stream][outcome] += 1
             self.archive.log(self.cluster, stream, job.job_id, job.submit_time, job.end_time,
                              outcome)
@@ -253,39 +250,10 @@ class Syncer:
             return "archived again" if self.archive.replace(record) else "archived"
         return "archived" if self.archive.put(record) else "already archived"
 
-    def _email(self, job: EndedJob, report: JobReport, outbox: Outbox,
-               opt_out: frozenset[str]) -> str:
-        # Opt-outs: the file staff keep, and the choices made by link or `jobreport opt-out`.
-        opt_out = opt_out | self.mail.opted_out(self.cluster).keys()
-        reason = skip_reason(report, self.settings, opt_out)
-        to_addr = owner_address(report, self.settings) if reason is None else None
-        if reason is None and to_addr is None:
-            reason = "no address"
-        if reason:
-            return f"skipped: {reason}"
-        if not self._within_cap(job, report.user or ""):
-            return "folded into digest"
-        queued = outbox.enqueue(email_key(job), job.job_id, "ended",
-                                message(report, to_addr, self.settings))
-        return "queued" if queued else "already queued"
-
-
-    def _within_cap(self, job: EndedJob, user: str) -> bool:
-        """Decide once per job whether it is emailed or, past the user's daily cap, left
-        for the weekly digest (a re-run keeps the first decision)."""
-        decided = self.mail.decision(self.cluster, job.job_id, job.submit_time)
-        if decided is None:
-            day = time.strftime("%Y-%m-%d", time.gmtime(self.mail.clock()))
-            cap = self.settings.mail_daily_cap
-            full = cap > 0 and self.mail.sent_on(self.cluster, user, day) >= cap
-            decided = FOLDED if full else REPORT
-            self.mail.decide(self.cluster, job.job_id, job.submit_time, user, day, decided)
-        return decided == REPORT
-
 
 def _deliver(outbox: Outbox, connect: Connect) -> Counter:
     try:
         with outbox.lock():
             return deliver(outbox, connect)
     except OutboxBusy:
-        return Counter()  # the mailer holding it sends what we queued
+        return Counter()  # the run holding it (a sync, or a send by hand) sends ours too

@@ -8,6 +8,7 @@ import re
 import shlex
 import subprocess
 import sysconfig
+from pathlib import Path
 
 import pytest
 
@@ -44,8 +45,16 @@ def alices_job(stack_env) -> str:
 
 
 def test_this_checkout_is_what_bob_runs(stack_env):
-    probe = login_command().replace("from webapp.cli import main; sys.exit(main())",
-                                    "import webapp; print(webapp.__file__)")
+    command = login_command()
+    if command == "jobreport":  # the installed wrapper: its own interpreter and packages
+        wrapper = Path("/usr/local/bin/jobreport").read_text()
+        command = next(line[len("exec "):] for line in wrapper.splitlines()
+                       if line.startswith("exec ")).replace(' "$@"', "")
+        command = command.replace(f"{stack.ROOT}/.venv/bin/jobreport",
+                                  f"{stack.ROOT}/.venv/bin/python -c "
+                                  "'from webapp.cli import main; sys.exit(main())'")
+    probe = command.replace("from webapp.cli import main; sys.exit(main())",
+                            "import webapp; print(webapp.__file__)")
     out = subprocess.run(["su", "bob", "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.stdout.startswith(str(stack.ROOT)), out
 

@@ -42,6 +42,13 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_EXPORTER_FD_CACHE": ("1", "`1` keeps `/proc/<pid>/io` and each process's `fd` and `task` directories open between scrapes (`stat` and `limits` are read once per process); `0` reopens them."),
     "JOBREPORT_EXPORTER_SCRAPE_BUDGET": ("5", "Seconds a scrape may spend reading `/proc`; past it the least recently read processes keep their previous sample and `jobs_scrape_stale_processes` counts them. `0`: no limit. Keep it under Prometheus' `scrape_timeout` (10 s in `deploy/prometheus-jobs-exporter.yml`)."),
     "JOBREPORT_EXPORTER_LOG_LEVEL": ("INFO", "Python logging level."),
+    "JOBREPORT_EXPORTER_ENERGY": ("auto", "`auto` (node energy and its split among jobs from every source found: RAPL, hwmon, the BMC, GPUs) or `off`."),
+    "JOBREPORT_EXPORTER_POWERCAP_ROOT": ("/sys/class/powercap", "Where the powercap (RAPL) zones are; a replayed tree for tests and demos."),
+    "JOBREPORT_EXPORTER_HWMON_ROOT": ("/sys/class/hwmon", "Where the hwmon chips are; the ACPI `power_meter` chip is the node meter."),
+    "JOBREPORT_EXPORTER_BMC": ("off", "Node meter from the BMC: `ipmitool` (`ipmitool dcmi power reading`), `ipmi-dcmi` (FreeIPMI), `redfish` or `off`."),
+    "JOBREPORT_EXPORTER_BMC_INTERVAL": ("30", "Seconds between two BMC readings (asked outside the scrape; the last one is served with its age)."),
+    "JOBREPORT_EXPORTER_REDFISH_URL": ("", "The `Chassis/<id>/Power` resource, e.g. `https://bmc/redfish/v1/Chassis/1/Power`."),
+    "JOBREPORT_EXPORTER_REDFISH_AUTH_FILE": ("", "File holding `user:password` for Redfish (empty: no authentication)."),
 }
 
 
@@ -71,6 +78,13 @@ class Settings:
     fd_cache: bool = _default("fd_cache") == "1"
     scrape_budget: float = float(_default("scrape_budget"))
     log_level: str = _default("log_level")
+    energy: str = _default("energy")
+    powercap_root: str = _default("powercap_root")
+    hwmon_root: str = _default("hwmon_root")
+    bmc: str = _default("bmc")
+    bmc_interval: float = float(_default("bmc_interval"))
+    redfish_url: str = _default("redfish_url")
+    redfish_auth_file: str = _default("redfish_auth_file")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -98,6 +112,26 @@ class Settings:
             raise SettingsError(
                 f"JOBREPORT_EXPORTER_SCRAPE_BUDGET={budget_text!r} is not seconds (0: no limit)"
             )
+        energy = get("JOBREPORT_EXPORTER_ENERGY")
+        if energy not in ("auto", "off"):
+            raise SettingsError(f"JOBREPORT_EXPORTER_ENERGY={energy!r} is not auto or off")
+        bmc = get("JOBREPORT_EXPORTER_BMC")
+        if bmc not in ("off", "ipmitool", "ipmi-dcmi", "redfish"):
+            raise SettingsError(
+                f"JOBREPORT_EXPORTER_BMC={bmc!r} is not off, ipmitool, ipmi-dcmi or redfish"
+            )
+        redfish_url = get("JOBREPORT_EXPORTER_REDFISH_URL")
+        if bmc == "redfish" and not redfish_url:
+            raise SettingsError("JOBREPORT_EXPORTER_BMC=redfish needs JOBREPORT_EXPORTER_REDFISH_URL")
+        interval_text = get("JOBREPORT_EXPORTER_BMC_INTERVAL")
+        try:
+            bmc_interval = float(interval_text)
+        except ValueError:
+            bmc_interval = 0.0
+        if not 1 <= bmc_interval <= 3600:
+            raise SettingsError(
+                f"JOBREPORT_EXPORTER_BMC_INTERVAL={interval_text!r} is not 1 to 3600 seconds"
+            )
         listen = get("JOBREPORT_EXPORTER_LISTEN")
         try:
             parse_listen(listen)
@@ -115,6 +149,13 @@ class Settings:
             fd_cache=fd_cache == "1",
             scrape_budget=scrape_budget,
             log_level=get("JOBREPORT_EXPORTER_LOG_LEVEL"),
+            energy=energy,
+            powercap_root=get("JOBREPORT_EXPORTER_POWERCAP_ROOT"),
+            hwmon_root=get("JOBREPORT_EXPORTER_HWMON_ROOT"),
+            bmc=bmc,
+            bmc_interval=bmc_interval,
+            redfish_url=redfish_url,
+            redfish_auth_file=get("JOBREPORT_EXPORTER_REDFISH_AUTH_FILE"),
         )
 
     @property

@@ -93,6 +93,20 @@ def format_duration(seconds: float | None) -> str:
     return f"{m}m {s:02d}s"
 
 
+def format_energy(joules: float | None) -> str:
+    """Joules as kWh, three significant figures (a short job draws thousandths of one)."""
+    if joules is None:
+        return UNKNOWN
+    kwh = joules / 3.6e6
+    return f"{kwh:.3g} kWh" if abs(kwh) < 1000 else f"{kwh:.0f} kWh"
+
+
+def format_co2e(grams: float | None) -> str:
+    if grams is None:
+        return UNKNOWN
+    return f"{grams / 1000:.3g} kg CO₂e" if grams >= 1000 else f"{grams:.3g} g CO₂e"
+
+
 def format_percent(ratio: float | None) -> str:
     """``12%`` for 0.12; one decimal below 10 % so that 0.4 % does not read as 0 %."""
     if ratio is None:

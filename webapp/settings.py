@@ -86,6 +86,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_ARCHIVE_RETENTION_DAYS": ("730", "`jobreport sync` drops archived jobs that ended longer ago than this (0: keep forever)."),
     "JOBREPORT_THRESHOLDS": ("", "Detector threshold overrides, e.g. `cpu_efficiency_low=0.5,gpu_util_low=0.1`."),
     "JOBREPORT_CORE_HOURS_PER_BILLING_UNIT": ("0", "Core-hours of the site's allocations one billing unit-hour is worth (e.g. `1` where billing counts cores); waste is then also shown in core-hours. `0`: not shown."),
+    "JOBREPORT_CARBON_INTENSITY": ("", "Grams of CO₂e per kWh for the reports' carbon figure: a number (constant), or `promql:<series selector>` (a series the site feeds with its grid's figure, e.g. hourly; the mean over each job's run is used); empty: no CO₂e shown."),
     "JOBREPORT_MIN_COVERAGE": ("0.8", "Fraction of a job's run its Prometheus samples must cover (per node, per GPU) for a verdict resting on them to be given; below it the verdict is withheld and the report says so."),
     "JOBREPORT_CONSTANTS_FILE": ("", "TOML file of allocation targets (the one slurm-exporter reads): served at `/api/constants`, drawn on the cluster page; empty: none."),
     "JOBREPORT_WATCH": ("", "`jobreport watch` threshold overrides, e.g. `gpu_idle_seconds=1800,node_idle_seconds=900` (names in the README)."),
@@ -201,6 +202,26 @@ def _int(name: str, env: Mapping[str, str] | None = None) -> int:
         raise SettingsError(f"{env_name(name)}={raw!r} is not an integer") from None
 
 
+INTENSITY_SERIES_PREFIX = "promql:"
+
+
+def parse_intensity_setting(text: str) -> float | str | None:
+    """``""`` -> None; ``"370"`` -> 370.0; ``"promql:grid_g_per_kwh{zone="DE"}"`` -> the
+    selector. Anything else raises ValueError."""
+    text = text.strip()
+    if not text:
+        return None
+    if text.startswith(INTENSITY_SERIES_PREFIX):
+        selector = text[len(INTENSITY_SERIES_PREFIX):].strip()
+        if not selector:
+            raise ValueError("promql: needs a series selector")
+        return selector
+    value = float(text)
+    if value < 0:
+        raise ValueError("a carbon intensity is >= 0 g/kWh")
+    return value
+
+
 def _float(name: str, env: Mapping[str, str] | None = None) -> float:
     raw = _raw(name, env)
     try:
@@ -301,6 +322,7 @@ class Settings:
     archive_retention_days: float = _float("archive_retention_days")
     thresholds: dict[str, float] = field(default_factory=lambda: _thresholds("thresholds"))
     core_hours_per_billing_unit: float = _float("core_hours_per_billing_unit")
+    carbon_intensity: str = _str("carbon_intensity")
     min_coverage: float = _float("min_coverage")
     constants_file: str = _str("constants_file")
     watch: dict[str, float] = field(default_factory=lambda: _thresholds("watch"))
@@ -418,6 +440,7 @@ class Settings:
             archive_retention_days=_float("archive_retention_days", env),
             thresholds=_thresholds("thresholds", env),
             core_hours_per_billing_unit=_float("core_hours_per_billing_unit", env),
+            carbon_intensity=_str("carbon_intensity", env),
             min_coverage=_float("min_coverage", env),
             constants_file=_str("constants_file", env),
             watch=_thresholds("watch", env),
@@ -432,6 +455,12 @@ class Settings:
             raise SettingsError("JOBREPORT_MIN_COVERAGE must be between 0 and 1")
         if settings.core_hours_per_billing_unit < 0:
             raise SettingsError("JOBREPORT_CORE_HOURS_PER_BILLING_UNIT must be >= 0")
+        try:
+            parse_intensity_setting(settings.carbon_intensity)
+        except ValueError as exc:
+            raise SettingsError(
+                f"JOBREPORT_CARBON_INTENSITY={settings.carbon_intensity!r}: {exc}"
+            ) from None
         if settings.mail_min_severity not in ("info", "warning", "critical"):
             raise SettingsError(f"JOBREPORT_MAIL_MIN_SEVERITY={settings.mail_min_severity!r}:"
                                 " use info, warning or critical")

@@ -132,7 +132,9 @@ def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
             "read_bytes", "write_bytes", "read_syscalls", "write_syscalls", "processes_max",
             "threads_max", "open_files_max", "open_files_limit_ratio_max", "scratch_in_use",
             "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
-            "memory_high_events")},
+            "memory_high_events", "energy_joules", "energy_gpu_joules",
+            "energy_other_joules")},
+        energy_by_node=tuple((str(n), float(j)) for n, j in u.get("energy_by_node") or ()),
     )
     steps = tuple(
         Step(step_id=s["step_id"], name=s["name"], state=s["state"], exit_code=s["exit_code"],

@@ -11,7 +11,16 @@ import json
 from datetime import datetime
 from typing import Any
 
-from webapp.model import Audit, Coverage, JobReport, MemoryPeak, Series, SeriesCoverage, Waste
+from webapp.model import (
+    Audit,
+    Coverage,
+    Energy,
+    JobReport,
+    MemoryPeak,
+    Series,
+    SeriesCoverage,
+    Waste,
+)
 from webapp.renderers.queue import queue_dict
 
 SCHEMA_VERSION = 1
@@ -53,6 +62,25 @@ def _waste(w: Waste | None) -> dict[str, Any] | None:
              "billing_units": i.billing_units, "core_hours": i.core_hours}
             for i in w.items
         ],
+    }
+
+
+def _kwh(joules: float | None) -> float | None:
+    return None if joules is None else joules / 3.6e6
+
+
+def _energy(e: Energy | None) -> dict[str, Any] | None:
+    if e is None:
+        return None
+    return {
+        "kwh": _kwh(e.joules),
+        "by_node": [{"node": node, "kwh": _kwh(j)} for node, j in e.by_node],
+        "unused_kwh": _kwh(e.unused_joules),
+        "unused_cores_kwh": _kwh(e.unused_cores_joules),
+        "unused_gpus_kwh": _kwh(e.unused_gpus_joules),
+        "co2e_grams": e.co2e_grams,
+        "carbon_intensity_g_per_kwh": e.intensity_g_per_kwh,
+        "carbon_intensity_source": e.intensity_source or None,
     }
 
 
@@ -130,6 +158,11 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
             "io_pressure_seconds": u.io_pressure_seconds,
             "memory_pressure_seconds": u.memory_pressure_seconds,
             "memory_high_events": u.memory_high_events,
+            # joules the exporter split to the job; null: no energy source on its nodes
+            "energy_joules": u.energy_joules,
+            "energy_gpu_joules": u.energy_gpu_joules,
+            "energy_other_joules": u.energy_other_joules,
+            "energy_by_node": [[node, j] for node, j in u.energy_by_node],
         },
         "steps": [
             {
@@ -164,6 +197,7 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
         ],
         "billing": report.billing,
         "waste": _waste(report.waste),
+        "energy": _energy(report.energy),
         "coverage": _coverage(report, report.coverage, report.audit),
         "findings": [
             {

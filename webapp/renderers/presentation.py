@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent, visible
+from webapp.formatting import (
+    UNKNOWN,
+    format_bytes,
+    format_co2e,
+    format_duration,
+    format_energy,
+    format_percent,
+    visible,
+)
 from webapp.model import Finding, JobReport, SizingSuggestion
 from webapp.renderers.charts import Chart, ChartCache
 from webapp.renderers.queue import queue_rows
@@ -85,8 +93,22 @@ def _summary_rows(report: JobReport) -> list[tuple[str, str]]:
                  f"efficiency {format_percent(report.cpu_efficiency)}"),
         ("Memory", memory),
         ("GPUs", str(report.gpus)),
+        *([("Energy", energy_text(report))] if report.energy else []),
         ("Work directory", report.work_dir or "unknown"),
     ]
+
+
+def energy_text(report: JobReport) -> str:
+    """``0.42 kWh (n1 0.3 kWh, n2 0.12 kWh); 155 g CO₂e at 370 g/kWh (constant)``."""
+    e = report.energy
+    assert e is not None
+    text = format_energy(e.joules)
+    if len(e.by_node) > 1:
+        text += " (" + ", ".join(f"{n} {format_energy(j)}" for n, j in e.by_node) + ")"
+    if e.intensity_source:
+        intensity = "unknown" if e.intensity_g_per_kwh is None else f"{e.intensity_g_per_kwh:.3g}"
+        text += f"; {format_co2e(e.co2e_grams)} at {intensity} g/kWh ({e.intensity_source})"
+    return text
 
 
 def array_rows(report: JobReport) -> list[tuple[str, str]]:

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent, visible
+from webapp.formatting import (
+    UNKNOWN,
+    format_bytes,
+    format_duration,
+    format_energy,
+    format_percent,
+    visible,
+)
 from webapp.model import JobReport
 
 STEP_HEADER = ("step", "name", "state", "exit", "elapsed", "CPUs", "CPU eff.", "peak memory")
@@ -64,6 +71,13 @@ def waste_note(report: JobReport) -> str | None:
                      f"account's allocation ({_num(w.core_hours_per_billing_unit)} core-hours "
                      "per billing unit)")
         text += "."
+    e = report.energy
+    if e is not None and e.unused_joules is not None:
+        parts = [f"{label} {format_energy(j)}" for label, j in
+                 (("idle cores", e.unused_cores_joules), ("idle GPUs", e.unused_gpus_joules))
+                 if j is not None]
+        text += (f" The unused allocation drew {format_energy(e.unused_joules)} "
+                 f"({', '.join(parts)}).")
     return text
 
 

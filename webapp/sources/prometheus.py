@@ -36,6 +36,7 @@ from webapp.sources.prometheus_answers import parse_scalar as parse_scalar
 from webapp.sources.prometheus_answers import parse_vector as parse_vector
 from webapp.sources.prometheus_coverage import COVERAGE_QUERIES, coverages
 from webapp.sources.prometheus_queries import (
+    ENERGY_FIGURES,
     FIGURE_LABEL,
     V2_ONLY_FIGURES,
     combined,
@@ -291,6 +292,10 @@ class PrometheusSource:
             io_pressure_seconds=scalars.get("io_pressure_seconds"),
             memory_pressure_seconds=scalars.get("memory_pressure_seconds"),
             memory_high_events=scalars.get("memory_high_events"),
+            energy_joules=scalars.get("energy_joules"),
+            energy_gpu_joules=scalars.get("energy_gpu_joules"),
+            energy_other_joules=scalars.get("energy_other_joules"),
+            energy_by_node=_by_node(per_node, "energy_joules"),
             queries=tuple(sent),
         )
 
@@ -422,6 +427,16 @@ def _tail_figures(per_node: list[tuple[dict[str, str], float]]) -> dict[str, flo
     return out
 
 
+def _by_node(per_node: list[tuple[dict[str, str], float]], figure: str
+             ) -> tuple[tuple[str, float], ...]:
+    """One tail figure's value on each node, by node name."""
+    out = []
+    for labels, value in per_node:
+        if labels.get(FIGURE_LABEL) == figure:
+            out.append((next((v for k, v in labels.items() if k != FIGURE_LABEL), ""), value))
+    return tuple(sorted(out))
+
+
 def _nodes(ranges: Mapping[str, tuple[Series, ...]], *names: str) -> set[str]:
     """The nodes with points in the named range answers (labels ``node`` or ``node/...``)."""
     return {s.label.split("/")[0] for n in names for s in ranges[n] if s.points}
@@ -438,6 +453,6 @@ def _missing_tails(
     return [
         name
         for name in TAIL_FIGURES
-        if name not in V2_ONLY_FIGURES
+        if name not in V2_ONLY_FIGURES | ENERGY_FIGURES
         and not (gpu_nodes if name == "gpu_memory_total_bytes" else nodes) <= seen.get(name, set())
     ]

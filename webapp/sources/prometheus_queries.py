@@ -84,6 +84,15 @@ WINDOW_QUERIES: dict[str, str] = {
     "memory_high_events": (
         'max(max_over_time(jobs_memory_events_total{{{sel},event="high"}}[{window}]))'
     ),
+    # Joules the exporter split to the job: counters from the job's start, summed over
+    # nodes and sources.
+    "energy_joules": "sum(max_over_time(jobs_energy_joules_total{{{sel}}}[{window}]))",
+    "energy_gpu_joules": (
+        'sum(max_over_time(jobs_energy_joules_total{{{sel},source="gpu"}}[{window}]))'
+    ),
+    "energy_other_joules": (
+        'sum(max_over_time(jobs_energy_joules_total{{{sel},source="other"}}[{window}]))'
+    ),
 }
 INSTANT_QUERIES = WINDOW_QUERIES  # the name earlier callers knew
 
@@ -104,6 +113,9 @@ TAIL_FIGURES: dict[str, tuple[str, str]] = {
     "io_pressure_seconds": ("max", 'jobs_pressure_waiting_seconds_total{resource="io"}'),
     "memory_pressure_seconds": ("max", 'jobs_pressure_waiting_seconds_total{resource="memory"}'),
     "memory_high_events": ("max", 'jobs_memory_events_total{event="high"}'),
+    "energy_joules": ("sum", "jobs_energy_joules_total"),
+    "energy_gpu_joules": ("sum", 'jobs_energy_joules_total{source="gpu"}'),
+    "energy_other_joules": ("sum", 'jobs_energy_joules_total{source="other"}'),
 }
 # Series only cgroup v2 nodes have: their absence at the end is no sign of a stopped
 # exporter (a v1 node never has them), so they never send a figure back to the window.
@@ -111,6 +123,9 @@ V2_ONLY_FIGURES = frozenset(
     {"cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
      "memory_high_events"}
 )
+# Series only nodes with an energy source have (and the gpu/other parts only some of
+# those): absent at the end for the same reason, so never sent back to the window.
+ENERGY_FIGURES = frozenset({"energy_joules", "energy_gpu_joules", "energy_other_joules"})
 TAIL_TEMPLATE = "{agg} by ({node}) (last_over_time({metric}{{{sel}{extra}}}[{tail}]))"
 # Gauges whose peak can be anywhere: scanned over the whole window, all in one request,
 # as the largest of hour-long maxima (a subquery): the same samples, but Prometheus holds

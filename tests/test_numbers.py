@@ -297,7 +297,7 @@ def test_json_schema_is_pinned():
         "memory_peak_bytes", "memory_peak", "memory_requested_bytes",
         "memory_requested_per_node_bytes", "memory_efficiency", "gpus", "usage", "steps",
         "findings", "gaps", "notes", "queue", "array", "series", "sizing",
-        "step_lines", "billing", "waste", "coverage",
+        "step_lines", "billing", "waste", "energy", "coverage",
     }  # fmt: skip
     assert set(data["coverage"]) == {"nodes", "gpus", "sources", "rules_version",
                                      "min_coverage", "thresholds", "verdicts", "queries"}
@@ -317,5 +317,6 @@ def test_json_schema_is_pinned():
         "read_bytes", "write_bytes", "read_syscalls", "write_syscalls", "processes_max",
         "threads_max", "open_files_max", "open_files_limit_ratio_max", "scratch_in_use",
         "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
-        "memory_high_events",
+        "memory_high_events", "energy_joules", "energy_gpu_joules", "energy_other_joules",
+        "energy_by_node",
     }  # fmt: skip

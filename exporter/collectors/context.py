@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 
+from exporter.cgroupfs import CpuUsage, MemoryUsage
 from exporter.proc_reader import ProcReader
 from exporter.settings import Settings
 
@@ -21,3 +22,7 @@ class CollectorContext:
     # every GPU's energy counter in joules, and each job's allocated GPU indexes.
     gpu_energy: dict[int, float] = field(default_factory=dict)
     gpu_allocations: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # This scrape's cgroup readings by job id, kept by the cpu and memory collectors so
+    # that the energy collector reads no file twice.
+    cpu_usage: dict[str, CpuUsage] = field(default_factory=dict)
+    memory_usage: dict[str, MemoryUsage] = field(default_factory=dict)

@@ -85,7 +85,7 @@ class EnergyCollector:
         sample = self._read_node(gpus)
         shares: list[energy.JobInterval] = []
         previous = self._previous
-        for job, (cpu, memory) in each(jobs, _read_job):
+        for job, (cpu, memory) in each(jobs, self._read_job):
             seconds = cpu.user_seconds + cpu.system_seconds
             sample.jobs_cpu[job.job_id] = seconds
             if previous is None:
@@ -105,6 +105,12 @@ class EnergyCollector:
         self._previous = sample
         self._jobs = {j: v for j, v in self._jobs.items() if j in sample.jobs_cpu}
         yield from self._families()
+
+    def _read_job(self, job: ScrapedJob) -> tuple[cgroupfs.CpuUsage, cgroupfs.MemoryUsage]:
+        """What the cpu and memory collectors read this scrape, else read here."""
+        cpu = self.context.cpu_usage.get(job.job_id) or cgroupfs.read_cpu(job.cgroup)
+        memory = self.context.memory_usage.get(job.job_id) or cgroupfs.read_memory(job.cgroup)
+        return cpu, memory
 
     def _read_node(self, gpus: dict[int, float]) -> _Sample:
         root = self.context.settings.proc_root
@@ -227,8 +233,6 @@ class EnergyCollector:
             yield from (power, age)
 
 
-def _read_job(job: ScrapedJob) -> tuple[cgroupfs.CpuUsage, cgroupfs.MemoryUsage]:
-    return cgroupfs.read_cpu(job.cgroup), cgroupfs.read_memory(job.cgroup)
 
 
 def _make_poller(settings) -> bmc.BmcPoller:  # noqa: ANN001 - exporter.settings.Settings

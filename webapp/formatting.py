@@ -104,7 +104,7 @@ def format_energy(joules: float | None) -> str:
 def format_co2e(grams: float | None) -> str:
     if grams is None:
         return UNKNOWN
-    return f"{grams / 1000:.3g} kg CO₂e" if grams >= 1000 else f"{grams:.3g} g CO₂e"
+    return f"{grams / 1000:.3g} kg CO2e" if grams >= 1000 else f"{grams:.3g} g CO2e"
 
 
 def format_percent(ratio: float | None) -> str:

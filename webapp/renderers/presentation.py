@@ -99,7 +99,7 @@ def _summary_rows(report: JobReport) -> list[tuple[str, str]]:
 
 
 def energy_text(report: JobReport) -> str:
-    """``0.42 kWh (n1 0.3 kWh, n2 0.12 kWh); 155 g CO₂e at 370 g/kWh (constant)``."""
+    """``0.42 kWh (n1 0.3 kWh, n2 0.12 kWh); 155 g CO2e at 370 g/kWh (constant)``."""
     e = report.energy
     assert e is not None
     text = format_energy(e.joules)

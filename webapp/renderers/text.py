@@ -6,7 +6,7 @@ import textwrap
 
 from webapp.formatting import format_bytes, format_duration, format_percent, visible
 from webapp.model import JobReport, Series, SizingSuggestion
-from webapp.renderers.presentation import evidence_line, sizing_lines
+from webapp.renderers.presentation import energy_text, evidence_line, sizing_lines
 from webapp.renderers.queue import queue_rows
 from webapp.renderers.sections import (
     COVERAGE_HEADER,
@@ -144,6 +144,8 @@ def render(report: JobReport) -> str:
         out.append(_line("Started", r.start_time.strftime("%Y-%m-%d %H:%M:%S UTC")))
     out.append(_line("CPUs", str(r.cpus or "n/a")))
     out.append(_line("GPUs", str(r.gpus)))
+    if r.energy is not None:
+        out.append(_line("Energy", energy_text(r)))
     out.append("")
     out.append("Efficiency")
     eff = r.cpu_efficiency

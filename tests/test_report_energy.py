@@ -1,0 +1,118 @@
+"""The job's energy in the report: kWh per node, the unused allocation's kWh beside the
+waste, CO2e at a constant or a site's Prometheus series, in every renderer and the JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from tests.helpers.reports import sample_report
+from webapp.archive.codec import report_from_record
+from webapp.renderers import email as email_renderer
+from webapp.renderers import html as html_renderer
+from webapp.renderers import json as json_renderer
+from webapp.renderers import pdf as pdf_renderer
+from webapp.renderers import text as text_renderer
+from webapp.report.energy import Intensity, compute_energy, intensity_for, series_query
+from webapp.report.waste import compute_waste
+from webapp.settings import Settings, SettingsError
+
+KWH = 3.6e6
+
+
+def energy_report(**changes):
+    report = sample_report(**changes)
+    usage = dataclasses.replace(
+        report.usage, energy_joules=2 * KWH, energy_gpu_joules=1 * KWH,
+        energy_other_joules=0.5 * KWH,
+        energy_by_node=(("node01", 1.5 * KWH), ("node02", 0.5 * KWH)),
+    )
+    report = dataclasses.replace(report, usage=usage)
+    return dataclasses.replace(report, waste=compute_waste(report, {}))
+
+
+def test_energy_figures_and_carbon_at_a_constant():
+    report = energy_report()
+    energy = compute_energy(report, Intensity(370.0, "constant (JOBREPORT_CARBON_INTENSITY)"))
+    assert energy.joules == 2 * KWH
+    assert energy.co2e_grams == pytest.approx(740.0)
+    # idle cores: the meter's share of the job's cores x the CPU time left unused
+    assert energy.unused_cores_joules == pytest.approx(0.5 * KWH * (1 - report.cpu_efficiency))
+    # idle GPUs: one busy at 85 %, one idle: the GPUs' joules x (1 - 0.425)
+    assert energy.unused_gpus_joules == pytest.approx(1 * KWH * (1 - 0.425))
+
+
+def test_no_energy_series_no_energy():
+    assert compute_energy(sample_report(), Intensity(370.0, "constant")) is None
+
+
+def test_carbon_from_a_site_series_mean_over_the_run():
+    report = energy_report()
+    asked = []
+
+    def vector(query, at):
+        asked.append((query, at))
+        return [({}, 250.0)]
+
+    intensity = intensity_for('promql:grid_carbon_intensity{zone="DE"}', report, vector)
+    assert asked == [(series_query('grid_carbon_intensity{zone="DE"}', report.elapsed_seconds),
+                      report.end_time.timestamp())]
+    assert 'avg_over_time(grid_carbon_intensity{zone="DE"}[3600s])' in asked[0][0]
+    energy = compute_energy(report, intensity)
+    assert energy.co2e_grams == pytest.approx(500.0)
+    assert "grid_carbon_intensity" in energy.intensity_source
+    no_samples = intensity_for("promql:grid", report, lambda q, t: [])
+    assert compute_energy(report, no_samples).co2e_grams is None
+
+
+def test_reports_show_kwh_co2e_and_the_unused_allocations_energy():
+    report = energy_report()
+    report = dataclasses.replace(
+        report, energy=compute_energy(report, Intensity(370.0, "constant")))
+    text = text_renderer.render(report)
+    assert "2 kWh (node01 1.5 kWh, node02 0.5 kWh); 740 g CO2e at 370 g/kWh (constant)" in text
+    unused = report.energy.unused_joules / KWH
+    assert f"The unused allocation drew {unused:.3g} kWh" in " ".join(text.split())  # wrapped
+    page = html_renderer.render(report)
+    assert "740 g CO2e" in page and f"drew {unused:.3g} kWh" in page
+    data = json.loads(json_renderer.render(report))
+    assert data["energy"]["kwh"] == pytest.approx(2.0)
+    assert data["energy"]["co2e_grams"] == pytest.approx(740.0)
+    assert data["energy"]["carbon_intensity_g_per_kwh"] == 370.0
+    assert data["energy"]["carbon_intensity_source"] == "constant"
+    assert data["energy"]["by_node"] == [{"node": "node01", "kwh": 1.5},
+                                         {"node": "node02", "kwh": 0.5}]
+    assert data["usage"]["energy_joules"] == 2 * KWH
+
+
+def test_report_without_energy_has_no_energy_line():
+    text = text_renderer.render(sample_report())
+    assert "kWh" not in text
+    assert json.loads(json_renderer.render(sample_report()))["energy"] is None
+
+
+def test_archived_report_keeps_the_energy_figures():
+    report = energy_report()
+    back = report_from_record(json_renderer.to_dict(report), {})
+    assert back.usage.energy_joules == 2 * KWH
+    assert back.usage.energy_other_joules == 0.5 * KWH
+    assert back.usage.energy_by_node == (("node01", 1.5 * KWH), ("node02", 0.5 * KWH))
+
+
+@pytest.mark.parametrize("value", ["-3", "lots", "promql:"])
+def test_bad_carbon_intensity_names_the_variable(value):
+    with pytest.raises(SettingsError, match="JOBREPORT_CARBON_INTENSITY"):
+        Settings.from_env({"JOBREPORT_CARBON_INTENSITY": value, "JOBREPORT_CONFIG": ""})
+
+
+def test_pdf_and_email_carry_the_energy_line():
+    report = energy_report()
+    report = dataclasses.replace(
+        report, energy=compute_energy(report, Intensity(370.0, "constant")))
+    pdf = pdf_renderer.render(report)
+    assert pdf.startswith(b"%PDF")
+    message = email_renderer.render(report, "alice@example.org", "jobreport@example.org")
+    body = message.get_body(("plain",)).get_content()
+    assert "740 g CO2e" in " ".join(body.split())

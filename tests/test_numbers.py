@@ -318,5 +318,5 @@ def test_json_schema_is_pinned():
         "threads_max", "open_files_max", "open_files_limit_ratio_max", "scratch_in_use",
         "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
         "memory_high_events", "energy_joules", "energy_gpu_joules", "energy_other_joules",
-        "energy_by_node",
+        "energy_by_node", "gpu_energy",
     }  # fmt: skip

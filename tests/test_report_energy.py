@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers.reports import sample_report
 from webapp.archive.codec import report_from_record
+from webapp.detectors import detect_all
 from webapp.renderers import email as email_renderer
 from webapp.renderers import html as html_renderer
 from webapp.renderers import json as json_renderer
@@ -116,3 +117,16 @@ def test_pdf_and_email_carry_the_energy_line():
     message = email_renderer.render(report, "alice@example.org", "jobreport@example.org")
     body = message.get_body(("plain",)).get_content()
     assert "740 g CO2e" in " ".join(body.split())
+
+
+def test_idle_gpu_finding_says_how_much_energy_it_drew():
+    report = energy_report()
+    labels = [s.label for s in report.usage.gpu_utilization]  # gpu0 busy, gpu1 idle
+    usage = dataclasses.replace(report.usage, gpu_energy=((labels[0], 2.5e6), (labels[1], 1.44e6)))
+    finding = next(f for f in detect_all(dataclasses.replace(report, usage=usage))
+                   if f.name == "gpu_idle")
+    assert finding.message.endswith("The idle GPU drew 0.4 kWh.")
+    assert finding.evidence["idle_gpus_energy_joules"] == 1.44e6
+    # Without energy series the finding says nothing of energy.
+    plain = next(f for f in detect_all(report) if f.name == "gpu_idle")
+    assert "kWh" not in plain.message

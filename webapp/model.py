@@ -320,6 +320,7 @@ class Usage:
     energy_gpu_joules: float | None = None
     energy_other_joules: float | None = None
     energy_by_node: tuple[tuple[str, float], ...] = ()  # (node, joules)
+    gpu_energy: tuple[tuple[str, float], ...] = ()  # (label as gpu_utilization's, joules)
     queries: tuple[tuple[str, str], ...] = ()  # (name, PromQL) as sent, for the audit
 
     @property

@@ -135,6 +135,7 @@ def report_from_record(summary: Mapping[str, Any], series: Mapping[str, Any],
             "memory_high_events", "energy_joules", "energy_gpu_joules",
             "energy_other_joules")},
         energy_by_node=tuple((str(n), float(j)) for n, j in u.get("energy_by_node") or ()),
+        gpu_energy=tuple((str(n), float(j)) for n, j in u.get("gpu_energy") or ()),
     )
     steps = tuple(
         Step(step_id=s["step_id"], name=s["name"], state=s["state"], exit_code=s["exit_code"],

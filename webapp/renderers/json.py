@@ -163,6 +163,7 @@ def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
             "energy_gpu_joules": u.energy_gpu_joules,
             "energy_other_joules": u.energy_other_joules,
             "energy_by_node": [[node, j] for node, j in u.energy_by_node],
+            "gpu_energy": [[label, j] for label, j in u.gpu_energy],
         },
         "steps": [
             {

@@ -161,6 +161,8 @@ def _evidence_value(key: str, value: float | int | str) -> tuple[str, str]:
             return key.removesuffix("_bytes"), format_bytes(value)
         if key.endswith("_seconds"):
             return key.removesuffix("_seconds"), format_duration(value)
+        if key.endswith("_energy_joules"):
+            return key.removesuffix("_joules"), format_energy(value)
         if _RATIO_KEYS.search(key):
             return key, format_percent(value)
         return key, f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"

@@ -38,6 +38,7 @@ from webapp.sources.prometheus_coverage import COVERAGE_QUERIES, coverages
 from webapp.sources.prometheus_queries import (
     ENERGY_FIGURES,
     FIGURE_LABEL,
+    GPU_ENERGY_QUERY,
     V2_ONLY_FIGURES,
     combined,
     peak_query,
@@ -247,6 +248,10 @@ class PrometheusSource:
                   "time": next(iter(peaks.values()))[1]}
         calls.append(self._call("/api/v1/query", gauges, parse_labelled))
         sent.append(("window peaks", gauges["query"]))
+        gpu_energy = GPU_ENERGY_QUERY.format(node=node, sel=sel, span=span)
+        calls.append(self._call("/api/v1/query", {"query": gpu_energy, "time": at_end},
+                                parse_labelled))
+        sent.append(("GPU energy", gpu_energy))
         answers = iter(self._run(calls))
         ranges: dict[str, tuple[Series, ...]] = {
             name: merge_series([next(answers) for _ in range(n)]) for name, n in n_chunks.items()
@@ -254,6 +259,8 @@ class PrometheusSource:
         vectors = {name: tuple(next(answers)) for name in VECTOR_QUERIES}
         per_node = next(answers)
         scalars = _figures(next(answers))
+        per_gpu = tuple(sorted((f"{m.get(node, '?')}/{m.get('gpu', '?')}", v)
+                               for m, v in next(answers)))
         scalars.update(_tail_figures(per_node))
         # A node with series in the window but no last sample (its exporter stopped before
         # the job ended): those figures are computed over the whole window instead.
@@ -296,6 +303,7 @@ class PrometheusSource:
             energy_gpu_joules=scalars.get("energy_gpu_joules"),
             energy_other_joules=scalars.get("energy_other_joules"),
             energy_by_node=_by_node(per_node, "energy_joules"),
+            gpu_energy=per_gpu,
             queries=tuple(sent),
         )
 

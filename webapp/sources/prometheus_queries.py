@@ -144,6 +144,10 @@ PEAK_TEMPLATE = (
 )
 PIECE_SECONDS = 3600  # at least; grows past ~8 days so that at most 200 pieces are read
 
+# Each allocated GPU's joules over the job (its NVML counter runs from the driver's load,
+# so the increase, not the last value); few series, for the idle-GPU finding's figure.
+GPU_ENERGY_QUERY = "sum by ({node}, gpu) (increase(jobs_gpu_energy_joules_total{{{sel}}}[{span}]))"
+
 FIGURE_LABEL = "figure"  # names each figure in a combined answer
 
 

@@ -17,6 +17,7 @@ from webapp.sources.staff_data import StaffJob
 
 GIB = 1024**3
 HOUR = 3600.0
+KWH = 3.6e6  # joules
 
 
 @dataclass(frozen=True)
@@ -182,3 +183,24 @@ def longest_queued(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
     return _job_table("longest_queued", "Longest-queued jobs and why they waited",
                       "Start minus submit; reasons as slurm-exporter saw them while the job was "
                       "pending.", ("partition", "waited", "reasons"), jobs, cell, "wait", cfg)
+
+
+def energy_by(key: str, jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+    """kWh per account (``key="account"``) or per user, from the jobs with energy series."""
+    kwh: Counter[str] = Counter()
+    count: Counter[str] = Counter()
+    for j in jobs:
+        if j.energy_joules is not None:
+            kwh[getattr(j, key)] += j.energy_joules / KWH
+            count[getattr(j, key)] += 1
+    total = sum(kwh.values())
+    rows = [Row((name, f"{kwh[name]:,.3g}", _pct(kwh[name] / total if total else None),
+                 str(count[name])),
+                {key: name, "kwh": kwh[name], "share": kwh[name] / total if total else None,
+                 "jobs": count[name]}, user=name if key == "user" else None)
+            for name in sorted(kwh, key=lambda n: (-kwh[n], n))]
+    return Table(f"energy_{key}s", f"Energy by {key}",
+                 "kWh the exporter attributed to the jobs (CPU package by CPU time, memory, "
+                 "GPUs, the rest of the node meter by cores); jobs on nodes without an energy "
+                 "source are not counted.", (key, "kWh", "share", "jobs"),
+                 tuple(rows[: int(cfg.rows)]))

@@ -13,6 +13,7 @@ from webapp.report.staff import (
     Row,
     StaffReport,
     Table,
+    energy_by,
     fragmentation,
     idle_nodes,
     large_memory,
@@ -96,6 +97,8 @@ def build_staff_report(cluster: str, jobs: list[StaffJob], since: float, until: 
         large_memory(long_enough, cfg),
         longest_queued(jobs, cfg),
         offenders(alerts, cfg),
+        energy_by("account", jobs, cfg),
+        energy_by("user", jobs, cfg),
     )
     return StaffReport(cluster, since, until, len(jobs), cfg, tables)
 

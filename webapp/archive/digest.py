@@ -5,6 +5,8 @@ Per job, what was requested and not used:
 - GPU-hours: GPUs x elapsed x (1 - mean GPU utilization over the archived series), for
   jobs with GPUs whose utilization was recorded;
 - memory GB-hours: (requested - peak) x elapsed, in 10^9 bytes x hours.
+Energy, per job and per account: the kWh the exporter split to the job (the archived
+``usage.energy_joules``); jobs on nodes without an energy source add nothing.
 A figure that cannot be computed (no CPU time, no peak) counts as nothing, never a guess.
 """
 
@@ -32,6 +34,8 @@ class JobWaste:
     memory_gb_hours: float
     findings: tuple[str, ...]
     folded: bool  # the daily cap kept it out of email: its findings are told here
+    account: str | None = None
+    energy_kwh: float | None = None  # None: no energy series
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,20 @@ class Digest:
         return sum(j.memory_gb_hours for j in self.jobs)
 
     @property
+    def energy_kwh(self) -> float | None:
+        values = [j.energy_kwh for j in self.jobs if j.energy_kwh is not None]
+        return sum(values) if values else None
+
+    @property
+    def energy_by_account(self) -> list[tuple[str, float]]:
+        """(account, kWh), largest first."""
+        kwh: Counter[str] = Counter()
+        for j in self.jobs:
+            if j.energy_kwh is not None:
+                kwh[j.account or "?"] += j.energy_kwh
+        return sorted(kwh.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    @property
     def folded(self) -> int:
         return sum(j.folded for j in self.jobs)
 
@@ -82,8 +100,10 @@ def job_waste(job: ArchivedJob, folded: bool = False) -> JobWaste:
     mem = 0.0
     if s.get("memory_requested_bytes") and s.get("memory_peak_bytes") is not None:
         mem = max(0, s["memory_requested_bytes"] - s["memory_peak_bytes"]) / GB * hours
+    joules = (s.get("usage") or {}).get("energy_joules")
     return JobWaste(job.job_id, s.get("job_name"), job.state, job.end_time, elapsed, cpu, gpu,
-                    mem, tuple(f["name"] for f in s.get("findings", [])), folded)
+                    mem, tuple(f["name"] for f in s.get("findings", [])), folded,
+                    s.get("account"), None if joules is None else joules / 3.6e6)
 
 
 def build_digest(cluster: str, user: str, since: int, until: int, jobs: Iterable[ArchivedJob],

@@ -238,10 +238,8 @@ def split(b: Batch, ranges: Mapping[str, list], peaks: Mapping[str, list], cores
 
         peak: dict[str, float | None] = {}
         for name, (_, combine) in {**PEAKS, **SUM_PEAKS}.items():
-            if name not in p:
-                continue
             per_node = [max(v for _, v in pts)
-                        for metric, values in p[name].get(job.job_id, ())
+                        for metric, values in p.get(name, {}).get(job.job_id, ())
                         if node_matches(metric.get(node, ""), job.nodes)
                         and (pts := _points(values or [], lo, hi))]
             peak[name] = (sum(per_node) if combine == "sum" else max(per_node)) \
@@ -274,7 +272,7 @@ def split(b: Batch, ranges: Mapping[str, list], peaks: Mapping[str, list], cores
             open_files_limit_ratio_max=peak["open_files_limit_ratio_max"],
             scratch_in_use=None if peak["scratch_in_use"] is None
             else peak["scratch_in_use"] > 0,
-            energy_joules=peak.get("energy_joules"),
+            energy_joules=peak["energy_joules"],
             step_seconds=b.step,
         )
     return out

@@ -18,8 +18,8 @@ from webapp.renderers import pdf as pdf_renderer
 from webapp.renderers import text as text_renderer
 from webapp.report.energy import Intensity, compute_energy, intensity_for, series_query
 from webapp.report.waste import compute_waste
-from webapp.sources.prometheus_bulk import RANGE, Batch, JobWindow, split
 from webapp.settings import Settings, SettingsError
+from webapp.sources.prometheus_bulk import RANGE, Batch, JobWindow, split
 
 KWH = 3.6e6
 

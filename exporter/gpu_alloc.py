@@ -9,8 +9,9 @@ A job's processes can set any environment they like, so SLURM_JOB_GPUS in
    devices.deny, then allowed the job's devices): the minors of major 195 it allows.
    When the list reads ``a *:* rwm`` the kernel hides the denied devices, so it tells
    nothing (what Slurm 22.05 produces) and the next source is asked;
-3. ``scontrol -d show job <id>``: ``GRES=gpu:1(IDX:1)`` on this node's ``Nodes=`` line,
-   asked once per job (an allocation never changes).
+3. ``scontrol -d show job <id>``: ``GRES=gpu:1(IDX:1)`` on this node's ``Nodes=`` detail
+   line, asked once per job (an allocation never changes); only the detail lines after the
+   job's fixed fields count, never free text (a job name can hold line breaks).
 
 Everything parsed is bounded: an index is below ``MAX_GPUS``, a list has at most that many
 entries. Bad data raises ValueError for that one job; the caller drops only its series.
@@ -126,15 +127,50 @@ def parse_scontrol_gpus(text: str, job_id: str, node: str) -> tuple[int, ...]:
 
     ``JobId=3 JobName=gpujob2.sh``
     ``     Nodes=vm CPU_IDs=1 Mem=200 GRES=gpu:1(IDX:1)``
-    Raises ValueError when the text is not about that job.
+    Raises ValueError when the text is not about that job, or when it holds more than one
+    answer for ``node``.
+
+    scontrol prints the job name (and later the work dir, command, comment, output paths)
+    verbatim, line breaks included, so a line of free text can look like a detail line.
+    Detail lines are only the run right after the job's fixed ``JOB_GRES=`` line (or, on
+    Slurm without it, ``Socks/Node=``); a name can fake such a run too, so when two runs
+    name this node with different GPUs nobody can tell which is Slurm's and the job gets
+    none.
     """
     first = text.split(None, 1)[0] if text.strip() else ""
     if first != f"JobId={job_id}":
         raise ValueError(f"scontrol answered {first[:40]!r}, not JobId={job_id}")
-    for line in text.splitlines():
+    answers = {_detail_gpus(run, node) for run in _detail_runs(text.splitlines())}
+    answers.discard(None)
+    if len(answers) > 1:
+        raise ValueError(f"{len(answers)} different GPU lines for {node}; free text mimics one")
+    return answers.pop() if answers else ()
+
+
+_DETAIL_ANCHORS = ("JOB_GRES=", "Socks/Node=")
+
+
+def _detail_runs(lines: list[str]) -> list[list[list[str]]]:
+    """Each run of ``Nodes=`` lines that follows a detail anchor, as split fields."""
+    runs: list[list[list[str]]] = []
+    current: list[list[str]] | None = None
+    for line in lines:
         fields = line.split()
-        if not fields or not fields[0].startswith("Nodes="):
+        if fields and fields[0].startswith("Nodes=") and current is not None:
+            current.append(fields)
             continue
+        if current:
+            runs.append(current)
+        anchored = bool(fields) and fields[0].startswith(_DETAIL_ANCHORS)
+        current = [] if anchored else None
+    if current:
+        runs.append(current)
+    return runs
+
+
+def _detail_gpus(run: list[list[str]], node: str) -> tuple[int, ...] | None:
+    """GPU indexes of the run's line for ``node``; None when no line names it."""
+    for fields in run:
         if not hostlist_contains(fields[0][len("Nodes=") :], node):
             continue
         found: set[int] = set()
@@ -144,7 +180,7 @@ def parse_scontrol_gpus(text: str, job_id: str, node: str) -> tuple[int, ...]:
                     if idx != "N/A":
                         found.update(parse_gpu_list(idx))
         return tuple(sorted(found))
-    return ()
+    return None
 
 
 def read_allocation_file(alloc_dir: str, job_id: str) -> tuple[int, ...] | None:

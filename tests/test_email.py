@@ -1,14 +1,14 @@
-"""Email: MIME structure, owner address, policy, header injection, and delivery through a
-real SMTP server on loopback (aiosmtpd) across outages and a killed batch."""
+"""Email: MIME structure, owner address, policy, header injection, the one-click opt-out
+headers as the SMTP server received them, and a send by hand through a real SMTP server on
+loopback (aiosmtpd): the sync's policy and outbox key, so never a second email."""
 
 from __future__ import annotations
 
-import json
-import os
-import sqlite3
-import subprocess
-import sys
+import re
+from collections import Counter
 from email import message_from_bytes
+from email.message import EmailMessage
+from email.policy import SMTP as SMTP_POLICY
 from email.policy import default
 
 import pytest
@@ -17,10 +17,8 @@ from aiosmtpd.controller import Controller
 from tests.helpers.mail import (
     FAKE_PDF,
     Recorder,
-    batch_service,
     email_args,
     free_port,
-    kill_while_held,
     mail_settings,
     outbox_args,
 )
@@ -32,16 +30,22 @@ from tests.helpers.reports import (
     gap_report,
     sample_report,
 )
+from webapp.archive.mail_state import MailState
+from webapp.archive.opt_out_link import OptOutToken, read_token
+from webapp.archive.store import Archive, ArchivedJob
 from webapp.cli import mail as mail_cli
+from webapp.cli.durations import parse_lookback
 from webapp.cli.mail import run_outbox
 from webapp.mail import policy
-from webapp.mail.outbox import Outbox
+from webapp.mail.digest import send_digests
+from webapp.mail.outbox import Outbox, deliver
+from webapp.mail.owner import email_key, submit_seconds
+from webapp.mail.sending import smtp_connect
 from webapp.renderers import email as email_renderer
 from webapp.settings import Settings
-
-# batch_service() jobs that get an email when nobody opted out
-EXPECTED_JOBS = ["4242", "7003", "7004", "7005", "7006"]
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from webapp.sources.ended import EndedJob
+from webapp.sync.options import SyncOptions
+from webapp.sync.run import Syncer, SyncResult
 
 
 def test_render_mime_parts_with_real_pdf():
@@ -103,7 +107,7 @@ def test_policy():
 @pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("30m", 1800), ("1h", 3600),
                                                ("2d", 172800), ("1.5h", 5400)])
 def test_parse_duration(text, seconds):
-    assert mail_cli.parse_lookback(text).total_seconds() == seconds
+    assert parse_lookback(text).total_seconds() == seconds
 
 
 def test_send_one_to_owner_over_smtp(smtp, tmp_path, capsys):
@@ -166,143 +170,200 @@ def test_send_one_with_to_and_injection(smtp, tmp_path, fast_pdf):
                             settings, service) == 2
 
 
-def test_batch_applies_policy_and_is_idempotent(smtp, tmp_path, fast_pdf, capsys):
-    recorder, port = smtp
-    (tmp_path / "map").write_text("bob bob@lab.example\n")
-    (tmp_path / "optout").write_text("carol\n")
-    settings = mail_settings(tmp_path, port, mail_map=str(tmp_path / "map"),
-                             mail_opt_out=str(tmp_path / "optout"))
-    assert mail_cli.run_email(email_args("--ended-since", "1h"), settings, batch_service()) == 0
-    assert sorted(r[0][0] for r in recorder.messages) == [
-        "alice@example.org", "bob@lab.example", "dave@example.org", "erin@example.org"]
-    assert "4 queued" in capsys.readouterr().out
-    assert mail_cli.run_email(email_args("--ended-since", "1h"), settings, batch_service()) == 0
-    assert len(recorder.messages) == 4
-    assert "4 already queued" in capsys.readouterr().out
 
 
-def test_batch_dry_run_sends_and_records_nothing(smtp, tmp_path, fast_pdf, capsys):
-    recorder, port = smtp
-    settings = mail_settings(tmp_path, port)
-    assert mail_cli.run_email(email_args("--ended-since", "1h", "--dry-run"), settings,
-                            batch_service()) == 0
-    assert "would send job 4242 to alice@example.org" in capsys.readouterr().out
-    assert recorder.messages == []
+# -- one mail path: a send by hand is the sync's email step for one job ---------------------
+
+def _owner_key(report) -> str:
+    return email_key("demo", report.job_id, submit_seconds(report))
+
+
+def _sync_email(settings: Settings, service: FakeService, job_ids: list[str]) -> Counter:
+    """The sync's email step for these jobs (as `jobreport sync --direction email` runs
+    it once it has selected them), then its delivery."""
+    syncer = Syncer(settings, service=service, archive=Archive(settings.archive_url),
+                    connect=smtp_connect(settings))
     outbox = Outbox(settings.outbox)
-    assert outbox.rows(("pending", "sent")) == []
+    result = SyncResult(outcomes={"email": Counter()})
+    try:
+        for job_id in job_ids:
+            report = service.reports[job_id]
+            job = EndedJob(int(report.end_time.timestamp()), job_id, submit_seconds(report),
+                           "demo")
+            syncer._process(job, ["email"], SyncOptions(direction="email"), outbox,
+                            frozenset(), result)
+        with outbox.lock():
+            deliver(outbox, smtp_connect(settings))
+    finally:
+        outbox.close()
+        syncer.close()
+    return result.outcomes["email"]
+
+
+def test_by_hand_and_sync_email_each_job_once_whichever_runs_first(smtp, tmp_path, fast_pdf,
+                                                                   capsys):
+    recorder, port = smtp
+    settings = mail_settings(tmp_path, port, mail_daily_cap=0)
+    service = FakeService({j: sample_report(j, "alice") for j in ("8001", "8002")})
+    assert mail_cli.run_email(email_args("8001"), settings, service) == 0  # by hand first
+    assert _sync_email(settings, service, ["8001", "8002"]) == Counter(
+        {"already queued": 1, "queued": 1})
+    assert mail_cli.run_email(email_args("8002"), settings, service) == 0  # the sync's first
+    assert "job 8002 was already sent to alice@example.org" in capsys.readouterr().out
+    assert sorted(recorder.jobs()) == ["8001", "8002"]
+    outbox = Outbox(settings.outbox)
+    assert [r.key for r in outbox.rows(("sent",))] == [
+        _owner_key(service.reports["8001"]), _owner_key(service.reports["8002"])]
     outbox.close()
 
 
-def test_smtp_down_then_up_delivers_each_once(tmp_path, fast_pdf, capsys):
+def test_by_hand_honours_opt_outs_and_the_daily_cap(smtp, tmp_path, fast_pdf, capsys):
+    recorder, port = smtp
+    (tmp_path / "optout").write_text("carol\n")
+    settings = mail_settings(tmp_path, port, mail_opt_out=str(tmp_path / "optout"),
+                             mail_daily_cap=1)
+    reports = [sample_report("9001", "carol"), sample_report("9002", "dave"),
+               sample_report("9003", "alice"), sample_report("9004", "alice"),
+               sample_report("9005", "erin", elapsed_seconds=60.0)]
+    service = FakeService({r.job_id: r for r in reports})
+    with Archive(settings.archive_url) as archive:
+        MailState(archive.db).opt_out("demo", "dave", "link")
+    outcomes = {}
+    for job_id in service.reports:
+        assert mail_cli.run_email(email_args(job_id), settings, service) == 0
+        outcomes[job_id] = capsys.readouterr().out.strip()
+    assert outcomes == {
+        "9001": "job 9001 not emailed to carol@example.org: skipped: user opted out",
+        "9002": "job 9002 not emailed to dave@example.org: skipped: user opted out",
+        "9003": "sent job 9003 report to alice@example.org",
+        "9004": "job 9004 not emailed to alice@example.org: folded into digest",
+        "9005": "job 9005 not emailed to erin@example.org: skipped: ran under 600 s",
+    }
+    assert recorder.jobs() == ["9003"]
+    # The cap's decision is the sync's too: it folds 9004 and sends 9003 no second time.
+    assert _sync_email(settings, service, ["9003", "9004"]) == Counter(
+        {"already queued": 1, "folded into digest": 1})
+    assert recorder.jobs() == ["9003"]
+
+
+def test_to_another_address_is_a_copy_outside_the_owners_policy(smtp, tmp_path, fast_pdf,
+                                                                 capsys):
+    recorder, port = smtp
+    (tmp_path / "optout").write_text("alice\n")
+    settings = mail_settings(tmp_path, port, mail_opt_out=str(tmp_path / "optout"))
+    service = FakeService({"4242": sample_report("4242", "alice")})
+    assert mail_cli.run_email(email_args("4242", "--to", "alice@example.org"), settings,
+                              service) == 0  # the owner's own address: the policy applies
+    assert "skipped: user opted out" in capsys.readouterr().out
+    assert mail_cli.run_email(email_args("4242", "--to", "staff@example.org"), settings,
+                              service) == 0
+    assert [rcpt for rcpt, _ in recorder.messages] == [["staff@example.org"]]
+
+
+def test_ended_since_is_gone_and_says_where_it_went(tmp_path, capsys):
+    settings = mail_settings(tmp_path, free_port())
+    assert mail_cli.run_email(email_args("--ended-since", "1h"), settings, FakeService()) == 2
+    assert "`jobreport sync`" in capsys.readouterr().err
+    assert mail_cli.run_email(email_args(), settings, FakeService()) == 2
+
+
+def test_smtp_down_then_up_sends_the_by_hand_email_once(tmp_path, fast_pdf, capsys):
     port = free_port()  # nothing listens yet: connection refused
     settings = mail_settings(tmp_path, port)
-    assert mail_cli.run_email(email_args("--ended-since", "1h"), settings, batch_service()) == 0
-    assert "5 queued" in capsys.readouterr().out
+    service = FakeService({"4242": sample_report("4242", "alice")})
+    assert mail_cli.run_email(email_args("4242"), settings, service) == 1
+    assert "it stays in the outbox" in capsys.readouterr().out
     outbox = Outbox(settings.outbox)
-    assert [r.status for r in outbox.rows()] == ["pending"] * 5
-    assert outbox.rows()[0].attempts == 1 and "SMTP unavailable" in outbox.rows()[0].last_error
+    (row,) = outbox.rows()
+    assert row.status == "pending" and "SMTP unavailable" in row.last_error
     recorder = Recorder()
     controller = Controller(recorder, hostname="127.0.0.1", port=port)
     controller.start()
     try:
         assert run_outbox(outbox_args("--retry"), settings) == 0
-        assert "5 sent" in capsys.readouterr().out
-        mail_cli.run_email(email_args("--ended-since", "1h"), settings, batch_service())
-        run_outbox(outbox_args("--retry"), settings)
+        assert mail_cli.run_email(email_args("4242"), settings, service) == 0
+        assert "already sent" in capsys.readouterr().out
     finally:
         controller.stop()
         outbox.close()
-    assert sorted(recorder.jobs()) == EXPECTED_JOBS
-    assert len(set(recorder.message_ids())) == 5
+    assert recorder.jobs() == ["4242"]
 
 
-def test_temporary_refusal_mid_batch_is_retried_once(smtp, tmp_path, fast_pdf):
+def test_by_hand_leaves_its_email_to_the_run_holding_the_outbox(smtp, tmp_path, fast_pdf,
+                                                                capsys):
     recorder, port = smtp
     settings = mail_settings(tmp_path, port)
-    recorder.refuse = True
-    mail_cli.run_email(email_args("--ended-since", "1h"), settings, batch_service())
-    assert recorder.messages == []
-    outbox = Outbox(settings.outbox)
-    rows = outbox.rows()
-    outbox.close()
-    assert {r.status for r in rows} == {"pending"} and all(r.last_error for r in rows)
-    recorder.refuse = False
-    assert run_outbox(outbox_args(), settings) == 0  # listing only: nothing due yet
-    assert recorder.messages == []
-    run_outbox(outbox_args("--retry"), settings)
-    assert sorted(recorder.jobs()) == EXPECTED_JOBS
-
-
-def test_batch_waits_for_no_one_when_locked(smtp, tmp_path, fast_pdf, capsys):
-    recorder, port = smtp
-    settings = mail_settings(tmp_path, port)
+    service = FakeService({"4242": sample_report("4242", "alice")})
     outbox = Outbox(settings.outbox)
     with outbox.lock():
-        assert mail_cli.run_email(email_args("--ended-since", "1h"), settings,
-                                batch_service()) == 0
+        assert mail_cli.run_email(email_args("4242"), settings, service) == 0
+    assert "the run that holds the outbox now sends it" in capsys.readouterr().out
+    assert recorder.messages == [] and [r.status for r in outbox.rows()] == ["pending"]
     outbox.close()
-    assert "another batch is running" in capsys.readouterr().out
-    assert recorder.messages == []
 
 
-BATCH_SCRIPT = """
-import json, os, sys
-from dataclasses import replace
-import webapp.renderers.pdf
-webapp.renderers.pdf.render = lambda report: b"%PDF-1.4 test"
-from tests.helpers.mail import batch_service, email_args
-from webapp.cli.mail import run_email
-from webapp.settings import Settings
-settings = Settings(**json.loads(os.environ["TEST_SETTINGS"]))
-sys.exit(run_email(email_args("--ended-since", "1h"), settings, batch_service()))
-"""
+# -- List-Unsubscribe: a <URL> as RFC 2369 / 8058 want it, never an encoded-word -------------
+
+LONG_PUBLIC_URL = "https://jobreport.cluster-support.example.org/a/path/that/runs/long"
 
 
-def run_batch_process(settings: Settings) -> subprocess.Popen:
-    fields = {k: getattr(settings, k) for k in ("smtp_host", "smtp_port", "mail_from",
-                                                "mail_to", "outbox", "mail_min_runtime")}
-    env = {**os.environ, "TEST_SETTINGS": json.dumps(fields), "PYTHONPATH": ROOT}
-    return subprocess.Popen([sys.executable, "-c", BATCH_SCRIPT], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def _head(raw: bytes) -> bytes:
+    return raw.split(b"\r\n\r\n", 1)[0] + b"\r\n"
 
 
-def test_killed_batch_restarted_loses_and_duplicates_nothing(smtp, tmp_path):
+def _assert_one_click_headers(raw: bytes, user: str) -> None:
+    head = _head(raw)
+    url = re.search(rb"\r\nList-Unsubscribe: <(https://[^>\r\n ]+)>\r\n", head)
+    assert url, head
+    assert url.group(1).startswith(f"{LONG_PUBLIC_URL}/unsubscribe/".encode())
+    assert read_token(SECRET, url.group(1).rsplit(b"/", 1)[1].decode(), 90) == \
+        OptOutToken("demo", user)
+    assert b"\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n" in head
+    assert b"=?" not in head.split(b"List-Unsubscribe")[1]
+    assert max(len(line) for line in head.split(b"\r\n")) <= 998
+
+
+SECRET = "s" * 40
+
+
+def test_report_email_carries_a_plain_one_click_url(smtp, tmp_path, fast_pdf):
     recorder, port = smtp
-    settings = mail_settings(tmp_path, port)
-    recorder.hold_after = 1  # accept the first email, then hold the second in DATA
-    proc = run_batch_process(settings)
-    try:
-        kill_while_held(proc, recorder, 60,
-                        lambda: proc.stdout.read().decode() if proc.poll() else "slow")
-    finally:
-        proc.stdout.close()
-    recorder.release.set()
-    assert len(recorder.messages) == 1
-    db = sqlite3.connect(settings.outbox)
-    assert sorted(s for (s,) in db.execute("SELECT status FROM outbox")) == [
-        "pending", "pending", "pending", "sending", "sent"]
-    db.close()
-    restarted = run_batch_process(settings)
-    out = restarted.communicate(timeout=60)[0].decode()
-    assert restarted.returncode == 0, out
-    assert sorted(recorder.jobs()) == EXPECTED_JOBS
-    assert len(set(recorder.message_ids())) == 5
-    db = sqlite3.connect(settings.outbox)
-    assert {s for (s,) in db.execute("SELECT status FROM outbox")} == {"sent"}
-    db.close()
+    settings = mail_settings(tmp_path, port, secret_key=SECRET, public_url=LONG_PUBLIC_URL)
+    service = FakeService({"4242": sample_report("4242", "alice")})
+    assert mail_cli.run_email(email_args("4242"), settings, service) == 0
+    (_, raw), = recorder.messages
+    assert len(_head(raw).split(b"\r\nList-Unsubscribe: ")[1].split(b"\r\n")[0]) > 78
+    _assert_one_click_headers(raw, "alice")
 
 
-def test_one_broken_report_does_not_stop_the_batch(smtp, tmp_path, fast_pdf, capsys):
+def test_digest_email_carries_a_plain_one_click_url(smtp, tmp_path):
     recorder, port = smtp
+    settings = mail_settings(tmp_path, port, secret_key=SECRET, public_url=LONG_PUBLIC_URL,
+                             cluster="demo")
+    job = ArchivedJob("demo", "4242", 1, 150, "alice", "COMPLETED", 5.0,
+                      {"findings": [], "cpus": 2, "elapsed_seconds": 3600,
+                       "cpu_seconds": 3600}, {}, 0.0)
+    with Archive(settings.archive_url) as archive:
+        archive.put(job)
+        outbox = Outbox(settings.outbox)
+        run = send_digests(settings, archive, outbox, smtp_connect(settings), 0, 500)
+        outbox.close()
+    assert run.counts["queued"] == 1
+    (_, raw), = recorder.messages
+    assert b"\r\nX-Jobreport-Digest: alice " in _head(raw)
+    _assert_one_click_headers(raw, "alice")
 
-    class Flaky(FakeService):
-        def build(self, job_id):
-            if job_id == "7005":
-                raise RuntimeError("detector bug")
-            return super().build(job_id)
 
-    service = Flaky(batch_service().reports)
-    settings = mail_settings(tmp_path, port)
-    assert mail_cli.run_email(email_args("--ended-since", "1h"), settings, service) == 1
-    assert "1 errors" in capsys.readouterr().out
-    assert sorted(recorder.jobs()) == ["4242", "7003", "7004", "7006"]
+def test_a_url_past_the_line_limit_is_folded_inside_the_brackets_not_encoded():
+    url = "https://x.example.org/unsubscribe/" + "A" * 1200
+    msg = EmailMessage(policy=default)
+    email_renderer.list_unsubscribe(msg, url)
+    head = msg.as_bytes(policy=SMTP_POLICY)
+    lines = head.split(b"\r\n")
+    assert lines[0].startswith(b"List-Unsubscribe: <https://x.example.org/")
+    assert all(len(line) <= 78 for line in lines) and b"=?" not in head
+    # RFC 2369: whitespace inside the brackets is ignored, so the URL reads back whole.
+    value = str(message_from_bytes(head, policy=default)["List-Unsubscribe"])
+    assert re.sub(r"\s", "", value) == f"<{url}>"
+    with pytest.raises(ValueError):
+        email_renderer.list_unsubscribe(msg, "https://x.org/a>\r\nBcc: evil@example.org")

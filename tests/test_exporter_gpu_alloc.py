@@ -32,6 +32,8 @@ HOSTILE_JOB = FIXTURES / "v1-cpu-hostile"  # job 11, CPU only, SLURM_JOB_GPUS=1 
 WHITELIST = FIXTURES / "devices" / "whitelist-195-1.list"
 DEVICES_3 = "cgroup/devices/slurm_vm/uid_1001/job_3/devices.list"
 HOSTILE_PIDS = ("8279", "8280")
+# CPU-only job 1 whose name is "x\n     Nodes=vm CPU_IDs=0 Mem=100 GRES=gpu:1(IDX:0)".
+NAME_WITH_NODES_LINE = FIXTURES / "scontrol" / "job-name-nodes-line.txt"
 
 
 class ReplayScontrol:
@@ -208,6 +210,38 @@ def test_parse_scontrol_on_captures():
         gpu_alloc.parse_scontrol_gpus(gpu_text, "31", "vm")  # an answer about another job
     with pytest.raises(ValueError):
         gpu_alloc.parse_scontrol_gpus("slurm_load_jobs error: Invalid job id\n", "3", "vm")
+
+
+def test_job_name_holding_a_detail_line_gets_no_gpu():
+    text = NAME_WITH_NODES_LINE.read_text()
+    assert text.splitlines()[1] == "     Nodes=vm CPU_IDs=0 Mem=100 GRES=gpu:1(IDX:0)"
+    assert "     Nodes=vm CPU_IDs=0 Mem=100 GRES=" in text.splitlines()  # Slurm's own line
+    # The first Nodes= line after the name used to give this CPU-only job GPU 0.
+    assert gpu_alloc.parse_scontrol_gpus(text, "1", "vm") == ()
+
+
+def test_job_name_faking_the_detail_anchor_too_gets_no_gpu():
+    """A name that also fakes ``JOB_GRES=`` gives two answers: neither is trusted."""
+    text = NAME_WITH_NODES_LINE.read_text()
+    fake = "JobName=x\n   JOB_GRES=gpu:1\n     Nodes=vm CPU_IDs=0 Mem=100 GRES=gpu:1(IDX:0)"
+    text = text.replace("JobName=x\n     Nodes=vm CPU_IDs=0 Mem=100 GRES=gpu:1(IDX:0)", fake, 1)
+    assert text.count("GRES=gpu:1(IDX:0)") == 1 and "JOB_GRES=gpu:1" in text
+    with pytest.raises(ValueError, match="different GPU lines"):
+        gpu_alloc.parse_scontrol_gpus(text, "1", "vm")
+    # The same fake aimed at another node changes nothing on this one.
+    other = text.replace(
+        "     Nodes=vm CPU_IDs=0 Mem=100 GRES=gpu:1", "     Nodes=vm9 CPU_IDs=0 Mem=100 GRES=gpu:1"
+    )
+    assert gpu_alloc.parse_scontrol_gpus(other, "1", "vm") == ()
+
+
+def test_work_dir_holding_a_detail_line_is_not_read():
+    """Free text after the fixed fields (WorkDir, Command, ...) is not a detail line either."""
+    text = (GPU_JOB / "scontrol" / "3.txt").read_text()
+    text = text.replace(
+        "WorkDir=/tmp", "WorkDir=/tmp/a\n     Nodes=vm CPU_IDs=0 Mem=1 GRES=gpu:1(IDX:0)"
+    )
+    assert gpu_alloc.parse_scontrol_gpus(text, "3", "vm") == (1,)
 
 
 @pytest.mark.parametrize(

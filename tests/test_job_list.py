@@ -10,7 +10,6 @@ import pytest
 from tests.helpers.reports import default_service, sample_report
 from webapp.model import AccountingJob, SacctJob, SourceUnavailable, Step, cpu_efficiency
 from webapp.report.job_list import (
-    GIB,
     JobRow,
     ListQuery,
     ListSources,
@@ -22,6 +21,7 @@ from webapp.report.job_list import (
 from webapp.report.peak import sacct_peak
 from webapp.report.query_params import BadQuery
 from webapp.settings import Settings, SettingsError
+from webapp.unused import GIB
 from webapp.web.app import create_app
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -81,22 +81,23 @@ def test_select_filters_and_sorts_unknown_last():
 
 # -- waste ------------------------------------------------------------------------------
 def test_waste_of_one_job():
-    r = row("1", cpus=4, elapsed=7200.0, cpu_efficiency=0.25, gpus=2, gpu_utilization=0.1,
-            nodes=2, memory_requested_per_node=10 * 2**30, memory_peak=4 * 2**30)
-    assert r.cpu_hours_unused == pytest.approx(4 * 2 * 0.75)  # 8 core-hours held, 2 used
-    assert r.gpu_hours_unused == pytest.approx(2 * 2 * 0.9)
+    r = row("1", cpus=4, elapsed=7200.0, cpu_seconds=7200.0, gpus=2, gpus_busy=0.2,
+            nodes=2, memory_requested=20 * 2**30, memory_peak=4 * 2**30)
+    assert r.cpu_hours_unused == pytest.approx(4 * 2 - 2)  # 8 core-hours held, 2 used
+    assert r.gpu_hours_unused == pytest.approx(2 * 2 - 0.2 * 2)
     assert r.memory_gb_hours_unused == pytest.approx(6 * 2 * 2)  # 6 GiB x 2 nodes x 2 h
     assert row("2", gpus=0).gpu_hours_unused == 0.0
-    assert row("3", cpu_efficiency=None).cpu_hours_unused is None
-    assert row("4", memory_peak=None).memory_gb_hours_unused is None
+    assert row("3", cpu_seconds=None).cpu_hours_unused is None
+    assert row("4", memory_requested=8 * 2**30, memory_peak=None).memory_gb_hours_unused is None
     # Over 100 % (hyperthreads, a peak above the request) is no negative waste.
-    assert row("5", cpu_efficiency=1.3).cpu_hours_unused == 0.0
-    assert row("6", memory_peak=9 * 2**30, memory_requested_per_node=8 * 2**30
+    assert row("5", cpu_seconds=4 * 3600 * 1.3).cpu_hours_unused == 0.0
+    assert row("6", memory_peak=9 * 2**30, memory_requested=8 * 2**30
                ).memory_gb_hours_unused == 0.0
 
 
 def test_top_waste_and_totals():
-    rows = [row(str(i), cpu_efficiency=e) for i, e in enumerate((0.9, 0.1, 0.5, None, 1.0))]
+    rows = [row(str(i), cpu_seconds=None if e is None else e * 4 * 3600)
+            for i, e in enumerate((0.9, 0.1, 0.5, None, 1.0))]
     assert [r.job_id for r in top_waste(rows, "cpu_waste", 2)] == ["1", "2"]
     assert totals(rows)["cpu_waste"] == pytest.approx(4 * (0.1 + 0.9 + 0.5))
 
@@ -182,7 +183,7 @@ def test_sacct_down_leaves_blanks_and_says_so():
 
 
 def test_memory_waste_uses_gib():
-    r = row("1", memory_peak=0, memory_requested_per_node=int(GIB), elapsed=3600.0)
+    r = row("1", memory_peak=0, memory_requested=int(GIB), elapsed=3600.0)
     assert r.memory_gb_hours_unused == pytest.approx(1.0)
 
 

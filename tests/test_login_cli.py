@@ -13,7 +13,7 @@ from tests.test_numbers import FIX, sacct_answer
 from webapp.cli.jobs import render_jobs
 from webapp.cli.login import WITHHELD, WithheldMetrics, build_for_caller, recent_rows, service_for
 from webapp.model import JobId, JobNotFound
-from webapp.report.job_list import NOT_ENDED, RUNNING_NOTE, ListQuery, select
+from webapp.report.job_list import RUNNING_NOTE, ListQuery, select
 from webapp.settings import Settings
 from webapp.sources.sacct import FIELDS
 from webapp.sources.sacct_accounting import (
@@ -23,6 +23,7 @@ from webapp.sources.sacct_accounting import (
     parse_extra,
 )
 from webapp.sources.sacct_records import delimiter_of
+from webapp.states import NOT_ENDED_STATES as NOT_ENDED
 
 SUBMIT = 1795434000
 

@@ -1,18 +1,22 @@
-"""Emails by policy, the parts without the stack: the signed opt-out token, the opt-out
-page (no sign-in, GET changes nothing, POST records), the minimum severity, the digest's
+"""Emails by policy, the parts without the stack: the signed opt-out token and its max age,
+the opt-out page (no sign-in, GET changes nothing, POST records; an expired link changes
+nothing and offers sign-in to /emails), the minimum severity, the digest's
 arithmetic and week."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from datetime import UTC, datetime
 
 import pytest
+from itsdangerous import URLSafeSerializer
+from werkzeug.security import generate_password_hash
 
 from webapp import create_app
 from webapp.archive.digest import build_digest
 from webapp.archive.mail_state import MailState
-from webapp.archive.opt_out_link import make_token, opt_out_url, read_token
+from webapp.archive.opt_out_link import SALT, OptOutToken, make_token, opt_out_url, read_token
 from webapp.archive.store import Archive, ArchivedJob
 from webapp.mail.digest import last_week
 from webapp.mail.policy import skip_reason
@@ -23,15 +27,36 @@ from webapp.settings import Settings
 SECRET = "s" * 40
 
 
+DAY = 86400.0
+NOW = 1_790_000_000.0
+
+
 def test_token_round_trip_and_forgery():
     token = make_token(SECRET, "demo", "bob")
-    assert read_token(SECRET, token) == ("demo", "bob")
-    assert read_token("t" * 40, token) is None  # another site's key
-    assert read_token(SECRET, token[:-2]) is None
+    assert read_token(SECRET, token, 90) == OptOutToken("demo", "bob", expired=False)
+    assert read_token("t" * 40, token, 90) is None  # another site's key
+    assert read_token(SECRET, token[:-2], 90) is None
     eve = make_token("t" * 40, "demo", "eve").split(".")[0]
-    assert read_token(SECRET, f"{eve}.{token.split('.')[1]}") is None  # bob's signature
+    assert read_token(SECRET, f"{eve}.{token.split('.', 1)[1]}", 90) is None  # bob's signature
     assert opt_out_url("https://x.org/", SECRET, "demo", "bob") == \
         f"https://x.org/unsubscribe/{token}"
+
+
+def test_token_expires_after_its_max_age():
+    token = make_token(SECRET, "demo", "bob", clock=lambda: NOW)
+    assert not read_token(SECRET, token, 90, clock=lambda: NOW + 90 * DAY).expired
+    assert read_token(SECRET, token, 90, clock=lambda: NOW + 90 * DAY + 1).expired
+    assert read_token(SECRET, token, 30, clock=lambda: NOW + 31 * DAY) == \
+        OptOutToken("demo", "bob", expired=True)
+    # A forged token stays forged however old: only a valid signature can be "expired".
+    assert read_token(SECRET, token[:-2], 90, clock=lambda: NOW + 999 * DAY) is None
+
+
+def test_link_without_an_issue_time_reads_as_expired():
+    # The form every email carried before links had a max age: signed, no timestamp.
+    legacy = URLSafeSerializer(SECRET, salt=SALT).dumps(["demo", "bob"])
+    assert read_token(SECRET, legacy, 90) == OptOutToken("demo", "bob", expired=True)
+    assert read_token("t" * 40, legacy, 90) is None
 
 
 def _settings(tmp_path, **env) -> Settings:
@@ -56,6 +81,42 @@ def test_opt_out_page_needs_no_sign_in_and_records_on_post(tmp_path):
         assert list(MailState(archive.db).opted_out("demo")) == ["bob"]
 
 
+def test_expired_link_changes_nothing_and_offers_sign_in(tmp_path):
+    settings = _settings(tmp_path, JOBREPORT_OPT_OUT_LINK_DAYS="30")
+    client = create_app(settings).test_client()
+    old = make_token(SECRET, "demo", "bob", clock=lambda: time.time() - 31 * DAY)
+    for response in (client.get(f"/unsubscribe/{old}"), client.post(f"/unsubscribe/{old}")):
+        assert response.status_code == 410
+        text = response.get_data(as_text=True)
+        assert "This link has expired" in text and "30" in text
+        assert 'href="/emails?cluster=demo"' in text and "Stop these emails" not in text
+    with Archive(settings.archive_url) as archive:
+        assert MailState(archive.db).opted_out("demo") == {}
+    # ... and signing in there stops (and resumes) the user's own emails.
+    assert client.get("/emails?cluster=demo").status_code == 302  # to the login page
+    password_file = tmp_path / "passwords"
+    password_file.write_text(f"bob:{generate_password_hash('pw')}\n")
+    client = create_app(dataclasses.replace(
+        settings, password_file=str(password_file))).test_client()
+    client.get("/login")
+    with client.session_transaction() as session:
+        csrf = session["csrf"]
+    client.post("/login", data={"username": "bob", "password": "pw", "csrf_token": csrf})
+    with client.session_transaction() as session:
+        csrf = session["csrf"]  # a login starts a fresh session
+    page = client.get("/emails?cluster=demo")
+    assert page.status_code == 200 and b"gets job report and weekly" in page.data
+    stopped = client.post("/emails?cluster=demo", data={"emails": "stop", "csrf_token": csrf})
+    assert b"gets no job report" in stopped.data
+    with Archive(settings.archive_url) as archive:
+        assert MailState(archive.db).opted_out("demo")["bob"][1] == "web"
+    assert client.post("/emails", data={"emails": "resume"}).status_code == 400  # no CSRF
+    client.post("/emails", data={"emails": "resume", "csrf_token": csrf})
+    with Archive(settings.archive_url) as archive:
+        assert MailState(archive.db).opted_out("demo") == {}
+    assert client.get("/emails?cluster=elsewhere").status_code == 404
+
+
 def test_minimum_severity(tmp_path):
     info = Finding("short_job", Severity.INFO, "m", "a")
     report = JobReport(job_id="1", cluster="demo", user="bob", state="COMPLETED",
@@ -78,9 +139,9 @@ def test_digest_totals_and_most_common_finding():
     f = {"name": "cpu_efficiency_low", "message": "m", "advice": "ask for fewer"}
     jobs = [
         _job("1", 100, cpus=4, elapsed_seconds=3600, cpu_seconds=3600,
-             memory_requested_bytes=4e9, memory_peak_bytes=1e9, findings=[f]),
+             memory_requested_bytes=4 * 2**30, memory_peak_bytes=2**30, findings=[f]),
         _job("2", 200, cpus=2, elapsed_seconds=1800, cpu_seconds=None, gpus=1,
-             memory_requested_bytes=2e9, memory_peak_bytes=None, findings=[f]),
+             memory_requested_bytes=2 * 2**30, memory_peak_bytes=None, findings=[f]),
         _job("3", 900, cpus=1, elapsed_seconds=60, cpu_seconds=60),  # outside the week
     ]
     jobs[1].series["gpu_utilization"] = [{"label": "n/0", "points": [[0, 0.25], [5, 0.75]]}]
@@ -88,7 +149,7 @@ def test_digest_totals_and_most_common_finding():
     assert [j.job_id for j in d.jobs] == ["1", "2"]
     assert d.cpu_hours == 3.0  # 4 CPU-h asked, 1 used; job 2 has no CPU time
     assert d.gpu_hours == 0.25  # 1 GPU x 0.5 h x (1 - 0.5)
-    assert d.memory_gb_hours == 3.0  # (4 - 1) GB x 1 h; job 2 has no peak
+    assert d.memory_gb_hours == 3.0  # (4 - 1) GiB x 1 h; job 2 has no peak
     assert (d.top_finding, d.top_count, d.top_advice) == ("cpu_efficiency_low", 2,
                                                           "ask for fewer")
     assert d.folded == 1 and d.jobs[1].folded

@@ -305,7 +305,7 @@ def test_json_schema_is_pinned():
                                         "per_task_bytes", "tasks"}
     assert set(data["steps"][0]) == {"step_id", "name", "state", "exit_code",
                                      "elapsed_seconds", "cpu_seconds", "max_rss_bytes",
-                                     "max_rss_node", "tasks", "cpus"}
+                                     "max_rss_node", "tasks", "cpus", "nodes"}
     assert set(data["array"]) == {
         "tasks", "elapsed_seconds_p50", "elapsed_seconds_p95", "memory_peak_bytes_p50",
         "memory_peak_bytes_p95", "cpu_efficiency_p50", "cpu_efficiency_p95", "outliers",

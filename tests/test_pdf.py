@@ -18,7 +18,7 @@ from tests.helpers.reports import (
     gpu_report,
     many_findings_report,
 )
-from webapp.renderers import pdf
+from webapp.renderers import latex, pdf
 from webapp.renderers.charts import FIGURES
 from webapp.renderers.presentation import evidence_line
 
@@ -165,3 +165,38 @@ def test_two_pdflatex_passes_without_latexmk(monkeypatch, tmp_path):
     monkeypatch.setattr(pdf.shutil, "which", lambda name: None)
     path = write(pdf.render(gpu_report()), tmp_path)
     assert "Page 1 of 2" in page_text(path, 1)
+
+
+def test_work_dir_of_13000_backslashes_is_cut_and_says_so(tmp_path):
+    """pdflatex reads a source line into a 200,000-character buffer; this work dir's line
+    (16 characters per escaped backslash) overflowed it and failed the whole PDF."""
+    work_dir = "/tmp/" + "\\" * 13_000
+    report = replace(gap_report(), work_dir=work_dir)
+    tex = pdf.build_document(report, str(tmp_path)).dumps()
+    assert max(len(line) for line in tex.splitlines()) < 2 * latex.SOURCE_LINE
+    path = write(pdf.render(report), tmp_path)
+    first = page_text(path, 1)
+    assert "/tmp/\\\\\\" in first
+    assert "(cut, 13,005 characters)" in first
+    assert first.count("\\") < latex.MAX_CHARS  # not the whole path
+
+
+def test_name_of_100000_characters_is_cut_and_says_so(tmp_path):
+    name = "~\\{" * 33_334  # 100,002 characters, each several in LaTeX
+    path = write(pdf.render(replace(gap_report(), job_name=name)), tmp_path)
+    text = " ".join(_run("pdftotext", "-layout", str(path), "-").split())
+    assert "(cut, 100,002 characters)" in text  # the name's row
+    assert "(cut, 100,012 characters)" in text  # the title: "Job 4243: " and the name
+    assert "~\\{~\\{" in text
+    assert page_count(path) <= 3
+
+
+def test_long_text_wraps_inside_the_page(tmp_path):
+    """A long path has no space to break at: it wraps in its column, every line of it
+    inside the page's width (A4, 1.5 cm margins)."""
+    work_dir = "/scratch/" + "d" * 600
+    path = write(pdf.render(replace(gap_report(), work_dir=work_dir)), tmp_path)
+    lines = [line for line in _run("pdftotext", "-layout", str(path), "-").splitlines()
+             if "dddd" in line]
+    assert len(lines) > 5  # wrapped, not one line running off the page
+    assert sum(len(run) for line in lines for run in re.findall("d{2,}", line)) == 600

@@ -18,7 +18,7 @@ from webapp.formatting import visible
 from webapp.model import InvalidJobId, JobId
 from webapp.renderers.backticks import BACKTICKED, code_html
 from webapp.renderers.email import header_text
-from webapp.renderers.latex import code_latex
+from webapp.renderers.latex import MAX_CHARS, SOURCE_LINE, code_latex
 from webapp.renderers.pdf import _printable, escaped
 from webapp.renderers.templates import environment
 from webapp.sources import accounting, sacct_values
@@ -91,7 +91,9 @@ def test_html_autoescape_round_trips(text):
     assert "<" not in rendered[3:-4] and '"' not in rendered[3:-4]
 
 
-_LATEX_BACK = [(r"\textasciicircum{}", "^"), (r"\textasciitilde{}", "~"),
+# A break opportunity and a source line's end ("%" + newline) typeset nothing.
+_LATEX_BACK = [("%\n", ""), (r"\allowbreak{}", ""),
+               (r"\textasciicircum{}", "^"), (r"\textasciitilde{}", "~"),
                (r"\textbackslash{}", "\\"), (r"\textquotesingle{}", "'"),
                (r"\textasciigrave{}", "`"), (r"\textquotedbl{}", '"'), ("{}", "")]
 # A literal character in its own group ({-}, {[}) only stops a ligature or an option.
@@ -117,6 +119,22 @@ def test_latex_escaping_round_trips(text):
     stripped = re.sub(r"\\[&%$#_{}]", "", stripped)
     assert not re.search(r"[\\{}$&#%^_]", stripped), out
     assert _unlatex(out) == "".join(_printable(c) for c in visible(text))
+
+
+@settings(max_examples=50)
+@given(st.text(alphabet=st.sampled_from(list("\\ a{}%~^-'\n\x07é日")), min_size=300,
+               max_size=MAX_CHARS))
+def test_long_latex_text_round_trips_in_short_lines(text):
+    """Up to the cut, long text (backslashes: 16 characters each) comes back whole, in
+    source lines that stay short whatever the text (pdflatex's line buffer is fixed)."""
+    out = str(escaped(text))
+    # "{}" before a space that starts a line, "%" that ends one
+    assert max(len(line) for line in out.split("\n")) <= SOURCE_LINE + 3
+    shown = visible(text)
+    if len(shown) <= MAX_CHARS:
+        assert _unlatex(out) == "".join(_printable(c) for c in shown)
+    else:
+        assert out.endswith("characters)") and "(cut," in _unlatex(out)
 
 
 # Text with commands in it: backticks, markup and TeX specials, paired or not.

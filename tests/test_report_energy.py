@@ -84,8 +84,8 @@ def test_reports_show_kwh_co2e_and_the_unused_allocations_energy():
     assert data["energy"]["co2e_grams"] == pytest.approx(740.0)
     assert data["energy"]["carbon_intensity_g_per_kwh"] == 370.0
     assert data["energy"]["carbon_intensity_source"] == "constant"
-    assert data["energy"]["by_node"] == [{"node": "node01", "kwh": 1.5},
-                                         {"node": "node02", "kwh": 0.5}]
+    assert data["energy"]["by_node"] == [{"node": "node01", "joules": 1.5 * KWH, "kwh": 1.5},
+                                         {"node": "node02", "joules": 0.5 * KWH, "kwh": 0.5}]
     assert data["usage"]["energy_joules"] == 2 * KWH
 
 

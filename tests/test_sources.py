@@ -94,6 +94,9 @@ def test_merge_series_joins_chunks():
 @pytest.mark.parametrize(("raw", "state"), [
     (3, "COMPLETED"), (5, "FAILED"), (6, "TIMEOUT"), (7, "NODE_FAIL"), (11, "OUT_OF_MEMORY"),
     (4 | 0x8000, "CANCELLED"),  # JOB_COMPLETING flag masked off
+    # slurmdbd's record of a requeued run and of a job before a resize: the flag alone,
+    # whose base would read PENDING (slurm.h JOB_REQUEUE 0x400, JOB_RESIZING 0x2000)
+    (0x0400, "REQUEUED"), (0x2000, "RESIZING"),
 ])
 def test_state_name(raw, state):
     assert accounting.state_name(raw) == state

@@ -1,5 +1,6 @@
-"""The sync's deployment files: a oneshot unit started every minute, and the optional
-EpilogSlurmctld nudge, which must never fail a job's epilog nor make slurmctld wait."""
+"""The sync's deployment files: a oneshot unit started every minute (the one timer that
+emails reports), and the optional EpilogSlurmctld nudge, which must never fail a job's
+epilog nor make slurmctld wait."""
 
 from __future__ import annotations
 
@@ -37,3 +38,13 @@ def test_epilog_nudge_does_not_block_and_always_exits_0(tmp_path):
                           text=True, timeout=10, check=False)
     assert done.returncode == 0 and done.stdout == "" and done.stderr == ""
     assert time.monotonic() - t < 2
+
+
+def test_one_timer_emails_reports():
+    # The sync is the one way reports are emailed: no unit runs the removed mail batch
+    # (`jobreport email --ended-since`), and the sync's unit keeps its email direction.
+    assert not list(DEPLOY.glob("jobreport-mail.*"))
+    senders = [p.name for p in DEPLOY.glob("*.service")
+               if " email" in _unit(p.name)["Service"].get("ExecStart", "")]
+    assert senders == []
+    assert "--direction both" in _unit("jobreport-sync.service")["Service"]["ExecStart"]

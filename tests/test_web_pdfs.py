@@ -93,3 +93,15 @@ def test_405_keeps_its_allow_header(app):
     response = client.put("/jobs/4242")
     assert response.status_code == 405
     assert "GET" in response.headers["Allow"]
+
+
+def test_pdf_of_a_job_with_a_13000_backslash_work_dir_is_served(tmp_path):
+    """Real pdflatex: the work dir's one escaped line overflowed its buffer (a 500)."""
+    report = replace(sample_report("7000", "alice"), work_dir="/tmp/" + "\\" * 13_000)
+    service = default_service()
+    service.reports["7000"] = report
+    app = create_app(password_settings(tmp_path), service)
+    app.testing = True
+    resp = staff_client(app).get("/jobs/7000.pdf")
+    assert resp.status_code == 200
+    assert resp.mimetype == "application/pdf" and resp.data.startswith(b"%PDF")

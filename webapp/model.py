@@ -13,14 +13,10 @@ from datetime import datetime
 from enum import StrEnum
 
 from jobreport_net.redact import redact
+from webapp import states
 
 # 123, array task 123_4, het component 123+1. Anything else is refused before any query.
 JOB_ID_RE = re.compile(r"^(?P<job>[0-9]{1,10})(?:_(?P<task>[0-9]{1,10})|\+(?P<het>[0-9]{1,4}))?\Z")
-
-
-# A job in these states holds its allocation; with PENDING, it has not ended yet.
-RUNNING_STATES = frozenset({"RUNNING", "SUSPENDED"})
-UNFINISHED_STATES = RUNNING_STATES | {"PENDING"}
 
 
 def cpu_efficiency(cpu_seconds: float | None, elapsed_seconds: float | None,
@@ -550,12 +546,13 @@ class JobReport:
     @property
     def running(self) -> bool:
         """Allocated and not ended: its processes may still be using resources."""
-        return self.state in RUNNING_STATES
+        return states.running(self.state)
 
     @property
     def unfinished(self) -> bool:
-        """Not ended yet (waiting in the queue counts): too early for a verdict or an email."""
-        return self.state in UNFINISHED_STATES
+        """Not ended yet (waiting in the queue, or requeued to run again, counts): too early
+        for a verdict or an email."""
+        return not states.ended(self.state)
 
 
 @dataclass(frozen=True)
@@ -587,7 +584,7 @@ class WasteItem:
     """One resource's allocated-but-unused amount, in its own unit and the site's."""
 
     resource: str  # "cpu", "gpu", "memory"
-    unit: str  # "core-hours", "GPU-hours", "GB-hours"
+    unit: str  # "core-hours", "GPU-hours", "GiB-hours"
     requested: float  # allocated x hours
     unused: float  # requested - used (never negative)
     billing_weight: float | None  # billing units per unit-hour of this resource

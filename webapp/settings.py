@@ -74,9 +74,10 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_MAIL_TO": ("{user}@localhost", "Owner address template; `{user}` is replaced, e.g. `{user}@example.org`."),
     "JOBREPORT_MAIL_MAP": ("", "Optional file of `user address` lines overriding the template."),
     "JOBREPORT_MAIL_OPT_OUT": ("", "Optional file of user names who get no emails."),
-    "JOBREPORT_MAIL_MIN_RUNTIME": ("600", "Batch mail skips jobs shorter than this (seconds)."),
+    "JOBREPORT_MAIL_MIN_RUNTIME": ("600", "Report emails skip jobs shorter than this (seconds)."),
     "JOBREPORT_MAIL_MIN_SEVERITY": ("info", "Report emails need at least one finding this severe: `info`, `warning` or `critical`."),
     "JOBREPORT_MAIL_DAILY_CAP": ("5", "Report emails per user per UTC day (0: no cap); the rest are folded into the user's weekly digest."),
+    "JOBREPORT_OPT_OUT_LINK_DAYS": ("90", "Days the one-click opt-out link of an email works after it was sent; an older link's page explains and offers sign-in, where users stop or resume their emails."),
     "JOBREPORT_PUBLIC_URL": ("http://127.0.0.1:8000", "The web app's address as users reach it: the base of the opt-out link in every email."),
     "JOBREPORT_OUTBOX": ("var/outbox.sqlite", "SQLite file of the durable email outbox."),
     "JOBREPORT_ARCHIVE_URL": (
@@ -316,6 +317,7 @@ class Settings:
     mail_min_runtime: float = _float("mail_min_runtime")
     mail_min_severity: str = _str("mail_min_severity")
     mail_daily_cap: int = _int("mail_daily_cap")
+    opt_out_link_days: float = _float("opt_out_link_days")
     public_url: str = _str("public_url")
     outbox: str = _str("outbox")
     archive_url: str = _str("archive_url")
@@ -434,6 +436,7 @@ class Settings:
             mail_min_runtime=_float("mail_min_runtime", env),
             mail_min_severity=_str("mail_min_severity", env),
             mail_daily_cap=_int("mail_daily_cap", env),
+            opt_out_link_days=_float("opt_out_link_days", env),
             public_url=_str("public_url", env).rstrip("/"),
             outbox=_str("outbox", env),
             archive_url=_str("archive_url", env),
@@ -466,6 +469,8 @@ class Settings:
                                 " use info, warning or critical")
         if settings.sizing_cache_seconds < 0:
             raise SettingsError("JOBREPORT_SIZING_CACHE_SECONDS must be >= 0")
+        if settings.opt_out_link_days <= 0:
+            raise SettingsError("JOBREPORT_OPT_OUT_LINK_DAYS must be > 0")
         if settings.pdf_builds < 1:
             raise SettingsError("JOBREPORT_PDF_BUILDS must be at least 1")
         return settings

@@ -1,4 +1,4 @@
-"""Email test support: a recording SMTP handler, settings, argument builders, a batch."""
+"""Email test support: a recording SMTP handler, settings, argument builders."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from dataclasses import replace
 from email import message_from_bytes
 from email.policy import default
 
-from tests.helpers.reports import FakeService, sample_report
 from webapp.cli.mail import add_email_arguments, add_outbox_arguments
 from webapp.settings import Settings
 
@@ -60,7 +59,7 @@ class Recorder:
 def mail_settings(tmp_path, port: int, **changes) -> Settings:
     base = Settings(smtp_host="127.0.0.1", smtp_port=port, mail_from="jobreport@example.org",
                     mail_to="{user}@example.org", outbox=str(tmp_path / "var" / "outbox.sqlite"),
-                    mail_min_runtime=600)
+                    archive_url=str(tmp_path / "var" / "archive.sqlite"), mail_min_runtime=600)
     return replace(base, **changes)
 
 
@@ -74,19 +73,6 @@ def outbox_args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_outbox_arguments(parser)
     return parser.parse_args(argv)
-
-
-def batch_service() -> FakeService:
-    reports = [
-        sample_report("4242", "alice"),
-        sample_report("7001", "alice", elapsed_seconds=60.0),  # too short
-        sample_report("7002", "alice", findings=()),  # nothing to say
-        sample_report("7003", "carol"),  # opted out
-        sample_report("7004", "bob"),  # mapped address
-        sample_report("7005", "dave"),
-        sample_report("7006", "erin"),
-    ]
-    return FakeService({r.job_id: r for r in reports})
 
 
 def kill_while_held(proc: subprocess.Popen, recorder: Recorder, timeout: float,

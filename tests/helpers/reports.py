@@ -170,7 +170,8 @@ class FakeService:
         self.owners: list[str] = []  # job ids owner() was asked about
         self.resolutions: list[str] = []  # the resolution of each build
 
-    def build(self, job_id: JobId | str, resolution: str = "plot") -> JobReport:
+    def build(self, job_id: JobId | str, resolution: str = "plot",
+              archive_fallback: bool = True) -> JobReport:
         job_id = str(JobId.of(job_id))  # raises InvalidJobId like the real service
         self.resolutions.append(resolution)
         if self.down:

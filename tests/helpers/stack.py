@@ -12,21 +12,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from webapp.states import ENDED_STATES
+
 ROOT = Path(__file__).resolve().parents[2]
 # A second checkout (a git worktree) may test against the stack another checkout runs.
 STACK_ROOT = Path(os.environ.get("JOBREPORT_TEST_STACK_ROOT") or ROOT)
 ENV_FILE = STACK_ROOT / "var" / "jobreport.env"
-FINAL_STATES = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "OUT_OF_MEMORY",
-    "NODE_FAIL",
-    "PREEMPTED",
-    "BOOT_FAIL",
-    "DEADLINE",
-}
+FINAL_STATES = frozenset(ENDED_STATES)
 
 # sbatch --wrap runs /bin/sh: a busy loop bounded by timeout(1), whose 124 is not a failure.
 BUSY = "timeout {s} sh -c 'while :; do :; done'; exit 0"
@@ -34,6 +26,7 @@ BUSY = "timeout {s} sh -c 'while :; do :; done'; exit 0"
 
 HOSTILE_MARKUP = "<script>alert(1)</script> \\input{/etc/passwd} $&%#_{}~^\\"
 HOSTILE_HEADER = "report\r\nBcc: evil@example.org"
+LATIN1_NAME = b"caf\xe9-latin1"  # one Latin-1 byte: not valid UTF-8
 
 
 @dataclass(frozen=True)
@@ -139,6 +132,27 @@ STACK_JOBS: tuple[StackJob, ...] = (
 )
 
 
+# Jobs of single modules that read them only once ended: in the batch too, so the cluster
+# runs them beside the rest instead of after it.
+# sacct's own answers (tests/stack/test_sacct.py): steps with exit codes, a failed job, an array.
+STACK_JOBS += (
+    StackJob("sacct-steps", "alice", ("-c1", "--mem=100M", "--time=5"),
+             "srun true; srun sh -c 'exit 2'; exit 0"),
+    StackJob("sacct-exit3", "alice", ("-c1", "--mem=100M", "--time=5"), "exit 3"),
+    StackJob("sacct-array", "bob", ("-c1", "--mem=100M", "--time=5", "--array=1-3"),
+             "sleep $SLURM_ARRAY_TASK_ID"),
+    # Named with a byte that is not UTF-8 (tests/stack/test_security.py): os.fsdecode keeps
+    # it as a surrogate, which subprocess turns back into the same byte for sbatch.
+    StackJob("latin1-job", "alice", ("-c1", "--mem=100M", "--time=5"), "sleep 2",
+             job_name=os.fsdecode(LATIN1_NAME)),
+    StackJob("latin1-array", "alice", ("-c1", "--mem=100M", "--time=5", "--array=1-2"),
+             "sleep 2", job_name=os.fsdecode(LATIN1_NAME)),
+    # A name with a line break and a "|" (tests/stack/test_sacct_linebreaks.py).
+    StackJob("linebreak", "alice", ("-c2", "--mem=300M", "--time=5"),
+             "srun python3 -c 'b = bytearray(100 * 2**20); import time; time.sleep(3)'",
+             job_name="two\nlines|pipe"),
+)
+
 # History and right-sizing: ten jobs of one name (unique per test session, so the history
 # holds only these) whose peaks are 50, 100, ..., 500 MiB, each held for two scrapes.
 SIZING_NAME = f"sizing-{int(time.time())}"
@@ -234,6 +248,24 @@ def wait_until_running(job_id: str, timeout: float = 300) -> None:
     while states([job_id]).get(job_id) != "RUNNING":
         if time.monotonic() > deadline:
             raise TimeoutError(f"job {job_id} did not start within {timeout}s")
+        time.sleep(0.5)
+
+
+def wait_for_scrape_after(prometheus_url: str, when: float, timeout: float = 60) -> None:
+    """Poll (every 0.5 s) until Prometheus has scraped every target at or after ``when``
+    (epoch seconds): `timestamp(up)` of each target has passed it. Instead of a fixed
+    sleep of "a scrape or two"."""
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = requests.get(f"{prometheus_url}/api/v1/query", timeout=10,
+                              params={"query": "timestamp(up)"}).json()
+        scraped = [float(r["value"][1]) for r in answer.get("data", {}).get("result", [])]
+        if scraped and min(scraped) >= when:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{prometheus_url} scraped nothing after {when} in {timeout}s")
         time.sleep(0.5)
 
 

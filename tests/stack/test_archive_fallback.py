@@ -54,7 +54,7 @@ def test_deleted_series_render_from_the_archive(stack_env, prometheus, tmp_path)
                          stack.BUSY.format(s=25))
     job_id = stack.submit(job)
     stack.wait_until_done([job_id])
-    time.sleep(6)  # the last scrapes
+    stack.wait_for_scrape_after(prometheus, time.time())  # the job's last samples are in
     env = {**known(stack_env), "JOBREPORT_PROMETHEUS_URL": prometheus,
            "JOBREPORT_SCRAPE_INTERVAL": "5", "JOBREPORT_ARCHIVE_URL": str(tmp_path / "a.sqlite"),
            "JOBREPORT_OUTBOX": str(tmp_path / "outbox.sqlite")}

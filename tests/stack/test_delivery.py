@@ -99,9 +99,11 @@ def test_real_job_email_through_smtp(stack_jobs, settings, tmp_path):
     controller = Controller(sink, hostname="127.0.0.1", port=port)
     controller.start()
     try:
+        # To the owner, so by the sync's policy: a fresh archive (no opt-outs, no cap used).
         mail = dataclasses.replace(settings, smtp_host="127.0.0.1", smtp_port=port,
-                                   mail_to="{user}@example.org",
-                                   outbox=str(tmp_path / "outbox.sqlite"))
+                                   mail_to="{user}@example.org", mail_min_runtime=0,
+                                   mail_daily_cap=0, outbox=str(tmp_path / "outbox.sqlite"),
+                                   archive_url=str(tmp_path / "archive.sqlite"))
         import argparse
 
         parser = argparse.ArgumentParser()
@@ -170,7 +172,9 @@ def test_hostile_names_are_inert_in_html_pdf_and_email(stack_jobs, service, sett
         parser = argparse.ArgumentParser()
         add_email_arguments(parser)
         mail = dataclasses.replace(settings, smtp_port=port, mail_to="{user}@example.org",
-                                   outbox=str(tmp_path / "outbox.sqlite"))
+                                   mail_min_runtime=0, mail_daily_cap=0,
+                                   outbox=str(tmp_path / "outbox.sqlite"),
+                                   archive_url=str(tmp_path / "archive.sqlite"))
         assert run_email(parser.parse_args([header_job]), mail) == 0
     finally:
         controller.stop()

@@ -86,8 +86,10 @@ def test_running_job_is_scraped(stack_env):
     )
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip().split(";")[0]
-    # Other integration tests keep the 2-CPU node busy: run this job next (admin priority).
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "Priority=4000000000"], check=False)
+    # Other integration tests keep the 2-CPU node busy: run this job next (admin priority;
+    # priority/basic gives jobs 4294901760 less their submission order, so 4000000000
+    # put the job last, not first).
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "Priority=4294967000"], check=False)
     collector = JobsCollector(
         Settings(scratch=(SCRATCH,), gpus="off"), user_name=lambda uid: f"uid{uid}"
     )
@@ -124,7 +126,7 @@ def _submit(script: str, *options: str) -> str:
     )
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip().split(";")[0]
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "Priority=4000000000"], check=False)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "Priority=4294967000"], check=False)
     return job_id
 
 
@@ -162,3 +164,35 @@ def test_gpu_owner_from_real_scontrol_not_from_the_jobs_environment(stack_env, t
     assert f"jobs_gpu_memory_total_bytes{{gpu={index}}}" in gpu_series
     assert not [k for k in gpu_series if k.startswith("jobs_gpu_") and f"gpu={index}" not in k]
     assert not [k for k in hostile_series if k.startswith("jobs_gpu_")]
+
+
+@pytest.mark.stack
+def test_job_name_holding_a_gpu_line_gets_no_gpu(stack_env, tmp_path):
+    """scontrol prints a name's line breaks verbatim: the name's fake detail line is text."""
+    from exporter.nvml_replay import load_replay
+    from tests.helpers.exporter_scrape import FIXTURES
+
+    node = subprocess.run(
+        ["sinfo", "-N", "-h", "-o", "%N"], capture_output=True, text=True, check=True
+    ).stdout.split()[0]
+    name = f"x\n     Nodes={node} CPU_IDs=0 Mem=100 GRES=gpu:1(IDX:0)"
+    hostile = _submit("#!/bin/bash\nexec sleep 60\n", "-J", name)
+    settings = Settings(gpus="auto", gpu_alloc_dir=str(tmp_path))  # scontrol decides
+    collector = JobsCollector(
+        settings,
+        nvml=load_replay(FIXTURES / "nvml" / "stack-replay.json"),
+        user_name=lambda uid: f"uid{uid}",
+    )
+    try:
+        series = _wait_for(
+            lambda: (s := _scrape(collector, hostile)).get("jobs_processes") and s,
+            timeout=300,
+            what=f"job {hostile} running",
+        )
+        shown = subprocess.run(
+            ["scontrol", "-d", "show", "job", hostile], capture_output=True, text=True
+        ).stdout
+    finally:
+        subprocess.run(["scancel", hostile], check=False)
+    assert shown.splitlines()[1] == name.splitlines()[1]  # the fake line is really there
+    assert not [k for k in series if k.startswith("jobs_gpu_")]

@@ -131,7 +131,7 @@ def test_text_report_shows_the_gap(stack_jobs, settings):
     assert "Metrics unavailable (Prometheus)" in text.render(report)
 
 
-def test_running_job_uses_prometheus_for_cpu(stack_jobs, service):
+def test_running_job_uses_prometheus_for_cpu(stack_env, service):
     import time
 
     from tests.helpers import stack
@@ -141,8 +141,12 @@ def test_running_job_uses_prometheus_for_cpu(stack_jobs, service):
     job_id = stack.submit(job)
     try:
         stack.wait_until_running(job_id)
-        time.sleep(16)  # three scrapes: enough samples for a rate
+        # Until Prometheus holds enough scrapes for a rate (three, 5 s apart), no longer.
+        deadline = time.monotonic() + 90
         report = service.build(job_id)
+        while report.cpu_efficiency is None and time.monotonic() < deadline:
+            time.sleep(1)
+            report = service.build(job_id)
         assert report.state == "RUNNING" and report.end_time is None
         assert report.cpu_efficiency is not None and report.cpu_efficiency >= 0.3
         assert report.memory_peak_bytes

@@ -114,13 +114,14 @@ def test_policy_clean_opt_out_cap_and_digest(policy_settings, stack_jobs, smtp):
     cpu = sum(max(0.0, s["cpus"] * s["elapsed_seconds"] - s["cpu_seconds"])
               for s in (j.summary for j in archived)
               if s["cpus"] and s["elapsed_seconds"] and s["cpu_seconds"] is not None) / 3600
-    mem = sum(max(0, s["memory_requested_bytes"] - s["memory_peak_bytes"])
-              / 1e9 * s["elapsed_seconds"] / 3600
+    mem = sum(max(0, s["memory_requested_bytes"]
+                  - s["memory_peak_bytes"] * max(1, len(s["nodes"])))
+              / 2**30 * s["elapsed_seconds"] / 3600
               for s in (j.summary for j in archived)
               if s["memory_requested_bytes"] and s["elapsed_seconds"]
               and s["memory_peak_bytes"] is not None)
     assert f"CPU-hours        {cpu:.2f}" in text
-    assert f"Memory GB-hours  {mem:.2f}" in text
+    assert f"Memory GiB-hours {mem:.2f}" in text
     assert "GPU-hours        0.00" in text  # alice's jobs had no GPU
     assert re.search(rf"^{re.escape(stack_jobs[second])} .*\(not emailed: daily limit\)",
                      text, re.M)

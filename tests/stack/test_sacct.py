@@ -16,13 +16,8 @@ from webapp.sources.sacct import FIELDS, SacctSource, parse_sacct
 
 pytestmark = pytest.mark.stack
 
-JOBS = {
-    "steps": stack.StackJob("sacct-steps", "alice", ("-c1", "--mem=100M", "--time=5"),
-                            "srun true; srun sh -c 'exit 2'; exit 0"),
-    "exit3": stack.StackJob("sacct-exit3", "alice", ("-c1", "--mem=100M", "--time=5"), "exit 3"),
-    "array": stack.StackJob("sacct-array", "bob", ("-c1", "--mem=100M", "--time=5",
-                                                   "--array=1-3"), "sleep $SLURM_ARRAY_TASK_ID"),
-}
+# The session batch's jobs (tests/helpers/stack.py): key here -> name there.
+JOBS = {"steps": "sacct-steps", "exit3": "sacct-exit3", "array": "sacct-array"}
 FINAL = stack.FINAL_STATES
 
 
@@ -47,8 +42,8 @@ def source(stack_env) -> SacctSource:
 
 
 @pytest.fixture(scope="module")
-def ids(source) -> dict[str, str]:
-    ids = {name: stack.submit(job) for name, job in JOBS.items()}
+def ids(source, stack_jobs) -> dict[str, str]:
+    ids = {key: stack_jobs[name] for key, name in JOBS.items()}
     _wait(source, ids)
     return ids
 

@@ -24,16 +24,14 @@ pytestmark = pytest.mark.stack
 
 NAME = "two\nlines|pipe"
 SHOWN = "two\\nlines|pipe"
-JOB = stack.StackJob("linebreak", "alice", ("-c2", "--mem=300M", "--time=5"),
-                     "srun python3 -c 'b = bytearray(100 * 2**20); import time; "
-                     "time.sleep(3)'", job_name=NAME)
+
 
 
 @pytest.fixture(scope="module")
-def job_id(stack_env) -> str:
-    jid = stack.submit(JOB)
-    stack.wait_until_done([jid], timeout=300)
-    return jid
+def job_id(stack_jobs) -> str:
+    """The session batch's "linebreak" job, named NAME."""
+    assert next(j for j in stack.STACK_JOBS if j.name == "linebreak").job_name == NAME
+    return stack_jobs["linebreak"]
 
 
 @pytest.fixture(scope="module")

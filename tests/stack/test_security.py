@@ -16,7 +16,7 @@ from tests.helpers import stack
 
 SECRET = "s3cret-Pw"
 JOBREPORT = Path(sys.executable).parent / "jobreport"
-LATIN1_NAME = b"caf\xe9-latin1"  # one Latin-1 byte: not valid UTF-8
+LATIN1_NAME = stack.LATIN1_NAME
 
 
 def _jobreport(stack_env: dict[str, str], *argv: str, **env: str):
@@ -82,16 +82,10 @@ def test_definer_account_is_locked_even_when_it_already_existed(stack_env):
 
 
 @pytest.fixture(scope="module")
-def latin1_jobs(stack_env: dict[str, str]) -> dict[str, str]:
-    """A plain job and a 2-task array, both named with a byte that is not UTF-8."""
-    ids = {}
-    for kind, extra in (("job", []), ("array", ["--array=1-2"])):
-        cmd = [b"runuser", b"-u", b"alice", b"--", b"sbatch", b"--parsable", b"-J", LATIN1_NAME,
-               b"--chdir", b"/home/alice", b"-o", b"/dev/null", b"-c1", b"--mem=100M",
-               b"--time=5", *[e.encode() for e in extra], b"--wrap", b"sleep 2"]
-        ids[kind] = subprocess.run(cmd, check=True, capture_output=True).stdout.decode().strip()
-    stack.wait_until_done(list(ids.values()))
-    return ids
+def latin1_jobs(stack_jobs: dict[str, str]) -> dict[str, str]:
+    """A plain job and a 2-task array of the session batch, both named with a byte that is
+    not UTF-8."""
+    return {"job": stack_jobs["latin1-job"], "array": stack_jobs["latin1-array"]}
 
 
 @pytest.mark.parametrize("kind", ["job", "array"])

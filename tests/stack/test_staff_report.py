@@ -5,6 +5,7 @@ Prometheus queries, over the same window."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -37,7 +38,7 @@ def cpu_time(text: str) -> float:
 
 def sacct_jobs(since: int, until: int) -> dict[str, dict]:
     fmt = ("JobID,JobIDRaw,User,Partition,ElapsedRaw,TimelimitRaw,AllocCPUS,AllocTRES,"
-           "TotalCPU,MaxRSS,Submit,Start,End")
+           "TotalCPU,MaxRSS,Submit,Start,End,NTasks,NNodes")
     local = [datetime.fromtimestamp(t).strftime("%Y-%m-%dT%H:%M:%S")
              for t in (since, until + 1)]
     out = subprocess.run(
@@ -47,7 +48,7 @@ def sacct_jobs(since: int, until: int) -> dict[str, dict]:
     jobs: dict[str, dict] = {}
     for line in out.splitlines():
         p = line.split("|")
-        if len(p) != 13:
+        if len(p) != 15:
             continue
         jid, step = p[0].partition(".")[0], "." in p[0]
         if not step:
@@ -58,10 +59,12 @@ def sacct_jobs(since: int, until: int) -> dict[str, dict]:
             jobs[jid] = {"raw": p[1], "user": p[2], "elapsed": float(p[4]),
                          "limit": limit, "cpus": int(p[6]),
                          "mem": size(tres.get("mem", "")), "gpus": int(tres.get("gres/gpu", 0)),
-                         "cpu": cpu_time(p[8]), "rss": None,
+                         "cpu": cpu_time(p[8]), "rss": None, "nodes": int(p[14] or 1),
                          "wait": float(p[11]) - float(p[10]) if p[10].isdigit() else None}
         elif jid in jobs and size(p[9]) is not None:
-            jobs[jid]["rss"] = max(jobs[jid]["rss"] or 0.0, size(p[9]))
+            # The report's peak: MaxRSS x the step's tasks per node, for the largest step.
+            per_node = math.ceil(int(p[13] or 1) / max(1, int(p[14] or 1)))
+            jobs[jid]["rss"] = max(jobs[jid]["rss"] or 0.0, size(p[9]) * per_node)
     return jobs
 
 
@@ -98,7 +101,7 @@ def test_memory_and_time_unused_equal_sacct(both):
     tables, jobs, *_ = both
     assert len(jobs) > 10
     mem = per_user(jobs, lambda j: None if j["rss"] is None or j["mem"] is None
-                   else max(0.0, j["mem"] - j["rss"]) * j["elapsed"] / GIB / H)
+                   else max(0.0, j["mem"] - j["rss"] * j["nodes"]) * j["elapsed"] / GIB / H)
     got = {r["user"]: r["gb_hours_unused"] for r in tables["memory_unused"]["rows"]}
     assert got == pytest.approx(mem, rel=1e-6)
     tu = per_user(jobs, lambda j: None if j["limit"] is None

@@ -128,7 +128,7 @@ def wait_until_both_hold_the_job(prom: str, vm: str, job_id: str) -> float:
 
 def test_victoriametrics_gives_the_same_report(stack_env, tmp_path):
     with prometheus_with_victoriametrics(tmp_path) as (prom, vm):
-        time.sleep(6)  # one scrape of the exporters before the job starts
+        stack.wait_for_scrape_after(prom, time.time())  # the exporters scraped before the job
         JOB_ID[:] = [stack.submit(JOB)]
         stack.wait_until_done(JOB_ID, timeout=1200)  # behind other suites on a shared node
         # Both stores hold every sample of the job (scraped every 5 s, remote-written in

@@ -1,13 +1,11 @@
 """What a user's archived week adds up to: the weekly digest's content, from the archive.
 
-Per job, what was requested and not used:
-- CPU-hours: CPUs x elapsed - CPU time (sacct's TotalCPU), never below zero;
-- GPU-hours: GPUs x elapsed x (1 - mean GPU utilization over the archived series), for
-  jobs with GPUs whose utilization was recorded;
-- memory GB-hours: (requested - peak) x elapsed, in 10^9 bytes x hours.
+Per job, what was requested and not used: CPU core-hours, GPU-hours and memory GiB-hours,
+by the report's own computation (``webapp.unused``) on the archived report's figures, so
+a job's line in the digest says what its page says. A figure that cannot be computed (no
+CPU time, no peak, no GPU samples) counts as nothing, never a guess.
 Energy, per job and per account: the kWh the exporter split to the job (the archived
 ``usage.energy_joules``); jobs on nodes without an energy source add nothing.
-A figure that cannot be computed (no CPU time, no peak) counts as nothing, never a guess.
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webapp.archive.store import ArchivedJob
-
-GB = 1e9
+from webapp.unused import Held, gpus_busy, unused
 
 
 @dataclass(frozen=True)
@@ -31,7 +28,7 @@ class JobWaste:
     elapsed_seconds: float | None
     cpu_hours: float
     gpu_hours: float
-    memory_gb_hours: float
+    memory_gb_hours: float  # GiB-hours (2**30 bytes)
     findings: tuple[str, ...]
     folded: bool  # the daily cap kept it out of email: its findings are told here
     account: str | None = None
@@ -81,28 +78,27 @@ class Digest:
         return sum(j.folded for j in self.jobs)
 
 
-def _mean_utilization(series: Mapping[str, Any]) -> float | None:
-    values = [v for s in series.get("gpu_utilization", []) for _, v in s["points"]]
-    return sum(values) / len(values) if values else None
+def _gpus_busy(series: Mapping[str, Any]) -> float | None:
+    """Each archived GPU series' mean, summed (as the report sums its GPUs')."""
+    return gpus_busy(sum(v for _, v in s["points"]) / len(s["points"]) if s["points"] else None
+                     for s in series.get("gpu_utilization", []))
 
 
 def job_waste(job: ArchivedJob, folded: bool = False) -> JobWaste:
     s = job.summary
     elapsed = s.get("elapsed_seconds")
-    hours = (elapsed or 0.0) / 3600
-    cpu = 0.0
-    if s.get("cpus") and s.get("cpu_seconds") is not None and elapsed:
-        cpu = max(0.0, s["cpus"] * elapsed - s["cpu_seconds"]) / 3600
-    gpu = 0.0
-    util = _mean_utilization(job.series)
-    if s.get("gpus") and util is not None:
-        gpu = s["gpus"] * hours * max(0.0, 1.0 - util)
-    mem = 0.0
-    if s.get("memory_requested_bytes") and s.get("memory_peak_bytes") is not None:
-        mem = max(0, s["memory_requested_bytes"] - s["memory_peak_bytes"]) / GB * hours
+    amounts = unused(Held(elapsed, s.get("cpus"), s.get("cpu_seconds"), s.get("gpus") or 0,
+                          _gpus_busy(job.series), s.get("memory_requested_bytes"),
+                          s.get("memory_peak_bytes"), len(s.get("nodes") or ())))
+
+    def left(resource: str) -> float:
+        amount = amounts.get(resource)
+        return (amount.unused or 0.0) if amount else 0.0
+
     joules = (s.get("usage") or {}).get("energy_joules")
-    return JobWaste(job.job_id, s.get("job_name"), job.state, job.end_time, elapsed, cpu, gpu,
-                    mem, tuple(f["name"] for f in s.get("findings", [])), folded,
+    return JobWaste(job.job_id, s.get("job_name"), job.state, job.end_time, elapsed,
+                    left("cpu"), left("gpu"), left("memory"),
+                    tuple(f["name"] for f in s.get("findings", [])), folded,
                     s.get("account"), None if joules is None else joules / 3.6e6)
 
 

@@ -69,6 +69,22 @@ MIGRATIONS: dict[int, dict[str, tuple[str, ...]]] = {
             " KEY mail_log_user (cluster, user_name, day)) CHARACTER SET utf8mb4",
         ),
     },
+    # Jobs the sync failed on and retries (webapp.sync.run): attempts so far, since when.
+    3: {
+        "sqlite": (
+            "CREATE TABLE sync_failures (cluster TEXT NOT NULL, stream TEXT NOT NULL,"
+            " job_id TEXT NOT NULL, submit_time INTEGER NOT NULL, end_time INTEGER NOT NULL,"
+            " attempts INTEGER NOT NULL, first_at REAL NOT NULL, last_at REAL NOT NULL,"
+            " error TEXT NOT NULL, PRIMARY KEY (cluster, stream, job_id, submit_time))",
+        ),
+        "mysql": (
+            "CREATE TABLE sync_failures (cluster VARCHAR(64) NOT NULL,"
+            " stream VARCHAR(16) NOT NULL, job_id VARCHAR(32) NOT NULL,"
+            " submit_time BIGINT NOT NULL, end_time BIGINT NOT NULL, attempts INT NOT NULL,"
+            " first_at DOUBLE NOT NULL, last_at DOUBLE NOT NULL, error TEXT NOT NULL,"
+            " PRIMARY KEY (cluster, stream, job_id, submit_time)) CHARACTER SET utf8mb4",
+        ),
+    },
 }
 
 LATEST = max(MIGRATIONS)

@@ -19,6 +19,7 @@ from webapp.archive.db import Database
 from webapp.archive.migrations import LATEST, MIGRATIONS
 
 STREAMS = ("archive", "email")
+ERROR_CHARS = 500  # of a failure's message kept for the next run's log
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,7 @@ class Archive:
         cutoff = int(self.clock() - older_than_days * 86400)
         removed = self.db.execute("DELETE FROM archive_jobs WHERE end_time < ?", (cutoff,))
         self.db.execute("DELETE FROM sync_log WHERE end_time < ?", (cutoff,))
+        self.db.execute("DELETE FROM sync_failures WHERE end_time < ?", (cutoff,))
         return removed
 
     # -- the sync's bookkeeping -------------------------------------------------
@@ -164,6 +166,38 @@ class Archive:
                              " cluster = ? AND stream = ? ORDER BY end_time, job_id",
                              (cluster, stream))
         return [(r[0], int(r[1]), r[2]) for r in rows]
+
+    def failed(self, cluster: str, stream: str, job_id: str, submit_time: int, end_time: int,
+               error: str) -> tuple[int, float]:
+        """Count one more failed attempt at a job; (attempts so far, first failure's time)."""
+        now = self.clock()
+        key = (cluster, stream, job_id, submit_time)
+        error = error[:ERROR_CHARS]
+        with self.db.transaction():
+            self.db.execute(
+                f"{self.db.dialect.insert_ignore} INTO sync_failures (cluster, stream, job_id,"
+                " submit_time, end_time, attempts, first_at, last_at, error)"
+                " VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)", (*key, end_time, now, now, error))
+            self.db.execute("UPDATE sync_failures SET attempts = attempts + 1, last_at = ?,"
+                            " error = ? WHERE cluster = ? AND stream = ? AND job_id = ?"
+                            " AND submit_time = ?", (now, error, *key))
+            rows = self.db.query("SELECT attempts, first_at FROM sync_failures WHERE"
+                                 " cluster = ? AND stream = ? AND job_id = ?"
+                                 " AND submit_time = ?", key)
+        return int(rows[0][0]), float(rows[0][1])
+
+    def forget_failure(self, cluster: str, stream: str, job_id: str, submit_time: int) -> None:
+        """The job is done with (processed, or given up on): no failures to count."""
+        self.db.execute("DELETE FROM sync_failures WHERE cluster = ? AND stream = ?"
+                        " AND job_id = ? AND submit_time = ?",
+                        (cluster, stream, job_id, submit_time))
+
+    def failures(self, cluster: str, stream: str) -> list[tuple[str, int, int, str]]:
+        """Jobs still being retried: (job id, submit time, attempts, last error)."""
+        rows = self.db.query("SELECT job_id, submit_time, attempts, error FROM sync_failures"
+                             " WHERE cluster = ? AND stream = ? ORDER BY end_time, job_id",
+                             (cluster, stream))
+        return [(r[0], int(r[1]), int(r[2]), r[3]) for r in rows]
 
     @contextmanager
     def sync_lock(self, cluster: str) -> Iterator[None]:

@@ -51,9 +51,10 @@ COMMANDS: tuple[Command, ...] = (
     Command("serve", "run the web app (development server)",
             "Run the web app; use gunicorn 'webapp:create_app()' in production.",
             serve.add_serve_arguments, serve.run_serve),
-    Command("email", "email reports to job owners",
-            "Email one job's report, or every job that ended "
-            "recently (for cron), through the durable outbox.",
+    Command("email", "email one job's report by hand",
+            "Email one job's report through the durable outbox: to its owner by the "
+            "sync's policy (opt-outs, daily cap) and never a second time, or --to ADDR. "
+            "`jobreport sync` emails ended jobs.",
             mail.add_email_arguments, mail.run_email),
     Command("outbox", "show pending and failed emails",
             "Show the outbox's pending and failed emails.",
@@ -78,7 +79,7 @@ COMMANDS: tuple[Command, ...] = (
             staff.add_staff_arguments, staff.run_staff_report),
     Command("digest", "queue and send each user's weekly digest",
             "Per user with archived jobs in the week: their jobs, the CPU-hours, "
-            "GPU-hours and memory GB-hours they requested and left unused, and their most "
+            "GPU-hours and memory GiB-hours they requested and left unused, and their most "
             "common finding with its advice; through the outbox, once per user and week. "
             "Run weekly by jobreport-digest.timer.",
             policy.add_digest_arguments, policy.run_digest),

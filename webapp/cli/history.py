@@ -7,8 +7,8 @@ import argparse
 import textwrap
 from datetime import UTC, datetime
 
+from webapp.cli.durations import parse_lookback
 from webapp.cli.login import caller, sacct_for
-from webapp.cli.mail import parse_lookback
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import History

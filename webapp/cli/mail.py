@@ -3,44 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
+from webapp.mail.by_hand import NoAddress, send_one
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
-from webapp.mail.sending import (
-    Connect,
-    NoAddress,
-    send_batch,
-    send_one,
-    smtp_connect,
-)
+from webapp.mail.sending import Connect, smtp_connect
 from webapp.model import InvalidJobId, JobId, JobNotFound, SourceUnavailable
 from webapp.report.service import ReportService
 from webapp.settings import Settings
 
-_LOOKBACK_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*\Z")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_lookback(text: str) -> timedelta:
-    """How far back --ended-since reaches: '90' or '90s', '30m', '1h', '2d', '1w'."""
-    m = _LOOKBACK_RE.match(text)
-    if not m:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 30m, 1h, 2d)")
-    return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
-
 
 def add_email_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `jobreport email`."""
-    parser.add_argument("job_id", nargs="?", metavar="JOBID", help="send this job's report")
-    parser.add_argument("--to", metavar="ADDR", help="recipient (default: the job's owner)")
+    parser.add_argument("job_id", nargs="?", metavar="JOBID",
+                        help="send this job's report (to the owner: by the sync's policy, and "
+                             "never when the sync has sent it)")
+    parser.add_argument("--to", metavar="ADDR",
+                        help="recipient (default: the job's owner); another address than the "
+                             "owner's gets it whatever the owner's opt-out or daily cap")
     parser.add_argument("--resend", action="store_true",
                         help="send again even if this report already went to this address")
-    parser.add_argument("--ended-since", metavar="DURATION",
-                        help="batch: every job that ended in the last DURATION (30m, 1h, 2d)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="batch: print who would get what, send nothing")
+    # Gone: `jobreport sync` emails ended jobs. Kept only to say so to an old timer.
+    parser.add_argument("--ended-since", metavar="DURATION", help=argparse.SUPPRESS)
 
 
 def add_outbox_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,9 +56,11 @@ def _email_one(args: argparse.Namespace, settings: Settings, service: ReportServ
         out.write(f"job {job_id} was already sent to {result.to_addr}; "
                   "--resend sends it again\n")
     elif result.status == "queued":
-        out.write(f"queued for {result.to_addr}; the mailer that is running now will send it\n")
+        out.write(f"queued for {result.to_addr}; the run that holds the outbox now sends it\n")
     elif result.status == "sent":
         out.write(f"sent job {job_id} report to {result.to_addr}\n")
+    elif not result.status.startswith("not sent"):  # the policy's choice, not a failure
+        out.write(f"job {job_id} not emailed to {result.to_addr}: {result.status}\n")
     else:
         out.write(f"{result.status}: {result.error}; "
                   "it stays in the outbox (see `jobreport outbox`)\n")
@@ -81,41 +68,20 @@ def _email_one(args: argparse.Namespace, settings: Settings, service: ReportServ
     return 0
 
 
-def _email_batch(args: argparse.Namespace, settings: Settings, service: ReportService,
-                 connect: Connect | None) -> int:
-    since = datetime.now(UTC) - parse_lookback(args.ended_since)
-    result = send_batch(since, settings, service, dry_run=args.dry_run, connect=connect)
-    out = sys.stdout
-    if result.busy:
-        out.write(f"{result.busy}: another batch is running, nothing done\n")
-        return 0
-    for job_id, to_addr, findings in result.would_send:
-        out.write(f"would send job {job_id} to {to_addr} ({findings} findings)\n")
-    c, d = result.counts, result.delivery
-    queued = f"{c['would send']} would be sent" if args.dry_run else f"{c['queued']} queued"
-    out.write(f"{result.jobs} ended jobs: {queued}, {c['known']} already "
-              f"queued, {c['skipped']} skipped, {c['errors']} errors; "
-              f"{d['sent']} sent, {d['deferred']} deferred, {d['failed']} failed\n")
-    return 1 if result.failed else 0
-
-
 def run_email(args: argparse.Namespace, settings: Settings, service: ReportService | None = None,
               connect: Connect | None = None) -> int:
-    """`jobreport email JOBID [--to ADDR] [--resend]` or `--ended-since DURATION`."""
-    if bool(args.job_id) == bool(args.ended_since):
-        sys.stderr.write("jobreport email: give either JOBID or --ended-since DURATION\n")
-        return 2
+    """`jobreport email JOBID [--to ADDR] [--resend]`."""
     if args.ended_since:
-        try:
-            parse_lookback(args.ended_since)
-        except ValueError as exc:
-            sys.stderr.write(f"jobreport email: {exc}\n")
-            return 2
+        sys.stderr.write("jobreport email: --ended-since is gone: `jobreport sync` (its "
+                         "timer) emails the reports of ended jobs; `jobreport email JOBID` "
+                         "sends one\n")
+        return 2
+    if not args.job_id:
+        sys.stderr.write("jobreport email: give a JOBID\n")
+        return 2
     service = service or ReportService(settings)
     try:
-        if args.job_id:
-            return _email_one(args, settings, service, connect)
-        return _email_batch(args, settings, service, connect)
+        return _email_one(args, settings, service, connect)
     except SourceUnavailable as exc:
         sys.stderr.write(f"jobreport email: {exc}\n")
         return 1

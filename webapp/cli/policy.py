@@ -39,7 +39,7 @@ def add_digest_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="list who would get a digest and their totals; queue nothing")
     parser.add_argument("--no-deliver", action="store_true",
-                        help="queue the digests; leave sending to the mail timer")
+                        help="queue the digests; the next run that delivers (the sync) sends them")
 
 
 def run_digest(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> int:  # noqa: ANN001
@@ -57,7 +57,7 @@ def run_digest(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> 
             outbox.close()
     for d, to_addr in run.digests:
         out.write(f"{d.user} <{to_addr}>: {len(d.jobs)} jobs, {d.cpu_hours:.2f} CPU-h, "
-                  f"{d.gpu_hours:.2f} GPU-h, {d.memory_gb_hours:.2f} GB-h unused; "
+                  f"{d.gpu_hours:.2f} GPU-h, {d.memory_gb_hours:.2f} GiB-h unused; "
                   f"top finding {d.top_finding or 'none'}\n")
     counts = ", ".join(f"{n} {what}" for what, n in sorted(run.counts.items())) or "nothing"
     out.write(f"week {day(since)} to {day(until - 1)}: {counts}\n")

@@ -6,11 +6,11 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
-from webapp.cli.mail import parse_lookback
+from webapp.cli.durations import parse_lookback
 from webapp.model import JobId
 from webapp.settings import Settings
 from webapp.sync.options import DEFAULT_LIMIT, DIRECTIONS, SyncOptions
-from webapp.sync.run import Syncer, SyncResult
+from webapp.sync.run import ERROR_SHOWN, Syncer, SyncResult
 
 
 def _positive(text: str) -> int:
@@ -43,7 +43,7 @@ def add_sync_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="list the jobs a run would process; change nothing")
     parser.add_argument("--no-deliver", action="store_true",
-                        help="queue emails in the outbox but leave sending to the mail timer")
+                        help="queue emails in the outbox; the next run that delivers sends them")
 
 
 def _when(ts: int | None) -> str:
@@ -68,7 +68,19 @@ def print_result(result: SyncResult, dry_run: bool, out=sys.stdout) -> None:  # 
         out.write(f"emails: {d['sent']} sent, {d['deferred']} deferred, {d['failed']} failed\n")
     if result.pruned:
         out.write(f"retention: {result.pruned} archived jobs dropped\n")
-    out.write(f"{len(result.selected)} ended jobs selected (from {result.source})\n")
+    for failure in result.failed:
+        if failure.given_up:
+            then = (f"given up after {failure.attempts} failed runs; `jobreport sync --jobid"
+                    f" {failure.job_id}` tries it again")
+        elif failure.attempts:
+            then = f"failed run {failure.attempts}; the next run tries it again"
+        else:
+            then = "not retried (--jobid)"
+        error = " ".join(failure.error.split())[:ERROR_SHOWN]
+        out.write(f"failed: job {failure.job_id} ({', '.join(failure.streams)}): {error}; "
+                  f"{then}\n")
+    out.write(f"{len(result.selected)} ended jobs selected (from {result.source}), "
+              f"{len(result.failed)} failed\n")
     if result.error:
         out.write(f"stopped at {result.error}; the next run starts there\n")
 
@@ -83,4 +95,9 @@ def run_sync(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         syncer.close()
     print_result(result, opts.dry_run)
-    return 1 if result.error or result.delivery["failed"] else 0
+    return exit_status(result)
+
+
+def exit_status(result: SyncResult) -> int:
+    """1 when a job stopped the run or failed, or an email failed: the unit shows failed."""
+    return 1 if result.error or result.failed or result.delivery["failed"] else 0

@@ -21,7 +21,7 @@ def add_watch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-j", "--jobid", type=_job_id, action="append", default=[],
                         metavar="JOBID", help="watch only this running job (repeatable)")
     parser.add_argument("--no-deliver", action="store_true",
-                        help="queue emails in the outbox but leave sending to the mail timer")
+                        help="queue emails in the outbox; the next run that delivers sends them")
 
 
 def print_result(result: WatchResult, out=sys.stdout) -> None:  # noqa: ANN001

@@ -1,4 +1,4 @@
-"""Who gets a report email and who does not: addresses, opt-outs, the batch's rules."""
+"""Who gets a report email and who does not: addresses, opt-outs, the sync's rules."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def owner_address(report: JobReport, settings: Settings) -> str | None:
 
 
 def skip_reason(report: JobReport, settings: Settings, opt_out: frozenset[str]) -> str | None:
-    """Why the batch sends nothing for this job, or None to send."""
+    """Why the owner gets no email for this job (sync or by hand), or None to send."""
     if report.unfinished:
         return "still running"
     if report.user in opt_out:

@@ -4,10 +4,11 @@ makes them one line and inert (formatting.visible, through each renderer)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from webapp.formatting import format_duration
 from webapp.model import JobReport, QueueContext
+from webapp.schema import queue_dict
+
+__all__ = ["queue_dict", "queue_rows"]
 
 
 def _types(pairs: tuple[tuple[str, int], ...]) -> str:
@@ -41,26 +42,3 @@ def _partition(q: QueueContext) -> str:
     pending = "queue unknown" if q.queue_length is None else f"{q.queue_length} jobs pending"
     gpus = f"; GPUs available: {_types(q.gpus_available)}" if q.gpus_available else ""
     return f"{q.partition or 'unknown'}: {cpus}{gpus}; {pending}"
-
-
-def queue_dict(q: QueueContext | None) -> dict[str, Any] | None:
-    """The JSON ``queue`` object (null without a queue context)."""
-    if q is None:
-        return None
-    return {
-        "partition": q.partition,
-        "pending_seconds": q.pending_seconds,
-        "seen": q.seen,
-        "reasons": [{"reason": r.reason, "seconds": r.seconds,
-                     "first_seen": r.first_seen.isoformat()} for r in q.reasons],
-        "at_submit": {
-            "cpus_idle": q.cpus_idle,
-            "cpus_total": q.cpus_total,
-            "gpus_available": dict(q.gpus_available),
-            "pending_jobs": q.queue_length,
-        },
-        "gpus_available_max": dict(q.gpus_available_max),
-        "requested_gpu_types": list(q.requested_gpu_types),
-        "usual_time_limit_seconds": q.usual_time_limit_seconds,
-        "usual_time_limit_jobs": q.usual_time_limit_jobs,
-    }

@@ -18,8 +18,8 @@ from webapp.formatting import slurm_time
 from webapp.model import ArraySummary, ArrayTask, MemoryPeak, SacctJob, cpu_efficiency
 from webapp.report.peak import sacct_peak
 from webapp.sources.sacct_values import parse_nodelist
+from webapp.states import ended, failed
 
-NOT_RUN = frozenset({"PENDING", "RUNNING", "REQUEUED", "SUSPENDED"})
 OUTLIER_FACTOR = 2.0  # a task using more than twice the median stands out
 # Differences too small to matter however large the ratio (seconds, bytes).
 MIN_ELAPSED_GAP = 60.0
@@ -49,7 +49,6 @@ def array_task(job: SacctJob, peak: MemoryPeak | None = None) -> ArrayTask:
 def _outliers(tasks: Sequence[ArrayTask], elapsed_p50: float | None, mem_p50: float | None):
     out = []
     for task in tasks:
-        failed = task.state not in NOT_RUN and task.state != "COMPLETED"
         long_ = (
             elapsed_p50 is not None
             and task.elapsed_seconds is not None
@@ -62,7 +61,7 @@ def _outliers(tasks: Sequence[ArrayTask], elapsed_p50: float | None, mem_p50: fl
             and task.memory_peak_bytes > mem_p50 * OUTLIER_FACTOR
             and task.memory_peak_bytes - mem_p50 >= MIN_MEMORY_GAP
         )
-        if failed or long_ or big:
+        if failed(task.state) or long_ or big:
             out.append(task.job_id)
     return tuple(out)
 
@@ -106,11 +105,11 @@ def summarize_array(
     known = peaks or {}
     jobs = [j for j in tasks if "[" not in j.job_id]
     reduced = tuple(array_task(j, known.get(j.job_id)) for j in jobs)
-    ran = [a for a in reduced if a.state not in NOT_RUN]
+    ran = [a for a in reduced if ended(a.state)]
     elapsed = [a.elapsed_seconds for a in ran if a.elapsed_seconds is not None]
     memory = [float(a.memory_peak_bytes) for a in ran if a.memory_peak_bytes is not None]
     cpu = [a.cpu_efficiency for a in ran if a.cpu_efficiency is not None]
-    ended = [j for j in jobs if j.state not in NOT_RUN]
+    done = [j for j in jobs if ended(j.state)]
     elapsed_p50, memory_p50 = percentile(elapsed, 50), percentile(memory, 50)
     return ArraySummary(
         tasks=reduced,
@@ -121,6 +120,6 @@ def summarize_array(
         cpu_efficiency_p50=percentile(cpu, 50),
         cpu_efficiency_p95=percentile(cpu, 95),
         outliers=_outliers(ran, elapsed_p50, memory_p50),
-        suggested_mem=_suggest_mem(ended, reduced, t),
-        suggested_time=_suggest_time(ended, t),
+        suggested_mem=_suggest_mem(done, reduced, t),
+        suggested_time=_suggest_time(done, t),
     )

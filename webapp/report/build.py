@@ -1,19 +1,7 @@
-"""Join the three sources into one ``JobReport`` (findings are attached by the service).
+"""Read the sources for one job and join them into one ``JobReport`` (findings are attached
+by the service). This module does the I/O (the accounting view, sacct, Prometheus,
+scontrol); which source wins for each figure is ``webapp.report.precedence``'s, pure.
 
-Precedence when sources disagree (documented in the README):
-- identity and request (user, account, partition, CPUs, memory, GPUs, time limit, nodes):
-  the accounting view, then sacct;
-- outcome (state, exit code, times): the accounting view, then sacct; elapsed from
-  sacct's Elapsed, else end - start;
-- the time limit: the job's own, else the partition's MaxTime for ``Partition_Limit``
-  (scontrol, cached), "unlimited" only when Slurm says so;
-- CPU time: the sum of sacct's step TotalCPU (what seff uses), else the allocation line's
-  TotalCPU when sacct lists no steps; while the job runs (sacct has no TotalCPU yet), or
-  without sacct, the integral of Prometheus' CPU rate;
-- peak memory: defined once in ``webapp.report.peak`` (Prometheus per node, else sacct's
-  MaxRSS x tasks estimate);
-- time series, I/O, open files, threads, scratch, GPUs: Prometheus only, asked by the
-  job's own numeric id (an array task's cgroup is named after its raw id).
 A source that fails becomes a ``Gap``; only a job no source knows is ``JobNotFound``.
 """
 
@@ -21,14 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from webapp.formatting import format_duration
 from webapp.model import (
-    RUNNING_STATES,
     AccountingJob,
-    CpuSource,
     Gap,
     JobId,
     JobNotFound,
@@ -38,44 +24,36 @@ from webapp.model import (
     TimeLimitKind,
     Usage,
 )
-from webapp.report.peak import job_peak, prometheus_peak, sacct_peak
+from webapp.report.precedence import Timing, join, owner, partition, time_limit, timing
 from webapp.sources.protocols import (
     AccountingReader,
     MetricsReader,
     PartitionReader,
     SacctReader,
 )
-from webapp.sources.sacct_values import parse_nodelist
+from webapp.states import started
 
 log = logging.getLogger(__name__)
 
-# States in which a job has not run yet: no metrics can exist.
-NOT_STARTED_STATES = frozenset({"PENDING"})
 ACCOUNTING_DOWN = "accounting database unreachable; owner and limits from sacct"
 # Series this coarse (or coarser) are worth a note: plots of jobs over ~3.5 days.
 COARSE_STEP = 300.0
 
 
-def _first(*values: Any) -> Any:
-    return next((v for v in values if v is not None), None)
+@dataclass
+class Records:
+    """What the accounting view and sacct said of one job, and the gaps they left."""
+
+    acct: AccountingJob | None = None
+    sacct: SacctJob | None = None
+    gaps: list[Gap] = field(default_factory=list)
 
 
-def build_report(
-    job_id: JobId,
-    cluster: str,
-    accounting: AccountingReader,
-    sacct: SacctReader,
-    prometheus: MetricsReader,
-    now: datetime | None = None,
-    strict_accounting: bool = False,
-    resolution: str = "plot",
-    partitions: PartitionReader | None = None,
-    on_owner: Callable[[str, str], None] | None = None,
-) -> JobReport:
-    """Join the sources for one job. ``strict_accounting`` re-raises an accounting outage;
-    ``resolution`` is the series' (``plot`` or ``full``, see PrometheusSource.usage);
-    ``on_owner(user, job name)`` is called once, as soon as both are known (the report's
-    own, by the precedence below), so that a caller can start on them meanwhile."""
+def read_records(job_id: JobId, accounting: AccountingReader, sacct: SacctReader,
+                 strict_accounting: bool = False,
+                 on_owner: Callable[[str, str], None] | None = None) -> Records:
+    """The accounting view's and sacct's records; raises JobNotFound when neither knows the
+    job, SourceUnavailable when neither answered (or the view failed, if strict)."""
     gaps: list[Gap] = []
     acct: AccountingJob | None = None
     sj: SacctJob | None = None
@@ -102,8 +80,7 @@ def build_report(
     except SourceUnavailable as exc:
         gaps.append(_gap(job_id, exc))
     if on_owner is not None and not told:
-        user = _first(acct and acct.user, sj and sj.user)
-        name = _first(acct and acct.job_name, sj and sj.job_name)
+        user, name = owner(acct, sj)
         if user and name:
             on_owner(user, name)
     if acct is None and sj is None:
@@ -118,87 +95,70 @@ def build_report(
         # Users read a plain sentence; the driver's words stay in the gap's detail.
         gaps = [Gap(g.source, ACCOUNTING_DOWN, g.detail) if g.source == "accounting" else g
                 for g in gaps]
+    return Records(acct, sj, gaps)
 
-    now = now or datetime.now(UTC)
-    state = _first(sj and sj.state, acct and acct.state)
-    start = _first(acct and acct.start_time, sj and sj.start_time)
-    end = _first(acct and acct.end_time, sj and sj.end_time)
-    elapsed = sj.elapsed_seconds if sj else None
-    if elapsed is None and start:
-        elapsed = ((end or now) - start).total_seconds()
-    if start is None and end is not None and elapsed:
-        start = end - timedelta(seconds=elapsed)  # sacct's Elapsed dates the start
-    nodes = (acct.nodes if acct and acct.nodes else ()) or _nodes_from_sacct(sj)
 
-    usage = Usage()
-    # The exporter labels series with the cgroup's job id: an array task's raw id.
-    metrics_id = str(acct.job) if acct else (sj.raw_id if sj and sj.raw_id else str(job_id))
-    if state in NOT_STARTED_STATES:
-        gaps.append(Gap("prometheus", f"the job has not started yet ({state}): no metrics"))
-    elif start is None:
+def read_usage(job_id: JobId, prometheus: MetricsReader, t: Timing, now: datetime,
+               resolution: str, gaps: list[Gap]) -> Usage:
+    """What Prometheus recorded of the job; a gap (appended to ``gaps``) when nothing."""
+    if not started(t.state):
+        gaps.append(Gap("prometheus", f"the job has not started yet ({t.state}): no metrics"))
+        return Usage()
+    if t.start is None:
         gaps.append(Gap("prometheus", "the job's start time is unknown, so its metrics "
                                       "could not be looked up"))
-    else:
+        return Usage()
+    try:
+        usage = prometheus.usage(JobId.of(t.metrics_id), t.start, t.end or now, t.nodes,
+                                 resolution=resolution)
+    except SourceUnavailable as exc:
+        gaps.append(_gap(job_id, exc))
+        return Usage()
+    if usage.empty:
+        gaps.append(Gap("prometheus",
+                        "no metrics kept for this job (not scraped, or older than the retention)"))
+    return usage
+
+
+def read_time_limit(records: Records, partitions: PartitionReader | None
+                    ) -> tuple[TimeLimitKind | None, float | None]:
+    """The records' limit, with ``Partition_Limit`` resolved through scontrol."""
+    kind, seconds = time_limit(records.acct, records.sacct)
+    name = partition(records.acct, records.sacct)
+    if kind == TimeLimitKind.PARTITION and name and partitions is not None:
         try:
-            usage = prometheus.usage(JobId.of(metrics_id), start, end or now, nodes,
-                                     resolution=resolution)
-            if usage.empty:
-                gaps.append(
-                    Gap(
-                        "prometheus",
-                        "no metrics kept for this job (not scraped, or older than the retention)",
-                    )
-                )
+            kind, seconds = partitions.max_time(name)
         except SourceUnavailable as exc:
-            gaps.append(_gap(job_id, exc))
+            # The report still says "the partition's limit"; only the figure is missing.
+            log.info("partition %s: %s (%s)", name, exc.reason, exc.detail)
+    return kind, seconds
 
+
+def build_report(
+    job_id: JobId,
+    cluster: str,
+    accounting: AccountingReader,
+    sacct: SacctReader,
+    prometheus: MetricsReader,
+    now: datetime | None = None,
+    strict_accounting: bool = False,
+    resolution: str = "plot",
+    partitions: PartitionReader | None = None,
+    on_owner: Callable[[str, str], None] | None = None,
+) -> JobReport:
+    """Read the sources for one job and join them. ``strict_accounting`` re-raises an
+    accounting outage; ``resolution`` is the series' (``plot`` or ``full``, see
+    PrometheusSource.usage); ``on_owner(user, job name)`` is called once, as soon as both
+    are known (the report's own, by precedence), so that a caller can start on them
+    meanwhile."""
+    records = read_records(job_id, accounting, sacct, strict_accounting, on_owner)
+    gaps = records.gaps
+    now = now or datetime.now(UTC)
+    t = timing(job_id, records.acct, records.sacct, now)
+    usage = read_usage(job_id, prometheus, t, now, resolution, gaps)
     notes = (coarse_note(usage.step_seconds),) if (usage.step_seconds or 0) >= COARSE_STEP else ()
-    running = state in RUNNING_STATES
-    cpu_seconds, cpu_source = (None, None) if state in NOT_STARTED_STATES else _cpu(
-        sj, usage, elapsed, running
-    )
-    peak = job_peak(sacct_peak(sj) if sj else None, prometheus_peak(usage))
-    partition = _first(acct and acct.partition, sj and sj.partition)
-    limit_kind, limit = _time_limit(acct, sj, partition, partitions)
-    record = _first(acct and acct.job_id, sj and sj.job_id)
-
-    return JobReport(
-        job_id=str(job_id),
-        cluster=acct.cluster if acct else cluster,
-        user=_first(acct and acct.user, sj and sj.user),
-        uid=acct.uid if acct else None,
-        account=_first(acct and acct.account, sj and sj.account),
-        job_name=_first(acct and acct.job_name, sj and sj.job_name),
-        partition=partition,
-        nodes=nodes,
-        work_dir=_first(acct and acct.work_dir, sj and sj.work_dir),
-        cpus=_first(acct and acct.cpus, sj and sj.cpus),
-        memory_requested_bytes=_first(
-            acct and acct.memory_requested_bytes, sj and sj.memory_requested_bytes
-        ),
-        gpus=_first(acct and acct.gpus, sj and sj.gpus) or 0,
-        time_limit_seconds=limit,
-        time_limit_kind=limit_kind,
-        state=state,
-        exit_code=_first(acct and acct.exit_code, sj and sj.exit_code),
-        submit_time=acct.submit_time if acct else None,
-        start_time=start,
-        end_time=end,
-        elapsed_seconds=elapsed,
-        figures_from=record if record != str(job_id) else None,
-        cpu_seconds=cpu_seconds,
-        cpu_source=cpu_source,
-        memory_peak=peak,
-        usage=usage,
-        steps=sj.steps if sj else (),
-        components=sj.components if sj else (),
-        metrics_id=metrics_id,
-        billing=_first(acct and acct.billing, sj and sj.billing),
-        cancelled_by=sj.cancelled_by if sj else None,
-        array_job=_first(acct and acct.array_job, _array_job_of(sj)),
-        gaps=tuple(gaps),
-        notes=notes,
-    )
+    return join(job_id, cluster, records.acct, records.sacct, t, usage,
+                read_time_limit(records, partitions), tuple(gaps), notes)
 
 
 def _gap(job_id: JobId, exc: SourceUnavailable) -> Gap:
@@ -207,64 +167,9 @@ def _gap(job_id: JobId, exc: SourceUnavailable) -> Gap:
     return Gap(exc.source, exc.reason, exc.detail)
 
 
-def _cpu(
-    sj: SacctJob | None, usage: Usage, elapsed: float | None, running: bool
-) -> tuple[float | None, CpuSource | None]:
-    """CPU seconds and where they come from (see the module's docstring)."""
-    seconds, source = None, None
-    if sj and sj.total_cpu_seconds is not None:
-        seconds, source = sj.total_cpu_seconds, CpuSource.STEPS
-    elif sj and not sj.steps and sj.alloc_cpu_seconds is not None:
-        seconds, source = sj.alloc_cpu_seconds, CpuSource.ALLOCATION
-    if (running or seconds is None) and usage.cpu_cores and elapsed:
-        # sacct writes TotalCPU when a step ends: while a job runs, Prometheus knows better.
-        seconds = sum(s.mean() or 0.0 for s in usage.cpu_cores) * elapsed
-        source = CpuSource.PROMETHEUS
-    return seconds, source
-
-
-def _time_limit(
-    acct: AccountingJob | None,
-    sj: SacctJob | None,
-    partition: str | None,
-    partitions: PartitionReader | None,
-) -> tuple[TimeLimitKind | None, float | None]:
-    """The kind of limit and its seconds; ``Partition_Limit`` resolved through scontrol."""
-    kind, seconds = None, None
-    for record in (acct, sj):
-        if record is not None and record.time_limit_seconds is not None:
-            kind, seconds = record.time_limit_kind or TimeLimitKind.JOB, record.time_limit_seconds
-            break
-        if record is not None and record.time_limit_kind is not None:
-            kind = record.time_limit_kind
-            break
-    if kind == TimeLimitKind.PARTITION and partition and partitions is not None:
-        try:
-            kind, seconds = partitions.max_time(partition)
-        except SourceUnavailable as exc:
-            # The report still says "the partition's limit"; only the figure is missing.
-            log.info("partition %s: %s (%s)", partition, exc.reason, exc.detail)
-    return kind, seconds
-
-
 def coarse_note(step: float | None) -> str:
     """The coverage note of a long job whose series were fetched at a coarse step."""
     return (f"Plots show one point per {format_duration(step)}: each report asks Prometheus "
             "for a bounded number of points, so long jobs are drawn coarsely and shorter "
             "peaks may not show (CPU time comes from Slurm's accounting; when one task's "
             "MaxRSS exceeds the plotted memory, the peak is sacct's).")
-
-
-def _array_job_of(sj: SacctJob | None) -> int | None:
-    """``123`` for sacct's ``123_4``; None when the job is not an array task."""
-    if sj is None or "_" not in sj.job_id:
-        return None
-    head = sj.job_id.split("_", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
-def _nodes_from_sacct(sj: SacctJob | None) -> tuple[str, ...]:
-    try:
-        return parse_nodelist(sj.node_list) if sj else ()
-    except ValueError:
-        return ()  # a corrupt host list costs the node filter, not the report

@@ -39,11 +39,11 @@ from webapp.report.arrays import percentile
 from webapp.report.peak import job_peak, sacct_peak
 from webapp.sources.history_data import HistorySource, PastJob
 from webapp.sources.sacct import parse_nodelist
+from webapp.states import ended as has_ended
 
 PERCENTILE = 95
 MIN_JOBS = 3  # fewer ended jobs make no history worth a suggestion
 DEFAULT_SINCE = timedelta(days=30)
-NOT_ENDED = frozenset({"PENDING", "RUNNING", "REQUEUED", "SUSPENDED", "RESIZING"})
 
 
 def history(source: HistorySource, user: str | None, name: str | None,
@@ -92,7 +92,7 @@ def history_job(past: PastJob) -> HistoryJob:
 def suggest(jobs: Sequence[HistoryJob], t: Thresholds, basis: str = ""
             ) -> SizingSuggestion | None:
     """The ``#SBATCH`` block the ended jobs call for, and what it would have saved."""
-    ended = [j for j in jobs if j.state not in NOT_ENDED and j.elapsed_seconds]
+    ended = [j for j in jobs if has_ended(j.state) and j.elapsed_seconds]
     if len(ended) < MIN_JOBS:
         return None
     options: list[tuple[str, str]] = []

@@ -30,15 +30,13 @@ from webapp.model import (
 from webapp.report import query_params as params
 from webapp.report.peak import sacct_peak
 from webapp.sources.accounting import LIST_LIMIT
+from webapp.states import LIST_STATES, ended
+from webapp.unused import Held, gpus_busy, unused
 
-HOUR = 3600.0
-GIB = 2.0**30
 DEFAULT_DAYS = 7
 MAX_DAYS = 90  # a bounded window: the queries grow with it
 MAX_NAME = 200
-NOT_ENDED = frozenset({"PENDING", "RUNNING", "SUSPENDED", "REQUEUED", "RESIZING"})
-STATES = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
-          "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
+STATES = LIST_STATES
 # Mean GPU utilisation of each job, one query for all of them (the staff report's too).
 RUNNING_NOTE = "not ended: the report has the live figures"
 GPU_QUERY = "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio[{w}]))"
@@ -69,30 +67,31 @@ class JobRow:
     source: str = "accounting"
     missing: tuple[str, ...] = ()  # why a figure is blank, in plain words
     raw_id: str = ""  # the numeric id the exporter labels series with (an array task's own)
+    # What the waste columns are computed from (``webapp.unused``, as the report's own).
+    cpu_seconds: float | None = None
+    gpus_busy: float | None = None  # the GPUs' mean utilisations summed
+    memory_requested: int | None = None  # the whole job's (per node x nodes)
+
+    def _unused(self, resource: str) -> float | None:
+        amount = unused(Held(self.elapsed, self.cpus, self.cpu_seconds, self.gpus,
+                             self.gpus_busy, self.memory_requested, self.memory_peak,
+                             self.nodes)).get(resource)
+        return amount.unused if amount else None
 
     @property
     def cpu_hours_unused(self) -> float | None:
-        """Core-hours allocated and not used: CPUs x elapsed x (1 - CPU efficiency)."""
-        if self.cpu_efficiency is None or not self.elapsed or not self.cpus:
-            return None
-        return self.cpus * self.elapsed * max(0.0, 1.0 - self.cpu_efficiency) / HOUR
+        """Core-hours allocated and not used (the report's waste figure)."""
+        return self._unused("cpu")
 
     @property
     def gpu_hours_unused(self) -> float | None:
-        """GPU-hours allocated and idle: GPUs x elapsed x (1 - mean utilisation)."""
-        if not self.gpus:
-            return 0.0
-        if self.gpu_utilization is None or not self.elapsed:
-            return None
-        return self.gpus * self.elapsed * max(0.0, 1.0 - self.gpu_utilization) / HOUR
+        """GPU-hours allocated and idle (the report's waste figure); 0 without GPUs."""
+        return self._unused("gpu") if self.gpus else 0.0
 
     @property
     def memory_gb_hours_unused(self) -> float | None:
-        """(Request per node - peak) x nodes x elapsed, in GiB-hours."""
-        if self.memory_peak is None or not self.memory_requested_per_node or not self.elapsed:
-            return None
-        unused = max(0, self.memory_requested_per_node - self.memory_peak) * max(1, self.nodes)
-        return unused * self.elapsed / GIB / HOUR
+        """Memory GiB-hours requested and not used (the report's waste figure)."""
+        return self._unused("memory")
 
 
 # Sort keys of the tables: parameter -> the row's value (None sorts last either way).
@@ -183,7 +182,8 @@ def base_row(job: AccountingJob) -> JobRow:
     per_node = job.memory_requested_bytes // nodes if job.memory_requested_bytes else None
     return JobRow(job.cluster, job.job_id, job.job_name or "", job.user or "",
                   job.account or "", job.state, job.submit_time, job.end_time, elapsed,
-                  job.cpus, nodes, job.gpus, per_node, raw_id=str(job.job))
+                  job.cpus, nodes, job.gpus, per_node, raw_id=str(job.job),
+                  memory_requested=job.memory_requested_bytes)
 
 
 def from_report(row: JobRow, report: JobReport) -> JobRow:
@@ -192,7 +192,10 @@ def from_report(row: JobRow, report: JobReport) -> JobRow:
                    memory_peak=report.memory_peak_bytes,
                    memory_efficiency=report.memory_efficiency,
                    gpu_utilization=report.gpu_utilization if row.gpus else None,
-                   findings=len(report.findings), source="archive", missing=())
+                   findings=len(report.findings), source="archive", missing=(),
+                   cpu_seconds=report.cpu_seconds,
+                   gpus_busy=gpus_busy(s.mean() for s in report.usage.gpu_utilization),
+                   memory_requested=report.memory_requested_bytes)
 
 
 def row_from_report(report: JobReport) -> JobRow:
@@ -224,7 +227,10 @@ def from_sacct(row: JobRow, job: SacctJob, gpu_mean: float | None,
         missing.append(gpu_missing or "GPU use: no samples in Prometheus")
     return replace(row, elapsed=elapsed, cpu_efficiency=cpu_efficiency(seconds, elapsed, cpus),
                    memory_peak=peak.bytes if peak else None, memory_efficiency=mem_eff,
-                   gpu_utilization=gpu, source="sacct", missing=tuple(missing))
+                   gpu_utilization=gpu, source="sacct", missing=tuple(missing),
+                   cpu_seconds=seconds,
+                   # one mean over the job's GPUs is all the bulk query gives
+                   gpus_busy=None if gpu is None else gpu * row.gpus)
 
 
 @dataclass
@@ -250,7 +256,7 @@ def list_jobs(src: ListSources, since: datetime, now: datetime, user: str | None
     rows = [base_row(j) for j in jobs]
     pending: list[int] = []
     for i, row in enumerate(rows):
-        report = src.archived(row.cluster, row.job_id) if row.state not in NOT_ENDED else None
+        report = src.archived(row.cluster, row.job_id) if ended(row.state) else None
         if report is not None:
             rows[i] = from_report(row, report)
         else:
@@ -267,7 +273,7 @@ def list_jobs(src: ListSources, since: datetime, now: datetime, user: str | None
     gpu, gpu_missing = _gpu_means(src, rows, pending, since, now)
     for i in pending:
         job = sacct.get(rows[i].job_id)
-        if rows[i].state in NOT_ENDED:
+        if not ended(rows[i].state):
             rows[i] = replace(rows[i], missing=(RUNNING_NOTE,))
         elif job is not None:
             rows[i] = from_sacct(rows[i], job, gpu.get(rows[i].job_id), gpu_missing)

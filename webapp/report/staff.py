@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from webapp.formatting import format_bytes, format_duration, format_percent
+from webapp.report.peak import sacct_peak
 from webapp.report.staff_config import StaffConfig
 from webapp.sources.staff_data import StaffJob
 
@@ -45,6 +46,13 @@ class StaffReport:
     jobs: int
     config: StaffConfig
     tables: tuple[Table, ...]
+
+
+def memory_peak(j: StaffJob) -> int | None:
+    """The report's peak of the job's busiest node (sacct's side of ``webapp.report.peak``:
+    MaxRSS x tasks per node), else the largest task's MaxRSS."""
+    peak = sacct_peak(j.sacct) if j.sacct is not None else None
+    return peak.bytes if peak is not None else j.max_rss
 
 
 def _h(seconds: float) -> str:
@@ -162,10 +170,11 @@ def large_memory(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
     need = cfg.large_memory_need_gib * GIB
 
     def cell(j: StaffJob):
-        if j.partition not in cfg.large_memory_partitions or j.max_rss is None or j.max_rss >= need:
+        peak = memory_peak(j)
+        if j.partition not in cfg.large_memory_partitions or peak is None or peak >= need:
             return None
-        return ((j.partition, format_bytes(j.max_rss), format_duration(j.elapsed)),
-                {"partition": j.partition, "max_rss": j.max_rss, "elapsed": j.elapsed})
+        return ((j.partition, format_bytes(peak), format_duration(j.elapsed)),
+                {"partition": j.partition, "max_rss": peak, "elapsed": j.elapsed})
     return _job_table("large_memory", "Large-memory partitions used without need",
                       f"Jobs on {', '.join(cfg.large_memory_partitions) or '(none configured)'} "
                       f"whose peak stayed below {cfg.large_memory_need_gib:g} GiB.",

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 
 from webapp.archive.alerts import AlertRecord, ordinal
 from webapp.report.staff import (
-    GIB,
     HOUR,
     Row,
     StaffReport,
@@ -18,11 +17,13 @@ from webapp.report.staff import (
     idle_nodes,
     large_memory,
     longest_queued,
+    memory_peak,
     smaller_gpu,
     user_efficiency,
 )
 from webapp.report.staff_config import StaffConfig
 from webapp.sources.staff_data import StaffJob
+from webapp.unused import Held, unused
 
 
 def _per_user(key: str, title: str, why: str, columns: tuple[str, ...],
@@ -38,15 +39,17 @@ def _per_user(key: str, title: str, why: str, columns: tuple[str, ...],
 def memory_unused(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
     totals: dict[str, tuple[float, float]] = {}
     for j in jobs:
-        if j.memory_requested is None or j.max_rss is None:
+        amount = unused(Held(j.elapsed, j.cpus, j.cpu_seconds, j.gpus, None, j.memory_requested,
+                             memory_peak(j), len(j.nodes))).get("memory")
+        if amount is None or amount.unused is None:
             continue
-        unused = max(0, j.memory_requested - j.max_rss) * j.elapsed / GIB / HOUR
-        asked = j.memory_requested * j.elapsed / GIB / HOUR
         u, a = totals.get(j.user, (0.0, 0.0))
-        totals[j.user] = (u + unused, a + asked)
+        totals[j.user] = (u + amount.unused, a + amount.requested)
     return _per_user("memory_unused", "Over-requested memory",
-                     "Requested minus peak memory (sacct MaxRSS), times the run time.",
-                     ("GB-hours unused", "GB-hours requested", "unused"), totals, "gb_hours", cfg)
+                     "Requested minus the busiest node's peak (sacct: MaxRSS x tasks per node) "
+                     "times the nodes, times the run time: the report's own figure.",
+                     ("GiB-hours unused", "GiB-hours requested", "unused"), totals, "gb_hours",
+                     cfg)
 
 
 def time_unused(jobs: list[StaffJob], cfg: StaffConfig) -> Table:

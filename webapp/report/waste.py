@@ -1,14 +1,9 @@
 """Waste in the site's currency: every waste figure in its own unit, in billing units and,
 where the site says what a billing unit is worth, in core-hours of its allocation.
 
-The one computation of waste; every renderer reads ``JobReport.waste``.
-
-- CPU: allocated core-hours (AllocCPUS x elapsed) minus used (TotalCPU, the report's
-  ``cpu_seconds``), never below zero.
-- GPU: allocated GPU-hours minus the GPUs' mean utilisation x elapsed (Prometheus); no
-  figure without GPU series.
-- Memory: requested GiB-hours minus the peak (busiest node, x nodes) x elapsed: memory
-  held idle. Slurm's memory weights are per MB of 1024 KiB, so GiB = Slurm's G.
+The amounts are ``webapp.unused``'s, the one computation of waste (the report's
+``JobReport.waste``, which every renderer reads, the job lists, the weekly digest and the
+staff report all call it); this module prices them for one report.
 
 Billing units: a resource's unused amount x its TRESBillingWeights weight (the
 partition's, from scontrol). With no weights configured Slurm bills the allocated CPUs
@@ -23,51 +18,45 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from webapp.model import JobReport, Waste, WasteItem
+from webapp.unused import GIB, Held, gpus_busy, unused
 
-GIB = 1024**3
 MB = 1024**2  # Slurm's MB, the unit of a memory billing weight
 NO_WEIGHTS = ("no TRESBillingWeights on the partition: Slurm bills the allocated CPUs, "
               "so a core-hour costs billing / CPUs units")
 WEIGHTS = "the partition's TRESBillingWeights"
 
 
-def _gpu_used_hours(report: JobReport, hours: float) -> float | None:
-    means = [m for s in report.usage.gpu_utilization if (m := s.mean()) is not None]
-    return sum(means) * hours if means else None
+def held_by(report: JobReport) -> Held:
+    """A report's own figures, as ``unused`` reads them."""
+    return Held(report.elapsed_seconds, report.cpus, report.cpu_seconds, report.gpus,
+                gpus_busy(s.mean() for s in report.usage.gpu_utilization),
+                report.memory_requested_bytes,
+                report.memory_peak_bytes, len(report.nodes))
 
 
 def compute_waste(report: JobReport, weights: Mapping[str, float] | None = None,
                   core_hours_per_billing_unit: float = 0.0) -> Waste | None:
-    """The waste of an ended (or running) job; None without elapsed time or CPUs."""
-    if not report.elapsed_seconds or not report.cpus:
+    """The waste of an ended (or running) job, priced; None without elapsed time or CPUs."""
+    amounts = unused(held_by(report))
+    if not amounts:
         return None
-    hours = report.elapsed_seconds / 3600
     weights = dict(weights or {})
     source = WEIGHTS if weights else NO_WEIGHTS
-    if not weights and report.billing:
+    if not weights and report.billing and report.cpus:
         weights = {"cpu": report.billing / report.cpus}
-    # (resource, unit, requested, used, weight per unit-hour)
-    rows: list[tuple[str, str, float, float | None, float | None]] = []
-    cpu_used = None if report.cpu_seconds is None else report.cpu_seconds / 3600
-    rows.append(("cpu", "core-hours", report.cpus * hours, cpu_used, weights.get("cpu")))
-    if report.gpus:
-        gpu_weight = weights.get("gres/gpu", 0.0 if "cpu" in weights else None)
-        rows.append(("gpu", "GPU-hours", report.gpus * hours, _gpu_used_hours(report, hours),
-                     gpu_weight))
-    if report.memory_requested_bytes:
-        peak = report.memory_peak_bytes
-        used = None if peak is None else peak * max(1, len(report.nodes)) / GIB * hours
-        mem_weight = weights.get("mem")
-        rows.append(("memory", "GiB-hours", report.memory_requested_bytes / GIB * hours, used,
-                     mem_weight * GIB / MB if mem_weight is not None
-                     else (0.0 if "cpu" in weights else None)))
+    # Billing units per unit-hour: with CPU-only billing, GPUs and memory cost nothing.
+    free = 0.0 if "cpu" in weights else None
+    mem_weight = weights.get("mem")
+    per_unit = {"cpu": weights.get("cpu"), "gpu": weights.get("gres/gpu", free),
+                "memory": mem_weight * GIB / MB if mem_weight is not None else free}
     items = []
-    for resource, unit, requested, used, weight in rows:
-        unused = None if used is None else max(0.0, requested - used)
-        if unused is None:
+    for a in amounts.values():
+        if a.unused is None:
             continue
-        units = None if weight is None else unused * weight
+        weight = per_unit[a.resource]
+        units = None if weight is None else a.unused * weight
         core_hours = (units * core_hours_per_billing_unit
                       if units is not None and core_hours_per_billing_unit else None)
-        items.append(WasteItem(resource, unit, requested, unused, weight, units, core_hours))
+        items.append(WasteItem(a.resource, a.unit, a.requested, a.unused, weight, units,
+                               core_hours))
     return Waste(tuple(items), report.billing, source, core_hours_per_billing_unit or None)

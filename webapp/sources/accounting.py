@@ -79,9 +79,21 @@ QUERIES = {
 }
 
 
+# slurmdbd records a requeued run, and the part of a job before a resize, with the flag
+# alone as its state (as_mysql_job.c: job_state = JOB_REQUEUE / JOB_RESIZING), whose base
+# reads PENDING; sacct names them by the flag, checking RESIZING first (job_state_string).
+JOB_RESIZING, JOB_REQUEUE = 0x2000, 0x0400
+
+
 def state_name(value: int) -> str:
-    """Slurm's state integer, flags masked: ``3`` -> ``COMPLETED``."""
-    return JOB_STATES.get(int(value) & 0xFF, f"UNKNOWN({value})")
+    """Slurm's state integer, other flags masked: ``3`` -> ``COMPLETED``, ``1024`` ->
+    ``REQUEUED`` (``webapp.states``: not ended, the job runs again)."""
+    value = int(value)
+    if value & JOB_RESIZING:
+        return "RESIZING"
+    if value & JOB_REQUEUE:
+        return "REQUEUED"
+    return JOB_STATES.get(value & 0xFF, f"UNKNOWN({value})")
 
 
 def exit_code_text(status: int) -> str:

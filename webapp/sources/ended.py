@@ -13,9 +13,10 @@ from datetime import datetime
 from webapp.model import JobId, SourceUnavailable
 from webapp.sources.sacct import run_sacct
 from webapp.sources.sacct_records import delimiter_argv, new_delimiter, split_records
+from webapp.states import sacct_final_states
 
-# The states a job can end in (sacct --state takes these abbreviations).
-FINAL_STATES = ("BF", "CA", "CD", "DL", "F", "NF", "OOM", "PR", "TO")
+# The states a job can end in, as sacct --state takes them.
+FINAL_STATES = sacct_final_states()
 
 
 @dataclass(frozen=True, order=True)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from webapp.model import SacctJob
 from webapp.sources.ended import FINAL_STATES
 from webapp.sources.prometheus import PrometheusSource, promql_string
 from webapp.sources.sacct import parse_nodelist, parse_sacct, run_sacct
@@ -58,13 +59,15 @@ class StaffJob:
     memory_requested: int | None
     gpus: int
     cpu_seconds: float | None
-    max_rss: int | None
+    max_rss: int | None  # the largest single task's MaxRSS
     gpu_utilization: float | None = None  # mean over the job and its GPUs, 0..1
     gpu_memory_used: float | None = None  # peak on any GPU
     gpu_memory_total: float | None = None
     node_cpu_seconds: dict[str, float] = field(default_factory=dict)
     pending_reasons: tuple[tuple[str, float], ...] = ()  # (reason, seconds seen)
     energy_joules: float | None = None  # what the exporter split to the job; None: no series
+    # The parsed record, steps included: the report's peak is computed from it.
+    sacct: SacctJob | None = field(default=None, repr=False, compare=False)
 
     @property
     def wait(self) -> float | None:
@@ -106,17 +109,22 @@ def parse_window(text: str, since: float, until: float,
             continue
         if not since <= j.end_time.timestamp() <= until:
             continue
-        raw, submit = ids[j.job_id]
-        try:
-            nodes = parse_nodelist(j.node_list) if j.node_list else ()
-        except ValueError:
-            nodes = ()
-        out.append(StaffJob(
-            j.job_id, raw, j.user or "", j.account or "", j.partition or "", j.state, submit,
-            j.start_time.timestamp(), j.end_time.timestamp(), j.elapsed_seconds or 0.0,
-            j.time_limit_seconds, j.cpus or 0, tuple(nodes), j.memory_requested_bytes, j.gpus,
-            j.total_cpu_seconds, j.max_rss_bytes))
+        out.append(staff_job(j, *ids[j.job_id]))
     return out
+
+
+def staff_job(j: SacctJob, raw_id: str, submit: float | None) -> StaffJob:
+    """One ended job's sacct record (with its steps) as the staff tables read it."""
+    try:
+        nodes = parse_nodelist(j.node_list) if j.node_list else ()
+    except ValueError:
+        nodes = ()
+    return StaffJob(
+        j.job_id, raw_id, j.user or "", j.account or "", j.partition or "", j.state, submit,
+        j.start_time.timestamp() if j.start_time else None,
+        j.end_time.timestamp() if j.end_time else None, j.elapsed_seconds or 0.0,
+        j.time_limit_seconds, j.cpus or 0, tuple(nodes), j.memory_requested_bytes, j.gpus,
+        j.total_cpu_seconds, j.max_rss_bytes, sacct=j)
 
 
 class StaffDataSource:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from webapp.model import AccountingJob, SacctJob, SourceUnavailable
+from webapp.model import AccountingJob, JobId, SacctJob, SourceUnavailable
+from webapp.report.precedence import timing
 from webapp.report.service import ReportService
 from webapp.sources.cluster import ClusterSource
 from webapp.sources.cluster_bulk import BulkQueue, PrefetchedCluster, Wait
@@ -18,7 +20,6 @@ from webapp.sources.ended import EndedJob
 from webapp.sources.prefetched import PrefetchedAccounting, PrefetchedSacct
 from webapp.sources.prometheus import PrometheusSource
 from webapp.sources.prometheus_bulk import BulkMetrics, JobWindow, PrefetchedMetrics
-from webapp.sources.sacct_values import parse_nodelist
 
 log = logging.getLogger(__name__)
 BATCH = 1000  # jobs fetched together; the sync's default --limit (200) is one batch
@@ -37,22 +38,18 @@ def _bulk(what: str, fetch: Callable[[], dict[str, T]]) -> dict[str, T]:
 
 def windows(ids: Sequence[str], acct: Mapping[str, AccountingJob],
             sacct: Mapping[str, SacctJob]) -> list[JobWindow]:
-    """Each job's run time and nodes, chosen as ``build_report`` chooses them."""
+    """Each job's run time and nodes, by the report's own precedence (``timing``)."""
     out = []
+    now = datetime.now(UTC)
     for jid in ids:
         a, s = acct.get(jid), sacct.get(jid)
-        start = (a and a.start_time) or (s and s.start_time)
-        end = (a and a.end_time) or (s and s.end_time)
-        if not start or not end:
+        if a is None and s is None:
             continue
-        nodes = a.nodes if a and a.nodes else ()
-        if not nodes and s and s.node_list:
-            try:
-                nodes = parse_nodelist(s.node_list)
-            except ValueError:
-                nodes = ()
-        out.append(JobWindow(jid, start.timestamp(),
-                             max(end.timestamp(), start.timestamp() + 1), tuple(nodes)))
+        t = timing(JobId.parse(jid), a, s, now)
+        if not t.start or not t.end:
+            continue
+        out.append(JobWindow(jid, t.start.timestamp(),
+                             max(t.end.timestamp(), t.start.timestamp() + 1), t.nodes))
     return out
 
 

@@ -21,4 +21,4 @@ class SyncOptions:
     max_span: float = DEFAULT_MAX_SPAN  # how far back a first run (no watermark) reaches
     job_id: str | None = None
     dry_run: bool = False
-    no_deliver: bool = False  # queue emails only; the mail timer delivers
+    no_deliver: bool = False  # queue emails only; a later run delivers

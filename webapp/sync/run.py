@@ -3,6 +3,13 @@ end lies in [watermark - 1 s, now], oldest first, at most ``limit`` per stream; 
 processed in order, and the watermark moved to the last one processed (never to "now"),
 so a limit, an error or a kill skips nothing. Every step is keyed by (cluster, job id,
 submit time): a second run, or a second copy at once, does nothing twice.
+
+An unavailable source stops the run (every later job would fail alike). Any other error
+is one job's: it is logged and counted, the run goes on with the next job, and the
+stream's watermark stays before the failed job, so later runs retry it (the jobs after it
+are in the sync log and are not done twice). After ``RETRY_SECONDS`` and at least
+``RETRY_ATTEMPTS`` failed runs the job is logged as failed for good and the watermark
+moves on; ``jobreport sync --jobid`` processes it again by hand.
 """
 
 from __future__ import annotations
@@ -15,11 +22,11 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from webapp.archive.mail_state import FOLDED, REPORT, MailState
+from webapp.archive.mail_state import MailState
 from webapp.archive.store import Archive, ArchiveBusy
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
-from webapp.mail.policy import owner_address, read_opt_out, skip_reason
-from webapp.mail.sending import Connect, message, smtp_connect
+from webapp.mail.owner import file_opt_outs, queue_owner_email
+from webapp.mail.sending import Connect, smtp_connect
 from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
 from webapp.report.archived import archive_record
 from webapp.report.service import ReportService
@@ -31,6 +38,24 @@ from webapp.sync.options import DIRECTIONS, SyncOptions
 
 log = logging.getLogger(__name__)
 STAND_IN_WAIT = 600  # seconds after a job's end to wait for its full accounting record
+# A failing job holds its stream's watermark this long, and for at least this many runs
+# (the timer runs every minute): a passing fault (a full disk, a broken TeX upgrade)
+# costs no job its report, and the backlog a held watermark re-reads stays hours long.
+RETRY_SECONDS = 6 * 3600
+RETRY_ATTEMPTS = 5
+FAILED = "failed"  # the sync log's outcome of a job given up on
+ERROR_SHOWN = 200  # characters of an error in the run's summary (the log has it all)
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    """One job a run failed on: its streams, the error, and whether retries are over."""
+
+    job_id: str
+    streams: tuple[str, ...]
+    error: str
+    attempts: int  # failed runs so far (0 for a ``--jobid`` run, which keeps no count)
+    given_up: bool
 
 
 @dataclass
@@ -45,10 +70,8 @@ class SyncResult:
     source: str = "accounting"
     busy: str | None = None
     error: str | None = None  # the job that stopped the run, and why
-
-
-def email_key(job: EndedJob) -> str:
-    return f"{job.cluster}:{job.job_id}:{job.submit_time}:ended"
+    failed: list[JobFailure] = field(default_factory=list)
+    held: set[str] = field(default_factory=set)  # streams whose watermark waits for a retry
 
 
 class Syncer:
@@ -63,6 +86,7 @@ class Syncer:
         self.connect = connect or smtp_connect(settings)
         self.sacct = SacctEnded(settings.sacct, settings.cluster, settings.sacct_timeout)
         self.mail = MailState(self.archive.db, self.archive.clock)
+        self._retrying: set[tuple[str, str, int]] = set()  # (stream, job id, submit time)
 
     def close(self) -> None:
         self.archive.close()
@@ -100,8 +124,11 @@ class Syncer:
         jobs = sorted({j for stream_jobs in todo.values() for j in stream_jobs})
         result.selected = jobs
         result.outcomes = {stream: Counter() for stream in todo}
+        self._retrying = {(stream, job_id, submit)
+                          for stream in todo
+                          for job_id, submit, _, _ in self.archive.failures(self.cluster, stream)}
         if not opts.dry_run:
-            opt_out = read_opt_out(self.settings.mail_opt_out)
+            opt_out = file_opt_outs(self.settings)
             outbox = Outbox(self.settings.outbox) if "email" in todo else None
             try:
                 bar = tqdm(total=len(jobs), unit="job", desc="sync", disable=None)
@@ -128,16 +155,47 @@ class Syncer:
         """Process a batch in end order; False when a job stopped the run."""
         for job in batch:
             streams = [s for s in todo if job in todo[s]]
+            finished: list[str] = []
             try:
-                self._process(job, streams, opts, outbox, opt_out, result, service)
+                self._process(job, streams, opts, outbox, opt_out, result, service, finished)
             except (JobNotFound, SourceUnavailable) as exc:
                 # Stop here: the watermark stays before this job, the next run
                 # tries it again. Skipping it would lose it for good.
                 result.error = f"job {job.job_id}: {exc}"
                 log.error("%s", result.error)
                 return False
+            except Exception as exc:
+                # One job's fault (its text, a renderer's bug) must not stop every later
+                # job, other users' included: count it, retry it, go on.
+                self._failed(job, [s for s in streams if s not in finished], exc, opts, result)
             bar.update()
         return True
+
+    def _failed(self, job: EndedJob, streams: list[str], exc: Exception, opts: SyncOptions,
+                result: SyncResult) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        log.error("job %s failed (%s): %s", job.job_id, ", ".join(streams), error,
+                  exc_info=exc)
+        attempts, given_up = 0, False
+        for stream in streams:
+            result.outcomes[stream][FAILED] += 1
+            if opts.job_id:
+                continue  # by hand: no watermark to hold, no retries to count
+            attempts, first = self.archive.failed(self.cluster, stream, job.job_id,
+                                                  job.submit_time, job.end_time, error)
+            given_up = (attempts >= RETRY_ATTEMPTS
+                        and self.archive.clock() - first >= RETRY_SECONDS)
+            if not given_up:
+                result.held.add(stream)  # later jobs are logged; the watermark waits
+                continue
+            log.error("job %s: %s given up after %d failed runs; `jobreport sync --jobid %s`"
+                      " tries it again", job.job_id, stream, attempts, job.job_id)
+            self.archive.log(self.cluster, stream, job.job_id, job.submit_time,
+                             job.end_time, FAILED)
+            self.archive.forget_failure(self.cluster, stream, job.job_id, job.submit_time)
+            if stream not in result.held:
+                self.archive.advance(self.cluster, stream, job.end_time)
+        result.failed.append(JobFailure(job.job_id, tuple(streams), error, attempts, given_up))
 
     def one(self, job_id: str) -> dict[str, list[EndedJob]]:
         """``--jobid``: the job (any end time), for every stream, processed again."""
@@ -151,7 +209,9 @@ class Syncer:
 
     def _process(self, job: EndedJob, streams: list[str], opts: SyncOptions,
                  outbox: Outbox | None, opt_out: frozenset[str], result: SyncResult,
-                 service: ReportService | None = None) -> None:
+                 service: ReportService | None = None,
+                 finished: list[str] | None = None) -> None:
+        """Archive and/or email one job; ``finished`` collects the streams done with it."""
         service = service or self.service
         report = service.build(job.job_id, archive_fallback="archive" not in streams)
         if is_stand_in(report.uid, report.account, report.job_name):
@@ -167,12 +227,17 @@ class Syncer:
                 outcome = self._archive(job, report, replace=bool(opts.job_id))
             else:
                 assert outbox is not None
-                outcome = self._email(job, report, outbox, opt_out)
+                outcome = queue_owner_email(report, job.job_id, job.submit_time,
+                                            self.settings, self.mail, outbox, opt_out)
             result.outcomes[stream][outcome] += 1
             self.archive.log(self.cluster, stream, job.job_id, job.submit_time, job.end_time,
                              outcome)
-            if not opts.job_id:
+            if (stream, job.job_id, job.submit_time) in self._retrying:
+                self.archive.forget_failure(self.cluster, stream, job.job_id, job.submit_time)
+            if not opts.job_id and stream not in result.held:
                 self.archive.advance(self.cluster, stream, job.end_time)
+            if finished is not None:
+                finished.append(stream)
 
     def _archive(self, job: EndedJob, report: JobReport, replace: bool) -> str:
         record = archive_record(report, job.submit_time, job.end_time)
@@ -180,39 +245,10 @@ class Syncer:
             return "archived again" if self.archive.replace(record) else "archived"
         return "archived" if self.archive.put(record) else "already archived"
 
-    def _email(self, job: EndedJob, report: JobReport, outbox: Outbox,
-               opt_out: frozenset[str]) -> str:
-        # Opt-outs: the file staff keep, and the choices made by link or `jobreport opt-out`.
-        opt_out = opt_out | self.mail.opted_out(self.cluster).keys()
-        reason = skip_reason(report, self.settings, opt_out)
-        to_addr = owner_address(report, self.settings) if reason is None else None
-        if reason is None and to_addr is None:
-            reason = "no address"
-        if reason:
-            return f"skipped: {reason}"
-        if not self._within_cap(job, report.user or ""):
-            return "folded into digest"
-        queued = outbox.enqueue(email_key(job), job.job_id, "ended",
-                                message(report, to_addr, self.settings))
-        return "queued" if queued else "already queued"
-
-
-    def _within_cap(self, job: EndedJob, user: str) -> bool:
-        """Decide once per job whether it is emailed or, past the user's daily cap, left
-        for the weekly digest (a re-run keeps the first decision)."""
-        decided = self.mail.decision(self.cluster, job.job_id, job.submit_time)
-        if decided is None:
-            day = time.strftime("%Y-%m-%d", time.gmtime(self.mail.clock()))
-            cap = self.settings.mail_daily_cap
-            full = cap > 0 and self.mail.sent_on(self.cluster, user, day) >= cap
-            decided = FOLDED if full else REPORT
-            self.mail.decide(self.cluster, job.job_id, job.submit_time, user, day, decided)
-        return decided == REPORT
-
 
 def _deliver(outbox: Outbox, connect: Connect) -> Counter:
     try:
         with outbox.lock():
             return deliver(outbox, connect)
     except OutboxBusy:
-        return Counter()  # the mailer holding it sends what we queued
+        return Counter()  # the run holding it (a sync, or a send by hand) sends ours too

@@ -30,7 +30,7 @@ from webapp.web.reports import get_service
 bp = Blueprint("job_lists", __name__)
 log = logging.getLogger(__name__)
 WASTE_TITLES = {"cpu_waste": "CPU-hours unused", "gpu_waste": "GPU-hours idle",
-                "mem_waste": "Memory GB-hours unused"}
+                "mem_waste": "Memory GiB-hours unused"}
 TOP = 10
 
 

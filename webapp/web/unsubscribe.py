@@ -1,42 +1,74 @@
 """The one-click opt-out page every email links to: no sign-in, the signed token is the
 proof. GET shows what the button does (link scanners follow GETs, so a GET changes
 nothing); POST records the choice, which is also what mail clients' RFC 8058 one-click
-button sends."""
+button sends. A link past JOBREPORT_OPT_OUT_LINK_DAYS changes nothing (410) and points
+to ``/emails``, where a signed-in user stops or resumes their own emails."""
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, current_app, render_template
+from flask import Blueprint, abort, current_app, g, render_template, request
 
 from webapp.archive.mail_state import MailState
-from webapp.archive.opt_out_link import read_token
+from webapp.archive.opt_out_link import OptOutToken, read_token
 from webapp.archive.store import Archive
 from webapp.settings import Settings
 
 bp = Blueprint("unsubscribe", __name__)
+GONE = 410
 
 
-def _who(token: str) -> tuple[str, str]:
-    settings: Settings = current_app.config["JOBREPORT_SETTINGS"]
-    found = read_token(settings.secret_key, token)
+def _settings() -> Settings:
+    return current_app.config["JOBREPORT_SETTINGS"]
+
+
+def _who(token: str) -> OptOutToken:
+    settings = _settings()
+    found = read_token(settings.secret_key, token, settings.opt_out_link_days)
     if found is None:
         abort(404, description="This link is not valid (it may have been cut short).")
     return found
 
 
+def _expired(found: OptOutToken):
+    return render_template("unsubscribe.html", cluster=found.cluster, who=found.user,
+                           expired=True, days=_settings().opt_out_link_days), GONE
+
+
 @bp.get("/unsubscribe/<token>")
 def page(token: str):
     """What the opt-out button will do, for whom."""
-    cluster, user = _who(token)
-    return render_template("unsubscribe.html", cluster=cluster, who=user, token=token,
-                           done=False)
+    found = _who(token)
+    if found.expired:
+        return _expired(found)
+    return render_template("unsubscribe.html", cluster=found.cluster, who=found.user,
+                           token=token, done=False)
 
 
 @bp.post("/unsubscribe/<token>")
 def record(token: str):
     """Record the opt-out (idempotent)."""
-    cluster, user = _who(token)
-    settings: Settings = current_app.config["JOBREPORT_SETTINGS"]
+    found = _who(token)
+    if found.expired:
+        return _expired(found)
+    with Archive(_settings().archive_url) as archive:
+        MailState(archive.db).opt_out(found.cluster, found.user, "link")
+    return render_template("unsubscribe.html", cluster=found.cluster, who=found.user,
+                           token=token, done=True)
+
+
+@bp.route("/emails", methods=("GET", "POST"))
+def manage():
+    """The signed-in user's report emails on a cluster: stop or resume them."""
+    settings = _settings()
+    cluster = request.values.get("cluster") or settings.cluster
+    if cluster not in settings.cluster_names:
+        abort(404, description=f"This site does not serve cluster {cluster!r}.")
     with Archive(settings.archive_url) as archive:
-        MailState(archive.db).opt_out(cluster, user, "link")
-    return render_template("unsubscribe.html", cluster=cluster, who=user, token=token,
-                           done=True)
+        mail = MailState(archive.db)
+        if request.method == "POST":
+            if request.form.get("emails") == "stop":
+                mail.opt_out(cluster, g.user, "web")
+            elif request.form.get("emails") == "resume":
+                mail.opt_in(cluster, g.user)
+        stopped = g.user in mail.opted_out(cluster)
+    return render_template("emails.html", cluster=cluster, who=g.user, stopped=stopped)

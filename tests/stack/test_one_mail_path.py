@@ -1,0 +1,112 @@
+"""One mail path on the real stack: `jobreport email JOBID` by hand and `jobreport sync`, the
+two entry points an admin may still use, run back to back (real jobs, the real command
+line, a real SMTP server on loopback) email each job once; the old batch's command now
+refuses to run instead of sending a second copy. The raw bytes the server received carry
+the one-click opt-out headers unencoded."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from email import message_from_bytes
+from email.policy import default
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import stack
+from tests.helpers.sync import known
+from webapp.archive.opt_out_link import read_token
+
+pytestmark = pytest.mark.stack
+
+# The command as installed, importing this checkout's code (PYTHONPATH beats the install).
+JOBREPORT = str(Path(sys.executable).parent / "jobreport")
+SECRET = "k" * 40
+PUBLIC_URL = "https://jobreport.cluster-support.example.org"
+JOBS = (  # idle for its whole run: a finding the policy emails, whatever the load
+    stack.StackJob("one-path-1", "alice", ("-c1", "--mem=200M", "--time=5"), "sleep 15"),
+    stack.StackJob("one-path-2", "bob", ("-c1", "--mem=200M", "--time=5"), "sleep 15"),
+    stack.StackJob("one-path-3", "alice", ("-c1", "--mem=200M", "--time=5"), "sleep 15"),
+)
+
+
+@pytest.fixture(scope="module")
+def my_jobs(stack_env) -> tuple[int, list[str]]:
+    """This module's own jobs, ended: (a time just before their submission, their ids)."""
+    t0 = int(time.time()) - 2
+    ids = [stack.submit(job) for job in JOBS]
+    stack.wait_until_done(ids)
+    return t0, ids
+
+
+def jobreport(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([JOBREPORT, *args], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def sync(env: dict[str, str], *args: str) -> str:
+    """`jobreport sync ARGS`, run again while it stops at another suite's job that slurmdbd
+    holds only as a stand-in record so far (the next run starts there); its output."""
+    out = ""
+    for _ in range(20):
+        done = jobreport(env, "sync", *args)
+        assert done.returncode in (0, 1), done.stdout + done.stderr
+        out += done.stdout
+        if "stopped at" not in done.stdout:
+            assert done.returncode == 0, done.stdout + done.stderr
+            return out
+        time.sleep(3)
+    raise AssertionError(f"the sync kept stopping:\n{out}")
+
+
+def test_by_hand_and_sync_back_to_back_email_each_job_once(stack_env, my_jobs, smtp,
+                                                           tmp_path):
+    recorder, port = smtp
+    t0, (first, second, third) = my_jobs
+    env = {**os.environ, **known(stack_env), "PYTHONPATH": str(stack.ROOT),
+           "JOBREPORT_ARCHIVE_URL": str(tmp_path / "archive.sqlite"),
+           "JOBREPORT_OUTBOX": str(tmp_path / "outbox.sqlite"),
+           "JOBREPORT_SMTP_HOST": "127.0.0.1", "JOBREPORT_SMTP_PORT": str(port),
+           "JOBREPORT_MAIL_TO": "{user}@example.org", "JOBREPORT_MAIL_MIN_RUNTIME": "0",
+           "JOBREPORT_MAIL_OPT_OUT": "", "JOBREPORT_MAIL_MAP": "",
+           # No cap: other suites' jobs of alice and bob ending in the window would use it up.
+           "JOBREPORT_MAIL_DAILY_CAP": "0",
+           "JOBREPORT_SECRET_KEY": SECRET, "JOBREPORT_PUBLIC_URL": PUBLIC_URL}
+    span = f"{int(time.time()) - t0}s"  # a first sync reaches back to just before our jobs
+
+    # The old mail timer's command no longer sends anything.
+    old = jobreport(env, "email", "--ended-since", "1h")
+    assert old.returncode == 2 and "`jobreport sync`" in old.stderr, old.stderr
+    # By hand first, then the sync (as its timer would), then by hand, then the sync again.
+    done = jobreport(env, "email", first)
+    assert done.returncode == 0 and f"sent job {first} report to" in done.stdout, done
+    synced = sync(env, "--direction", "both", "--max-span", span)
+    assert "already queued" in synced, synced  # the job sent by hand
+    again = jobreport(env, "email", second)
+    assert again.returncode == 0 and f"job {second} was already sent" in again.stdout, again
+    sync(env, "--max-span", span)
+    assert jobreport(env, "email", third).returncode == 0
+
+    received = [(rcpt, message_from_bytes(raw, policy=default), raw)
+                for rcpt, raw in recorder.messages]
+    per_job = Counter(msg["X-Jobreport-Job"] for _, msg, _ in received)
+    # Other suites' jobs that ended in the window are emailed too, each once as well.
+    assert {first, second, third} <= set(per_job) and set(per_job.values()) == {1}, per_job
+    for rcpt, msg, raw in received:
+        if msg["X-Jobreport-Job"] not in (first, second, third):
+            continue
+        owner = "bob" if msg["X-Jobreport-Job"] == second else "alice"
+        assert rcpt == [f"{owner}@example.org"]
+        head = raw.split(b"\r\n\r\n", 1)[0] + b"\r\n"
+        url = re.search(rb"\r\nList-Unsubscribe: <(https://[^>\r\n ]+)>\r\n", head)
+        assert url and url.group(1).startswith(f"{PUBLIC_URL}/unsubscribe/".encode()), head
+        token = read_token(SECRET, url.group(1).rsplit(b"/", 1)[1].decode(), 90)
+        assert token is not None and (token.cluster, token.user, token.expired) == (
+            stack_env.get("JOBREPORT_CLUSTER", "demo"), owner, False)
+        assert b"\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n" in head
+        assert b"=?" not in head.split(b"\r\nList-Unsubscribe")[1]

@@ -1,0 +1,172 @@
+"""Which source wins for each figure of a report: pure rules over what the sources said.
+
+``webapp.report.build`` reads the sources (accounting view, sacct, Prometheus, scontrol);
+these functions only choose. Precedence when sources disagree (documented in the README):
+
+- identity and request (user, account, partition, CPUs, memory, GPUs, time limit, nodes):
+  the accounting view, then sacct;
+- outcome: the state from sacct (its latest record of the job), then the accounting
+  view; exit code and times from the accounting view, then sacct; elapsed from sacct's Elapsed, else end (or now) - start, and a start
+  sacct's Elapsed dates when only the end is known;
+- the time limit: the job's own, else the partition's MaxTime for ``Partition_Limit``
+  (resolved by the caller through scontrol), "unlimited" only when Slurm says so;
+- CPU time: the sum of sacct's step TotalCPU (what seff uses), else the allocation line's
+  TotalCPU when sacct lists no steps; while the job runs (sacct has no TotalCPU yet), or
+  without sacct, the integral of Prometheus' CPU rate;
+- peak memory: defined once in ``webapp.report.peak`` (Prometheus per node, else sacct's
+  MaxRSS x tasks estimate);
+- time series, I/O, open files, threads, scratch, GPUs: Prometheus only, asked by the
+  job's own numeric id (an array task's cgroup is named after its raw id).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from webapp.model import (
+    AccountingJob,
+    CpuSource,
+    Gap,
+    JobId,
+    JobReport,
+    SacctJob,
+    TimeLimitKind,
+    Usage,
+)
+from webapp.report.peak import job_peak, prometheus_peak, sacct_peak
+from webapp.sources.sacct_values import parse_nodelist
+from webapp.states import running, started
+
+
+def first(*values: Any) -> Any:
+    """The first value that is known (not None)."""
+    return next((v for v in values if v is not None), None)
+
+
+def owner(acct: AccountingJob | None, sj: SacctJob | None) -> tuple[str | None, str | None]:
+    """(user, job name) as the report will show them."""
+    return (first(acct and acct.user, sj and sj.user),
+            first(acct and acct.job_name, sj and sj.job_name))
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The job's outcome and where it ran: what the Prometheus lookup needs."""
+
+    state: str | None
+    start: datetime | None
+    end: datetime | None
+    elapsed: float | None
+    nodes: tuple[str, ...]
+    metrics_id: str  # the id the exporter labels series with: an array task's raw id
+
+
+def timing(job_id: JobId, acct: AccountingJob | None, sj: SacctJob | None,
+           now: datetime) -> Timing:
+    state = first(sj and sj.state, acct and acct.state)
+    start = first(acct and acct.start_time, sj and sj.start_time)
+    end = first(acct and acct.end_time, sj and sj.end_time)
+    elapsed = sj.elapsed_seconds if sj else None
+    if elapsed is None and start:
+        elapsed = ((end or now) - start).total_seconds()
+    if start is None and end is not None and elapsed:
+        start = end - timedelta(seconds=elapsed)  # sacct's Elapsed dates the start
+    nodes = (acct.nodes if acct and acct.nodes else ()) or nodes_from_sacct(sj)
+    metrics_id = str(acct.job) if acct else (sj.raw_id if sj and sj.raw_id else str(job_id))
+    return Timing(state, start, end, elapsed, tuple(nodes), metrics_id)
+
+
+def cpu_time(sj: SacctJob | None, usage: Usage, t: Timing
+             ) -> tuple[float | None, CpuSource | None]:
+    """CPU seconds and where they come from; none before the job started."""
+    if not started(t.state):
+        return None, None
+    seconds, source = None, None
+    if sj and sj.total_cpu_seconds is not None:
+        seconds, source = sj.total_cpu_seconds, CpuSource.STEPS
+    elif sj and not sj.steps and sj.alloc_cpu_seconds is not None:
+        seconds, source = sj.alloc_cpu_seconds, CpuSource.ALLOCATION
+    if (running(t.state) or seconds is None) and usage.cpu_cores and t.elapsed:
+        # sacct writes TotalCPU when a step ends: while a job runs, Prometheus knows better.
+        seconds = sum(s.mean() or 0.0 for s in usage.cpu_cores) * t.elapsed
+        source = CpuSource.PROMETHEUS
+    return seconds, source
+
+
+def time_limit(acct: AccountingJob | None, sj: SacctJob | None
+               ) -> tuple[TimeLimitKind | None, float | None]:
+    """The kind of limit and its seconds as the records say (the partition's still to be
+    resolved when the kind is ``PARTITION``)."""
+    for record in (acct, sj):
+        if record is not None and record.time_limit_seconds is not None:
+            return record.time_limit_kind or TimeLimitKind.JOB, record.time_limit_seconds
+        if record is not None and record.time_limit_kind is not None:
+            return record.time_limit_kind, None
+    return None, None
+
+
+def join(job_id: JobId, cluster: str, acct: AccountingJob | None, sj: SacctJob | None,
+         t: Timing, usage: Usage, limit: tuple[TimeLimitKind | None, float | None],
+         gaps: tuple[Gap, ...] = (), notes: tuple[str, ...] = ()) -> JobReport:
+    """The report the sources describe, each figure from the source that wins it."""
+    cpu_seconds, cpu_source = cpu_time(sj, usage, t)
+    user, name = owner(acct, sj)
+    record = first(acct and acct.job_id, sj and sj.job_id)
+    return JobReport(
+        job_id=str(job_id),
+        cluster=acct.cluster if acct else cluster,
+        user=user,
+        uid=acct.uid if acct else None,
+        account=first(acct and acct.account, sj and sj.account),
+        job_name=name,
+        partition=partition(acct, sj),
+        nodes=t.nodes,
+        work_dir=first(acct and acct.work_dir, sj and sj.work_dir),
+        cpus=first(acct and acct.cpus, sj and sj.cpus),
+        memory_requested_bytes=first(
+            acct and acct.memory_requested_bytes, sj and sj.memory_requested_bytes
+        ),
+        gpus=first(acct and acct.gpus, sj and sj.gpus) or 0,
+        time_limit_seconds=limit[1],
+        time_limit_kind=limit[0],
+        state=t.state,
+        exit_code=first(acct and acct.exit_code, sj and sj.exit_code),
+        submit_time=acct.submit_time if acct else None,
+        start_time=t.start,
+        end_time=t.end,
+        elapsed_seconds=t.elapsed,
+        figures_from=record if record != str(job_id) else None,
+        cpu_seconds=cpu_seconds,
+        cpu_source=cpu_source,
+        memory_peak=job_peak(sacct_peak(sj) if sj else None, prometheus_peak(usage)),
+        usage=usage,
+        steps=sj.steps if sj else (),
+        components=sj.components if sj else (),
+        metrics_id=t.metrics_id,
+        billing=first(acct and acct.billing, sj and sj.billing),
+        cancelled_by=sj.cancelled_by if sj else None,
+        array_job=first(acct and acct.array_job, array_job_of(sj)),
+        gaps=gaps,
+        notes=notes,
+    )
+
+
+def partition(acct: AccountingJob | None, sj: SacctJob | None) -> str | None:
+    return first(acct and acct.partition, sj and sj.partition)
+
+
+def array_job_of(sj: SacctJob | None) -> int | None:
+    """``123`` for sacct's ``123_4``; None when the job is not an array task."""
+    if sj is None or "_" not in sj.job_id:
+        return None
+    head = sj.job_id.split("_", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def nodes_from_sacct(sj: SacctJob | None) -> tuple[str, ...]:
+    try:
+        return parse_nodelist(sj.node_list) if sj else ()
+    except ValueError:
+        return ()  # a corrupt host list costs the node filter, not the report

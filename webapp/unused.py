@@ -1,0 +1,76 @@
+"""Allocated and not used: the one computation of waste, per resource.
+
+The report page (``webapp.report.waste`` prices it), the job lists, the weekly digest and
+the staff report all call ``unused``; each only gathers a ``Held`` from what it reads.
+
+- CPU: allocated core-hours (AllocCPUS x elapsed) minus used (TotalCPU, the report's
+  ``cpu_seconds``), never below zero.
+- GPU: allocated GPU-hours minus the GPUs' mean utilisation x elapsed (Prometheus); no
+  figure without GPU samples.
+- Memory: requested GiB-hours minus the peak (busiest node, x nodes) x elapsed: memory
+  held idle. ``--mem`` is per node and the request is the whole job's (per node x
+  nodes), so a 2-node job's unused memory is (per node - busiest peak) x 2. Bytes in
+  GiB (2**30): Slurm's memory weights are per MB of 1024 KiB, so GiB = Slurm's G.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+GIB = 1024**3
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a job held and what it used: everything a waste figure is computed from.
+
+    ``gpus_busy`` is the GPUs' mean utilisations summed (GPUs busy on average; a GPU with
+    no samples adds nothing); ``memory_requested_bytes`` is the whole job's request and
+    ``memory_peak_bytes`` the busiest node's peak (``webapp.report.peak``)."""
+
+    elapsed_seconds: float | None
+    cpus: int | None
+    cpu_seconds: float | None = None
+    gpus: int = 0
+    gpus_busy: float | None = None
+    memory_requested_bytes: int | None = None
+    memory_peak_bytes: int | None = None
+    nodes: int = 1
+
+
+@dataclass(frozen=True)
+class Unused:
+    """One resource: allocated x hours, and how much of it went unused (None: not known)."""
+
+    resource: str
+    unit: str
+    requested: float
+    unused: float | None
+
+
+def unused(held: Held) -> dict[str, Unused]:
+    """The one computation of waste (the module's docstring has the formulas): "cpu",
+    always when the job ran with CPUs; "gpu" with GPUs; "memory" with a memory request."""
+    if not held.elapsed_seconds or not held.cpus:
+        return {}
+    hours = held.elapsed_seconds / HOUR
+    out: dict[str, tuple[str, float, float | None]] = {
+        "cpu": ("core-hours", held.cpus * hours,
+                None if held.cpu_seconds is None else held.cpu_seconds / HOUR)}
+    if held.gpus:
+        out["gpu"] = ("GPU-hours", held.gpus * hours,
+                      None if held.gpus_busy is None else held.gpus_busy * hours)
+    if held.memory_requested_bytes:
+        peak = held.memory_peak_bytes
+        out["memory"] = ("GiB-hours", held.memory_requested_bytes / GIB * hours,
+                         None if peak is None else peak * max(1, held.nodes) / GIB * hours)
+    return {r: Unused(r, unit, asked, None if used is None else max(0.0, asked - used))
+            for r, (unit, asked, used) in out.items()}
+
+
+def gpus_busy(means: Iterable[float | None]) -> float | None:
+    """Each GPU's mean utilisation (None: no samples), summed: the GPUs busy on average."""
+    known = [m for m in means if m is not None]
+    return sum(known) if known else None

@@ -114,7 +114,7 @@ def test_expired_link_changes_nothing_and_offers_sign_in(tmp_path):
     client.post("/emails", data={"emails": "resume", "csrf_token": csrf})
     with Archive(settings.archive_url) as archive:
         assert MailState(archive.db).opted_out("demo") == {}
-    assert client.get("/emails?cluster=elsewhere").status_code == 404
+    assert client.get("/emails?cluster=elsewhere").status_code == 400
 
 
 def test_minimum_severity(tmp_path):

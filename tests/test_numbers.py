@@ -61,10 +61,13 @@ def scontrol_missing(argv: list[str]) -> str:
 
 
 def service(answer: str, scontrol=scontrol_missing) -> ReportService:
-    """The real service: the DB and Prometheus on closed ports, sacct answering ``answer``."""
+    """The real service: the DB and Prometheus on closed ports, sacct answering ``answer``,
+    no archive (the default var/archive.sqlite is the local stack's, whose job ids overlap
+    the captures')."""
     down = free_port()
     settings = Settings(db_url=f"mysql://jobreport:x@127.0.0.1:{down}/jobreport",
-                        prometheus_url=f"http://127.0.0.1:{down}", prometheus_timeout=2)
+                        prometheus_url=f"http://127.0.0.1:{down}", prometheus_timeout=2,
+                        archive_url="")
     return ReportService(settings, sacct=SacctSource(delimiter="|", runner=lambda argv: answer),
                          partitions=PartitionSource(runner=scontrol))
 

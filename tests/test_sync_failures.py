@@ -127,16 +127,18 @@ def test_after_the_retries_the_job_is_logged_as_failed_and_the_watermark_moves_o
         by_hand(BAD, ["archive"], SyncOptions(job_id=BAD.job_id), None, frozenset(), result)
 
 
-def test_each_stream_holds_only_its_own_watermark(syncer):
+def test_each_stream_holds_only_its_own_watermark(syncer, monkeypatch):
     """The archive stream succeeded before the email stream failed: only email retries."""
-    real = syncer._email  # noqa: SLF001
+    import webapp.sync.run
 
-    def email(job, *args):  # noqa: ANN001, ANN202
-        if job.job_id == NEXT.job_id:
+    real = webapp.sync.run.queue_owner_email
+
+    def email(report, job_id, *args):  # noqa: ANN001, ANN202
+        if job_id == NEXT.job_id:
             raise UnicodeEncodeError("ascii", "é", 0, 1, "a header")
-        return real(job, *args)
+        return real(report, job_id, *args)
 
-    syncer._email = email  # noqa: SLF001
+    monkeypatch.setattr(webapp.sync.run, "queue_owner_email", email)
     syncer.service.failing.clear()
     result = run(syncer, SyncOptions(direction="both", no_deliver=True))
     assert result.outcomes["archive"] == {"archived": 2}

@@ -27,7 +27,7 @@ QUERY: dict[str, tuple[str, ...]] = {
     "staff.report": ("days",),
     "staff.user": (),
     "cluster.cluster": (), "cluster.constants": (),
-    "unsubscribe.page": (), "unsubscribe.record": (),
+    "unsubscribe.page": (), "unsubscribe.record": (), "unsubscribe.manage": ("cluster",),
     # The login form's own fields are credentials (a wrong one is a 401, counted by the
     # rate limit), and an unsafe ?next= is dropped for the home page, never followed
     # (the open-redirect defence in test_web): neither is a 400.

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.stack
 
 
 @pytest.fixture
-def policy_settings(stack_env, tmp_path, smtp, fast_pdf):
+def policy_settings(stack_env, tmp_path, smtp):
     _, port = smtp
     env = {**known(stack_env), "JOBREPORT_ARCHIVE_URL": str(tmp_path / "archive.sqlite"),
            "JOBREPORT_OUTBOX": str(tmp_path / "outbox.sqlite"),
@@ -73,6 +73,8 @@ def test_policy_clean_opt_out_cap_and_digest(policy_settings, stack_jobs, smtp):
     assert sync_job(settings, stack_jobs["idle"]) == "queued"
     (msg,) = received(smtp)
     assert msg["To"] == "bob@example.org"
+    (pdf,) = [p for p in msg.iter_attachments() if p.get_content_type() == "application/pdf"]
+    assert pdf.get_content().startswith(b"%PDF-")  # the real report, rendered by pdflatex
     assert msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     url = re.fullmatch(r"<(https://jobs\.example\.org(/unsubscribe/[^>]+))>",
                        msg["List-Unsubscribe"])

@@ -6,8 +6,9 @@ these functions only choose. Precedence when sources disagree (documented in the
 - identity and request (user, account, partition, CPUs, memory, GPUs, time limit, nodes):
   the accounting view, then sacct;
 - outcome: the state from sacct (its latest record of the job), then the accounting
-  view; exit code and times from the accounting view, then sacct; elapsed from sacct's Elapsed, else end (or now) - start, and a start
-  sacct's Elapsed dates when only the end is known;
+  view; exit code and times from the accounting view, then sacct; elapsed from sacct's
+  Elapsed, else end (or now) - start; a start that sacct's Elapsed dates when only the
+  end is known;
 - the time limit: the job's own, else the partition's MaxTime for ``Partition_Limit``
   (resolved by the caller through scontrol), "unlimited" only when Slurm says so;
 - CPU time: the sum of sacct's step TotalCPU (what seff uses), else the allocation line's

@@ -11,6 +11,7 @@ from flask import Blueprint, abort, current_app, g, render_template, request
 from webapp.archive.mail_state import MailState
 from webapp.archive.opt_out_link import OptOutToken, read_token
 from webapp.archive.store import Archive
+from webapp.report.query_params import choice
 from webapp.settings import Settings
 
 bp = Blueprint("unsubscribe", __name__)
@@ -60,9 +61,7 @@ def record(token: str):
 def manage():
     """The signed-in user's report emails on a cluster: stop or resume them."""
     settings = _settings()
-    cluster = request.values.get("cluster") or settings.cluster
-    if cluster not in settings.cluster_names:
-        abort(404, description=f"This site does not serve cluster {cluster!r}.")
+    cluster = choice(request.values, "cluster", settings.cluster_names) or settings.cluster
     with Archive(settings.archive_url) as archive:
         mail = MailState(archive.db)
         if request.method == "POST":

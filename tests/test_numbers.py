@@ -320,6 +320,7 @@ def test_json_schema_is_pinned():
         "read_bytes", "write_bytes", "read_syscalls", "write_syscalls", "processes_max",
         "threads_max", "open_files_max", "open_files_limit_ratio_max", "scratch_in_use",
         "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
-        "memory_high_events", "energy_joules", "energy_gpu_joules", "energy_other_joules",
-        "energy_by_node", "gpu_energy",
+        "memory_high_events", "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max",
+        "energy_joules", "energy_gpu_joules", "energy_other_joules", "energy_by_node",
+        "gpu_energy",
     }  # fmt: skip

@@ -143,6 +143,8 @@ USAGE = ("memory_limit_bytes", "memory_max_usage_bytes", "gpu_memory_total_bytes
          # cgroup v2 only; null on v1, where the cause of idle cores cannot be told
          "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
          "memory_high_events",
+         # per-thread waits and busy threads (v1 and v2); null from an exporter without them
+         "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max",
          # joules the exporter split to the job; null: no energy source on its nodes
          "energy_joules", "energy_gpu_joules", "energy_other_joules")
 # Usage fields of (label, joules) pairs: per node, and per GPU (``node/gpu``)

@@ -77,6 +77,8 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
     "JOBREPORT_MAIL_MIN_RUNTIME": ("600", "Report emails skip jobs shorter than this (seconds)."),
     "JOBREPORT_MAIL_MIN_SEVERITY": ("info", "Report emails need at least one finding this severe: `info`, `warning` or `critical`."),
     "JOBREPORT_MAIL_DAILY_CAP": ("5", "Report emails per user per UTC day (0: no cap); the rest are folded into the user's weekly digest."),
+    "JOBREPORT_CHAT_URLS": ("", "Chat notices (apprise URLs, e.g. `mmost://host/token?channel=@{user}`, `json://host/path`), separated by spaces or commas, for every owner the report-email policy picks; `{user}` is replaced (plain user names only). Empty: none, unless JOBREPORT_CHAT_MAP names the user."),
+    "JOBREPORT_CHAT_MAP": ("", "Optional file of `user URL [URL ...]` lines (apprise URLs) that replace JOBREPORT_CHAT_URLS for that user; owned by root or the service user and writable by nobody else (it names where notices go)."),
     "JOBREPORT_OPT_OUT_LINK_DAYS": ("90", "Days the one-click opt-out link of an email works after it was sent; an older link's page explains and offers sign-in, where users stop or resume their emails."),
     "JOBREPORT_PUBLIC_URL": ("http://127.0.0.1:8000", "The web app's address as users reach it: the base of the opt-out link in every email."),
     "JOBREPORT_OUTBOX": ("var/outbox.sqlite", "SQLite file of the durable email outbox."),
@@ -296,6 +298,8 @@ class Settings:
     mail_min_runtime: float = _float("mail_min_runtime")
     mail_min_severity: str = _str("mail_min_severity")
     mail_daily_cap: int = _int("mail_daily_cap")
+    chat_urls: str = _str("chat_urls")
+    chat_map: str = _str("chat_map")
     opt_out_link_days: float = _float("opt_out_link_days")
     public_url: str = _str("public_url")
     outbox: str = _str("outbox")
@@ -414,6 +418,8 @@ class Settings:
             mail_min_runtime=_float("mail_min_runtime", env),
             mail_min_severity=_str("mail_min_severity", env),
             mail_daily_cap=_int("mail_daily_cap", env),
+            chat_urls=_str("chat_urls", env),
+            chat_map=_str("chat_map", env),
             opt_out_link_days=_float("opt_out_link_days", env),
             public_url=_str("public_url", env).rstrip("/"),
             outbox=_str("outbox", env),

@@ -7,6 +7,7 @@ import sys
 from datetime import UTC, datetime
 
 from webapp.mail.by_hand import NoAddress, send_one
+from webapp.mail.chat import deliver_chat
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
 from webapp.mail.sending import Connect, smtp_connect
 from webapp.model import InvalidJobId, JobId, JobNotFound, SourceUnavailable
@@ -102,11 +103,15 @@ def run_outbox(args: argparse.Namespace, settings: Settings,
                 with outbox.lock():
                     count = outbox.retry_now()
                     stats = deliver(outbox, connect or smtp_connect(settings))
+                    chat = deliver_chat(outbox)
             except OutboxBusy as exc:
                 out.write(f"{exc}; try again when it is done\n")
                 return 1
             out.write(f"retried {count}: {stats['sent']} sent, {stats['deferred']} deferred,"
                       f" {stats['failed']} failed\n")
+            if chat:
+                out.write(f"chat notices: {chat['sent']} sent, {chat['deferred']} deferred,"
+                          f" {chat['failed']} failed\n")
         statuses = ("pending", "sending", "failed", "sent") if args.all else (
             "pending", "sending", "failed")
         rows = outbox.rows(statuses)

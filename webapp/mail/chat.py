@@ -123,7 +123,10 @@ def queue_owner_chat(report: JobReport, job_id: str, submit_time: int, settings:
 
 def apprise_notify(url: str, notice: Notice) -> None:
     """Post one notice through apprise; ChatRefused or ChatUnavailable when it fails."""
-    import apprise  # here: a tenth of a second every other CLI command need not pay
+    try:  # here: an optional dependency, and a tenth of a second other commands need not pay
+        import apprise
+    except ImportError:
+        raise ChatUnavailable("apprise is not installed (pip install 'jobreport[chat]')") from None
 
     sender = apprise.Apprise()
     if not sender.add(url):

@@ -217,3 +217,16 @@ def test_a_url_apprise_cannot_use_fails_for_good_and_emails_still_go(tmp_path):
         assert row.last_error == "apprise cannot use this URL"
     finally:
         outbox.close()
+
+
+def test_by_hand_with_an_unsafe_map_says_so_and_sends_nothing(smtp, webhook, tmp_path,
+                                                             fast_pdf, capsys):
+    recorder, port = smtp
+    chat_map = tmp_path / "chat-map"
+    chat_map.write_text(f"alice {webhook.url('evil')}\n")
+    chat_map.chmod(0o666)
+    settings = mail_settings(tmp_path, port, chat_map=str(chat_map))
+    service = FakeService({"7101": sample_report("7101", "alice")})
+    assert mail_cli.run_email(email_args("7101"), settings, service) == 1
+    assert "JOBREPORT_CHAT_MAP" in capsys.readouterr().err
+    assert recorder.messages == [] and webhook.posts == []

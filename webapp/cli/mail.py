@@ -7,7 +7,7 @@ import sys
 from datetime import UTC, datetime
 
 from webapp.mail.by_hand import NoAddress, send_one
-from webapp.mail.chat import deliver_chat
+from webapp.mail.chat import ChatMapUnsafe, deliver_chat
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
 from webapp.mail.sending import Connect, smtp_connect
 from webapp.model import InvalidJobId, JobId, JobNotFound, SourceUnavailable
@@ -52,6 +52,9 @@ def _email_one(args: argparse.Namespace, settings: Settings, service: ReportServ
     except NoAddress as exc:
         err.write(f"jobreport email: {exc}\n")
         return 2
+    except ChatMapUnsafe as exc:  # a configuration error: nothing was queued
+        err.write(f"jobreport email: {exc}\n")
+        return 1
     out = sys.stdout
     if result.status == "already sent":
         out.write(f"job {job_id} was already sent to {result.to_addr}; "

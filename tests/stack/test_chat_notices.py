@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers import stack
 from tests.helpers.mail import free_port
-from tests.helpers.sync import known
+from tests.helpers.sync import mail_env
 from tests.helpers.webhook import Webhook
 
 pytestmark = pytest.mark.stack
@@ -65,14 +65,9 @@ def test_sync_and_by_hand_notify_each_job_once_after_an_outage(stack_env, my_job
     t0, (alice_job, bob_job) = my_jobs
     hook = Webhook(free_port())  # down until the retry
     (tmp_path / "optout").write_text("bob\n")
-    env = {**os.environ, **known(stack_env), "PYTHONPATH": str(stack.ROOT),
-           "JOBREPORT_ARCHIVE_URL": str(tmp_path / "archive.sqlite"),
-           "JOBREPORT_OUTBOX": str(tmp_path / "outbox.sqlite"),
-           "JOBREPORT_SMTP_HOST": "127.0.0.1", "JOBREPORT_SMTP_PORT": str(smtp_port),
-           "JOBREPORT_MAIL_TO": "{user}@example.org", "JOBREPORT_MAIL_MIN_RUNTIME": "0",
-           "JOBREPORT_MAIL_OPT_OUT": str(tmp_path / "optout"), "JOBREPORT_MAIL_MAP": "",
-           # No cap: other suites' jobs of alice ending in the window would use it up.
-           "JOBREPORT_MAIL_DAILY_CAP": "0", "JOBREPORT_PUBLIC_URL": PUBLIC_URL,
+    env = {**os.environ, **mail_env(stack_env, tmp_path, smtp_port),
+           "PYTHONPATH": str(stack.ROOT), "JOBREPORT_MAIL_MAP": "",
+           "JOBREPORT_MAIL_OPT_OUT": str(tmp_path / "optout"), "JOBREPORT_PUBLIC_URL": PUBLIC_URL,
            "JOBREPORT_CHAT_URLS": hook.url("{user}"), "JOBREPORT_CHAT_MAP": ""}
     span = f"{int(time.time()) - t0}s"  # a first sync reaches back to just before our jobs
     try:

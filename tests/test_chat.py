@@ -128,22 +128,25 @@ def test_each_job_notified_once_across_two_syncs_and_a_send_by_hand(smtp, webhoo
 def test_server_down_is_retried_later_and_delivered_once(smtp, webhook, tmp_path, fast_pdf):
     _, port = smtp
     settings = mail_settings(tmp_path, port, chat_urls=webhook.url())
-    service = FakeService({"8101": sample_report("8101", "alice")})
+    service = FakeService({j: sample_report(j, "alice") for j in ("8101", "8102")})
     clock = Clock(1_790_000_000.0)
     webhook.down()
-    outcomes, chat = _sync(settings, service, ["8101"], clock)
-    assert outcomes == Counter({"queued": 1}) and chat == Counter({"deferred": 1})
-    (row,) = _chat_rows(settings)
-    assert (row.status, row.attempts, row.to_addr) == ("pending", 1, "chat:alice")
-    assert row.last_error and "json://" not in row.last_error  # no URL (token) in listings
+    outcomes, chat = _sync(settings, service, ["8101", "8102"], clock)
+    assert outcomes == Counter({"queued": 2}) and chat == Counter({"deferred": 2})
+    first, second = _chat_rows(settings)
+    assert [(r.status, r.attempts, r.to_addr) for r in (first, second)] == [
+        ("pending", 1, "chat:alice")] * 2
+    assert "json://" not in first.last_error  # no URL (token) in listings
+    # One refused connection per URL and run: the second notice was not tried.
+    assert second.last_error == "not tried: it failed earlier in this run"
     webhook.up()
-    assert _sync(settings, service, ["8101"], clock)[1] == Counter()  # backing off
+    assert _sync(settings, service, ["8101", "8102"], clock)[1] == Counter()  # backing off
     assert webhook.posts == []
     clock.now += BACKOFF_BASE
-    assert _sync(settings, service, ["8101"], clock)[1] == Counter({"sent": 1})
+    assert _sync(settings, service, ["8101", "8102"], clock)[1] == Counter({"sent": 2})
     clock.now += 7 * BACKOFF_BASE
-    assert _sync(settings, service, ["8101"], clock)[1] == Counter()
-    assert _per_job(webhook) == {"8101": 1}
+    assert _sync(settings, service, ["8101", "8102"], clock)[1] == Counter()
+    assert _per_job(webhook) == {"8101": 1, "8102": 1}
 
 
 def test_no_notice_for_an_opted_out_user_and_the_cap_folds_like_email(smtp, webhook, tmp_path,

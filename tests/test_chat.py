@@ -24,7 +24,7 @@ from webapp.mail.owner import file_opt_outs, submit_seconds
 from webapp.mail.sending import smtp_connect
 from webapp.model import Finding, Severity
 from webapp.renderers import chat as chat_renderer
-from webapp.settings import Settings
+from webapp.settings import Settings, caller_env
 from webapp.sources.ended import EndedJob
 from webapp.sync.options import SyncOptions
 from webapp.sync.run import Syncer, SyncResult, _deliver
@@ -233,3 +233,15 @@ def test_by_hand_with_an_unsafe_map_says_so_and_sends_nothing(smtp, webhook, tmp
     assert mail_cli.run_email(email_args("7101"), settings, service) == 1
     assert "JOBREPORT_CHAT_MAP" in capsys.readouterr().err
     assert recorder.messages == [] and webhook.posts == []
+
+
+def test_a_callers_environment_cannot_redirect_notices(tmp_path):
+    system = tmp_path / "jobreport.conf"
+    system.write_text("JOBREPORT_CHAT_URLS=ntfy://ntfy.example.org/jobs-{user}\n")
+    env = {"JOBREPORT_CHAT_URLS": "json://attacker.example/x",
+           "JOBREPORT_CHAT_MAP": str(tmp_path / "mine")}
+    got = caller_env(env, str(system), uid=1000)
+    assert got["JOBREPORT_CHAT_URLS"] == "ntfy://ntfy.example.org/jobs-{user}"
+    assert "JOBREPORT_CHAT_MAP" not in got  # not in the system file: its default
+    assert caller_env(env, str(system), uid=0)["JOBREPORT_CHAT_URLS"] == \
+        "json://attacker.example/x"  # root, testing a setting

@@ -15,7 +15,6 @@ from slurm_exporter.sinfo import parse_sinfo
 from tests.helpers.reports import sample_report
 from webapp.detectors import detect_all
 from webapp.detectors.gpu_type_unavailable import GpuTypeUnavailableDetector
-from webapp.detectors.thresholds import Thresholds
 from webapp.detectors.time_limit_past_usual import TimeLimitPastUsualDetector
 from webapp.model import QueueContext
 from webapp.renderers import json as json_renderer
@@ -23,6 +22,7 @@ from webapp.renderers import text
 from webapp.report.queue import weighted_median
 from webapp.sources.cluster import QUEUE_QUERIES, reasons_from
 from webapp.sources.prometheus import parse_matrix, parse_vector
+from webapp.thresholds import Thresholds
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = ROOT / "fixtures" / "prometheus" / "cluster"

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from jobreport_net.redact import redact
 from webapp.archive.store import Archive
 from webapp.detectors import detect_all
-from webapp.detectors.thresholds import Thresholds
 from webapp.model import (
     Gap,
     JobId,
@@ -65,7 +64,7 @@ class ReportService:
         history: HistorySource | None = None,
     ) -> None:
         self.settings = settings
-        self.thresholds = Thresholds.from_overrides(settings.thresholds)
+        self.thresholds = settings.thresholds
         self.accounting = accounting or AccountingSource(settings.db_url, settings.cluster)
         self.sacct = sacct or SacctSource(
             settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster
@@ -153,8 +152,7 @@ class ReportService:
         report = dataclasses.replace(report, findings=detect_all(report, self.thresholds),
                                      sizing=suggestion,
                                      gaps=report.gaps + ((gap,) if gap else ()))
-        report = audited(report, self.thresholds, self.settings.thresholds,
-                         self.settings.min_coverage)
+        report = audited(report, self.thresholds, self.settings.min_coverage)
         if not archive_fallback:
             return report
         return with_archive_fallback(report, lambda: self.archive)

@@ -8,7 +8,6 @@ import time
 from webapp.archive.alerts import AlertLog
 from webapp.report.staff import StaffReport
 from webapp.report.staff_build import build_staff_report
-from webapp.report.staff_config import StaffConfig
 from webapp.settings import Settings
 from webapp.sources.from_settings import prometheus_from
 from webapp.sources.staff_data import StaffDataSource
@@ -18,8 +17,8 @@ DAY = 86400.0
 
 def staff_report(settings: Settings, *, days: float | None = None,
                  until: float | None = None) -> StaffReport:
-    """Raises SourceUnavailable (sacct, Prometheus) and ValueError (a bad settings block)."""
-    cfg = StaffConfig.parse(settings.staff_report)
+    """Raises SourceUnavailable (sacct, Prometheus)."""
+    cfg = settings.staff_report
     until = time.time() if until is None else until
     since = until - (cfg.days if days is None else days) * DAY
     # A window of every user's jobs: slower answers than one report's are normal.
@@ -32,4 +31,5 @@ def staff_report(settings: Settings, *, days: float | None = None,
         alerts = log.per_user(until - cfg.notice_days * DAY)
     finally:
         log.close()
-    return build_staff_report(settings.cluster, jobs, since, until, cfg, alerts)
+    return build_staff_report(settings.cluster, jobs, since, until, cfg, settings.thresholds,
+                              alerts)

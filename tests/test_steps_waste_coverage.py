@@ -185,8 +185,9 @@ def test_sections_in_text_json_and_html():
     report = dataclasses.replace(report, waste=compute_waste(report, {}),
                                  findings=detect_all(report, t))
     report = audited(report, t, 0.8)
-    out = text.render(report)
+    out = text.render(report, details=True)
     assert "Steps" in out and "  0       sh" in out and "Waste" in out and "Coverage" in out
+    assert "Steps" not in text.render(report)  # a detail: one screen without --details
     data = json.loads(json_renderer.render(report))
     assert [x["step_id"] for x in data["step_lines"]] == ["batch", "0", "1"]
     assert data["waste"]["items"][0]["resource"] == "cpu"

@@ -407,6 +407,10 @@ class Settings:
         "0",
         "Core-hours of the site's allocations one billing unit-hour is worth (e.g. `1` where billing counts cores); waste is then also shown in core-hours. `0`: not shown.",
         _non_negative)
+    queue_note_seconds: float = setting(
+        "600",
+        "A wait in the queue longer than this (seconds) is a key figure of the report, and an unrecorded scheduler state during it a note; shorter waits are listed only among the details.",
+        _non_negative)
     min_coverage: float = setting(
         "0.8",
         "Fraction of a job's run its Prometheus samples must cover (per node, per GPU) for a verdict resting on them to be given; below it the verdict is withheld and the report says so.",

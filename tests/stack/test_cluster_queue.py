@@ -49,7 +49,7 @@ def test_a_job_that_waited_shows_its_wait_and_reason(waited, stack_env):
     reasons = {r.reason for r in q.reasons}
     assert reasons and reasons <= {"Resources", "Priority"}, reasons
     assert q.cpus_total == 2 and q.queue_length is not None
-    out = text.render(report)
+    out = text.render(report, details=True)
     assert "Pending reasons" in out and "of 2 CPUs idle" in out
     names = {f.name for f in report.findings}
     assert "time_limit_past_usual" in names  # 60 min against the partition's minutes

@@ -146,7 +146,8 @@ class ReportService:
                 shown = {report.figures_from: report.memory_peak} if report.figures_from else {}
                 summary = summarize_array(tasks, self.thresholds, peaks=shown)
                 report = dataclasses.replace(report, array=summary)
-        report = with_queue(report, self.cluster, self.queue_history)
+        report = with_queue(report, self.cluster, self.queue_history,
+                            note_after=self.settings.queue_note_seconds)
         report = self._derived(report, jid)
         suggestion, gap = self._sizing(report, started) if sizing else (None, None)
         report = dataclasses.replace(report, findings=detect_all(report, self.thresholds),

@@ -24,6 +24,7 @@ from webapp.mail.owner import file_opt_outs, submit_seconds
 from webapp.mail.sending import smtp_connect
 from webapp.model import Finding, Severity
 from webapp.renderers import chat as chat_renderer
+from webapp.renderers import wording
 from webapp.settings import Settings, caller_env
 from webapp.sources.ended import EndedJob
 from webapp.sync.options import SyncOptions
@@ -84,10 +85,11 @@ def _per_job(hook: Webhook) -> Counter:
 def test_notice_has_verdict_findings_and_link_with_job_text_visible():
     report = sample_report("6001", name=HEADER_PAYLOAD)
     notice = chat_renderer.render(report, "https://jr.example.org/jobs/6001")
-    assert notice.title.startswith("Job 6001 (x\\r\\nBcc: evil@example.org) on demo: ")
+    # The email's subject as the title, the report's headline verdict first in the body.
+    assert notice.title == ("Job 6001 (x\\r\\nBcc: evil@example.org) on demo: "
+                            f"{wording.verdict(report)}")
+    assert notice.body.startswith(wording.headline(report) + "\n\n[CRITICAL] ")
     assert "\n" not in notice.title and "\r" not in notice.body
-    worst = min(report.findings, key=lambda f: f.severity.rank)
-    assert f"findings, the worst {worst.severity.value}" in notice.title
     for f in report.findings:
         assert f"[{f.severity.value.upper()}] {f.message}" in notice.body
         assert f"  What to do: {f.advice}" in notice.body

@@ -1,7 +1,8 @@
-"""The report as a chat notice: a headline verdict, each finding with one line of advice,
-and the link to the job's page. Plain text: every piece of job text is made visible
-(``formatting.visible``), so a job name cannot start a line of its own or hide text, and
-the whole notice stays within the smallest common chat limit."""
+"""The report as a chat notice: the email's subject as the title, the report's headline
+verdict, each finding with one line of advice, and the link to the job's page. Plain
+text: every piece of job text is made visible (``formatting.visible``), so a job name
+cannot start a line of its own or hide text, and the whole notice stays within the
+smallest common chat limit."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from urllib.parse import quote
 from webapp.formatting import visible
 from webapp.model import Finding, JobReport
 from webapp.renderers.presentation import sorted_findings
+from webapp.renderers.wording import headline, verdict
 
 # Telegram and ntfy take 4096 (characters, bytes); leave room for a service's own prefix.
 NOTICE_MAX_BYTES = 4000
 TITLE_MAX = 200  # apprise's smallest title limit among the chat services is 250
-NAME_MAX = 60  # a job name in the headline (as in the email's subject)
-LINE_MAX = 400  # one finding's message, one advice line
+NAME_MAX = 60  # a job name in the title (as in the email's subject)
+LINE_MAX = 400  # the headline, one finding's message, one advice line
 
 
 @dataclass(frozen=True)
@@ -39,17 +41,11 @@ def job_path(cluster: str, job_id: str, multi_cluster: bool) -> str:
     return f"/c/{quote(cluster, safe='')}/jobs/{jid}" if multi_cluster else f"/jobs/{jid}"
 
 
-def headline(report: JobReport) -> str:
-    """'Job 123 (train) on demo: 2 findings, the worst critical'."""
+def title(report: JobReport) -> str:
+    """'Job 123 (train) on demo: 2 problems to fix', as the email's subject says it."""
     name = f" ({_cut(report.job_name, NAME_MAX)})" if report.job_name else ""
-    count = len(report.findings)
-    if not count:
-        what = "no problems found"
-    else:
-        worst = sorted_findings(report)[0].severity.value
-        what = f"{count} finding{'s' if count != 1 else ''}, the worst {worst}"
-    return _cut(f"Job {_cut(report.job_id, 40)}{name} on {_cut(report.cluster, 64)}: {what}",
-                TITLE_MAX)
+    return _cut(f"Job {_cut(report.job_id, 40)}{name} on {_cut(report.cluster, 64)}: "
+                f"{verdict(report)}", TITLE_MAX)
 
 
 def _finding_lines(f: Finding) -> list[str]:
@@ -62,7 +58,7 @@ def render(report: JobReport, page_url: str) -> Notice:
     the link always fits."""
     tail = ["", f"Full report: {page_url}"]
     budget = NOTICE_MAX_BYTES - len("\n".join(tail).encode()) - 80  # room for "... more"
-    lines: list[str] = []
+    lines: list[str] = [_cut(headline(report), LINE_MAX), ""]
     findings = sorted_findings(report)
     for shown, f in enumerate(findings):
         more = _finding_lines(f)
@@ -71,4 +67,4 @@ def render(report: JobReport, page_url: str) -> Notice:
             lines.append(f"... and {left} more finding{'s' if left != 1 else ''} on the page.")
             break
         lines += more
-    return Notice(headline(report), "\n".join(lines + tail).lstrip("\n"))
+    return Notice(title(report), "\n".join(lines + tail))

@@ -275,6 +275,30 @@ class Settings:
         "300",
         "Seconds a report's `#SBATCH` block (the owner's history of jobs of that name) is reused, per cluster, user and job name, within one process (at most 256 kept), so a page, its PDF and its JSON ask sacct once; `0`: looked up for every report.",
         _non_negative)
+    sacct_source: str = setting(
+        "sacct",
+        "Where reports read jobs and steps: `sacct` (forks the command) or `slurmrestd` (its accounting API, JOBREPORT_SLURMRESTD_URL).",
+        choice("sacct", "slurmrestd"))
+    slurmrestd_url: str = setting(
+        "http://127.0.0.1:6820",
+        "slurmrestd: `http://host:port` (JWT auth) or `unix:/path/to/socket` (rest_auth/local).",
+        _url)
+    slurmrestd_user: str = setting(
+        "",
+        "User name sent with the JWT (`X-SLURM-USER-NAME`); empty: the token's own.")
+    slurmrestd_token_file: str = setting(
+        "",
+        "File holding the JWT (`scontrol token` output, `SLURM_JWT=` prefix allowed), read on every request; empty: no token (a `unix:` socket).")
+    sacctmgr: str = setting(
+        "sacctmgr",
+        "Path of the sacctmgr command (JOBREPORT_ADMIN_COMMENT=sacctmgr).")
+    admin_comment: str = setting(
+        "",
+        "`jobreport sync` writes each archived job's summary into its Slurm AdminComment in jobstats' `JS1:` format (read by reportseff, Job Defense Shield, jobscope), never over a comment already there: `sacctmgr` (Slurm whose sacctmgr keeps the value's case; 22.05 lowercases it) or `database` (a conditional UPDATE through JOBREPORT_ADMIN_COMMENT_DB_URL); empty: off.",
+        choice("", "sacctmgr", "database"))
+    admin_comment_db_url: str = setting(
+        "",
+        "`mysql://user:pass@host/slurm_acct_db` of a MariaDB user granted only SELECT and UPDATE(admin_comment) on `<cluster>_job_table` (JOBREPORT_ADMIN_COMMENT=database).")
     scontrol: str = setting(
         "scontrol",
         "Path of the scontrol command (a partition's MaxTime, for `Partition_Limit`).")
@@ -480,6 +504,9 @@ class Settings:
                                              "JOBREPORT_SMTP_PASSWORD_FILE")
         settings = cls(**values)
         _check_prometheus_client(settings)
+        if settings.admin_comment == "database" and not settings.admin_comment_db_url:
+            raise SettingsError("JOBREPORT_ADMIN_COMMENT=database needs "
+                                "JOBREPORT_ADMIN_COMMENT_DB_URL")
         return settings
 
 

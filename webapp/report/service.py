@@ -25,6 +25,7 @@ from webapp.report.build import build_report
 from webapp.report.coverage import audited
 from webapp.report.history import history
 from webapp.report.job_list import JobRow, ListSources, archived_report, list_jobs
+from webapp.report.jobstats_history import with_jobstats_summary
 from webapp.report.queue import with_queue
 from webapp.report.sizing import GAP_SOURCE, UNAVAILABLE, SizingCache
 from webapp.report.steps import step_lines
@@ -45,6 +46,7 @@ from webapp.sources.protocols import (
     SacctReader,
 )
 from webapp.sources.sacct import SacctSource
+from webapp.sources.slurmrestd import slurmrestd_from
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +68,11 @@ class ReportService:
         self.settings = settings
         self.thresholds = settings.thresholds
         self.accounting = accounting or AccountingSource(settings.db_url, settings.cluster)
-        self.sacct = sacct or SacctSource(
+        sacct_cli = SacctSource(
             settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster
         )
+        rest = slurmrestd_from(settings) if settings.sacct_source == "slurmrestd" else None
+        self.sacct = sacct or rest or sacct_cli
         default_prometheus = prometheus_from(settings)
         # A cluster served without a Prometheus of its own has no usage, never another's.
         fallback = default_prometheus if settings.prometheus_url else NoMetrics(settings.cluster)
@@ -77,7 +81,8 @@ class ReportService:
         # a caller that injects its own sources passes the history source too (or none).
         self.history = history
         if history is None and sacct is None and prometheus is None:
-            self.history = HistorySource(self.sacct, self.prometheus,
+            # the history's one bulk query stays a sacct call (its own fields and parser)
+            self.history = HistorySource(sacct_cli, self.prometheus,
                                          gpu_idle=self.thresholds.gpu_idle)
         # The queue context reads slurm-exporter's series from the same Prometheus, with
         # the same credentials.
@@ -156,7 +161,22 @@ class ReportService:
         report = audited(report, self.thresholds, self.settings.min_coverage)
         if not archive_fallback:
             return report
-        return with_archive_fallback(report, lambda: self.archive)
+        archived = with_archive_fallback(report, lambda: self.archive)
+        return archived if archived is not report else self._jobstats_fallback(report, jid)
+
+    def _jobstats_fallback(self, report: JobReport, jid: JobId) -> JobReport:
+        """A job Prometheus lost and the archive lacks: the usage jobstats (or our sync)
+        left in its AdminComment, judged again."""
+        read = getattr(self.sacct, "admin_comment", None)
+        if read is None:
+            return report
+        filled = with_jobstats_summary(report, read)
+        if filled is report:
+            return report
+        filled = self._derived(filled, jid)
+        filled = dataclasses.replace(filled, findings=detect_all(filled, self.thresholds))
+        return audited(filled, self.thresholds, self.settings.thresholds,
+                       self.settings.min_coverage)
 
     def _derived(self, report: JobReport, jid: JobId) -> JobReport:
         """The steps table, the samples' coverage and the waste: computed once, here."""

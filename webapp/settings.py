@@ -39,15 +39,15 @@ log = logging.getLogger(__name__)
 DEFAULT_CONFIG = "/etc/jobreport/jobreport.conf"
 CONFIG_DOC = (
     DEFAULT_CONFIG,
-    "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line, except JOBREPORT_STAFF, JOBREPORT_DB_URL, JOBREPORT_DB_PASSWORD_FILE and JOBREPORT_SACCT, which for a caller who is not root come from the default file alone where it exists (SECURITY.md).",
+    "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line, except JOBREPORT_STAFF, JOBREPORT_DB_URL, JOBREPORT_DB_PASSWORD_FILE, JOBREPORT_SACCT, JOBREPORT_CHAT_URLS and JOBREPORT_CHAT_MAP, which for a caller who is not root come from the default file alone where it exists (SECURITY.md).",
 )
 
-# Who is staff and which sources a caller may read (the accounting view with the service's
-# password, or sacct standing in for it): for a caller who is not root, only the system
-# config file says where there is one; neither the caller's environment nor a
-# JOBREPORT_CONFIG it names does.
+# Who is staff, which sources a caller may read (the accounting view with the service's
+# password, or sacct standing in for it) and where chat notices of users' jobs go: for a
+# caller who is not root, only the system config file says where there is one; neither
+# the caller's environment nor a JOBREPORT_CONFIG it names does.
 PRIVILEGED = ("JOBREPORT_STAFF", "JOBREPORT_DB_URL", "JOBREPORT_DB_PASSWORD_FILE",
-              "JOBREPORT_SACCT")
+              "JOBREPORT_SACCT", "JOBREPORT_CHAT_URLS", "JOBREPORT_CHAT_MAP")
 
 # Read by the exporters (their own settings modules), the benchmarks and the tests.
 OTHER_PREFIXES = (
@@ -427,6 +427,12 @@ class Settings:
         "5",
         "Report emails per user per UTC day (0: no cap); the rest are folded into the user's weekly digest.",
         integer)
+    chat_urls: str = setting(
+        "",
+        "Chat notices (apprise URLs, e.g. `mmost://host/token?channel=@{user}`, `json://host/path`), separated by spaces or commas, for every owner the report-email policy picks; `{user}` is replaced (plain user names only). Empty: none, unless JOBREPORT_CHAT_MAP names the user.")
+    chat_map: str = setting(
+        "",
+        "Optional file of `user URL [URL ...]` lines (apprise URLs) that replace JOBREPORT_CHAT_URLS for that user; owned by root or the service user and writable by nobody else (it names where notices go).")
     opt_out_link_days: float = setting(
         "90",
         "Days the one-click opt-out link of an email works after it was sent; an older link's page explains and offers sign-in, where users stop or resume their emails.",

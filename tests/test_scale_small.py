@@ -1,0 +1,130 @@
+"""The scale generator and the archive's SQL paths at small scale, so neither rots: the
+staff report aggregated by the database equals the in-memory one on the same jobs (the
+SQL repeat of ``webapp.unused`` included), and a user's job list is paged and sorted by
+the database as Python would."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+import scale_archive  # noqa: E402
+
+from webapp.archive.staff_rows import StaffRows  # noqa: E402
+from webapp.archive.store import Archive  # noqa: E402
+from webapp.report.staff_archive import build_staff_report_sql, staff_row  # noqa: E402
+from webapp.report.staff_build import build_staff_report, memory_totals  # noqa: E402
+from webapp.report.staff_config import StaffConfig  # noqa: E402
+from webapp.unused import Held, unused  # noqa: E402
+
+UNTIL = 1_800_000_000
+CFG = StaffConfig(rows=15, min_runtime_hours=0.05, large_memory_partitions=("debug",),
+                  large_memory_need_gib=1.0, small_gpu_util=0.5, cpu_efficiency_low=0.9)
+
+
+def _jobs() -> list:
+    jobs = list(scale_archive.staff_jobs(3000, 40, until=UNTIL, heavy=300))
+    # Multi-node variants of real shapes, for the fragmentation and idle-node tables.
+    extra = []
+    for i, j in enumerate(jobs[-60:]):
+        nodes = tuple(f"m{i}-{k}" for k in range(2 + i % 3))
+        extra.append(dataclasses.replace(
+            j, job_id=f"9{i:05d}", raw_id=f"9{i:05d}", nodes=nodes, gpus=2 + i % 2,
+            node_cpu_seconds={n: (0.0 if k == 0 else j.elapsed * 2) for k, n in
+                              enumerate(nodes)}))
+    return jobs + extra
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    jobs = _jobs()
+    archive = Archive(str(tmp_path_factory.mktemp("scale") / "archive.sqlite"))
+    with archive.db.transaction():
+        StaffRows(archive.db).put(staff_row("bench", j) for j in jobs)
+    yield jobs, archive
+    archive.close()
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9,
+                                                                abs_tol=1e-9)
+    return a == b
+
+
+def test_generator_replays_the_real_shapes():
+    shapes = scale_archive.shapes()
+    jobs = list(scale_archive.staff_jobs(1000, 50, until=UNTIL, heavy=100))
+    assert len(shapes) == 23  # 17 of the staff window, 6 of the sync shapes
+    assert len(jobs) == 1000 and len({j.job_id for j in jobs}) == 1000
+    assert sum(j.user == "user0000" for j in jobs) == 100
+    assert len({j.user for j in jobs}) == 50
+    assert all(UNTIL - 7 * 86400 <= j.end <= UNTIL for j in jobs)
+    assert any(j.gpus and j.gpu_utilization is not None for j in jobs)  # the captured GPU job
+    # Ratios stay as captured: CPU efficiency of a copy is its shape's.
+    for j in jobs[:23]:
+        s = shapes[int(j.job_id) - 5_000_000]
+        if s.cpu_seconds and j.cpu_seconds:
+            assert math.isclose(j.cpu_seconds / j.elapsed, s.cpu_seconds / s.elapsed)
+
+
+def test_staff_report_in_sql_equals_the_one_in_memory(filled):
+    jobs, archive = filled
+    since = UNTIL - 3 * 86400  # a window inside the generated week
+    in_window = [j for j in jobs if since <= int(j.end) <= UNTIL]
+    py = build_staff_report("bench", in_window, since, UNTIL, CFG, {})
+    sql = build_staff_report_sql(StaffRows(archive.db), "bench", since, UNTIL, CFG, {})
+    assert sql.jobs == py.jobs == len(in_window) > 1000
+    for a, b in zip(py.tables, sql.tables, strict=True):
+        assert a.key == b.key and a.columns == b.columns
+        assert len(a.rows) == len(b.rows), a.key
+        assert a.rows or a.key == "repeat_offenders", f"{a.key}: an empty table proves nothing"
+        for ra, rb in zip(a.rows, b.rows, strict=True):
+            assert ra.values.keys() == rb.values.keys()
+            assert all(_same(ra.values[k], rb.values[k]) for k in ra.values), (a.key, ra, rb)
+
+
+def test_sql_memory_waste_is_the_one_formula(filled):
+    jobs, archive = filled
+    totals = {t["user"]: t for t in StaffRows(archive.db).user_totals(
+        scale_archive_window())}
+    by_formula = memory_totals(jobs)
+    assert by_formula and set(by_formula) <= set(totals)
+    for user, (unused_gbh, asked) in by_formula.items():
+        assert math.isclose(totals[user]["memory_unused"], unused_gbh, rel_tol=1e-9)
+        assert math.isclose(totals[user]["memory_requested"], asked, rel_tol=1e-9)
+    # And that helper is unused() itself, row by row, on one job with a known peak.
+    j = next(j for j in jobs if j.memory_requested and j.max_rss)
+    one = unused(Held(j.elapsed, j.cpus, j.cpu_seconds, j.gpus, None, j.memory_requested,
+                      j.max_rss, len(j.nodes)))["memory"]
+    assert memory_totals([j])[j.user] == (one.unused, one.requested)
+
+
+def scale_archive_window():
+    from webapp.archive.staff_rows import Window
+
+    return Window("bench", 0, 2**40)
+
+
+@pytest.mark.parametrize(("sort", "descending", "key"), [
+    ("submit", True, lambda j: (j.submit_time, j.job_id)),
+    ("elapsed", False, lambda j: (j.elapsed, j.job_id)),
+])
+def test_user_page_is_sorted_and_cut_by_the_database(filled, sort, descending, key):
+    jobs, archive = filled
+    mine = [staff_row("bench", j) for j in jobs if j.user == "user0000"]
+    ordered = sorted((dataclasses.make_dataclass("R", ["submit_time", "elapsed", "job_id"])(
+        r["submit_time"], r["elapsed"], r["job_id"]) for r in mine), key=key,
+        reverse=descending)
+    rows, total = StaffRows(archive.db).user_page("bench", "user0000", 0, 2**40, sort,
+                                                  descending, offset=50, limit=25)
+    assert total == len(mine) >= 300
+    assert [r["job_id"] for r in rows] == [r.job_id for r in ordered[50:75]]
+    with pytest.raises(KeyError):
+        StaffRows(archive.db).user_page("bench", "user0000", 0, 1, "user_name; DROP")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,15 @@ import scale_archive  # noqa: E402
 
 from webapp.archive.staff_rows import StaffRows  # noqa: E402
 from webapp.archive.store import Archive  # noqa: E402
+from webapp.report.job_list import SORT_KEYS, ListQuery, select  # noqa: E402
+from webapp.report.job_page import archive_page, row_of  # noqa: E402
 from webapp.report.staff_archive import build_staff_report_sql, staff_row  # noqa: E402
 from webapp.report.staff_build import build_staff_report, memory_totals  # noqa: E402
 from webapp.report.staff_config import StaffConfig  # noqa: E402
 from webapp.unused import Held, unused  # noqa: E402
 
 UNTIL = 1_800_000_000
+UTC_UNTIL = UNTIL
 CFG = StaffConfig(rows=15, min_runtime_hours=0.05, large_memory_partitions=("debug",),
                   large_memory_need_gib=1.0, small_gpu_util=0.5, cpu_efficiency_low=0.9)
 
@@ -112,19 +116,35 @@ def scale_archive_window():
     return Window("bench", 0, 2**40)
 
 
-@pytest.mark.parametrize(("sort", "descending", "key"), [
-    ("submit", True, lambda j: (j.submit_time, j.job_id)),
-    ("elapsed", False, lambda j: (j.elapsed, j.job_id)),
+@pytest.mark.parametrize(("sort", "order"), [
+    ("submit", "desc"), ("elapsed", "asc"), ("cpu_eff", "asc"), ("cpu_waste", "desc"),
+    ("mem_waste", "desc"), ("gpu_util", "desc"), ("state", "asc"),
 ])
-def test_user_page_is_sorted_and_cut_by_the_database(filled, sort, descending, key):
+def test_user_page_is_sorted_and_cut_by_the_database_as_the_list_sorts(filled, sort, order):
     jobs, archive = filled
-    mine = [staff_row("bench", j) for j in jobs if j.user == "user0000"]
-    ordered = sorted((dataclasses.make_dataclass("R", ["submit_time", "elapsed", "job_id"])(
-        r["submit_time"], r["elapsed"], r["job_id"]) for r in mine), key=key,
-        reverse=descending)
-    rows, total = StaffRows(archive.db).user_page("bench", "user0000", 0, 2**40, sort,
-                                                  descending, offset=50, limit=25)
-    assert total == len(mine) >= 300
-    assert [r["job_id"] for r in rows] == [r.job_id for r in ordered[50:75]]
+    q = ListQuery(days=7, sort=sort, order=order)
+    now = datetime.fromtimestamp(UTC_UNTIL, UTC)
+    mine = [row_of(staff_row("bench", j)) for j in jobs if j.user == "user0000"]
+    rows = StaffRows(archive.db)
+    every, total = archive_page(rows, "bench", "user0000", q, now, per_page=1000)
+    assert total == len(every) == len(mine) >= 300
+    listed = select(mine, q)
+    known = sum(SORT_KEYS[sort](r) is not None for r in listed)
+    assert known > 0
+    # The known values in the list's order; the unknown ones last (the list keeps them in
+    # the order it read them, the database by job id).
+    assert [r.job_id for r in every[:known]] == [r.job_id for r in listed[:known]]
+    assert {r.job_id for r in every[known:]} == {r.job_id for r in listed[known:]}
+    page, _ = archive_page(rows, "bench", "user0000", q, now, page=3, per_page=25)
+    assert [r.job_id for r in page] == [r.job_id for r in every[50:75]]
+
+
+def test_user_page_filters_by_state_and_leaves_other_sorts_to_the_list(filled):
+    _, archive = filled
+    now = datetime.fromtimestamp(UTC_UNTIL, UTC)
+    rows = StaffRows(archive.db)
+    done, total = archive_page(rows, "bench", "user0000", ListQuery(state="COMPLETED"), now)
+    assert 0 < total and all(r.state == "COMPLETED" for r in done)
+    assert archive_page(rows, "bench", "user0000", ListQuery(sort="name"), now) is None
     with pytest.raises(KeyError):
-        StaffRows(archive.db).user_page("bench", "user0000", 0, 1, "user_name; DROP")
+        rows.user_page("bench", "user0000", 0, 1, "user_name; DROP")

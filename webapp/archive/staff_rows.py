@@ -54,10 +54,22 @@ USER_TOTALS = (
 USER_TOTAL_NAMES = ("user", "core_seconds", "cpu_seconds", "gpu_seconds", "gpu_seen_seconds",
                     "gpu_used_seconds", "memory_unused", "memory_requested", "memory_jobs",
                     "time_unused", "time_requested", "time_jobs")
-# Sortable columns of a user's job list, by the list's sort keys.
-PAGE_SORTS = {"submit": "submit_time", "end": "end_time", "elapsed": "elapsed",
-              "cpus": "cpus", "state": "state", "job": "job_id"}
-
+# A user's job list sorted by the database: the list's sort keys (``report.job_list``)
+# as expressions; NULL (unknown) sorts last either way, as the list does.
+_CPU_KNOWN = "elapsed > 0 AND cpus > 0 AND cpu_seconds IS NOT NULL"
+PAGE_SORTS = {
+    "submit": "submit",
+    "end": "end_at",
+    "elapsed": "elapsed",
+    "state": "state",
+    "cpu_eff": "CASE WHEN cpu_seconds = 0 AND elapsed > 0 THEN 0 WHEN cpu_seconds > 0"
+               " AND elapsed > 0 AND cpus > 0 THEN cpu_seconds / (elapsed * cpus) END",
+    "gpu_util": "CASE WHEN gpus > 0 THEN gpu_utilization END",
+    "cpu_waste": f"CASE WHEN {_CPU_KNOWN} THEN (CASE WHEN elapsed * cpus > cpu_seconds"
+                 " THEN (elapsed * cpus - cpu_seconds) / 3600.0 ELSE 0 END) END",
+    "mem_waste": f"CASE WHEN {_MEM_KNOWN} THEN (CASE WHEN {_MEM_ASKED} > {_MEM_USED}"
+                 f" THEN {_MEM_ASKED} - {_MEM_USED} ELSE 0 END) END",
+}
 
 class Window:
     """The WHERE clause of one report window: a cluster's jobs that ended in
@@ -110,16 +122,19 @@ class StaffRows:
 
     def user_page(self, cluster: str, user: str, since: float, until: float,
                   sort: str = "submit", descending: bool = True, offset: int = 0,
-                  limit: int = 50) -> tuple[list[dict[str, Any]], int]:
+                  limit: int = 50, state: str | None = None) -> tuple[list[dict[str, Any]], int]:
         """One page of a user's jobs that ended in [since, until], sorted and cut by the
         database; (rows, how many in all). KeyError for a sort not in ``PAGE_SORTS``."""
         w = "cluster = ? AND user_name = ? AND end_time >= ? AND end_time <= ?"
-        params = [cluster, user, int(since), int(until)]
+        params: list[Any] = [cluster, user, int(since), int(until)]
+        if state is not None:
+            w += " AND state = ?"
+            params.append(state)
         total = int(self.db.query(f"SELECT COUNT(*) FROM archive_staff_jobs WHERE {w}",  # noqa: S608
                                   params)[0][0])
-        way = "DESC" if descending else "ASC"
+        way, key = "DESC" if descending else "ASC", PAGE_SORTS[sort]
         rows = self.db.query(
             f"SELECT {_SELECT} FROM archive_staff_jobs WHERE {w}"  # noqa: S608
-            f" ORDER BY {PAGE_SORTS[sort]} {way}, job_id {way}"
+            f" ORDER BY ({key}) IS NULL, {key} {way}, job_id {way}"
             f" LIMIT {int(limit)} OFFSET {int(offset)}", params)
         return [dict(zip(COLUMNS, r, strict=True)) for r in rows], total

@@ -17,6 +17,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from webapp.model import JobReport, Series
+from webapp.renderers.node_bands import bands
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -79,6 +80,7 @@ def _figure(title: str, size: tuple[float, float] = SIZE) -> tuple[Figure, objec
 
 
 def _lines(ax, report: JobReport, series: Sequence[Series], scale: float = 1.0, **kw) -> None:
+    series = bands(series)  # many nodes: quantile bands, not one line per node
     origin, div, unit = _time_axis(report, series)
     for i, s in enumerate(series):
         xs = [(t - origin) / div for t, _ in s.points]

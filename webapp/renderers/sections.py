@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent, visible
 from webapp.model import JobReport
+from webapp.renderers.node_bands import MAX_LINES
 
 STEP_HEADER = ("step", "name", "state", "exit", "elapsed", "CPUs", "CPU eff.", "peak memory")
 WASTE_HEADER = ("resource", "allocated", "unused", "billing units", "core-hours")
@@ -77,7 +78,9 @@ def coverage_rows(report: JobReport) -> list[tuple[str, ...]]:
     if c is None:
         return []
     rows = []
-    for kind, parts in (("node", c.nodes), ("GPU", c.gpus)):
+    for kind, every in (("node", c.nodes), ("GPU", c.gpus)):
+        parts = sorted(every, key=lambda p: (p.fraction, p.label))[:MAX_LINES] \
+            if len(every) > MAX_LINES else every  # many nodes: the least covered
         for p in parts:
             gaps = ", ".join(f"{_when(a)}-{_when(b)}" for a, b in p.gaps[:3])
             if len(p.gaps) > 3:
@@ -85,6 +88,10 @@ def coverage_rows(report: JobReport) -> list[tuple[str, ...]]:
             rows.append((f"{kind} {_clean(p.label)}", str(p.samples),
                          f"{p.interval_seconds:g}s" if p.interval_seconds else UNKNOWN,
                          format_percent(p.fraction), gaps or "none"))
+        if len(parts) < len(every):
+            rest = min(p.fraction for p in every if p not in parts)
+            rows.append((f"{len(every) - len(parts)} more {kind}s", "", "",
+                         f"at least {format_percent(rest)}", ""))
     return rows
 
 

@@ -6,6 +6,7 @@ import textwrap
 
 from webapp.formatting import format_bytes, format_duration, format_percent, visible
 from webapp.model import JobReport, Series, SizingSuggestion
+from webapp.renderers.node_bands import TOP, extremes
 from webapp.renderers.presentation import evidence_line, sizing_lines
 from webapp.renderers.queue import queue_rows
 from webapp.renderers.sections import (
@@ -166,9 +167,13 @@ def render(report: JobReport) -> str:
         )
     )
     out += _wrapped(f"Peak: {peak_text(r.memory_peak)}", " " * 20)
-    for s in u.gpu_utilization:
+    gpus_shown, gpus_left = extremes(u.gpu_utilization)
+    for s in gpus_shown:
         out.append(_line("GPU utilisation",
                          f"{bar(s.mean())} {format_percent(s.mean())} mean, GPU {_clean(s.label)}"))
+    if gpus_left:
+        out.append(_line("", f"({gpus_left} GPUs between the {TOP} busiest and {TOP} idlest "
+                         "left out)"))
     if u.read_bytes is not None or u.open_files_max is not None:
         out.append("")
         out.append("I/O and processes")
@@ -189,9 +194,13 @@ def render(report: JobReport) -> str:
         out.append("")
         out.append("CPU usage over time (cores busy)")
         top = float(r.cpus or 0) or None
-        for s in u.cpu_cores:
+        shown, left_out = extremes(u.cpu_cores)  # many nodes: the busiest and idlest
+        for s in shown:
             peak = s.max() or 0.0
             out.append(f"  {s.label[:12]:<12} {sparkline(s, 50, top)} max {peak:.2f}")
+        if left_out:
+            out.append(f"  ({left_out} nodes between the {TOP} busiest and {TOP} idlest "
+                       "left out)")
     out += _queue(r)
     out += _table("Steps", STEP_HEADER, step_rows(r), (8, 11, 11, 6, 9, 5, 9, 12))
     out += _table("Waste", WASTE_HEADER, waste_rows(r), (9, 20, 20, 14, 11))

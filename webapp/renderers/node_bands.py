@@ -26,10 +26,10 @@ def _quantile(ordered: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def bands(series: Sequence[Series], max_lines: int = MAX_LINES) -> list[Series]:
-    """``series`` itself up to ``max_lines``; else one series per quantile over the nodes
-    that have a sample at each time (the report's range queries share their steps)."""
-    if len(series) <= max_lines:
+def bands(series: Sequence[Series], max_lines: int | None = None) -> list[Series]:
+    """``series`` itself up to ``max_lines`` (``MAX_LINES``); else one series per quantile
+    over the nodes that have a sample at each time (the range queries share steps)."""
+    if len(series) <= (MAX_LINES if max_lines is None else max_lines):
         return list(series)
     at: dict[float, list[float]] = {}
     for s in series:
@@ -42,9 +42,10 @@ def bands(series: Sequence[Series], max_lines: int = MAX_LINES) -> list[Series]:
             for name, q in QUANTILES]
 
 
-def extremes(series: Sequence[Series], top: int = TOP) -> tuple[list[Series], int]:
+def extremes(series: Sequence[Series], top: int | None = None) -> tuple[list[Series], int]:
     """The ``top`` busiest and ``top`` idlest series by mean (busiest first), and how many
     were left out; all of them, busiest first, when that is no more than 2 x ``top``."""
+    top = TOP if top is None else top
     ranked = sorted(series, key=lambda s: (-(s.mean() or 0.0), s.label))
     if len(ranked) <= 2 * top:
         return ranked, 0

@@ -148,3 +148,24 @@ def test_user_page_filters_by_state_and_leaves_other_sorts_to_the_list(filled):
     assert archive_page(rows, "bench", "user0000", ListQuery(sort="name"), now) is None
     with pytest.raises(KeyError):
         rows.user_page("bench", "user0000", 0, 1, "user_name; DROP")
+
+
+def test_a_job_on_many_nodes_renders_bands_and_the_busiest_and_idlest():
+    import bench_many_nodes
+
+    from webapp.renderers import charts, text
+    from webapp.renderers.sections import coverage_rows
+
+    report = bench_many_nodes.many_nodes(40)
+    assert len(report.usage.cpu_cores) == 40 and len(report.usage.cpu_per_core) == 40 * 32
+    out = text.render(report)
+    assert "(20 nodes between the 10 busiest and 10 idlest left out)" in out
+    assert "(60 GPUs between the 10 busiest and 10 idlest left out)" in out
+    rows = coverage_rows(report)
+    assert len(rows) == 2 * (16 + 1)
+    assert rows[16][0] == "24 more nodes" and rows[-1][0] == "64 more GPUs"
+    assert rows[0][0] == "node n0002"  # the least covered first (n0002 covers 99.8 %)
+    fig, _ = charts.cpu_figure(report)
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert "max of 40 nodes" in labels and "median of 40 nodes" in labels
+    assert not any(label.startswith("n00") for label in labels)

@@ -11,7 +11,7 @@ the scrape time budget, and the exporter's RSS after 10 and --rss-scrapes scrape
 hard open-files limits are raised to twice 65536 (LimitNOFILE of
 deploy/jobs-exporter.service), so that the floor's kept-open files and the exporter's each
 fit, or as far as the hard limit allows where that is refused; the fd cache holds
-(limit - 256 - cgroup files) / 3 processes.
+(limit - 256 - cgroup files) / 4 processes.
 
     .venv/bin/python bench/bench_exporter.py [--runs 3] [--scrapes 40] [--rss-scrapes 1000]
         [--processes 400,2000,10000,20000]

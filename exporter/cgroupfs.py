@@ -3,9 +3,13 @@
 v1 (Debian builds with multiple-slurmd):
     <root>/<controller>/slurm_<NodeName>/uid_<uid>/job_<id>/step_<s>/task_<n>
   falling back to <root>/<controller>/slurm/...; other nodes' slurm_<other> are ignored.
-v2 (Slurm >= 22.05 with systemd):
+v2 (Slurm >= 22.05, through systemd or, with IgnoreSystemd=yes, made by slurmd itself
+at the same place):
     <root>/system.slice/<NodeName>_slurmstepd.scope/job_<id>/step_<s>/{slurm,user/task_<n>}
   falling back to <root>/system.slice/slurmstepd.scope/...
+Slurm 26.05 names v2 job directories by SLUID (``s`` + 13 base-32 characters) unless
+``CgroupJobIdPaths=yes``: the job id is not in the tree, so such directories are reported
+by ``find_unreadable`` (an error and a metric), never read as jobs or skipped silently.
 
 PIDs are only in leaf cgroups; job-level counters include all children. Job directories
 vanish the moment a job ends, so every reader may raise FileNotFoundError (see GONE);
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -59,6 +64,20 @@ class Job:
 
 
 @dataclass(frozen=True)
+class Unreadable:
+    """A directory where a job's cgroup should be whose layout the exporter cannot read."""
+
+    path: str
+    layout: str  # "v2-sluid" | "unknown"
+
+
+# Slurm 26.05's SLUID ("s" + 13 Crockford base-32 characters, e.g. s5K1KKYAYG5D00)
+_SLUID = re.compile(r"s[0-9A-HJKMNP-TV-Z]{13}")
+# Directories Slurm itself keeps beside the jobs (v1 slurm_<node>/system, v2 scope/system).
+_NOT_JOBS = frozenset({"system"})
+
+
+@dataclass(frozen=True)
 class CpuUsage:
     user_seconds: float
     system_seconds: float
@@ -95,11 +114,51 @@ def discover_jobs(cgroup_root: str, proc_root: str, node_name: str) -> list[Job]
     v1_roots = _v1_roots(cgroup_root, node_name)
     if v1_roots:
         return _discover_v1(v1_roots, proc_root)
+    scope = _v2_scope(cgroup_root, node_name)
+    return _discover_v2(scope, proc_root) if scope is not None else []
+
+
+def find_unreadable(cgroup_root: str, node_name: str) -> list[Unreadable]:
+    """Directories in this node's Slurm root that are not a layout ``discover_jobs`` reads:
+    a job there would otherwise be missing from every series without a word."""
+    v1_roots = _v1_roots(cgroup_root, node_name)
+    if v1_roots:
+        main = next(c for c in ("cpuacct", "memory", "cpuset") if c in v1_roots)
+        out = []
+        for name, path in _scan(v1_roots[main], ""):
+            if name in _NOT_JOBS:
+                continue
+            if not (name.startswith("uid_") and name[4:].isdigit()):
+                out.append(Unreadable(path, "unknown"))
+                continue
+            try:
+                out.extend(Unreadable(p, _layout(n)) for n, p in _scan(path, "")
+                           if not _is_job_dir(n))
+            except GONE:
+                continue
+        return sorted(out, key=lambda u: u.path)
+    scope = _v2_scope(cgroup_root, node_name)
+    if scope is None:
+        return []
+    found = [Unreadable(p, _layout(n)) for n, p in _scan(scope, "")
+             if n not in _NOT_JOBS and not _is_job_dir(n)]
+    return sorted(found, key=lambda u: u.path)
+
+
+def _is_job_dir(name: str) -> bool:
+    return name.startswith("job_")
+
+
+def _layout(name: str) -> str:
+    return "v2-sluid" if _SLUID.fullmatch(name) else "unknown"
+
+
+def _v2_scope(cgroup_root: str, node_name: str) -> str | None:
     for scope in (f"{node_name}_slurmstepd.scope", "slurmstepd.scope"):
         path = f"{cgroup_root}/system.slice/{scope}"
         if os.path.isdir(path):
-            return _discover_v2(path, proc_root)
-    return []
+            return path
+    return None
 
 
 def _v1_roots(cgroup_root: str, node_name: str) -> dict[str, str]:

@@ -18,9 +18,12 @@ from exporter.procfs import (
     IoCounters,
     ProcessSample,
     StatFields,
+    TaskTimes,
     is_gone,
+    parse_blkio_ticks,
     parse_io,
     parse_nofile_limit,
+    parse_schedstat,
     parse_stat,
     read_text,
 )
@@ -47,6 +50,11 @@ class ProcReader:
     for 2,000 processes). Otherwise ``stat`` stays open as well, its starttime a second
     guard. Open files are counted with one ``stat`` of /proc/<pid>/fd where the kernel
     reports the count as its size (Linux >= 6.2, detected once), else by listing it.
+    Scheduler times come per thread (``tasks``): a single-threaded process's from its
+    kept-open ``schedstat``, which is then its only thread's; a multi-threaded one's from
+    a listing of ``task/`` and each thread's ``schedstat``, read by path. With delay
+    accounting on (``kernel.task_delayacct=1``, checked every refresh), each thread's
+    ``stat`` is read too, for its block I/O wait.
 
     ``refresh`` reads the processes least recently read first; past the deadline the
     rest keep their previous sample (``stale``). Not thread-safe: the caller serialises
@@ -60,7 +68,8 @@ class ProcReader:
             max_cached = fd_budget()[0]
         self.max_cached = max_cached
         # pid -> [starttime, stat fd | None (read once), io fd | None,
-        #         soft nofile limit | None, fd dir fd | None, task dir fd | None, ppid]
+        #         soft nofile limit | None, fd dir fd | None, task dir fd | None, ppid,
+        #         schedstat fd | None]
         self._open: dict[int, list] = {}
         self.samples: dict[int, ProcessSample] = {}
         self._last_read: dict[int, int] = {}  # pid -> refresh round it was last read in
@@ -70,11 +79,19 @@ class ProcReader:
         self.stale = 0  # processes not read in the last refresh
         self._fd_size_counts = fd_dir_size_is_count(proc_root)
         self._task_nlink_counts = task_dir_nlink_is_count(proc_root)
+        # True/False: procfs with/without schedstat; None: a captured tree (no ``self``),
+        # read where a process's task/ was captured.
+        self._schedstat: bool | None = (
+            os.path.exists(f"{proc_root}/self/schedstat")
+            if os.path.isdir(f"{proc_root}/self") else None
+        )
+        self.delayacct = False  # kernel.task_delayacct, read at every refresh
 
     def refresh(self, pids: Sequence[int], budget: float = 0.0) -> int:
         """Read ``pids`` (least recently read first) until ``budget`` seconds have passed
         (0: no limit); forget every other pid. Returns how many were not read."""
         self._round += 1
+        self.delayacct = delayacct_on(self.proc_root)
         live = set(pids)
         self.samples = {p: s for p, s in self.samples.items() if p in live}
         self._last_read = {p: r for p, r in self._last_read.items() if p in live}
@@ -123,7 +140,8 @@ class ProcReader:
                 return None
             stat, io, limit = found
             return ProcessSample(
-                pid, stat.starttime, stat.ppid, stat.num_threads, self._count_fds(pid), limit, io
+                pid, stat.starttime, stat.ppid, stat.num_threads, self._count_fds(pid), limit,
+                io, self._read_tasks(pid, stat.num_threads, None),
             )
         except OSError as exc:
             if is_gone(exc):
@@ -134,7 +152,7 @@ class ProcReader:
     def _read_open(self, pid: int, entry: list) -> ProcessSample | None:
         """The hot path: pread of the kept io fd (and stat, when threads are not counted
         by ``fstat`` of the task directory), fstat of the fd directory."""
-        starttime, stat_fd, io_fd, limit, fd_dir, task_dir, ppid = entry
+        starttime, stat_fd, io_fd, limit, fd_dir, task_dir, ppid, sched_fd = entry
         try:
             if stat_fd is None:  # io_fd and task_dir are open: see _open_and_read
                 io = parse_io(os.pread(io_fd, 1024, 0))  # ESRCH once the process exited
@@ -148,6 +166,7 @@ class ProcReader:
                     return None
                 ppid, threads = int(rest[1]), int(rest[17])
                 io = parse_io(os.pread(io_fd, 1024, 0)) if io_fd is not None else None
+            tasks = self._read_tasks(pid, threads, sched_fd)
         except ValueError:
             return None  # empty or cut read of an exiting process
         except OSError as exc:
@@ -155,7 +174,38 @@ class ProcReader:
                 return None
             raise
         fds = os.fstat(fd_dir).st_size if fd_dir is not None else self._count_fds(pid)
-        return ProcessSample(pid, starttime, ppid, threads, fds, limit, io)
+        return ProcessSample(pid, starttime, ppid, threads, fds, limit, io, tasks)
+
+    def _read_tasks(
+        self, pid: int, threads: int, sched_fd: int | None
+    ) -> tuple[TaskTimes, ...] | None:
+        """Every thread's scheduler times (see the class docstring); None without
+        schedstat. Raises a GONE error when the process exited."""
+        if self._schedstat is False:
+            return None
+        base = f"{self.proc_root}/{pid}/task"
+        if self._schedstat is None and not os.path.isdir(base):
+            return None
+        if threads == 1 and not self.delayacct:  # the process's file is its thread's
+            if sched_fd is not None:
+                data: str | bytes = os.pread(sched_fd, 128, 0)
+            else:
+                data = read_text(f"{self.proc_root}/{pid}/schedstat")
+            run, wait = parse_schedstat(data)
+            return (TaskTimes(pid, run, wait, None),)
+        out = []
+        for name in os.listdir(base):
+            try:
+                run, wait = parse_schedstat(read_text(f"{base}/{name}/schedstat"))
+                blkio = (
+                    parse_blkio_ticks(read_text(f"{base}/{name}/stat")) if self.delayacct else None
+                )
+            except OSError as exc:
+                if is_gone(exc):
+                    continue  # the thread exited; the others are still counted
+                raise
+            out.append(TaskTimes(int(name), run, wait, blkio))
+        return tuple(out)
 
     def sweep(self, live: set[int]) -> None:
         """Close cached fds of processes not seen in this scrape."""
@@ -215,6 +265,7 @@ class ProcReader:
                 fds.append(self._open_fd(pid, "task", os.O_DIRECTORY))
             else:
                 fds.append(None)
+            fds.append(self._open_fd(pid, "schedstat") if self._schedstat else None)
             texts = [_pread(fd) for fd in fds[:2]]
             limits = self._read_path(pid, "limits")
             if not texts[0]:
@@ -222,17 +273,20 @@ class ProcReader:
                 return None
             stat = parse_stat(texts[0])
             open_files = os.fstat(fds[2]).st_size if fds[2] is not None else self._count_fds(pid)
+            tasks = self._read_tasks(pid, stat.num_threads, fds[4])
         except OSError:
             _close_all(fds)  # e.g. the process exited between opening stat and io
             raise
         limit = parse_nofile_limit(limits) if limits else None
-        if fds[3] is not None:  # stat is not re-read: keep 3 fds per process, as budgeted
+        if fds[3] is not None:  # stat is not re-read: keep 4 fds per process, as budgeted
             os.close(fds[0])  # type: ignore[arg-type]
             fds[0] = None
-        self._open[pid] = [stat.starttime, fds[0], fds[1], limit, fds[2], fds[3], stat.ppid]
+        self._open[pid] = [
+            stat.starttime, fds[0], fds[1], limit, fds[2], fds[3], stat.ppid, fds[4]
+        ]
         io = parse_io(texts[1]) if texts[1] else None
         return ProcessSample(
-            pid, stat.starttime, stat.ppid, stat.num_threads, open_files, limit, io
+            pid, stat.starttime, stat.ppid, stat.num_threads, open_files, limit, io, tasks
         )
 
     def _open_fd(self, pid: int, name: str, flags: int = 0) -> int | None:
@@ -246,7 +300,7 @@ class ProcReader:
     def _forget(self, pid: int) -> None:
         entry = self._open.pop(pid, None)
         if entry is not None:
-            _close_all((entry[1], entry[2], entry[4], entry[5]))
+            _close_all((entry[1], entry[2], entry[4], entry[5], entry[7]))
 
 
 def fd_dir_size_is_count(proc_root: str) -> bool:
@@ -274,6 +328,17 @@ def task_dir_nlink_is_count(proc_root: str) -> bool:
     return os.stat(path).st_nlink - 2 == len(os.listdir(path))
 
 
+def delayacct_on(proc_root: str) -> bool:
+    """Whether the kernel counts per-task I/O wait (``sysctl kernel.task_delayacct``).
+
+    Off, ``delayacct_blkio_ticks`` stays 0: an I/O wait of 0 would be a false reading.
+    """
+    try:
+        return read_text(f"{proc_root}/sys/kernel/task_delayacct").strip() == "1"
+    except OSError:
+        return False
+
+
 def _pread(fd: int | None) -> str | None:
     if fd is None:
         return None
@@ -289,11 +354,12 @@ def _close_all(fds: Iterable[int | None]) -> None:
 def fd_budget(soft: int | None = None) -> tuple[int, int]:
     """(processes the /proc cache may hold, cgroup files that may stay open).
 
-    Each cached process holds 3 fds (io, fd and task directories; or stat, io and fd);
+    Each cached process holds 4 fds (io, schedstat, fd and task directories; or stat, io,
+    schedstat and fd);
     cgroup files get up to an eighth of the soft RLIMIT_NOFILE (at most CGROUP_FILES_MAX);
     FD_RESERVE stays free.
     """
     if soft is None:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     cgroup_files = min(CGROUP_FILES_MAX, max(0, soft // 8))
-    return max(0, (soft - FD_RESERVE - cgroup_files) // 3), cgroup_files
+    return max(0, (soft - FD_RESERVE - cgroup_files) // 4), cgroup_files

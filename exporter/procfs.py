@@ -34,6 +34,15 @@ class IoCounters(NamedTuple):
     syscw: int
 
 
+class TaskTimes(NamedTuple):
+    """One thread's scheduler times: /proc/<pid>/task/<tid>/schedstat (and stat)."""
+
+    tid: int
+    run_ns: int  # on a CPU
+    wait_ns: int  # runnable, waiting for a CPU (run delay)
+    blkio_ticks: int | None  # blocked on block I/O, USER_HZ; None: delay accounting off
+
+
 class ProcessSample(NamedTuple):
     pid: int
     starttime: int  # with pid, identifies the process across pid reuse
@@ -42,6 +51,9 @@ class ProcessSample(NamedTuple):
     open_files: int | None  # None: fd directory unreadable (not root)
     open_files_limit: int | None  # soft RLIMIT_NOFILE; None: unlimited or unreadable
     io: IoCounters | None  # None: /proc/<pid>/io unreadable
+    # Every thread's scheduler times; None: no schedstat (a kernel without
+    # CONFIG_SCHED_INFO, or a captured tree without the files)
+    tasks: tuple[TaskTimes, ...] | None = None
 
 
 def parse_stat(text: str) -> StatFields:
@@ -53,6 +65,26 @@ def parse_stat(text: str) -> StatFields:
     rest = text[text.rindex(")") + 2 :].split(None, 20)
     # rest[0] is field 3 (state); ppid is field 4, num_threads field 20, starttime field 22.
     return StatFields(ppid=int(rest[1]), num_threads=int(rest[17]), starttime=int(rest[19]))
+
+
+def parse_schedstat(data: str | bytes) -> tuple[int, int]:
+    """(ns on a CPU, ns waiting for one) from /proc/<pid>/task/<tid>/schedstat.
+
+    ``38321469 26169228 179``  (the third field counts timeslices)
+    Per thread: /proc/<pid>/schedstat is the main thread's alone, not the process's.
+    """
+    run, wait = data.split(None, 2)[:2]
+    return int(run), int(wait)
+
+
+def parse_blkio_ticks(text: str | bytes) -> int:
+    """Field 42 of /proc/<pid>/task/<tid>/stat, ``delayacct_blkio_ticks``: USER_HZ ticks
+    the thread waited for block I/O (counted only with ``kernel.task_delayacct=1``).
+
+    ``30830 (python3) S 30820 ... 0 0 0 0 0 ...`` (split after the last ``)``, as parse_stat)
+    """
+    data = text.encode("latin-1") if isinstance(text, str) else text
+    return int(data[data.rindex(b")") + 2 :].split()[39])  # field 3 is index 0
 
 
 def parse_io(text: str | bytes) -> IoCounters:

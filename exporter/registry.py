@@ -28,6 +28,7 @@ from exporter.collectors.pressure import PressureCollector
 from exporter.collectors.processes import ProcessesCollector
 from exporter.collectors.scratch import ScratchCollector
 from exporter.collectors.steps import StepsCollector
+from exporter.collectors.waits import WaitCollector
 from exporter.proc_reader import ProcReader, fd_budget
 from exporter.scrape import ScrapedJob
 from exporter.settings import Settings
@@ -43,6 +44,7 @@ COLLECTORS = (
     GpuCollector,
     PressureCollector,
     StepsCollector,
+    WaitCollector,
 )
 
 Discover = Callable[[str, str, str], list[cgroupfs.Job]]
@@ -74,6 +76,7 @@ class JobsCollector:
         self._lock = threading.Lock()  # the HTTP server is threaded; the fd cache is not
         self._user_name = user_name or _passwd_name
         self._users: dict[int, str] = {}
+        self._unreadable_logged: set[str] = set()  # logged once while they exist
 
     def close(self) -> None:
         """Close every kept-open file (the collector keeps working, reopening them)."""
@@ -124,7 +127,7 @@ class JobsCollector:
             if self.cgroup_files is not None:
                 found = [dataclasses.replace(j, files=self.cgroup_files) for j in found]
             jobs.extend(ScrapedJob(j, self.procs) for j in found)
-            return [self._info(found)]
+            return [self._info(found), self._unreadable()]
 
         run("discovery", discovery)
 
@@ -151,6 +154,27 @@ class JobsCollector:
             self.cgroup_files.retain(self._file_dirs(jobs))
         out.extend((duration, success))
         return out
+
+    def _unreadable(self) -> GaugeMetricFamily:
+        """Job-level cgroup directories of a layout not read (e.g. Slurm 26.05 SLUIDs)."""
+        family = GaugeMetricFamily(
+            "jobs_exporter_unreadable_cgroups",
+            "Directories in this node's Slurm cgroup root that the exporter cannot read as "
+            "jobs (their jobs are missing from every series), by layout.",
+            labels=["layout"],
+        )
+        found = cgroupfs.find_unreadable(self.settings.cgroup_root, self.node_name)
+        counts: dict[str, int] = {}
+        for item in found:
+            counts[item.layout] = counts.get(item.layout, 0) + 1
+            if item.path not in self._unreadable_logged:
+                hint = (" (Slurm 26.05 SLUID name: set CgroupJobIdPaths=yes in cgroup.conf)"
+                        if item.layout == "v2-sluid" else "")
+                log.error("cannot read cgroup %s as a job%s", item.path, hint)
+        self._unreadable_logged = {item.path for item in found}
+        for layout, count in sorted(counts.items()):
+            family.add_metric([layout], count)
+        return family
 
     @staticmethod
     def _file_dirs(jobs: list[ScrapedJob]) -> set[str]:

@@ -39,7 +39,7 @@ SETTINGS_DOC: dict[str, tuple[str, str]] = {
         "Directory where the Slurm prolog writes one file per job with its GPUs.",
     ),
     "JOBREPORT_EXPORTER_SCONTROL": ("scontrol", "Command asked once per job (`scontrol -d show job <id>`) for its GPUs when neither a prolog file nor the devices cgroup tells; empty: never run it."),
-    "JOBREPORT_EXPORTER_FD_CACHE": ("1", "`1` keeps `/proc/<pid>/io` and each process's `fd` and `task` directories open between scrapes (`stat` and `limits` are read once per process); `0` reopens them."),
+    "JOBREPORT_EXPORTER_FD_CACHE": ("1", "`1` keeps `/proc/<pid>/io` and `schedstat` and each process's `fd` and `task` directories open between scrapes (`stat` and `limits` are read once per process); `0` reopens them."),
     "JOBREPORT_EXPORTER_SCRAPE_BUDGET": ("5", "Seconds a scrape may spend reading `/proc`; past it the least recently read processes keep their previous sample and `jobs_scrape_stale_processes` counts them. `0`: no limit. Keep it under Prometheus' `scrape_timeout` (10 s in `deploy/prometheus-jobs-exporter.yml`)."),
     "JOBREPORT_EXPORTER_LOG_LEVEL": ("INFO", "Python logging level."),
 }

@@ -182,8 +182,8 @@ def test_running_out_of_fds_reads_the_rest_by_path():
 
 def test_fd_budget_leaves_room_for_cgroup_files_and_the_rest():
     processes, cgroup_files = proc_reader.fd_budget(65536)
-    assert cgroup_files == 4096 and 3 * processes + cgroup_files <= 65536 - 256
-    assert proc_reader.fd_budget(1024) == ((1024 - 256 - 128) // 3, 128)
+    assert cgroup_files == 4096 and 4 * processes + cgroup_files <= 65536 - 256
+    assert proc_reader.fd_budget(1024) == ((1024 - 256 - 128) // 4, 128)
     assert proc_reader.fd_budget(100) == (0, 12)
 
 

@@ -320,5 +320,5 @@ def test_json_schema_is_pinned():
         "read_bytes", "write_bytes", "read_syscalls", "write_syscalls", "processes_max",
         "threads_max", "open_files_max", "open_files_limit_ratio_max", "scratch_in_use",
         "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
-        "memory_high_events",
+        "memory_high_events", "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max",
     }  # fmt: skip

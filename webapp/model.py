@@ -310,6 +310,13 @@ class Usage:
     io_pressure_seconds: float | None = None
     memory_pressure_seconds: float | None = None
     memory_high_events: float | None = None
+    # cgroup v1 and v2, from each thread's scheduler times (None: an exporter without them):
+    # task-seconds the job's threads waited for a CPU and (with kernel delay accounting)
+    # for block I/O, summed over nodes; and the most threads busy at once on a node
+    # (on a CPU or waiting for one for half a scrape interval or more).
+    cpu_wait_seconds: float | None = None
+    io_wait_seconds: float | None = None
+    busy_tasks_max: float | None = None
     queries: tuple[tuple[str, str], ...] = ()  # (name, PromQL) as sent, for the audit
 
     @property

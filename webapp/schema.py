@@ -140,7 +140,9 @@ USAGE = ("memory_limit_bytes", "memory_max_usage_bytes", "gpu_memory_total_bytes
          "threads_max", "open_files_max", "open_files_limit_ratio_max", "scratch_in_use",
          # cgroup v2 only; null on v1, where the cause of idle cores cannot be told
          "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
-         "memory_high_events")
+         "memory_high_events",
+         # per-thread waits and busy threads (v1 and v2); null from an exporter without them
+         "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max")
 # JSON key -> Step field (sacct's TotalCPU is the JSON's cpu_seconds), codec
 STEP: tuple[tuple[str, str, Codec], ...] = (
     ("step_id", "step_id", PLAIN), ("name", "name", PLAIN), ("state", "state", PLAIN),

@@ -8,6 +8,7 @@ import secrets
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pymysql
 
@@ -38,6 +39,27 @@ def submit_short_jobs(plain: int) -> list[str]:
 def known(env: dict[str, str]) -> dict[str, str]:
     """The stack's settings this checkout knows (a newer stack may write more)."""
     return {k: v for k, v in env.items() if k in SETTINGS_DOC}
+
+
+def mail_env(stack_env: dict[str, str], tmp: Path, smtp_port: int) -> dict[str, str]:
+    """The stack's settings with an archive and outbox of the test's own under ``tmp`` and
+    mail to a loopback SMTP server: every owner at example.org, short jobs too, no daily
+    cap (other suites' jobs of alice and bob ending in the same window would use it up;
+    tests/stack/test_mail_policy.py tests the cap)."""
+    return {**known(stack_env), "JOBREPORT_ARCHIVE_URL": str(tmp / "archive.sqlite"),
+            "JOBREPORT_OUTBOX": str(tmp / "outbox.sqlite"),
+            "JOBREPORT_SMTP_HOST": "127.0.0.1", "JOBREPORT_SMTP_PORT": str(smtp_port),
+            "JOBREPORT_MAIL_MIN_RUNTIME": "0", "JOBREPORT_MAIL_TO": "{user}@example.org",
+            "JOBREPORT_MAIL_DAILY_CAP": "0"}
+
+
+def start_watermarks(env: dict[str, str], t0: int) -> None:
+    """Both sync streams start at ``t0`` (not last week: only the test's own jobs)."""
+    from webapp.archive.store import Archive
+
+    with Archive(env["JOBREPORT_ARCHIVE_URL"]) as archive:
+        for stream in ("archive", "email"):
+            archive.advance("demo", stream, t0)
 
 
 def all_done(ids: list[str]) -> bool:

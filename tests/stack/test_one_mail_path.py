@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import stack
-from tests.helpers.sync import known
+from tests.helpers.sync import mail_env
 from webapp.archive.opt_out_link import read_token
 
 pytestmark = pytest.mark.stack
@@ -68,14 +68,8 @@ def test_by_hand_and_sync_back_to_back_email_each_job_once(stack_env, my_jobs, s
                                                            tmp_path):
     recorder, port = smtp
     t0, (first, second, third) = my_jobs
-    env = {**os.environ, **known(stack_env), "PYTHONPATH": str(stack.ROOT),
-           "JOBREPORT_ARCHIVE_URL": str(tmp_path / "archive.sqlite"),
-           "JOBREPORT_OUTBOX": str(tmp_path / "outbox.sqlite"),
-           "JOBREPORT_SMTP_HOST": "127.0.0.1", "JOBREPORT_SMTP_PORT": str(port),
-           "JOBREPORT_MAIL_TO": "{user}@example.org", "JOBREPORT_MAIL_MIN_RUNTIME": "0",
+    env = {**os.environ, **mail_env(stack_env, tmp_path, port), "PYTHONPATH": str(stack.ROOT),
            "JOBREPORT_MAIL_OPT_OUT": "", "JOBREPORT_MAIL_MAP": "",
-           # No cap: other suites' jobs of alice and bob ending in the window would use it up.
-           "JOBREPORT_MAIL_DAILY_CAP": "0",
            "JOBREPORT_SECRET_KEY": SECRET, "JOBREPORT_PUBLIC_URL": PUBLIC_URL}
     span = f"{int(time.time()) - t0}s"  # a first sync reaches back to just before our jobs
 

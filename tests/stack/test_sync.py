@@ -18,8 +18,9 @@ from tests.helpers.sync import (
     all_done,
     create_mariadb_archive,
     drop_mariadb_archive,
-    known,
+    mail_env,
     run_sync,
+    start_watermarks,
     submit_short_jobs,
 )
 from webapp.archive.store import Archive
@@ -61,16 +62,9 @@ def synced(stack_env, tmp_path_factory):
     recorder = Recorder()
     smtp = Controller(recorder, hostname="127.0.0.1", port=free_port())
     smtp.start()
-    env = {**known(stack_env), "JOBREPORT_ARCHIVE_URL": str(tmp / "archive.sqlite"),
-           "JOBREPORT_OUTBOX": str(tmp / "outbox.sqlite"), "JOBREPORT_SMTP_PORT": str(smtp.port),
-           "JOBREPORT_MAIL_MIN_RUNTIME": "0", "JOBREPORT_MAIL_TO": "{user}@example.org",
-           # No daily cap here (test_mail_policy tests it): other suites' jobs of alice and
-           # bob ending in the same window would use it up before these jobs end.
-           "JOBREPORT_MAIL_DAILY_CAP": "0"}
+    env = mail_env(stack_env, tmp, smtp.port)
     t0 = int(time.time())
-    with Archive(env["JOBREPORT_ARCHIVE_URL"]) as archive:  # start from now, not last week
-        for stream in ("archive", "email"):
-            archive.advance("demo", stream, t0)
+    start_watermarks(env, t0)
     ids = submit_short_jobs(PLAIN)
     runs, kills, busy, violations = 0, 0, 0, []
     finished = False

@@ -20,7 +20,7 @@ from aiosmtpd.controller import Controller
 from tests.helpers.mail import Recorder, free_port
 from tests.helpers.sessions import sign_in
 from tests.helpers.stack import wait_until_done
-from tests.helpers.sync import known, sbatch
+from tests.helpers.sync import mail_env, sbatch, start_watermarks
 from webapp import create_app
 from webapp.archive.store import Archive
 from webapp.cli import main as jobreport
@@ -81,13 +81,8 @@ def synced(stack_env, tmp_path_factory):
     recorder = Recorder()
     smtp = Controller(recorder, hostname="127.0.0.1", port=free_port())
     smtp.start()
-    env = {**known(stack_env), "JOBREPORT_ARCHIVE_URL": str(tmp / "archive.sqlite"),
-           "JOBREPORT_OUTBOX": str(tmp / "outbox.sqlite"), "JOBREPORT_SMTP_PORT": str(smtp.port),
-           "JOBREPORT_MAIL_MIN_RUNTIME": "0", "JOBREPORT_MAIL_TO": "{user}@example.org",
-           "JOBREPORT_MAIL_DAILY_CAP": "0"}
-    with Archive(env["JOBREPORT_ARCHIVE_URL"]) as archive:  # from now, not last week
-        for stream in ("archive", "email"):
-            archive.advance("demo", stream, t0)
+    env = mail_env(stack_env, tmp, smtp.port)
+    start_watermarks(env, t0)
     try:
         wait_until_done([deep, after], timeout=600)
         deadline = time.monotonic() + 120

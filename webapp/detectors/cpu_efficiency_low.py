@@ -7,6 +7,7 @@ from webapp.detectors.gpu_cores_idle import idle_beside_busy_gpus
 from webapp.detectors.gpu_input_bound import input_bound
 from webapp.detectors.measures import (
     busy_cores,
+    can_tell_waiting,
     has_pressure,
     long_enough,
     responsible_step,
@@ -55,10 +56,12 @@ class LowCpuEfficiencyDetector:
                 "the network, a `sleep`, user input). Stage input data to local scratch and "
                 "avoid interactive waits in batch jobs."
             )
-        # Idle, or waiting? Only pressure stall data (cgroup v2) can tell.
+        # Idle, or waiting? Pressure stall data (cgroup v2) or the threads' waits can tell.
         cause = (
             " Pressure stayed low: idle, not starved."
             if has_pressure(report)
+            else " Its threads seldom waited for a CPU: idle, not starved."
+            if can_tell_waiting(report)
             else " Idle or starved (waiting for CPU, storage or memory) cannot be told "
             "without pressure data (cgroup v1)."
         )

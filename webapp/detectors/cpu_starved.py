@@ -1,9 +1,15 @@
-"""Low CPU efficiency while the job's tasks waited for a CPU (cgroup v2 PSI): starved,
-not idle; the cores it was given were not the ones it could run on."""
+"""Low CPU efficiency while the job's tasks waited for a CPU (cgroup v2 PSI, or on any
+cgroup version the threads' scheduler run delay): starved, not idle."""
 
 from __future__ import annotations
 
-from webapp.detectors.measures import cpu_efficiency_low, pressure, stall_evidence, waiting_for
+from webapp.detectors.measures import (
+    cpu_efficiency_low,
+    own_threads_outnumber_cores,
+    stall_evidence,
+    wait_share,
+    waiting_for,
+)
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
 from webapp.model import Finding, JobReport, Severity
@@ -15,7 +21,9 @@ class CpuStarvedDetector:
     def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
         if not cpu_efficiency_low(report, t) or waiting_for(report, t) != "cpu":
             return ()
-        eff, share = report.cpu_efficiency or 0.0, pressure(report, "cpu") or 0.0
+        if own_threads_outnumber_cores(report, t):
+            return ()  # its threads waited for each other: oversubscribed says so
+        eff, share = report.cpu_efficiency or 0.0, wait_share(report, "cpu") or 0.0
         return (
             Finding(
                 name=self.name,

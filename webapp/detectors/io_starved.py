@@ -1,8 +1,9 @@
-"""Low CPU efficiency while the job's tasks waited for storage (cgroup v2 PSI)."""
+"""Low CPU efficiency while the job's tasks waited for storage (cgroup v2 PSI, or on any
+cgroup version the threads' delay-accounting I/O wait)."""
 
 from __future__ import annotations
 
-from webapp.detectors.measures import cpu_efficiency_low, pressure, stall_evidence, waiting_for
+from webapp.detectors.measures import cpu_efficiency_low, stall_evidence, wait_share, waiting_for
 from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
 from webapp.model import Finding, JobReport, Severity
@@ -14,7 +15,7 @@ class IoStarvedDetector:
     def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
         if not cpu_efficiency_low(report, t) or waiting_for(report, t) != "io":
             return ()
-        eff, share = report.cpu_efficiency or 0.0, pressure(report, "io") or 0.0
+        eff, share = report.cpu_efficiency or 0.0, wait_share(report, "io") or 0.0
         return (
             Finding(
                 name=self.name,

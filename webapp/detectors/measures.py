@@ -59,9 +59,60 @@ def has_pressure(report: JobReport) -> bool:
     return any(pressure(report, r) is not None for r in ("cpu", "io", "memory"))
 
 
+def thread_wait_share(report: JobReport, resource: str) -> float | None:
+    """Share of the job's threads' active time (on a CPU, waiting for one, waiting for
+    block I/O) spent waiting for ``resource`` (cpu, io), from the exporter's per-thread
+    figures (cgroup v1 and v2); None without them or without the CPU time.
+
+    Two busy threads taking turns on one core: 0.5 for cpu. I/O wait counts only where
+    the node's kernel has delay accounting on (else its figure is missing, not 0).
+    """
+    u = report.usage
+    wait = u.cpu_wait_seconds if resource == "cpu" else u.io_wait_seconds
+    if wait is None or u.cpu_wait_seconds is None or report.cpu_seconds is None:
+        return None
+    active = report.cpu_seconds + u.cpu_wait_seconds + (u.io_wait_seconds or 0.0)
+    return wait / active if active > 0 else None
+
+
+def thread_wait_of_run(report: JobReport, resource: str) -> float | None:
+    """The threads' wait for ``resource`` (cpu, io; task-seconds summed over threads) as a
+    share of the run, at most 1: comparable to PSI's "some task waited" share, which it
+    bounds from above. A mostly sleeping job stays near 0 however its few runs went."""
+    u = report.usage
+    wait = u.cpu_wait_seconds if resource == "cpu" else u.io_wait_seconds
+    if wait is None or not report.elapsed_seconds:
+        return None
+    return min(1.0, wait / report.elapsed_seconds)
+
+
+def wait_share(report: JobReport, resource: str) -> float | None:
+    """How much of the run the job waited for ``resource``: its PSI share (cgroup v2)
+    where recorded, else its threads' (``thread_wait_of_run``; cpu and io only)."""
+    share = pressure(report, resource)
+    if share is None and resource in ("cpu", "io"):
+        share = thread_wait_of_run(report, resource)
+    return share
+
+
+def own_threads_outnumber_cores(report: JobReport, t: Thresholds) -> bool:
+    """More of the job's threads were busy at once on a node than the node's share of its
+    cores (by ``oversubscription_ratio``): any CPU wait is then, first, its own doing."""
+    busy = report.usage.busy_tasks_max
+    if busy is None or not report.cpus:
+        return False
+    return busy > report.cpus / max(1, len(report.nodes)) * t.oversubscription_ratio
+
+
+def can_tell_waiting(report: JobReport) -> bool:
+    """PSI or per-thread wait figures were recorded: idle can be told from starved."""
+    return has_pressure(report) or report.usage.cpu_wait_seconds is not None
+
+
 def waiting_for(report: JobReport, t: Thresholds) -> str | None:
-    """What the job's tasks waited for, by PSI: ``memory`` (reclaim), else the larger of
-    ``cpu`` and ``io`` over its threshold; None when nothing stalled or no PSI exists.
+    """What the job's tasks waited for: ``memory`` (reclaim, PSI only), else the larger of
+    ``cpu`` and ``io`` over its threshold (PSI, else the threads' wait figures); None when
+    nothing stalled or nothing was measured.
 
     Memory comes first: reclaim also makes tasks wait for storage (pages read back) and
     burns system CPU, so it is the cause the other two follow from.
@@ -71,7 +122,7 @@ def waiting_for(report: JobReport, t: Thresholds) -> str | None:
         report.usage.memory_high_events or 0
     ) > 0:
         return "memory"
-    stalls = {r: p for r in ("cpu", "io") if (p := pressure(report, r)) is not None}
+    stalls = {r: p for r in ("cpu", "io") if (p := wait_share(report, r)) is not None}
     stalls = {r: p for r, p in stalls.items() if p >= t.pressure_high}
     return max(stalls, key=stalls.__getitem__) if stalls else None
 
@@ -128,6 +179,11 @@ def stall_evidence(report: JobReport) -> dict[str, float | int | str]:
     for resource in ("cpu", "io", "memory"):
         share = pressure(report, resource)
         out[f"{resource}_pressure"] = round(share, 4) if share is not None else "n/a"
+    for resource in ("cpu", "io"):
+        share = thread_wait_of_run(report, resource)
+        out[f"{resource}_wait_of_run"] = round(share, 4) if share is not None else "n/a"
+    if report.usage.busy_tasks_max is not None:
+        out["busy_tasks_max"] = report.usage.busy_tasks_max
     if report.usage.memory_high_events is not None:
         out["memory_high_events"] = int(report.usage.memory_high_events)
     return out

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import math
 
-from webapp.detectors.measures import busy_cores, long_enough
+from webapp.detectors.measures import (
+    busy_cores,
+    long_enough,
+    own_threads_outnumber_cores,
+    thread_wait_share,
+)
 from webapp.detectors.thresholds import Thresholds
 from webapp.model import Finding, JobReport, Severity
 
@@ -18,7 +23,30 @@ class OversubscribedDetector:
         if not cpus or used is None or not long_enough(report, t.min_runtime_seconds):
             return ()
         threads = report.usage.threads_max
-        if used > cpus * t.oversubscription_ratio:
+        busy_tasks = report.usage.busy_tasks_max
+        # Cores of one node: busy threads are counted per node.
+        node_cpus = cpus / max(1, len(report.nodes))
+        share = thread_wait_share(report, "cpu")
+        if busy_tasks is not None and share is not None and not (
+            used > cpus * t.oversubscription_ratio
+        ):
+            # Measured: the job's own busy threads outnumbered its cores and waited for them
+            # (a busy node slows a job down too, but then its threads do not outnumber it).
+            if not own_threads_outnumber_cores(report, t) or share < t.pressure_high:
+                return ()
+            message = (
+                f"Up to {busy_tasks:.0f} of the job's threads were busy at once on "
+                f"{node_cpus:g} core(s) per node: they waited for a core "
+                f"{share:.0%} of their time, slowing each other down."
+            )
+            advice = (
+                "Match threads to cores: `export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK` (also "
+                "MKL_NUM_THREADS / OPENBLAS_NUM_THREADS, or the program's own -j/--threads), "
+                f"or ask for up to `--cpus-per-task={math.ceil(busy_tasks)}` if it scales."
+            )
+            sentence = (f"Up to {busy_tasks:.0f} busy threads on {node_cpus:g} core(s) per "
+                        f"node; {share:.0%} of their time spent waiting for a core.")
+        elif used > cpus * t.oversubscription_ratio:
             # Only possible without core binding (ConstrainCores=no): it took others' cores.
             cores = math.ceil(used)
             message = f"The job kept {used:.1f} cores busy but was allocated {cpus}."
@@ -54,6 +82,8 @@ class OversubscribedDetector:
                     "cpus": cpus,
                     "busy_cores": round(used, 3),
                     "threads_max": threads if threads is not None else "n/a",
+                    "busy_tasks_max": busy_tasks if busy_tasks is not None else "n/a",
+                    "cpu_wait_share": round(share, 4) if share is not None else "n/a",
                 },
             ),
         )

@@ -9,12 +9,17 @@ from webapp.model import Finding, JobReport, Severity
 
 
 def looks_serial(report: JobReport, t: Thresholds) -> bool:
-    """True when the job kept about one core busy out of two or more.
+    """True when the job kept about one core busy out of two or more, with one thread.
 
     Judged on the total, not per core: the kernel migrates a serial process between the
-    job's cores, so per-core series show several half-busy cores summing to one.
+    job's cores, so per-core series show several half-busy cores summing to one. The total
+    alone also fits two busy threads slowed to one core's worth by load beside the job, so
+    where the exporter counted busy threads, a second one at any time rules serial out.
     """
     if not report.cpus or report.cpus < 2:
+        return False
+    busy_tasks = report.usage.busy_tasks_max
+    if busy_tasks is not None and busy_tasks >= 2:
         return False
     used = busy_cores(report)
     return used is not None and 0.75 <= used <= t.serial_cores_max

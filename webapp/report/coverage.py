@@ -77,14 +77,19 @@ RESTS_ON: Mapping[str, Callable[[JobReport], tuple[str, str]]] = {
     "memory_near_limit": _memory,
     "gpu_idle": lambda report: _gpus(report),
     "gpu_util_low": lambda report: _gpus(report),
-    "oversubscribed": _nodes("jobs_threads, jobs_cpu_seconds_total"),
+    "oversubscribed": _nodes("jobs_busy_tasks, jobs_cpu_wait_seconds_total, jobs_threads, "
+                             "jobs_cpu_seconds_total"),
     "io_not_on_scratch": _nodes("jobs_*_bytes_total, jobs_scratch_in_use"),
     "small_io": _nodes("jobs_*_syscalls_total"),
     "many_open_files": _nodes("jobs_open_files"),
     "open_files_near_limit": _nodes("jobs_open_files_limit_ratio"),
     # why cores sat idle: the nodes' pressure counters (cgroup v2)
     **{name: _nodes("jobs_pressure_waiting_seconds_total, jobs_memory_events_total")
-       for name in ("cpu_starved", "io_starved", "memory_thrashing")},
+       for name in ("memory_thrashing",)},
+    # why cores sat idle: pressure (cgroup v2) or the threads' waits (any version)
+    **{name: _nodes("jobs_pressure_waiting_seconds_total, jobs_cpu_wait_seconds_total, "
+                    "jobs_io_wait_seconds_total")
+       for name in ("cpu_starved", "io_starved")},
     "memory_growth": _nodes("jobs_memory_rss_bytes, fitted"),
     "gpu_input_bound": lambda report: _gpu_text(
         report, "jobs_gpu_utilization_ratio, jobs_gpu_memory_used_bytes; per core "

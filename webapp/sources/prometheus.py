@@ -37,7 +37,7 @@ from webapp.sources.prometheus_answers import parse_vector as parse_vector
 from webapp.sources.prometheus_coverage import COVERAGE_QUERIES, coverages
 from webapp.sources.prometheus_queries import (
     FIGURE_LABEL,
-    V2_ONLY_FIGURES,
+    MAYBE_ABSENT_FIGURES,
     combined,
     peak_query,
     tail_query,
@@ -291,6 +291,9 @@ class PrometheusSource:
             io_pressure_seconds=scalars.get("io_pressure_seconds"),
             memory_pressure_seconds=scalars.get("memory_pressure_seconds"),
             memory_high_events=scalars.get("memory_high_events"),
+            cpu_wait_seconds=scalars.get("cpu_wait_seconds"),
+            io_wait_seconds=scalars.get("io_wait_seconds"),
+            busy_tasks_max=scalars.get("busy_tasks_max"),
             queries=tuple(sent),
         )
 
@@ -438,6 +441,6 @@ def _missing_tails(
     return [
         name
         for name in TAIL_FIGURES
-        if name not in V2_ONLY_FIGURES
+        if name not in MAYBE_ABSENT_FIGURES
         and not (gpu_nodes if name == "gpu_memory_total_bytes" else nodes) <= seen.get(name, set())
     ]

@@ -58,6 +58,10 @@ PEAKS: dict[str, tuple[str, str]] = {
     "open_files_max": ("jobs_open_files", "max"),
     "open_files_limit_ratio_max": ("jobs_open_files_limit_ratio", "max"),
     "scratch_in_use": ("jobs_scratch_in_use", "max"),
+    # per-thread waits (counters: their peak is their last value) and busy threads
+    "cpu_wait_seconds": ("jobs_cpu_wait_seconds_total", "sum"),
+    "io_wait_seconds": ("jobs_io_wait_seconds_total", "sum"),
+    "busy_tasks_max": ("jobs_busy_tasks", "max"),
 }
 PEAK_QUERY = "max by (jobid, {node}) (max_over_time({metric}{{{sel}}}[{step}s]))"
 # A job's cpuacct counters start at zero with its cgroup: the last value / run time is the
@@ -265,6 +269,9 @@ def split(b: Batch, ranges: Mapping[str, list], peaks: Mapping[str, list], cores
             scratch_in_use=None if peak["scratch_in_use"] is None
             else peak["scratch_in_use"] > 0,
             step_seconds=b.step,
+            cpu_wait_seconds=peak["cpu_wait_seconds"],
+            io_wait_seconds=peak["io_wait_seconds"],
+            busy_tasks_max=peak["busy_tasks_max"],
         )
     return out
 

@@ -84,6 +84,10 @@ WINDOW_QUERIES: dict[str, str] = {
     "memory_high_events": (
         'max(max_over_time(jobs_memory_events_total{{{sel},event="high"}}[{window}]))'
     ),
+    # per-thread waits (cgroup v1 and v2): counters summed over nodes; busy threads' peak
+    "cpu_wait_seconds": "sum(max_over_time(jobs_cpu_wait_seconds_total{{{sel}}}[{window}]))",
+    "io_wait_seconds": "sum(max_over_time(jobs_io_wait_seconds_total{{{sel}}}[{window}]))",
+    "busy_tasks_max": "max(max_over_time(jobs_busy_tasks{{{sel}}}[{window}]))",
 }
 INSTANT_QUERIES = WINDOW_QUERIES  # the name earlier callers knew
 
@@ -104,6 +108,8 @@ TAIL_FIGURES: dict[str, tuple[str, str]] = {
     "io_pressure_seconds": ("max", 'jobs_pressure_waiting_seconds_total{resource="io"}'),
     "memory_pressure_seconds": ("max", 'jobs_pressure_waiting_seconds_total{resource="memory"}'),
     "memory_high_events": ("max", 'jobs_memory_events_total{event="high"}'),
+    "cpu_wait_seconds": ("sum", "jobs_cpu_wait_seconds_total"),
+    "io_wait_seconds": ("sum", "jobs_io_wait_seconds_total"),
 }
 # Series only cgroup v2 nodes have: their absence at the end is no sign of a stopped
 # exporter (a v1 node never has them), so they never send a figure back to the window.
@@ -111,6 +117,9 @@ V2_ONLY_FIGURES = frozenset(
     {"cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
      "memory_high_events"}
 )
+# Likewise series an exporter may rightly lack: I/O wait while kernel delay accounting is
+# off, and the waits from exporters older than them.
+MAYBE_ABSENT_FIGURES = V2_ONLY_FIGURES | {"cpu_wait_seconds", "io_wait_seconds"}
 TAIL_TEMPLATE = "{agg} by ({node}) (last_over_time({metric}{{{sel}{extra}}}[{tail}]))"
 # Gauges whose peak can be anywhere: scanned over the whole window, all in one request,
 # as the largest of hour-long maxima (a subquery): the same samples, but Prometheus holds
@@ -122,6 +131,7 @@ WINDOW_PEAKS: dict[str, tuple[str, str]] = {
     "open_files_max": ("max", "jobs_open_files"),
     "open_files_limit_ratio_max": ("max", "jobs_open_files_limit_ratio"),
     "scratch_in_use": ("max", "jobs_scratch_in_use"),
+    "busy_tasks_max": ("max", "jobs_busy_tasks"),
 }
 WINDOW_FIGURES = tuple(WINDOW_PEAKS)
 PEAK_TEMPLATE = (

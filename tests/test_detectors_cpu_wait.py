@@ -1,0 +1,101 @@
+"""Verdicts that hold on a busy node: oversubscribed, serial_on_many_cores and cpu_starved /
+io_starved decided from the threads' waits and busy count (cgroup v1 too), on the figures
+the exporter reads from real captures of jobs sharing a loaded node, with true negatives."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.helpers.cpu_wait import cpu_seconds, two_scrapes
+from webapp.detectors import Thresholds, detect_all
+from webapp.detectors.measures import thread_wait_share, waiting_for
+from webapp.model import JobReport, Usage
+
+T = Thresholds(min_runtime_seconds=10)  # the captured jobs ran ~35 s
+START = datetime(2026, 11, 26, 11, 40, tzinfo=UTC)
+
+
+def report(elapsed: float, cpus: int, cpu: float, usage: Usage) -> JobReport:
+    return JobReport(
+        job_id="7", cluster="test", user="alice", cpus=cpus, state="COMPLETED",
+        exit_code="0:0", start_time=START, end_time=START + timedelta(seconds=elapsed),
+        elapsed_seconds=elapsed, time_limit_seconds=60.0, cpu_seconds=cpu,
+        memory_requested_bytes=2**30, usage=usage, nodes=("vm",),
+    )  # fmt: skip
+
+
+def captured(name: str, job: str, cpus: int) -> JobReport:
+    """The report the captured job would get: run time and CPU time up to the second
+    capture, the exporter's wait total and busy threads there."""
+    times, _, second = two_scrapes(name, job)
+    usage = Usage(cpu_wait_seconds=second.cpu_wait_seconds,
+                  io_wait_seconds=second.io_wait_seconds,
+                  busy_tasks_max=float(second.busy_tasks))
+    return report(times[2] - times[0], cpus, cpu_seconds(f"{name}-b", job), usage)
+
+
+def names(r: JobReport) -> set[str]:
+    return {f.name for f in detect_all(r, T)}
+
+
+def test_four_busy_processes_on_one_core_of_a_loaded_node_are_oversubscribed():
+    r = captured("over", "151", cpus=1)
+    # the core was far from the old 90 % bar: outside load took its share too
+    assert r.cpu_seconds / r.elapsed_seconds < T.oversubscription_busy
+    assert thread_wait_share(r, "cpu") > 0.5
+    found = names(r)
+    assert "oversubscribed" in found
+    # the wait is the job's own doing: not called starved (nor bare low efficiency)
+    assert not found & {"cpu_starved", "cpu_efficiency_low", "serial_on_many_cores"}
+    f = next(f for f in detect_all(r, T) if f.name == "oversubscribed")
+    assert f.evidence["busy_tasks_max"] == 4 and "waited for a core" in f.message
+
+
+def test_two_busy_processes_slowed_by_outside_load_are_not_serial_but_starved():
+    r = captured("two", "152", cpus=2)
+    used = r.cpu_seconds / r.elapsed_seconds
+    assert 0.75 <= used <= T.serial_cores_max  # the total alone looks serial
+    found = names(r)
+    assert "serial_on_many_cores" not in found and "oversubscribed" not in found
+    assert waiting_for(r, T) == "cpu" and "cpu_starved" in found
+    f = next(f for f in detect_all(r, T) if f.name == "cpu_starved")
+    assert f.evidence["cpu_wait_of_run"] > T.pressure_high and f.evidence["busy_tasks_max"] == 2
+
+
+def test_the_old_figures_alone_gave_the_wrong_verdicts():
+    """Without the exporter's thread figures the same jobs get the verdicts the issue saw."""
+    over, two = captured("over", "151", 1), captured("two", "152", 2)
+    assert "oversubscribed" not in names(over.__class__(**{**vars(over), "usage": Usage()}))
+    assert "serial_on_many_cores" in names(two.__class__(**{**vars(two), "usage": Usage()}))
+
+
+@pytest.mark.parametrize(("cpus", "cpu", "wait", "busy", "expected"), [
+    # quiet: one busy thread on two cores, little wait -> serial (a true serial job)
+    (2, 20.0, 0.1, 1.0, {"serial_on_many_cores"}),
+    # quiet: four threads on four cores, busy, no wait -> nothing about CPU
+    (4, 80.0, 0.2, 4.0, set()),
+    # many busy threads but they hardly waited (short bursts) -> not oversubscribed
+    (1, 19.0, 1.0, 4.0, set()),
+    # two threads on two cores, a node so busy they waited but efficiency stayed high
+    (2, 36.0, 9.0, 2.0, set()),
+    # a sleeping job whose few short runs waited as long as they ran: idle, not starved
+    (1, 0.02, 0.02, 0.0, {"cpu_efficiency_low"}),
+])
+def test_quiet_and_boundary_cases(cpus, cpu, wait, busy, expected):
+    usage = Usage(cpu_wait_seconds=wait, busy_tasks_max=busy)
+    found = names(report(20.0, cpus, cpu, usage))
+    cpu_verdicts = {"serial_on_many_cores", "oversubscribed", "cpu_starved", "io_starved",
+                    "cpu_efficiency_low"}
+    assert found & cpu_verdicts == expected
+
+
+def test_io_wait_from_delay_accounting_makes_io_starved_on_v1():
+    # 20 s run, 4 s CPU, 10 s blocked on I/O, 0.5 s waiting for a CPU
+    r = report(20.0, 1, 4.0, Usage(cpu_wait_seconds=0.5, io_wait_seconds=10.0,
+                                   busy_tasks_max=1.0))
+    assert waiting_for(r, T) == "io" and "io_starved" in names(r)
+    # delay accounting off: no I/O figure, so no verdict from it (and no false 0)
+    r = report(20.0, 1, 4.0, Usage(cpu_wait_seconds=0.5, busy_tasks_max=1.0))
+    assert "io_starved" not in names(r) and "cpu_efficiency_low" in names(r)

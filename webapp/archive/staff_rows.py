@@ -106,7 +106,10 @@ class StaffRows:
         """One dict per user with jobs in the window (``USER_TOTAL_NAMES``)."""
         rows = self.db.query(f"SELECT {', '.join(USER_TOTALS)} FROM archive_staff_jobs"  # noqa: S608
                              f" WHERE {w.sql} GROUP BY user_name", w.params)
-        return [dict(zip(USER_TOTAL_NAMES, r, strict=True)) for r in rows]
+        # MariaDB sums BIGINT x 1.0 as DECIMAL: floats here, as SQLite gives them.
+        return [{"user": r[0], **{k: float(v or 0) for k, v in
+                                  zip(USER_TOTAL_NAMES[1:], r[1:], strict=True)}}
+                for r in rows]
 
     def top(self, w: Window, where: str, params: Sequence[Any], order: str | None,
             limit: int | None) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ import scale_archive  # noqa: E402
 
 from webapp.archive.staff_rows import StaffRows  # noqa: E402
 from webapp.archive.store import Archive  # noqa: E402
+from webapp.report import job_page  # noqa: E402
 from webapp.report.job_list import SORT_KEYS, ListQuery, select  # noqa: E402
 from webapp.report.job_page import archive_page, row_of  # noqa: E402
 from webapp.report.staff_archive import build_staff_report_sql, staff_row  # noqa: E402
@@ -125,8 +126,7 @@ def test_user_page_is_sorted_and_cut_by_the_database_as_the_list_sorts(filled, s
     q = ListQuery(days=7, sort=sort, order=order)
     now = datetime.fromtimestamp(UTC_UNTIL, UTC)
     mine = [row_of(staff_row("bench", j)) for j in jobs if j.user == "user0000"]
-    rows = StaffRows(archive.db)
-    every, total = archive_page(rows, "bench", "user0000", q, now, per_page=1000)
+    every, total = archive_page(archive, "bench", "user0000", q, now, per_page=1000)
     assert total == len(every) == len(mine) >= 300
     listed = select(mine, q)
     known = sum(SORT_KEYS[sort](r) is not None for r in listed)
@@ -135,19 +135,18 @@ def test_user_page_is_sorted_and_cut_by_the_database_as_the_list_sorts(filled, s
     # the order it read them, the database by job id).
     assert [r.job_id for r in every[:known]] == [r.job_id for r in listed[:known]]
     assert {r.job_id for r in every[known:]} == {r.job_id for r in listed[known:]}
-    page, _ = archive_page(rows, "bench", "user0000", q, now, page=3, per_page=25)
+    page, _ = archive_page(archive, "bench", "user0000", q, now, page=3, per_page=25)
     assert [r.job_id for r in page] == [r.job_id for r in every[50:75]]
 
 
 def test_user_page_filters_by_state_and_leaves_other_sorts_to_the_list(filled):
     _, archive = filled
     now = datetime.fromtimestamp(UTC_UNTIL, UTC)
-    rows = StaffRows(archive.db)
-    done, total = archive_page(rows, "bench", "user0000", ListQuery(state="COMPLETED"), now)
+    done, total = archive_page(archive, "bench", "user0000", ListQuery(state="COMPLETED"), now)
     assert 0 < total and all(r.state == "COMPLETED" for r in done)
-    assert archive_page(rows, "bench", "user0000", ListQuery(sort="name"), now) is None
+    assert archive_page(archive, "bench", "user0000", ListQuery(sort="name"), now) is None
     with pytest.raises(KeyError):
-        rows.user_page("bench", "user0000", 0, 1, "user_name; DROP")
+        StaffRows(archive.db).user_page("bench", "user0000", 0, 1, "user_name; DROP")
 
 
 def test_a_job_on_many_nodes_renders_bands_and_the_busiest_and_idlest():
@@ -169,3 +168,23 @@ def test_a_job_on_many_nodes_renders_bands_and_the_busiest_and_idlest():
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     assert "max of 40 nodes" in labels and "median of 40 nodes" in labels
     assert not any(label.startswith("n00") for label in labels)
+
+
+def test_a_page_takes_name_and_findings_from_the_archived_report(filled, tmp_path):
+    from tests.helpers.reports import sample_report
+    from webapp.report.archived import archive_record
+
+    jobs, _ = filled
+    job = next(j for j in reversed(jobs) if j.user == "user0000")
+    with Archive(str(tmp_path / "a.sqlite")) as archive:
+        with archive.db.transaction():
+            StaffRows(archive.db).put([staff_row("bench", job)])
+        now = datetime.fromtimestamp(UTC_UNTIL, UTC)
+        (row,), _ = archive_page(archive, "bench", "user0000", ListQuery(), now)
+        assert row.name == "" and row.missing == (job_page.NOT_ARCHIVED,)
+        report = sample_report(job_id=job.job_id, name="train-model")
+        archive.put(dataclasses.replace(archive_record(report, submit_time=int(job.submit)),
+                                        cluster="bench"))
+        (row,), _ = archive_page(archive, "bench", "user0000", ListQuery(), now)
+        assert row.name == "train-model" and row.findings == len(report.findings) > 0
+        assert row.missing == () and row.source == "archive"

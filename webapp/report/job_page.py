@@ -3,17 +3,20 @@ archive's database (``StaffRows.user_page``): a user with thousands of jobs cost
 indexed query per page, not a report per job.
 
 The rows carry the report's own figures (``model.cpu_efficiency``, the stored peak,
-``webapp.unused`` through ``JobRow``); the job's name and findings are not among the
-archived figures, so the row says so.
+``webapp.unused`` through ``JobRow``); the job's name and findings come from its
+archived report when the sync archived one (one query for the page), else the row says
+they are missing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from webapp.archive.staff_rows import PAGE_SORTS, StaffRows
+from webapp.archive.store import Archive
 from webapp.model import cpu_efficiency
 from webapp.report.job_list import JobRow, ListQuery
 
@@ -41,13 +44,21 @@ def row_of(r: Mapping[str, Any]) -> JobRow:
         gpus_busy=None if util is None or not gpus else util * gpus, memory_requested=asked)
 
 
-def archive_page(rows: StaffRows, cluster: str, user: str, q: ListQuery, now: datetime,
+def archive_page(archive: Archive, cluster: str, user: str, q: ListQuery, now: datetime,
                  page: int = 1, per_page: int = PER_PAGE) -> tuple[list[JobRow], int] | None:
     """Page ``page`` (from 1) of ``user``'s jobs in the list's window and order, and how
     many there are; None when the database cannot sort that way (the list sorts)."""
     if q.sort not in PAGE_SORTS or q.name or q.findings_only:
         return None
-    found, total = rows.user_page(cluster, user, q.since(now).timestamp(), now.timestamp(),
-                                  q.sort, q.order == "desc", (max(1, page) - 1) * per_page,
-                                  per_page, state=q.state or None)
-    return [row_of(r) for r in found], total
+    found, total = StaffRows(archive.db).user_page(
+        cluster, user, q.since(now).timestamp(), now.timestamp(), q.sort, q.order == "desc",
+        (max(1, page) - 1) * per_page, per_page, state=q.state or None)
+    summaries = archive.summaries(cluster, [(r["job_id"], r["submit_time"]) for r in found])
+    rows = []
+    for r in found:
+        row, summary = row_of(r), summaries.get((r["job_id"], r["submit_time"]))
+        if summary is not None:
+            row = replace(row, name=summary.get("job_name") or "",
+                          findings=len(summary.get("findings") or ()), missing=())
+        rows.append(row)
+    return rows, total

@@ -89,7 +89,7 @@ def main() -> int:
             charts.MAX_LINES = sections.MAX_LINES = node_bands.MAX_LINES = limit
             node_bands.TOP = 10 if mode == "bands" else 10**9
             out = {}
-            for name, fn in (("text", lambda: text.render(report)),  # noqa: B023
+            for name, fn in (("text", lambda: text.render(report, details=True)),  # noqa: B023
                              ("plots", lambda: charts.svg_charts(report)),  # noqa: B023
                              ("pdf", lambda: pdf.render(report))):  # noqa: B023
                 out[name] = timed(fn, args.runs if name != "pdf" else max(1, args.runs // 2))

@@ -51,19 +51,19 @@ def measure(url: str, what: str, runs: int) -> dict:
     from webapp.report.job_page import archive_page
     from webapp.report.staff_archive import build_staff_report_sql, staff_job
     from webapp.report.staff_build import build_staff_report
-    from webapp.report.staff_config import StaffConfig
+    from webapp.thresholds import StaffConfig, Thresholds
 
     archive = Archive(url)
     rows = StaffRows(archive.db)
-    cfg = StaffConfig(large_memory_partitions=("debug",))
+    cfg, t = StaffConfig(large_memory_partitions=("debug",)), Thresholds()
     since, now = UNTIL - 7 * 86400, datetime.fromtimestamp(UNTIL, UTC)
     jobs = None
     if what == "in_memory":
         jobs = [staff_job(r) for r in rows.top(Window(CLUSTER, since, UNTIL), "1 = 1", (),
                                                 None, None)]
     calls = {
-        "staff": lambda: build_staff_report_sql(rows, CLUSTER, since, UNTIL, cfg, {}),
-        "in_memory": lambda: build_staff_report(CLUSTER, jobs, since, UNTIL, cfg, {}),
+        "staff": lambda: build_staff_report_sql(rows, CLUSTER, since, UNTIL, cfg, t, {}),
+        "in_memory": lambda: build_staff_report(CLUSTER, jobs, since, UNTIL, cfg, t, {}),
         "page_submit": lambda: archive_page(archive, CLUSTER, "user0000",
                                             ListQuery(days=7), now, page=1),
         "page_waste": lambda: archive_page(archive, CLUSTER, "user0000",

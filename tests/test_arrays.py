@@ -73,7 +73,7 @@ def test_oom_task_grows_memory_from_the_limit():
 
 
 def test_margins_come_from_thresholds():
-    t = Thresholds.from_overrides({"memory_margin": 2.0})
+    t = Thresholds(memory_margin=2.0)
     assert summarize_array(local_array(), t).suggested_mem == "300M"  # 135 MiB x 2
 
 

@@ -29,6 +29,9 @@ def test_job_page_in_a_real_browser(driver, base_url):
     assert "Request --gres=gpu:1." in findings[0].text
     plots = driver.find_elements(By.CSS_SELECTOR, "section.plot svg")
     assert len(plots) == 5
+    # The plots are details: folded until the reader opens them (no JavaScript needed).
+    assert not any(svg.is_displayed() for svg in plots)
+    driver.find_element(By.CSS_SELECTOR, "details#details > summary").click()
     for svg in plots:
         assert svg.is_displayed() and svg.size["width"] > 300 and svg.size["height"] > 100
     ARTIFACTS.mkdir(exist_ok=True)

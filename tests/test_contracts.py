@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -9,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from exporter.settings import SETTINGS_DOC as EXPORTER_DOC
+from exporter.settings import Settings as ExporterSettings
+from slurm_exporter.settings import SETTINGS_DOC as SLURM_EXPORTER_DOC
+from slurm_exporter.settings import Settings as SlurmExporterSettings
 from tests.helpers.metric_names import (
     FIELD,
     emitted_names,
@@ -20,6 +25,7 @@ from tests.helpers.metric_names import (
 from webapp.cli import COMMANDS, build_parser
 from webapp.model import InvalidJobId, JobId
 from webapp.settings import SETTINGS_DOC, Settings, SettingsError
+from webapp.thresholds import Thresholds
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +35,8 @@ def test_readme_settings_tables_are_generated_from_the_settings_modules():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "settings-table")],
                          capture_output=True, text=True, check=True).stdout
     generated = dict(re.findall(r"<!-- settings:(\w+) -->\n(.*?)\n(?=<!--|\Z)", out, re.S))
-    tables = {"webapp": "docs/settings.md", "exporter": "exporter/README.md",
+    tables = {"webapp": "docs/settings.md", "thresholds": "docs/settings.md",
+              "exporter": "exporter/README.md",
               "slurm_exporter": "slurm_exporter/README.md"}
     assert set(generated) == set(tables)
     for name, rel in tables.items():
@@ -38,12 +45,46 @@ def test_readme_settings_tables_are_generated_from_the_settings_modules():
         assert held and held.group(1) == generated[name], f"{rel}: scripts/settings-table --write"
 
 
-def test_settings_defaults_are_the_documented_ones():
-    from exporter.settings import Settings as ExporterSettings
+DERIVED = {"db_readable"}  # fields that are no setting: computed by from_env
 
-    assert Settings() == Settings.from_env({})
-    assert ExporterSettings() == ExporterSettings.from_env({})
-    assert Settings().smtp_port == int(SETTINGS_DOC["JOBREPORT_SMTP_PORT"][0])
+
+@pytest.mark.parametrize(("cls", "prefix", "doc"), [
+    (Settings, "JOBREPORT_", SETTINGS_DOC),
+    (ExporterSettings, "JOBREPORT_EXPORTER_", EXPORTER_DOC),
+    (SlurmExporterSettings, "JOBREPORT_SLURM_EXPORTER_", SLURM_EXPORTER_DOC),
+])
+def test_every_field_is_a_documented_setting_whose_text_is_its_default(cls, prefix, doc):
+    # A field added without its declaration would be missing from the table: caught here.
+    fields = {prefix + f.name.upper() for f in dataclasses.fields(cls)} - {
+        prefix + d.upper() for d in DERIVED}
+    assert fields == set(doc) - {"JOBREPORT_CONFIG"}
+    # The documented text, given in the environment, yields what an unset variable does.
+    stated = {k: default for k, (default, _) in doc.items() if k != "JOBREPORT_CONFIG"}
+    assert cls.from_env(stated) == cls.from_env({}) == cls()
+
+
+@pytest.mark.parametrize(("variable", "field", "value"), [
+    # What operators rely on, written here independently of the settings modules.
+    ("JOBREPORT_SMTP_PORT", "smtp_port", 25),
+    ("JOBREPORT_BIND", "bind", "127.0.0.1:8000"),
+    ("JOBREPORT_SESSION_COOKIE_SECURE", "session_cookie_secure", True),
+    ("JOBREPORT_AUTH", "auth", "password"),
+    ("JOBREPORT_MIN_COVERAGE", "min_coverage", 0.8),
+    ("JOBREPORT_STAFF", "staff", frozenset()),
+    ("JOBREPORT_MAIL_MIN_SEVERITY", "mail_min_severity", "info"),
+])
+def test_documented_defaults_are_the_behaviour(variable, field, value):
+    assert getattr(Settings.from_env({}), field) == value
+    default, _ = SETTINGS_DOC[variable]
+    assert getattr(Settings.from_env({variable: default}), field) == value
+
+
+def test_documented_exporter_defaults_are_the_behaviour():
+    assert ExporterSettings.from_env({}).listen == EXPORTER_DOC["JOBREPORT_EXPORTER_LISTEN"][0] \
+        == "0.0.0.0:9306"
+    assert SlurmExporterSettings.from_env({}).poll_limit == 10.0
+    assert SlurmExporterSettings.from_env({}).listen == "0.0.0.0:9089"
+    assert Thresholds().cpu_efficiency_low == 0.65 and Thresholds().gpu_idle == 0.01
 
 
 def test_unknown_setting_fails_fast_with_its_name():

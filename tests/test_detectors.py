@@ -29,7 +29,9 @@ from webapp.model import (
     Usage,
 )
 from webapp.report.peak import sacct_peak
+from webapp.settings import SettingsError
 from webapp.sources.sacct import parse_nodelist, parse_sacct
+from webapp.thresholds import parse_thresholds
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sacct"
 GIB = 1024**3
@@ -309,7 +311,7 @@ def test_failed_step_and_exit_code_explained():
 
 def test_real_serial_job_once_short_jobs_count():
     # jr-serial: a Python busy loop on --cpus-per-task=2 for 12 s (10.9 s of CPU)
-    t = Thresholds.from_overrides({"min_runtime_seconds": 0, "short_job_seconds": 0})
+    t = Thresholds(min_runtime_seconds=0, short_job_seconds=0)
     findings = detect_all(report_for("local-jobs-29-31.psv", "29"), t)
     assert [f.name for f in findings] == ["serial_on_many_cores"]
     assert findings[0].evidence["busy_cores"] == pytest.approx(10.875 / 12, abs=1e-3)
@@ -332,16 +334,20 @@ def test_cancelled_by_someone_else_is_a_warning():
 
 
 def test_thresholds_override_and_reject_unknown():
-    t = Thresholds.from_overrides({"cpu_efficiency_low": 0.5, "gpu_idle": 0.05})
+    var = "JOBREPORT_THRESHOLDS"
+    t = parse_thresholds(var, "cpu_efficiency_low=0.5, gpu_idle=0.05")
     assert t.cpu_efficiency_low == 0.5 and t.gpu_idle == 0.05
+    assert t.overridden == {"cpu_efficiency_low", "gpu_idle"}
     assert t.memory_margin == Thresholds().memory_margin
-    with pytest.raises(ValueError, match="cpu_effciency_low"):
-        Thresholds.from_overrides({"cpu_effciency_low": 0.5})
-    with pytest.raises(ValueError, match=">= 0"):
-        Thresholds.from_overrides({"gpu_idle": -1})
+    with pytest.raises(SettingsError, match=f"{var}: unknown name 'cpu_effciency_low'"):
+        parse_thresholds(var, "cpu_effciency_low=0.5")
+    with pytest.raises(SettingsError, match=f"{var}: gpu_idle='-1' is not a number >= 0"):
+        parse_thresholds(var, "gpu_idle=-1")
+    with pytest.raises(SettingsError, match=f"{var}: 'gpu_idle' is not name=value"):
+        parse_thresholds(var, "gpu_idle")
     # a threshold changes the verdict: 39 % is fine when the bar is 30 %
     report = report_for(HB, "7216823_40")
-    relaxed = Thresholds.from_overrides({"cpu_efficiency_low": 0.3})
+    relaxed = Thresholds(cpu_efficiency_low=0.3)
     assert "cpu_efficiency_low" not in {f.name for f in detect_all(report, relaxed)}
 
 

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from webapp.cli.history import render_history
-from webapp.detectors.thresholds import Thresholds
 from webapp.model import History, HistoryJob, MemoryPeak, PeakSource
 from webapp.renderers.text import sizing_block
 from webapp.report.history import MIN_JOBS, suggest
 from webapp.sources.history_data import history_argv, parse_submits
+from webapp.thresholds import Thresholds
 
 MIB = 2**20
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

@@ -5,16 +5,19 @@ list's rows from one sacct call as the caller."""
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
 from tests.test_numbers import FIX, sacct_answer
+from webapp import settings as settings_module
 from webapp.cli.jobs import render_jobs
 from webapp.cli.login import WITHHELD, WithheldMetrics, build_for_caller, recent_rows, service_for
 from webapp.model import JobId, JobNotFound
 from webapp.report.job_list import RUNNING_NOTE, ListQuery, select
-from webapp.settings import Settings
+from webapp.settings import Settings, caller_env
 from webapp.sources.sacct import FIELDS
 from webapp.sources.sacct_accounting import (
     NAMED_LIST_FIELDS,
@@ -69,10 +72,64 @@ def test_another_users_job_is_what_sacct_shows(user_settings):
 
 
 def test_staff_see_every_job_in_full(user_settings):
-    staff = Settings(db_readable=False, prometheus_url="http://127.0.0.1:9",
-                     staff=frozenset({"ann"}))
-    service, _ = service_for(staff, JobId(17), who="ann")
-    assert isinstance(service.accounting, SacctAccounting)
+    staff = replace(user_settings, staff=frozenset({"ann"}))
+    service, archive = service_for(staff, JobId(17), who="ann")  # job 17 is root's
+    assert isinstance(service.accounting, SacctAccounting) and not archive
+    assert not isinstance(service.prometheus, WithheldMetrics)
+    report = service.build(JobId(17), strict_accounting=False, archive_fallback=False)
+    # What the view gives the owner: uid and submit time, and Prometheus asked (it is down
+    # here, so its gap says that), never the note that usage is withheld.
+    assert report.user == "root" and report.uid == 0
+    assert report.submit_time == datetime.fromtimestamp(SUBMIT, UTC)
+    gaps = {g.source: g.reason for g in report.gaps}
+    assert "prometheus" in gaps and gaps["prometheus"] != WITHHELD
+    assert "accounting" not in gaps
+
+
+# -- who is staff, and which sources a caller may read: the system config file's word ----
+def _system(tmp_path) -> str:
+    conf = tmp_path / "jobreport.conf"
+    conf.write_text("JOBREPORT_STAFF=ann\nJOBREPORT_DB_PASSWORD_FILE=/etc/jobreport/db-password\n"
+                    "JOBREPORT_CLUSTER=site\n")
+    return str(conf)
+
+
+def test_a_callers_environment_cannot_make_them_staff_or_switch_sources(tmp_path, caplog):
+    own = tmp_path / "mine.conf"
+    own.write_text("JOBREPORT_STAFF=mallory\nJOBREPORT_SACCT=/tmp/fake-sacct\n")
+    env = {"JOBREPORT_STAFF": "mallory", "JOBREPORT_DB_PASSWORD_FILE": "",
+           "JOBREPORT_DB_URL": "mysql://jobreport:guess@127.0.0.1/jobreport",
+           "JOBREPORT_CLUSTER": "mine"}
+    got = caller_env(env, _system(tmp_path), uid=1000)
+    assert got["JOBREPORT_STAFF"] == "ann"
+    assert got["JOBREPORT_DB_PASSWORD_FILE"] == "/etc/jobreport/db-password"
+    assert "JOBREPORT_DB_URL" not in got  # not in the system file: its default
+    assert got["JOBREPORT_CLUSTER"] == "mine"  # an unprivileged key: the environment's
+    assert "JOBREPORT_STAFF ignored" in caplog.text
+    # A config file the caller names grants nothing either.
+    got = caller_env({"JOBREPORT_CONFIG": str(own)}, _system(tmp_path), uid=1000)
+    assert got["JOBREPORT_STAFF"] == "ann" and "JOBREPORT_SACCT" not in got
+    # Root (an administrator testing a setting) may override them; so may the environment
+    # of a host without a system config file (a container configured by --env-file).
+    assert caller_env(env, _system(tmp_path), uid=0)["JOBREPORT_STAFF"] == "mallory"
+    assert caller_env(env, str(tmp_path / "absent.conf"), uid=1000)["JOBREPORT_STAFF"] == \
+        "mallory"
+
+
+def test_jobreport_show_as_mallory_with_staff_in_her_environment(tmp_path, monkeypatch,
+                                                                  user_settings):
+    monkeypatch.setattr(settings_module, "DEFAULT_CONFIG", _system(tmp_path))
+    monkeypatch.setattr(os, "getuid", lambda: 1000)
+    monkeypatch.delenv("JOBREPORT_CONFIG", raising=False)
+    monkeypatch.setenv("JOBREPORT_STAFF", "mallory")
+    monkeypatch.setenv("JOBREPORT_DB_PASSWORD_FILE", "")
+    settings = Settings.from_env()
+    assert settings.staff == {"ann"} and settings.db_password_file == "/etc/jobreport/db-password"
+    # As on a login node, where mallory cannot read the password file:
+    settings = replace(settings, db_readable=False, prometheus_url="http://127.0.0.1:9")
+    service, _ = service_for(settings, JobId(17), who="mallory")
+    assert isinstance(service.prometheus, WithheldMetrics)
+    assert isinstance(service.accounting, NoAccounting)
 
 
 def test_a_job_slurm_does_not_show_is_not_found(user_settings):

@@ -97,8 +97,8 @@ def test_multi_task_peak_is_one_figure_everywhere(tmp_path):
     assert near.evidence["memory_peak_bytes"] == report.memory_peak_bytes
     assert "Peak memory 15 GiB reached 95%" in near.message
 
-    out = one_line(text.render(report))
-    assert "95% (15 GiB of 16 GiB)" in out and "1.9 GiB of" not in out
+    out = one_line(text.render(report, details=True))
+    assert "95% 15 GiB of 16 GiB" in out and "1.9 GiB of" not in out
     assert "MaxRSS 1.9 GiB per task x 8 tasks" in out  # says it is an estimate, and how
     data = json.loads(json_renderer.render(report))
     assert data["memory_peak_bytes"] == data["memory_peak"]["bytes"] == 8 * 1947276 * K
@@ -140,17 +140,17 @@ def test_show_array_id_leads_with_the_array_and_names_the_task():
     answer = sacct_answer("local-array-28.psv")
     report = show(answer, "28")
     assert report.array is not None and report.figures_from == "28_4"
-    out = text.render(report)
+    out = text.render(report, details=True)
     assert out.startswith("Array job 28 (4 tasks): jr-array2")
-    assert out.index("Array of 4 tasks") < out.index("task 28_4") < out.index("Owner")
+    assert out.index("Array of 4 tasks") < out.index("task 28_4") < out.index("Findings")
     for task in ("28_1", "28_2", "28_3", "28_4"):
-        assert f"\n  {task} " in out  # one line per task: the spread
+        assert f"\n  {task} " in out  # one line per task: the spread, among the details
     data = json.loads(json_renderer.render(report))
     assert data["figures_from"] == "28_4"
     assert [t["job_id"] for t in data["array"]["task_list"]] == ["28_1", "28_2", "28_3", "28_4"]
     page = html.render(report)
-    assert (page.index('id="array"') < page.index('class="note figures-from"')
-            < page.index('id="summary"'))
+    assert (page.index('id="figures"') < page.index("Array summary")
+            < page.index('class="note figures-from"') < page.index('id="job"'))
 
     task = show(answer, "28_2")
     assert task.array is None and task.figures_from is None
@@ -181,7 +181,7 @@ def test_partition_limit_is_never_read_as_unlimited():
     assert report.time_limit_kind == TimeLimitKind.PARTITION
     assert report.time_limit_seconds is None
     out = text.render(report)
-    assert "of the partition's limit" in out and "unlimited" not in out
+    assert "Time limit: the partition's limit" in out and "unlimited" not in out
     assert json.loads(json_renderer.render(report))["time_limit_kind"] == "partition"
 
 
@@ -237,7 +237,7 @@ def test_cpu_time_from_allocation_line_when_there_are_no_steps():
     assert report.cpu_source == CpuSource.ALLOCATION
     # 1 CPU from 11:43:26 to 13:51:59 (the capture has no Elapsed column)
     assert report.cpu_efficiency == pytest.approx(481.433 / (2 * 3600 + 8 * 60 + 33))
-    assert "allocation line's TotalCPU" in one_line(text.render(report))
+    assert "allocation line's TotalCPU" in one_line(text.render(report, details=True))
     assert json.loads(json_renderer.render(report))["cpu_seconds_source"] == "sacct_allocation"
     assert report.memory_peak_bytes == 2409232 * K  # MaxRSS, also on the allocation line
 
@@ -296,7 +296,8 @@ def test_json_schema_is_pinned():
         "schema_version", "job_id", "cluster", "user", "uid", "account", "job_name",
         "partition", "nodes", "work_dir", "state", "exit_code", "submit_time", "start_time",
         "end_time", "elapsed_seconds", "time_limit_seconds", "time_limit_kind",
-        "figures_from", "cpus", "cpu_seconds", "cpu_seconds_source", "cpu_efficiency",
+        "headline", "verdict", "figures_from", "cpus", "cpu_seconds", "cpu_seconds_source",
+        "cpu_efficiency",
         "memory_peak_bytes", "memory_peak", "memory_requested_bytes",
         "memory_requested_per_node_bytes", "memory_efficiency", "gpus", "usage", "steps",
         "findings", "gaps", "notes", "queue", "array", "series", "sizing",

@@ -60,13 +60,17 @@ def test_an_ordinary_job_fits_two_pages(ordinary):
     assert page_count(ordinary[0]) == 2
 
 
-def test_page_one_has_header_gauges_findings_and_the_sbatch_block(ordinary):
+def test_page_one_has_headline_gauges_findings_and_the_sbatch_block(ordinary):
     report = gpu_report(name=LATEX_PAYLOAD)
     first = page_text(ordinary[0], 1)
-    for label in ("Submitted", "Started", "Ended", "State", "COMPLETED", "alice", "demo",
+    for label in ("alice", "demo", "Used 21% of its 8 cores", "problems to fix",
                   "CPU efficiency 21%", "Memory peak of requested 38%", "GPU utilisation 42%",
                   "Time used of requested 25%"):
         assert label in first, label
+    second = page_text(ordinary[0], 2)  # the job's facts lead the details
+    for label in ("The job", "State", "COMPLETED", "Submitted", "Started", "Ended"):
+        assert label in second, label
+    assert not any(label in first for label in ("Submitted", "Started", "Ended"))
     assert report.findings
     for f in report.findings:
         assert f.message.replace("`", "") in first
@@ -134,11 +138,12 @@ def test_array_table_adds_pages_after_the_plots(tmp_path):
     assert "4500_50" in last and "10 more tasks" in last
 
 
-def test_gap_report_has_note_and_one_page(tmp_path):
+def test_gap_report_has_note_and_its_details_on_page_two(tmp_path):
     path = write(pdf.render(gap_report()), tmp_path)
-    assert page_count(path) == 1
+    assert page_count(path) == 2
     first = page_text(path, 1)
-    assert "Metrics unavailable (Prometheus)" in first and "Page 1 of 1" in first
+    assert "Metrics unavailable (Prometheus)" in first and "Page 1 of 2" in first
+    assert "Plots" not in page_text(path, 2)  # no series: no plots, the facts still
 
 
 def test_hostile_characters_do_not_break_latex(tmp_path):
@@ -175,10 +180,10 @@ def test_work_dir_of_13000_backslashes_is_cut_and_says_so(tmp_path):
     tex = pdf.build_document(report, str(tmp_path)).dumps()
     assert max(len(line) for line in tex.splitlines()) < 2 * latex.SOURCE_LINE
     path = write(pdf.render(report), tmp_path)
-    first = page_text(path, 1)
-    assert "/tmp/\\\\\\" in first
-    assert "(cut, 13,005 characters)" in first
-    assert first.count("\\") < latex.MAX_CHARS  # not the whole path
+    second = page_text(path, 2)  # the job's facts lead the details
+    assert "/tmp/\\\\\\" in second
+    assert "(cut, 13,005 characters)" in second
+    assert second.count("\\") < latex.MAX_CHARS  # not the whole path
 
 
 def test_name_of_100000_characters_is_cut_and_says_so(tmp_path):

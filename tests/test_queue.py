@@ -15,7 +15,6 @@ from slurm_exporter.sinfo import parse_sinfo
 from tests.helpers.reports import sample_report
 from webapp.detectors import detect_all
 from webapp.detectors.gpu_type_unavailable import GpuTypeUnavailableDetector
-from webapp.detectors.thresholds import Thresholds
 from webapp.detectors.time_limit_past_usual import TimeLimitPastUsualDetector
 from webapp.model import QueueContext
 from webapp.renderers import json as json_renderer
@@ -23,6 +22,7 @@ from webapp.renderers import text
 from webapp.report.queue import weighted_median
 from webapp.sources.cluster import QUEUE_QUERIES, reasons_from
 from webapp.sources.prometheus import parse_matrix, parse_vector
+from webapp.thresholds import Thresholds
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = ROOT / "fixtures" / "prometheus" / "cluster"
@@ -135,7 +135,7 @@ def test_gpu_type_unavailable_silent_when_the_asked_type_was_free():
 
 
 def test_queue_context_in_text_within_80_columns():
-    out = text.render(report(job_146()))
+    out = text.render(report(job_146()), details=True)
     assert "Pending reasons   Priority (1m 10s), Resources (20s)" in out
     assert "2 of 2 CPUs idle" in out and "Usual time limit  5m 00s" in out
     assert max(len(line) for line in out.splitlines()) <= 80
@@ -156,3 +156,31 @@ def test_json_queue_object_is_the_documented_one():
 def test_a_report_without_queue_context_has_no_queue_findings():
     assert not {f.name for f in detect_all(sample_report(), WAIT_ONLY)} & {
         "gpu_type_unavailable", "time_limit_past_usual"}
+
+
+class _Unseen:
+    """A cluster source that had no slurm-exporter sample while the job waited (what
+    ClusterSource gives then: the wait alone)."""
+
+    def __init__(self, pending: float) -> None:
+        self.pending = pending
+
+    def queue(self, job_id, partition, submit, start) -> QueueContext:
+        return QueueContext(partition=partition, pending_seconds=self.pending)
+
+
+def test_a_short_wait_needs_no_note_and_a_long_one_says_what_is_missing():
+    from webapp.report.queue import with_queue
+
+    base = dataclasses.replace(sample_report(), submit_time=SUBMIT, start_time=START)
+    short = with_queue(base, _Unseen(1.0), None)  # the issue's job: it waited 1 second
+    assert not short.queue.long_wait and short.gaps == base.gaps
+    assert "Waited" not in text.render(short)  # not a key figure
+    assert "Waited            1s from submit" in text.render(short, details=True)
+    long = with_queue(base, _Unseen(3600.0), None, note_after=600)
+    assert long.queue.long_wait
+    (gap,) = set(long.gaps) - set(base.gaps)
+    assert gap.reason.startswith("the scheduler's state was not recorded while the job waited")
+    out = text.render(long)
+    assert "Waited 1h 00m in the queue" in out and "Note: The scheduler's state" in out
+    assert "unknown" not in out.split("Key figures")[1]

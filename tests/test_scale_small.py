@@ -24,13 +24,14 @@ from webapp.report.job_list import SORT_KEYS, ListQuery, select  # noqa: E402
 from webapp.report.job_page import archive_page, row_of  # noqa: E402
 from webapp.report.staff_archive import build_staff_report_sql, staff_row  # noqa: E402
 from webapp.report.staff_build import build_staff_report, memory_totals  # noqa: E402
-from webapp.report.staff_config import StaffConfig  # noqa: E402
+from webapp.thresholds import StaffConfig, Thresholds  # noqa: E402
 from webapp.unused import Held, unused  # noqa: E402
 
 UNTIL = 1_800_000_000
 UTC_UNTIL = UNTIL
-CFG = StaffConfig(rows=15, min_runtime_hours=0.05, large_memory_partitions=("debug",),
-                  large_memory_need_gib=1.0, small_gpu_util=0.5, cpu_efficiency_low=0.9)
+CFG = StaffConfig(rows=15, large_memory_partitions=("debug",))
+T = Thresholds(min_runtime_hours=0.05, large_memory_need_gib=1.0, small_gpu_util=0.5,
+               cpu_efficiency_low=0.9)
 
 
 def _jobs() -> list:
@@ -83,8 +84,8 @@ def test_staff_report_in_sql_equals_the_one_in_memory(filled):
     jobs, archive = filled
     since = UNTIL - 3 * 86400  # a window inside the generated week
     in_window = [j for j in jobs if since <= int(j.end) <= UNTIL]
-    py = build_staff_report("bench", in_window, since, UNTIL, CFG, {})
-    sql = build_staff_report_sql(StaffRows(archive.db), "bench", since, UNTIL, CFG, {})
+    py = build_staff_report("bench", in_window, since, UNTIL, CFG, T, {})
+    sql = build_staff_report_sql(StaffRows(archive.db), "bench", since, UNTIL, CFG, T, {})
     assert sql.jobs == py.jobs == len(in_window) > 1000
     for a, b in zip(py.tables, sql.tables, strict=True):
         assert a.key == b.key and a.columns == b.columns
@@ -157,7 +158,7 @@ def test_a_job_on_many_nodes_renders_bands_and_the_busiest_and_idlest():
 
     report = bench_many_nodes.many_nodes(40)
     assert len(report.usage.cpu_cores) == 40 and len(report.usage.cpu_per_core) == 40 * 32
-    out = text.render(report)
+    out = text.render(report, details=True)
     assert "(20 nodes between the 10 busiest and 10 idlest left out)" in out
     assert "(60 GPUs between the 10 busiest and 10 idlest left out)" in out
     rows = coverage_rows(report)

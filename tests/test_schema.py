@@ -29,7 +29,7 @@ def full_report() -> JobReport:
     report = half_covered(steps_report())
     report = dataclasses.replace(report, waste=compute_waste(report, {}, 1.0),
                                  findings=detect_all(report, t))
-    report = audited(report, t, {"min_runtime_seconds": 10}, 0.8)
+    report = audited(report, t, 0.8)
     sample = sample_report()
     return dataclasses.replace(
         report, usage=dataclasses.replace(sample.usage, queries=(("cpu", "rate(x[1m])"),)),

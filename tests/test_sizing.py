@@ -203,7 +203,9 @@ def test_a_failed_history_leaves_a_note_and_the_report():
     assert gap.source == "history" and "sacct: exit status 1: slurmdbd unreachable" in gap.reason
     shown = " ".join(text.render(report).split())
     assert "Note: Data from history unavailable: sacct: exit status 1" in shown
-    assert "sacct: used" in shown  # the audit: the report's own figures from sacct stand
+    # The audit names only the sources missing: the report's own figures from sacct stand.
+    audit = " ".join(text.render(report, audit=True).split()).split("Audit", 1)[1]
+    assert "Sources missing prometheus:" in audit and "sacct" not in audit
     service.build("4242", archive_fallback=False)
     assert len(runner.history_calls) == 2  # a failure is not kept
 

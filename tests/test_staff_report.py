@@ -9,14 +9,16 @@ import pytest
 
 from webapp.archive.alerts import AlertRecord
 from webapp.report.staff_build import build_staff_report
-from webapp.report.staff_config import StaffConfig
 from webapp.report.staff_render import render_json, render_text
+from webapp.settings import Settings, SettingsError
 from webapp.sources.staff_data import StaffJob, parse_window
+from webapp.thresholds import StaffConfig, Thresholds
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/sacct/local-staff-window.psv"
 GIB = 1024**3
 H = 3600.0
-CFG = StaffConfig(min_core_hours=0, min_gpu_hours=0)
+CFG = StaffConfig()
+T = Thresholds(min_core_hours=0, min_gpu_hours=0)
 
 
 def job(job_id: str, user: str = "alice", **kw) -> StaffJob:
@@ -46,7 +48,7 @@ def test_low_efficiency_users_are_ranked_among_all_by_hours():
     jobs = [job("1", "heavy", cpus=8, cpu_seconds=0.8 * H),  # 8 core-h, 10 %
             job("2", "busy", cpus=4, cpu_seconds=4 * H),  # efficient: not listed
             job("3", "light", cpus=1, cpu_seconds=0.1 * H)]  # 1 core-h, 10 %
-    t = table(build_staff_report("demo", jobs, 0, 2 * H, CFG, {}), "low_efficiency_users")
+    t = table(build_staff_report("demo", jobs, 0, 2 * H, CFG, T, {}), "low_efficiency_users")
     assert [(r.values["user"], r.values["rank_core_hours"]) for r in t.rows] == [
         ("heavy", 1), ("light", 3)]
     assert t.rows[0].values["cpu_efficiency"] == pytest.approx(0.1)
@@ -58,7 +60,7 @@ def test_gpu_tables_smaller_gpu_and_fragmentation():
             job("11", gpus=1, gpu_utilization=0.9, gpu_memory_used=2 * GIB,
                 gpu_memory_total=80 * GIB),
             job("12", gpus=4, nodes=("a", "b", "c", "d"), gpu_utilization=0.9)]
-    r = build_staff_report("demo", jobs, 0, 2 * H, CFG, {})
+    r = build_staff_report("demo", jobs, 0, 2 * H, CFG, T, {})
     assert [row.job for row in table(r, "smaller_gpu").rows] == ["10"]
     assert [row.job for row in table(r, "gpu_fragmentation").rows] == ["12"]
 
@@ -68,7 +70,7 @@ def test_idle_nodes_memory_and_time_unused_queue_and_offenders():
             job("21", "bob", memory_requested=10 * GIB, max_rss=2 * GIB, submit=-500.0,
                 pending_reasons=(("Priority", 400.0), ("Resources", 100.0)))]
     alerts = {"bob": [AlertRecord("bob", str(i), "gpu_idle", float(i)) for i in range(3)]}
-    r = build_staff_report("demo", jobs, 0, 2 * H, CFG, alerts)
+    r = build_staff_report("demo", jobs, 0, 2 * H, CFG, T, alerts)
     (idle,) = table(r, "idle_nodes").rows
     assert idle.values["idle_nodes"] == "b" and idle.values["node_hours_idle"] == 1.0
     (mem,) = table(r, "memory_unused").rows
@@ -84,22 +86,28 @@ def test_large_memory_partition_and_partition_filter():
     cfg = replace(CFG, large_memory_partitions=("bigmem",))
     jobs = [job("30", partition="bigmem", max_rss=10 * GIB),
             job("31", partition="bigmem", max_rss=300 * GIB)]
-    assert [row.job for row in table(build_staff_report("demo", jobs, 0, H, cfg, {}),
+    assert [row.job for row in table(build_staff_report("demo", jobs, 0, H, cfg, T, {}),
                                      "large_memory").rows] == ["30"]
-    only = build_staff_report("demo", jobs, 0, H, replace(cfg, partitions=("gpu",)), {})
+    only = build_staff_report("demo", jobs, 0, H, replace(cfg, partitions=("gpu",)), T, {})
     assert only.jobs == 0
 
 
 def test_settings_block_parses_numbers_and_partition_lists():
-    cfg = StaffConfig.parse("days=14,large_memory_partitions=bigmem|fat,cpu_efficiency_low=0.4")
-    assert (cfg.days, cfg.large_memory_partitions, cfg.cpu_efficiency_low) == (
-        14.0, ("bigmem", "fat"), 0.4)
-    with pytest.raises(ValueError, match="dayz"):
-        StaffConfig.parse("dayz=3")
+    s = Settings.from_env({"JOBREPORT_STAFF_REPORT": "days=14,large_memory_partitions=bigmem|fat",
+                           "JOBREPORT_THRESHOLDS": "cpu_efficiency_low=0.4"})
+    cfg = s.staff_report
+    assert (cfg.days, cfg.large_memory_partitions) == (14.0, ("bigmem", "fat"))
+    assert s.thresholds.cpu_efficiency_low == 0.4
+    with pytest.raises(SettingsError, match="JOBREPORT_STAFF_REPORT: unknown name 'dayz'"):
+        Settings.from_env({"JOBREPORT_STAFF_REPORT": "dayz=3"})
+    # A threshold is set in the one threshold variable, which says so.
+    with pytest.raises(SettingsError, match="JOBREPORT_STAFF_REPORT: cpu_efficiency_low is a "
+                                            "threshold: set it in JOBREPORT_THRESHOLDS"):
+        Settings.from_env({"JOBREPORT_STAFF_REPORT": "cpu_efficiency_low=0.4"})
 
 
 def test_text_and_json_render_every_table():
-    r = build_staff_report("demo", [job("40", "<b>x</b>", cpu_seconds=0.0)], 0, H, CFG, {})
+    r = build_staff_report("demo", [job("40", "<b>x</b>", cpu_seconds=0.0)], 0, H, CFG, T, {})
     text, doc = render_text(r), render_json(r)
     for t in r.tables:
         assert t.title in text and f'"{t.key}"' in doc

@@ -156,11 +156,11 @@ def half_covered(report: JobReport) -> JobReport:
 
 
 def test_low_coverage_withholds_a_prometheus_cpu_verdict_only():
-    t = Thresholds(min_runtime_seconds=10)
+    t = Thresholds(min_runtime_seconds=10, overridden=frozenset({"min_runtime_seconds"}))
     base = half_covered(steps_report())
     # sacct's TotalCPU is complete whatever Prometheus holds: the verdict stands.
     report = dataclasses.replace(base, findings=detect_all(base, t))
-    kept = audited(report, t, {"min_runtime_seconds": 10}, 0.8)
+    kept = audited(report, t, 0.8)
     assert "cpu_efficiency_low" in {f.name for f in kept.findings}
     verdict = {v.detector: v for v in kept.audit.verdicts}["cpu_efficiency_low"]
     assert not verdict.withheld and verdict.rests_on.startswith("sacct")
@@ -168,7 +168,7 @@ def test_low_coverage_withholds_a_prometheus_cpu_verdict_only():
     prom = dataclasses.replace(base, cpu_source=CpuSource.PROMETHEUS, step_lines=())
     prom = dataclasses.replace(prom, findings=detect_all(prom, t))
     assert "cpu_efficiency_low" in {f.name for f in prom.findings}
-    withheld = audited(prom, t, {}, 0.8)
+    withheld = audited(prom, t, 0.8)
     assert "cpu_efficiency_low" not in {f.name for f in withheld.findings}
     verdict = {v.detector: v for v in withheld.audit.verdicts}["cpu_efficiency_low"]
     assert verdict.withheld and "vm 50%" in verdict.why
@@ -184,9 +184,10 @@ def test_sections_in_text_json_and_html():
     report = half_covered(steps_report(memory_peak=None))
     report = dataclasses.replace(report, waste=compute_waste(report, {}),
                                  findings=detect_all(report, t))
-    report = audited(report, t, {}, 0.8)
-    out = text.render(report)
+    report = audited(report, t, 0.8)
+    out = text.render(report, details=True)
     assert "Steps" in out and "  0       sh" in out and "Waste" in out and "Coverage" in out
+    assert "Steps" not in text.render(report)  # a detail: one screen without --details
     data = json.loads(json_renderer.render(report))
     assert [x["step_id"] for x in data["step_lines"]] == ["batch", "0", "1"]
     assert data["waste"]["items"][0]["resource"] == "cpu"
@@ -226,7 +227,7 @@ def test_archived_summary_keeps_the_sections():
     report = half_covered(steps_report())
     report = dataclasses.replace(report, waste=compute_waste(report, {}),
                                  findings=detect_all(report, t))
-    report = audited(report, t, {}, 0.8)
+    report = audited(report, t, 0.8)
     summary = json_renderer.to_dict(report, include_series=False)
     back = report_from_record(json.loads(json.dumps(summary)), {})
     assert back.step_lines == report.step_lines and back.waste == report.waste

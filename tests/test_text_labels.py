@@ -24,8 +24,9 @@ def test_efficiency_lines_are_named_in_full():
     out = text.render(sample_report())
     assert len(_label_lines(out, "CPU efficiency")) == 1
     assert len(_label_lines(out, "Memory efficiency")) == 1
-    gpus = _label_lines(out, "GPU utilisation")
-    assert len(gpus) == 2 and gpus[0].endswith("mean, GPU gpu0") and "85%" in gpus[0]
+    gpus = _label_lines(out, "GPU utilisation")  # one key figure; each GPU in --details
+    assert len(gpus) == 1 and gpus[0].endswith("mean of the 2 GPUs") and "42%" in gpus[0]
+    assert "gpu0" in text.render(sample_report(), details=True)
     # The old bare labels ("CPU", "Memory", "GPU gpu0" before a bar) are gone.
     assert not re.search(r"^  (CPU|Memory|GPU gpu\d) +\[", out, re.M)
     assert all(len(line) <= 80 for line in out.splitlines())

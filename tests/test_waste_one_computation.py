@@ -16,9 +16,9 @@ from webapp.archive.store import Archive
 from webapp.report.archived import archive_record
 from webapp.report.job_list import from_sacct, row_from_report
 from webapp.report.staff_build import memory_unused
-from webapp.report.staff_config import StaffConfig
 from webapp.report.waste import compute_waste
 from webapp.sources.staff_data import staff_job
+from webapp.thresholds import StaffConfig
 from webapp.unused import GIB, Held, unused
 
 JOB = "8168940"

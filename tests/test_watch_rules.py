@@ -17,11 +17,12 @@ from tests.helpers.watch import (
     nvml_utilization,
     running_job,
 )
+from webapp.settings import SettingsError
 from webapp.sources.live import LiveSample
+from webapp.thresholds import Thresholds, parse_thresholds
 from webapp.watch.rules import RULE_NAMES, evaluate, fit_slope, gpu_idle, memory_growth, node_idle
-from webapp.watch.thresholds import WatchThresholds
 
-T = WatchThresholds()
+T = Thresholds()
 GIB = 1024**3
 
 
@@ -130,8 +131,7 @@ def test_missing_series_never_fire():
     assert evaluate(LiveSample(running_job(nodes=("a", "b")), NOW, WINDOWS, 5.0), T) == ()
 
 
-def test_thresholds_from_overrides_names_unknown():
-    assert WatchThresholds.from_overrides({"gpu_idle_seconds": 30}).gpu_idle_seconds == 30
-    with pytest.raises(ValueError, match="gpu_idel"):
-        WatchThresholds.from_overrides({"gpu_idel": 1})
-
+def test_watch_thresholds_come_from_the_one_threshold_variable():
+    assert parse_thresholds("JOBREPORT_THRESHOLDS", "gpu_idle_seconds=30").gpu_idle_seconds == 30
+    with pytest.raises(SettingsError, match="JOBREPORT_THRESHOLDS: unknown name 'gpu_idel'"):
+        parse_thresholds("JOBREPORT_THRESHOLDS", "gpu_idel=1")

@@ -150,7 +150,8 @@ def test_job_page(client):
     for text in ("GPU gpu1 was idle for the whole job.", "Request --gres=gpu:1.",
                  "Ask for --mem=4G next time.", "The job used 21% of its 8 allocated CPUs."):
         assert text in page
-    assert page.index("GPU gpu1 was idle") < page.index("21% of its 8")  # critical first
+    findings = page.split('<section id="findings">', 1)[1]
+    assert findings.index("GPU gpu1 was idle") < findings.index("21% of its 8")  # critical first
     for plot in ("cpu", "cpu-cores", "memory", "gpu", "io"):
         assert f'id="plot-{plot}"' in page
     assert page.count("<svg") == 5

@@ -12,7 +12,7 @@ from werkzeug.security import generate_password_hash
 from tests.helpers.reports import default_service
 from tests.helpers.sessions import sign_in
 from webapp import create_app
-from webapp.settings import Settings
+from webapp.settings import Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parent.parent
 CONSTANTS = ROOT / "deploy" / "slurm-exporter-constants.toml"
@@ -55,11 +55,12 @@ def test_no_constants_file_is_an_empty_object(web_settings):
     assert client_for(replace(web_settings, constants_file="")).get("/api/constants").json == {}
 
 
-def test_a_broken_constants_file_is_503_naming_the_key(web_settings, tmp_path):
+def test_a_broken_constants_file_stops_the_start_naming_the_setting_and_key(web_settings,
+                                                                             tmp_path):
     bad = tmp_path / "c.toml"
     bad.write_text("[clusters.demo]\nstudnets = 2\n")
-    resp = client_for(replace(web_settings, constants_file=str(bad))).get("/api/constants")
-    assert resp.status_code == 503 and b"studnets" in resp.data
+    with pytest.raises(SettingsError, match="JOBREPORT_CONSTANTS_FILE=.*studnets"):
+        client_for(replace(web_settings, constants_file=str(bad)))
 
 
 def test_cluster_page_says_data_unavailable_when_prometheus_is_down(web_settings):

@@ -2,12 +2,14 @@
 and Slurm's own text with its control characters shown (``visible``).
 
 The model keeps bytes and seconds; only renderers and advice texts call these.
-``None`` (unknown) formats as ``n/a`` rather than as zero.
+``None`` (unknown) formats as ``n/a`` rather than as zero. No number is ever written with
+an exponent: people read ``< 0.01 core-hours``, not ``3.53e-05``.
 """
 
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 GIB = 1024**3
 MIB = 1024**2
@@ -99,3 +101,32 @@ def format_percent(ratio: float | None) -> str:
         return UNKNOWN
     pct = ratio * 100
     return f"{pct:.1f}%" if abs(pct) < 10 and pct != 0 else f"{pct:.0f}%"
+
+
+def format_amount(value: float | None, unit: str = "") -> str:
+    """An amount as people read it, never with an exponent: ``< 0.01 core-hours``,
+    ``0.9 core-hours``, ``12.5 GPU-hours``, ``1,200 units``; ``0`` for nothing."""
+    if value is None:
+        return UNKNOWN
+    if value < 0:
+        return "-" + format_amount(-value, unit)
+    suffix = f" {unit}" if unit else ""
+    if value == 0:
+        return f"0{suffix}"
+    if value < 0.01:
+        return f"< 0.01{suffix}"
+    if value < 10:
+        text = f"{value:.2f}".rstrip("0")
+        return (text + "0" if text.endswith(".") else text) + suffix
+    if value < 100:
+        return f"{value:.1f}".removesuffix(".0") + suffix
+    return f"{value:,.0f}{suffix}"
+
+
+def format_number(value: float) -> str:
+    """A setting's number as written, never with an exponent: ``8388608``, ``0.00001``."""
+    if not math.isfinite(value):
+        return str(value)
+    if abs(value) < 1e18 and value == int(value):
+        return str(int(value))
+    return format(Decimal(repr(value)), "f")

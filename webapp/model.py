@@ -685,3 +685,4 @@ class QueueContext:
     usual_time_limit_seconds: float | None = None
     usual_time_limit_jobs: int = 0  # how many jobs the median is over
     seen: bool = False  # slurm-exporter series covered the wait
+    long_wait: bool = False  # longer than the settings' queue_note_seconds: worth a note

@@ -299,6 +299,7 @@ def queue_dict(q: QueueContext | None) -> Json | None:
         "partition": q.partition,
         "pending_seconds": q.pending_seconds,
         "seen": q.seen,
+        "long_wait": q.long_wait,
         "reasons": [{"reason": r.reason, "seconds": r.seconds,
                      "first_seen": r.first_seen.isoformat()} for r in q.reasons],
         "at_submit": {
@@ -329,7 +330,8 @@ def _queue_back(q: Json | None) -> QueueContext | None:
         gpus_available_max=tuple(q["gpus_available_max"].items()),
         requested_gpu_types=tuple(q["requested_gpu_types"]),
         usual_time_limit_seconds=q["usual_time_limit_seconds"],
-        usual_time_limit_jobs=q["usual_time_limit_jobs"], seen=q["seen"])
+        usual_time_limit_jobs=q["usual_time_limit_jobs"], seen=q["seen"],
+        long_wait=bool(q.get("long_wait")))
 
 
 def _sizing(z: SizingSuggestion | None) -> Json | None:

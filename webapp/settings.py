@@ -1,114 +1,60 @@
-"""Settings of the report service, read once: the system config file, then ``JOBREPORT_*``
-environment variables, each of which overrides the file's line of the same name.
+"""Settings of the report service, read once at start: the system config file, then
+``JOBREPORT_*`` environment variables, each of which overrides the file's line of the same
+name, except the keys that grant privilege (``PRIVILEGED``): for a caller who is not root
+those come from the system config file only, where there is one.
 
-Every variable, its default and its meaning are written once, in ``SETTINGS_DOC``: the
-dataclass takes its defaults from there and the README's table is generated from it
-(``scripts/settings-table``; a test checks the README holds the generated table).
+Each setting is declared once, as a field of ``Settings`` holding its default, help line
+and parser; ``from_env`` and the docs' table (``scripts/settings-table``) follow from
+the fields, so a bad value stops the start with the variable's name.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from jobreport_net.bind import parse_bind
+from jobreport_net.settings import (
+    SettingsError,
+    boolean,
+    choice,
+    documented,
+    integer,
+    load,
+    names,
+    number,
+    setting,
+)
+from webapp.thresholds import StaffConfig, Thresholds, parse_staff_config, parse_thresholds
 
-# name -> (default, one-line description); the README's settings table mirrors this.
-SETTINGS_DOC: dict[str, tuple[str, str]] = {
-    "JOBREPORT_CONFIG": (
-        "/etc/jobreport/jobreport.conf",
-        "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line.",
-    ),
-    "JOBREPORT_CLUSTER": ("demo", "Slurm cluster name (selects rows of the accounting view)."),
-    "JOBREPORT_CLUSTERS": ("", "Other clusters this web app also serves, comma-separated, each `name` or `name=prometheus-url` (its own Prometheus; without one its reports have no metrics); empty: only JOBREPORT_CLUSTER. With any, job URLs carry the cluster (`/c/<cluster>/jobs/<id>`)."),
-    "JOBREPORT_PROMETHEUS_URL": ("http://127.0.0.1:9090", "Prometheus-compatible HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics)."),
-    "JOBREPORT_PROMETHEUS_TIMEOUT": ("10", "Seconds before a Prometheus query gives up."),
-    "JOBREPORT_PROMETHEUS_USER": ("", "Basic-auth user for Prometheus (the password comes from JOBREPORT_PROMETHEUS_PASSWORD_FILE; never put it in the URL)."),
-    "JOBREPORT_PROMETHEUS_PASSWORD_FILE": ("", "File holding the Prometheus basic-auth password."),
-    "JOBREPORT_PROMETHEUS_TOKEN_FILE": ("", "File holding a bearer token for Prometheus (re-read when it changes)."),
-    "JOBREPORT_PROMETHEUS_CA_BUNDLE": ("", "CA bundle that signs the Prometheus server's certificate (empty: the system's)."),
-    "JOBREPORT_PROMETHEUS_CLIENT_CERT": ("", "Client certificate (PEM) for Prometheus behind mutual TLS."),
-    "JOBREPORT_PROMETHEUS_CLIENT_KEY": ("", "Private key of the client certificate (empty: it is in the certificate file)."),
-    "JOBREPORT_SCRAPE_INTERVAL": ("30", "Prometheus scrape interval of the exporters (seconds); sets rate windows."),
-    "JOBREPORT_PROMETHEUS_NODE_LABEL": (
-        "instance",
-        "Label naming the node in `jobs_*` series (empty: do not filter by node).",
-    ),
-    "JOBREPORT_DB_URL": (
-        "mysql://jobreport:jobreport@127.0.0.1:3306/jobreport",
-        "Accounting view, read as the restricted user (leave the password out when JOBREPORT_DB_PASSWORD_FILE holds it).",
-    ),
-    "JOBREPORT_DB_PASSWORD_FILE": (
-        "",
-        "File holding the restricted user's password, readable by the service user only; a caller who cannot read it gets reports from what Slurm shows them (see \"Login nodes\").",
-    ),
-    "JOBREPORT_SACCT": ("sacct", "Path of the sacct command."),
-    "JOBREPORT_SACCT_TIMEOUT": ("30", "Seconds before a sacct call is abandoned."),
-    "JOBREPORT_SIZING_CACHE_SECONDS": ("300", "Seconds a report's `#SBATCH` block (the owner's history of jobs of that name) is reused, per cluster, user and job name, within one process (at most 256 kept), so a page, its PDF and its JSON ask sacct once; `0`: looked up for every report."),
-    "JOBREPORT_SCONTROL": ("scontrol", "Path of the scontrol command (a partition's MaxTime, for `Partition_Limit`)."),
-    "JOBREPORT_STAFF": ("", "Comma-separated user names that may see every job."),
-    "JOBREPORT_AUTH": ("password", "`password` (built-in login) or `remote-user` (trust the reverse proxy)."),
-    "JOBREPORT_PASSWORD_FILE": ("", "File of `user:werkzeug-hash` lines for built-in login."),
-    "JOBREPORT_SECRET_KEY": ("", "Flask secret key (sessions, CSRF), at least 32 bytes; required by the web app."),
-    "JOBREPORT_SECRET_KEY_FILE": ("", "File holding JOBREPORT_SECRET_KEY (when that is empty), readable by the service user only."),
-    "JOBREPORT_SESSION_COOKIE_SECURE": ("1", "`1`: the session cookie is sent over HTTPS only (production sits behind a TLS proxy); `0` only for a plain-http demo."),
-    "JOBREPORT_SESSION_LIFETIME": ("43200", "Seconds a login lasts, counted from the login."),
-    "JOBREPORT_WEB_STATE": ("var/web-state.sqlite", "SQLite file the web app's workers share: ended sessions and login attempt counts."),
-    "JOBREPORT_RATELIMIT_STORAGE": ("", "Flask-Limiter storage URI for login limits (e.g. `redis://host:6379` when several hosts serve the app); empty: the JOBREPORT_WEB_STATE file."),
-    "JOBREPORT_LOGIN_LIMIT_USER": ("10 per 15 minutes", "Failed logins allowed per user name from one client address; then every login of that name from that address is refused until the window ends (other addresses are not locked out)."),
-    "JOBREPORT_LOGIN_LIMIT_ADDRESS": ("30 per 15 minutes", "Failed logins allowed per client address."),
-    "JOBREPORT_TRUSTED_PROXIES": ("0", "Reverse proxies in front of the app whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed (1 behind one nginx)."),
-    "JOBREPORT_PDF_BUILDS": ("2", "PDF builds at once per worker process; more answer 503 with Retry-After."),
-    "JOBREPORT_PDF_CACHE_MB": ("64", "Memory per worker process for finished PDFs of ended jobs."),
-    "JOBREPORT_BIND": ("127.0.0.1:8000", "Address `jobreport serve` listens on."),
-    "JOBREPORT_SMTP_HOST": ("127.0.0.1", "SMTP server for report emails."),
-    "JOBREPORT_SMTP_PORT": ("25", "SMTP port."),
-    "JOBREPORT_SMTP_STARTTLS": ("0", "`1` to upgrade the connection with STARTTLS."),
-    "JOBREPORT_SMTP_USER": ("", "SMTP login (empty: no auth)."),
-    "JOBREPORT_SMTP_PASSWORD": ("", "SMTP password."),
-    "JOBREPORT_SMTP_PASSWORD_FILE": ("", "File holding JOBREPORT_SMTP_PASSWORD (when that is empty), readable by the service user only."),
-    "JOBREPORT_MAIL_FROM": ("jobreport@localhost", "From address of report emails."),
-    "JOBREPORT_MAIL_TO": ("{user}@localhost", "Owner address template; `{user}` is replaced, e.g. `{user}@example.org`."),
-    "JOBREPORT_MAIL_MAP": ("", "Optional file of `user address` lines overriding the template."),
-    "JOBREPORT_MAIL_OPT_OUT": ("", "Optional file of user names who get no emails."),
-    "JOBREPORT_MAIL_MIN_RUNTIME": ("600", "Report emails skip jobs shorter than this (seconds)."),
-    "JOBREPORT_MAIL_MIN_SEVERITY": ("info", "Report emails need at least one finding this severe: `info`, `warning` or `critical`."),
-    "JOBREPORT_MAIL_DAILY_CAP": ("5", "Report emails per user per UTC day (0: no cap); the rest are folded into the user's weekly digest."),
-    "JOBREPORT_OPT_OUT_LINK_DAYS": ("90", "Days the one-click opt-out link of an email works after it was sent; an older link's page explains and offers sign-in, where users stop or resume their emails."),
-    "JOBREPORT_PUBLIC_URL": ("http://127.0.0.1:8000", "The web app's address as users reach it: the base of the opt-out link in every email."),
-    "JOBREPORT_OUTBOX": ("var/outbox.sqlite", "SQLite file of the durable email outbox."),
-    "JOBREPORT_ARCHIVE_URL": (
-        "var/archive.sqlite",
-        "Archive of ended jobs: a SQLite path (or `sqlite:///path`), or `mysql://user:pass@host/db` shared by several web hosts.",
-    ),
-    "JOBREPORT_ARCHIVE_RETENTION_DAYS": ("730", "`jobreport sync` drops archived jobs that ended longer ago than this (0: keep forever)."),
-    "JOBREPORT_THRESHOLDS": ("", "Detector threshold overrides, e.g. `cpu_efficiency_low=0.5,gpu_util_low=0.1`."),
-    "JOBREPORT_CORE_HOURS_PER_BILLING_UNIT": ("0", "Core-hours of the site's allocations one billing unit-hour is worth (e.g. `1` where billing counts cores); waste is then also shown in core-hours. `0`: not shown."),
-    "JOBREPORT_MIN_COVERAGE": ("0.8", "Fraction of a job's run its Prometheus samples must cover (per node, per GPU) for a verdict resting on them to be given; below it the verdict is withheld and the report says so."),
-    "JOBREPORT_CONSTANTS_FILE": ("", "TOML file of allocation targets (the one slurm-exporter reads): served at `/api/constants`, drawn on the cluster page; empty: none."),
-    "JOBREPORT_WATCH": ("", "`jobreport watch` threshold overrides, e.g. `gpu_idle_seconds=1800,node_idle_seconds=900` (names in the README)."),
-    "JOBREPORT_WATCH_POLICY": ("", "TOML enforcement policy of `jobreport watch` (which rule cancels jobs of which partitions/accounts, grace, exemptions); empty: never cancel."),
-    "JOBREPORT_SCANCEL": ("scancel", "Path of the scancel command (enforcement only)."),
-    "JOBREPORT_STAFF_REPORT": ("", "Staff report thresholds and partitions, e.g. `days=7,cpu_efficiency_low=0.5,large_memory_partitions=bigmem|fat` (names in the README)."),
-    "JOBREPORT_STAFF_MAIL_TO": ("", "Comma-separated addresses `jobreport staff-report --email` sends to."),
-    "JOBREPORT_WEB_URL": ("", "Public URL of the web app (e.g. `https://jobreport.example.org`): links in emails; empty: no links."),
-}
+__all__ = ["DEFAULT_CONFIG", "PRIVILEGED", "SETTINGS_DOC", "Settings", "SettingsError",
+           "caller_env", "env_name", "layered", "parse_config", "read_secret"]
 
+log = logging.getLogger(__name__)
+
+DEFAULT_CONFIG = "/etc/jobreport/jobreport.conf"
+CONFIG_DOC = (
+    DEFAULT_CONFIG,
+    "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line, except JOBREPORT_STAFF, JOBREPORT_DB_URL, JOBREPORT_DB_PASSWORD_FILE and JOBREPORT_SACCT, which for a caller who is not root come from the default file alone where it exists (SECURITY.md).",
+)
+
+# Who is staff and which sources a caller may read (the accounting view with the service's
+# password, or sacct standing in for it): for a caller who is not root, only the system
+# config file says where there is one; neither the caller's environment nor a
+# JOBREPORT_CONFIG it names does.
+PRIVILEGED = ("JOBREPORT_STAFF", "JOBREPORT_DB_URL", "JOBREPORT_DB_PASSWORD_FILE",
+              "JOBREPORT_SACCT")
 
 # Read by the exporters (their own settings modules), the benchmarks and the tests.
 OTHER_PREFIXES = (
     "JOBREPORT_EXPORTER_", "JOBREPORT_SLURM_EXPORTER_", "JOBREPORT_BENCH_", "JOBREPORT_TEST_",
 )
-
-
-DEFAULT_CONFIG = SETTINGS_DOC["JOBREPORT_CONFIG"][0]
-
-
-class SettingsError(ValueError):
-    """An environment variable holds a value we cannot use."""
+# Settings that were folded into others: starting with one says where it went.
+RETIRED = {"JOBREPORT_WATCH": "its names are now set in JOBREPORT_THRESHOLDS"}
 
 
 def parse_config(text: str, origin: str = "config") -> dict[str, str]:
@@ -122,7 +68,7 @@ def parse_config(text: str, origin: str = "config") -> dict[str, str]:
     sourced by a shell); one pair of surrounding quotes is removed; nothing is expanded.
     """
     out: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
+    for line_no, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -131,11 +77,21 @@ def parse_config(text: str, origin: str = "config") -> dict[str, str]:
         name, sep, value = line.partition("=")
         name, value = name.strip(), value.strip()
         if not sep or not re.fullmatch(r"JOBREPORT_[A-Z0-9_]+", name):
-            raise SettingsError(f"{origin}:{number}: expected JOBREPORT_NAME=value")
+            raise SettingsError(f"{origin}:{line_no}: expected JOBREPORT_NAME=value")
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
         out[name] = value
     return out
+
+
+def _read_config(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise SettingsError(f"JOBREPORT_CONFIG={path!r}: no such file") from None
+    except OSError as exc:
+        raise SettingsError(f"JOBREPORT_CONFIG={path!r}: {exc.strerror}") from None
 
 
 def layered(env: Mapping[str, str], default_config: str = "") -> dict[str, str]:
@@ -145,16 +101,29 @@ def layered(env: Mapping[str, str], default_config: str = "") -> dict[str, str]:
     path = env.get("JOBREPORT_CONFIG", default_config)
     if not path:
         return dict(env)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        if "JOBREPORT_CONFIG" not in env:
-            return dict(env)
-        raise SettingsError(f"JOBREPORT_CONFIG={path!r}: no such file") from None
-    except OSError as exc:
-        raise SettingsError(f"JOBREPORT_CONFIG={path!r}: {exc.strerror}") from None
-    return {**parse_config(text, path), **env}
+    if "JOBREPORT_CONFIG" not in env and not os.path.exists(path):
+        return dict(env)
+    return {**parse_config(_read_config(path), path), **env}
+
+
+def caller_env(env: Mapping[str, str], system_config: str, uid: int) -> dict[str, str]:
+    """What a process run by ``uid`` with ``env`` reads: ``layered``, except that for a
+    caller who is not root, on a host with a system config file, the ``PRIVILEGED`` keys
+    are that file's (or their defaults), whatever ``env`` or a config file it names say;
+    a value so ignored is logged as a warning. A host without the file (a container
+    configured by its environment) has no site policy to defend: ``env`` decides."""
+    merged = layered(env, system_config)
+    if uid == 0 or not system_config or not os.path.exists(system_config):
+        return merged
+    system = parse_config(_read_config(system_config), system_config)
+    for key in PRIVILEGED:
+        if merged.get(key, system.get(key)) != system.get(key):
+            log.warning("%s ignored: for a caller who is not root it comes from %s only",
+                        key, system_config or "the system config file")
+        merged.pop(key, None)
+        if key in system:
+            merged[key] = system[key]
+    return merged
 
 
 def read_secret(path: str, var: str) -> str | None:
@@ -183,134 +152,307 @@ def env_name(field_name: str) -> str:
     return "JOBREPORT_" + field_name.upper()
 
 
-def _raw(name: str, env: Mapping[str, str] | None) -> str:
-    var = env_name(name)
-    return SETTINGS_DOC[var][0] if env is None else env.get(var, SETTINGS_DOC[var][0])
+def _url(var: str, raw: str) -> str:
+    return raw.rstrip("/")
 
 
-# Converters: with ``env`` None they read the documented default, so each default is
-# written once (in SETTINGS_DOC) and the dataclass and from_env() cannot disagree.
-def _str(name: str, env: Mapping[str, str] | None = None) -> str:
-    return _raw(name, env)
+def _non_negative(var: str, raw: str) -> float:
+    value = number(var, raw)
+    if not value >= 0:
+        raise SettingsError(f"{var} must be >= 0")
+    return value
 
 
-def _int(name: str, env: Mapping[str, str] | None = None) -> int:
-    raw = _raw(name, env)
+def _positive(var: str, raw: str) -> float:
+    value = number(var, raw)
+    if not value > 0:
+        raise SettingsError(f"{var} must be > 0")
+    return value
+
+
+def _fraction(var: str, raw: str) -> float:
+    value = number(var, raw)
+    if not 0 <= value <= 1:
+        raise SettingsError(f"{var} must be between 0 and 1")
+    return value
+
+
+def _at_least_one(var: str, raw: str) -> int:
+    value = integer(var, raw)
+    if value < 1:
+        raise SettingsError(f"{var} must be at least 1")
+    return value
+
+
+def _label(var: str, raw: str) -> str:
+    if raw and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", raw):
+        raise SettingsError(f"{var}={raw!r} is not a Prometheus label name")
+    return raw
+
+
+def _bind(var: str, raw: str) -> str:
     try:
-        return int(raw)
-    except ValueError:
-        raise SettingsError(f"{env_name(name)}={raw!r} is not an integer") from None
-
-
-def _float(name: str, env: Mapping[str, str] | None = None) -> float:
-    raw = _raw(name, env)
-    try:
-        return float(raw)
-    except ValueError:
-        raise SettingsError(f"{env_name(name)}={raw!r} is not a number") from None
-
-
-def _bool(name: str, env: Mapping[str, str] | None = None) -> bool:
-    return _raw(name, env).strip().lower() in ("1", "true", "yes")
-
-
-def _names(name: str, env: Mapping[str, str] | None = None) -> frozenset[str]:
-    return frozenset(u.strip() for u in _raw(name, env).split(",") if u.strip())
-
-
-def _thresholds(name: str, env: Mapping[str, str] | None = None) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for item in filter(None, (p.strip() for p in _raw(name, env).split(","))):
-        key, sep, value = item.partition("=")
-        try:
-            out[key.strip()] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep:
-            raise SettingsError(f"{env_name(name)}: {item!r} is not name=number")
-    return out
+        parse_bind(raw, "127.0.0.1")
+    except ValueError as exc:
+        raise SettingsError(f"{var}: {exc}") from None
+    return raw
 
 
 CLUSTER_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
-def _clusters(name: str, env: Mapping[str, str] | None = None) -> dict[str, str]:
+def _clusters(var: str, raw: str) -> dict[str, str]:
     """``other=http://prom-b:9090,third`` -> ``{"other": "http://prom-b:9090", "third": ""}``."""
     out: dict[str, str] = {}
-    for item in filter(None, (p.strip() for p in _raw(name, env).split(","))):
+    for item in filter(None, (p.strip() for p in raw.split(","))):
         cluster, _, url = item.partition("=")
         cluster, url = cluster.strip(), url.strip().rstrip("/")
         if not CLUSTER_NAME.fullmatch(cluster):
-            raise SettingsError(f"{env_name(name)}: {cluster!r} is not a Slurm cluster name")
+            raise SettingsError(f"{var}: {cluster!r} is not a Slurm cluster name")
         if "@" in urlsplit(url).netloc:
-            raise SettingsError(f"{env_name(name)}: the URL of {cluster} holds credentials")
+            raise SettingsError(f"{var}: the URL of {cluster} holds credentials")
         out[cluster] = url
     return out
 
 
 @dataclass(frozen=True)
 class Settings:
-    cluster: str = _str("cluster")
-    clusters: dict[str, str] = field(default_factory=lambda: _clusters("clusters"))
-    prometheus_url: str = _str("prometheus_url")
-    prometheus_timeout: float = _float("prometheus_timeout")
-    prometheus_user: str = _str("prometheus_user")
-    prometheus_password_file: str = _str("prometheus_password_file")
-    prometheus_token_file: str = _str("prometheus_token_file")
-    prometheus_ca_bundle: str = _str("prometheus_ca_bundle")
-    prometheus_client_cert: str = _str("prometheus_client_cert")
-    prometheus_client_key: str = _str("prometheus_client_key")
-    scrape_interval: float = _float("scrape_interval")
-    prometheus_node_label: str = _str("prometheus_node_label")
-    db_url: str = _str("db_url")
-    db_password_file: str = _str("db_password_file")
-    sacct: str = _str("sacct")
-    sacct_timeout: float = _float("sacct_timeout")
-    sizing_cache_seconds: float = _float("sizing_cache_seconds")
-    scontrol: str = _str("scontrol")
-    staff: frozenset[str] = _names("staff")
-    auth: str = _str("auth")
-    password_file: str = _str("password_file")
-    secret_key: str = _str("secret_key")
-    secret_key_file: str = _str("secret_key_file")
-    session_cookie_secure: bool = _bool("session_cookie_secure")
-    session_lifetime: float = _float("session_lifetime")
-    web_state: str = _str("web_state")
-    ratelimit_storage: str = _str("ratelimit_storage")
-    login_limit_user: str = _str("login_limit_user")
-    login_limit_address: str = _str("login_limit_address")
-    trusted_proxies: int = _int("trusted_proxies")
-    pdf_builds: int = _int("pdf_builds")
-    pdf_cache_mb: float = _float("pdf_cache_mb")
-    bind: str = _str("bind")
-    smtp_host: str = _str("smtp_host")
-    smtp_port: int = _int("smtp_port")
-    smtp_starttls: bool = _bool("smtp_starttls")
-    smtp_user: str = _str("smtp_user")
-    smtp_password: str = _str("smtp_password")
-    smtp_password_file: str = _str("smtp_password_file")
-    mail_from: str = _str("mail_from")
-    mail_to: str = _str("mail_to")
-    mail_map: str = _str("mail_map")
-    mail_opt_out: str = _str("mail_opt_out")
-    mail_min_runtime: float = _float("mail_min_runtime")
-    mail_min_severity: str = _str("mail_min_severity")
-    mail_daily_cap: int = _int("mail_daily_cap")
-    opt_out_link_days: float = _float("opt_out_link_days")
-    public_url: str = _str("public_url")
-    outbox: str = _str("outbox")
-    archive_url: str = _str("archive_url")
-    archive_retention_days: float = _float("archive_retention_days")
-    thresholds: dict[str, float] = field(default_factory=lambda: _thresholds("thresholds"))
-    core_hours_per_billing_unit: float = _float("core_hours_per_billing_unit")
-    min_coverage: float = _float("min_coverage")
-    constants_file: str = _str("constants_file")
-    watch: dict[str, float] = field(default_factory=lambda: _thresholds("watch"))
-    watch_policy: str = _str("watch_policy")
-    scancel: str = _str("scancel")
-    staff_report: str = _str("staff_report")
-    staff_mail_to: str = _str("staff_mail_to")
-    web_url: str = _str("web_url")
+    cluster: str = setting(
+        "demo",
+        "Slurm cluster name (selects rows of the accounting view).")
+    clusters: dict[str, str] = setting(
+        "",
+        "Other clusters this web app also serves, comma-separated, each `name` or `name=prometheus-url` (its own Prometheus; without one its reports have no metrics); empty: only JOBREPORT_CLUSTER. With any, job URLs carry the cluster (`/c/<cluster>/jobs/<id>`).",
+        _clusters)
+    prometheus_url: str = setting(
+        "http://127.0.0.1:9090",
+        "Prometheus-compatible HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics).",
+        _url)
+    prometheus_timeout: float = setting(
+        "10",
+        "Seconds before a Prometheus query gives up.",
+        number)
+    prometheus_user: str = setting(
+        "",
+        "Basic-auth user for Prometheus (the password comes from JOBREPORT_PROMETHEUS_PASSWORD_FILE; never put it in the URL).")
+    prometheus_password_file: str = setting(
+        "",
+        "File holding the Prometheus basic-auth password.")
+    prometheus_token_file: str = setting(
+        "",
+        "File holding a bearer token for Prometheus (re-read when it changes).")
+    prometheus_ca_bundle: str = setting(
+        "",
+        "CA bundle that signs the Prometheus server's certificate (empty: the system's).")
+    prometheus_client_cert: str = setting(
+        "",
+        "Client certificate (PEM) for Prometheus behind mutual TLS.")
+    prometheus_client_key: str = setting(
+        "",
+        "Private key of the client certificate (empty: it is in the certificate file).")
+    scrape_interval: float = setting(
+        "30",
+        "Prometheus scrape interval of the exporters (seconds); sets rate windows.",
+        number)
+    prometheus_node_label: str = setting(
+        "instance",
+        "Label naming the node in `jobs_*` series (empty: do not filter by node).",
+        _label)
+    db_url: str = setting(
+        "mysql://jobreport:jobreport@127.0.0.1:3306/jobreport",
+        "Accounting view, read as the restricted user (leave the password out when JOBREPORT_DB_PASSWORD_FILE holds it).")
+    db_password_file: str = setting(
+        "",
+        "File holding the restricted user's password, readable by the service user only; a caller who cannot read it gets reports from what Slurm shows them (see \"Login nodes\").")
+    sacct: str = setting(
+        "sacct",
+        "Path of the sacct command.")
+    sacct_timeout: float = setting(
+        "30",
+        "Seconds before a sacct call is abandoned.",
+        number)
+    sizing_cache_seconds: float = setting(
+        "300",
+        "Seconds a report's `#SBATCH` block (the owner's history of jobs of that name) is reused, per cluster, user and job name, within one process (at most 256 kept), so a page, its PDF and its JSON ask sacct once; `0`: looked up for every report.",
+        _non_negative)
+    sacct_source: str = setting(
+        "sacct",
+        "Where reports read jobs and steps: `sacct` (forks the command) or `slurmrestd` (its accounting API, JOBREPORT_SLURMRESTD_URL).",
+        choice("sacct", "slurmrestd"))
+    slurmrestd_url: str = setting(
+        "http://127.0.0.1:6820",
+        "slurmrestd: `http://host:port` (JWT auth) or `unix:/path/to/socket` (rest_auth/local).",
+        _url)
+    slurmrestd_user: str = setting(
+        "",
+        "User name sent with the JWT (`X-SLURM-USER-NAME`); empty: the token's own.")
+    slurmrestd_token_file: str = setting(
+        "",
+        "File holding the JWT (`scontrol token` output, `SLURM_JWT=` prefix allowed), read on every request; empty: no token (a `unix:` socket).")
+    sacctmgr: str = setting(
+        "sacctmgr",
+        "Path of the sacctmgr command (JOBREPORT_ADMIN_COMMENT=sacctmgr).")
+    admin_comment: str = setting(
+        "",
+        "`jobreport sync` writes each archived job's summary into its Slurm AdminComment in jobstats' `JS1:` format (read by reportseff, Job Defense Shield, jobscope), never over a comment already there: `sacctmgr` (Slurm whose sacctmgr keeps the value's case; 22.05 lowercases it) or `database` (a conditional UPDATE through JOBREPORT_ADMIN_COMMENT_DB_URL); empty: off.",
+        choice("", "sacctmgr", "database"))
+    admin_comment_db_url: str = setting(
+        "",
+        "`mysql://user:pass@host/slurm_acct_db` of a MariaDB user granted only SELECT and UPDATE(admin_comment) on `<cluster>_job_table` (JOBREPORT_ADMIN_COMMENT=database).")
+    scontrol: str = setting(
+        "scontrol",
+        "Path of the scontrol command (a partition's MaxTime, for `Partition_Limit`).")
+    staff: frozenset[str] = setting(
+        "",
+        "Comma-separated user names that may see every job.",
+        names)
+    auth: str = setting(
+        "password",
+        "`password` (built-in login) or `remote-user` (trust the reverse proxy).",
+        choice("password", "remote-user"))
+    password_file: str = setting(
+        "",
+        "File of `user:werkzeug-hash` lines for built-in login.")
+    secret_key: str = setting(
+        "",
+        "Flask secret key (sessions, CSRF), at least 32 bytes; required by the web app.")
+    secret_key_file: str = setting(
+        "",
+        "File holding JOBREPORT_SECRET_KEY (when that is empty), readable by the service user only.")
+    session_cookie_secure: bool = setting(
+        "1",
+        "`1`: the session cookie is sent over HTTPS only (production sits behind a TLS proxy); `0` only for a plain-http demo.",
+        boolean)
+    session_lifetime: float = setting(
+        "43200",
+        "Seconds a login lasts, counted from the login.",
+        number)
+    web_state: str = setting(
+        "var/web-state.sqlite",
+        "SQLite file the web app's workers share: ended sessions and login attempt counts.")
+    ratelimit_storage: str = setting(
+        "",
+        "Flask-Limiter storage URI for login limits (e.g. `redis://host:6379` when several hosts serve the app); empty: the JOBREPORT_WEB_STATE file.")
+    login_limit_user: str = setting(
+        "10 per 15 minutes",
+        "Failed logins allowed per user name from one client address; then every login of that name from that address is refused until the window ends (other addresses are not locked out).")
+    login_limit_address: str = setting(
+        "30 per 15 minutes",
+        "Failed logins allowed per client address.")
+    trusted_proxies: int = setting(
+        "0",
+        "Reverse proxies in front of the app whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed (1 behind one nginx).",
+        integer)
+    pdf_builds: int = setting(
+        "2",
+        "PDF builds at once per worker process; more answer 503 with Retry-After.",
+        _at_least_one)
+    pdf_cache_mb: float = setting(
+        "64",
+        "Memory per worker process for finished PDFs of ended jobs.",
+        number)
+    bind: str = setting(
+        "127.0.0.1:8000",
+        "Address `jobreport serve` listens on.",
+        _bind)
+    smtp_host: str = setting(
+        "127.0.0.1",
+        "SMTP server for report emails.")
+    smtp_port: int = setting(
+        "25",
+        "SMTP port.",
+        integer)
+    smtp_starttls: bool = setting(
+        "0",
+        "`1` to upgrade the connection with STARTTLS.",
+        boolean)
+    smtp_user: str = setting(
+        "",
+        "SMTP login (empty: no auth).")
+    smtp_password: str = setting(
+        "",
+        "SMTP password.")
+    smtp_password_file: str = setting(
+        "",
+        "File holding JOBREPORT_SMTP_PASSWORD (when that is empty), readable by the service user only.")
+    mail_from: str = setting(
+        "jobreport@localhost",
+        "From address of report emails.")
+    mail_to: str = setting(
+        "{user}@localhost",
+        "Owner address template; `{user}` is replaced, e.g. `{user}@example.org`.")
+    mail_map: str = setting(
+        "",
+        "Optional file of `user address` lines overriding the template.")
+    mail_opt_out: str = setting(
+        "",
+        "Optional file of user names who get no emails.")
+    mail_min_runtime: float = setting(
+        "600",
+        "Report emails skip jobs shorter than this (seconds).",
+        number)
+    mail_min_severity: str = setting(
+        "info",
+        "Report emails need at least one finding this severe: `info`, `warning` or `critical`.",
+        choice("info", "warning", "critical"))
+    mail_daily_cap: int = setting(
+        "5",
+        "Report emails per user per UTC day (0: no cap); the rest are folded into the user's weekly digest.",
+        integer)
+    opt_out_link_days: float = setting(
+        "90",
+        "Days the one-click opt-out link of an email works after it was sent; an older link's page explains and offers sign-in, where users stop or resume their emails.",
+        _positive)
+    public_url: str = setting(
+        "http://127.0.0.1:8000",
+        "The web app's address as users reach it: the base of the opt-out link in every email.",
+        _url)
+    outbox: str = setting(
+        "var/outbox.sqlite",
+        "SQLite file of the durable email outbox.")
+    archive_url: str = setting(
+        "var/archive.sqlite",
+        "Archive of ended jobs: a SQLite path (or `sqlite:///path`), or `mysql://user:pass@host/db` shared by several web hosts.")
+    archive_retention_days: float = setting(
+        "730",
+        "`jobreport sync` drops archived jobs that ended longer ago than this (0: keep forever).",
+        number)
+    thresholds: Thresholds = setting(
+        "",
+        "Threshold overrides of the detectors, `jobreport watch` and the staff report, e.g. `cpu_efficiency_low=0.5,gpu_idle_seconds=1800` (names in the threshold table above).",
+        parse_thresholds)
+    core_hours_per_billing_unit: float = setting(
+        "0",
+        "Core-hours of the site's allocations one billing unit-hour is worth (e.g. `1` where billing counts cores); waste is then also shown in core-hours. `0`: not shown.",
+        _non_negative)
+    queue_note_seconds: float = setting(
+        "600",
+        "A wait in the queue longer than this (seconds) is a key figure of the report, and an unrecorded scheduler state during it a note; shorter waits are listed only among the details.",
+        _non_negative)
+    min_coverage: float = setting(
+        "0.8",
+        "Fraction of a job's run its Prometheus samples must cover (per node, per GPU) for a verdict resting on them to be given; below it the verdict is withheld and the report says so.",
+        _fraction)
+    constants_file: str = setting(
+        "",
+        "TOML file of allocation targets (the one slurm-exporter reads): served at `/api/constants`, drawn on the cluster page; empty: none.")
+    watch_policy: str = setting(
+        "",
+        "TOML enforcement policy of `jobreport watch` (which rule cancels jobs of which partitions/accounts, grace, exemptions); empty: never cancel.")
+    scancel: str = setting(
+        "scancel",
+        "Path of the scancel command (enforcement only).")
+    staff_report: StaffConfig = setting(
+        "",
+        "Staff report window and partitions, e.g. `days=7,rows=20,large_memory_partitions=bigmem|fat` (its thresholds are in JOBREPORT_THRESHOLDS).",
+        parse_staff_config)
+    staff_mail_to: str = setting(
+        "",
+        "Comma-separated addresses `jobreport staff-report --email` sends to.")
+    web_url: str = setting(
+        "",
+        "Public URL of the web app (e.g. `https://jobreport.example.org`): links in emails; empty: no links.",
+        _url)
     # Not a setting: False when JOBREPORT_DB_PASSWORD_FILE exists but this process may not
     # read it (a user on a login node); the CLI then reads what Slurm shows the caller.
     db_readable: bool = True
@@ -336,115 +478,36 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """From ``env`` (default: the process environment, over the system config file
-        ``/etc/jobreport/jobreport.conf`` or JOBREPORT_CONFIG). An explicit ``env`` reads
-        a config file only when it names one in JOBREPORT_CONFIG."""
-        env = layered(os.environ, DEFAULT_CONFIG) if env is None else layered(env)
-        # A typo must not silently fall back to a default; other deployables' prefixes pass.
-        unknown = sorted(
-            k
-            for k in env
-            if k.startswith("JOBREPORT_")
-            and k not in SETTINGS_DOC
-            and not k.startswith(OTHER_PREFIXES)
-        )
-        if unknown:
-            raise SettingsError(f"unknown setting(s): {', '.join(unknown)}")
-        auth = _str("auth", env)
-        if auth not in ("password", "remote-user"):
-            raise SettingsError(f"JOBREPORT_AUTH={auth!r}: use password or remote-user")
-        node_label = _str("prometheus_node_label", env)
-        if node_label and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", node_label):
-            raise SettingsError(f"JOBREPORT_PROMETHEUS_NODE_LABEL={node_label!r} is not a "
-                                "Prometheus label name")
-        bind = _str("bind", env)
-        try:
-            parse_bind(bind, "127.0.0.1")
-        except ValueError as exc:
-            raise SettingsError(f"JOBREPORT_BIND: {exc}") from None
-        db_url, db_readable = _db_url(_str("db_url", env), _str("db_password_file", env))
-        settings = cls(
-            cluster=_str("cluster", env),
-            clusters=_clusters("clusters", env),
-            prometheus_url=_str("prometheus_url", env).rstrip("/"),
-            prometheus_timeout=_float("prometheus_timeout", env),
-            prometheus_user=_str("prometheus_user", env),
-            prometheus_password_file=_str("prometheus_password_file", env),
-            prometheus_token_file=_str("prometheus_token_file", env),
-            prometheus_ca_bundle=_str("prometheus_ca_bundle", env),
-            prometheus_client_cert=_str("prometheus_client_cert", env),
-            prometheus_client_key=_str("prometheus_client_key", env),
-            scrape_interval=_float("scrape_interval", env),
-            prometheus_node_label=node_label,
-            db_url=db_url,
-            db_password_file=_str("db_password_file", env),
-            db_readable=db_readable,
-            sacct=_str("sacct", env),
-            sacct_timeout=_float("sacct_timeout", env),
-            sizing_cache_seconds=_float("sizing_cache_seconds", env),
-            scontrol=_str("scontrol", env),
-            staff=_names("staff", env),
-            auth=auth,
-            password_file=_str("password_file", env),
-            secret_key=_from_file(_str("secret_key", env), _str("secret_key_file", env),
-                                  "JOBREPORT_SECRET_KEY_FILE"),
-            secret_key_file=_str("secret_key_file", env),
-            session_cookie_secure=_bool("session_cookie_secure", env),
-            session_lifetime=_float("session_lifetime", env),
-            web_state=_str("web_state", env),
-            ratelimit_storage=_str("ratelimit_storage", env),
-            login_limit_user=_str("login_limit_user", env),
-            login_limit_address=_str("login_limit_address", env),
-            trusted_proxies=_int("trusted_proxies", env),
-            pdf_builds=_int("pdf_builds", env),
-            pdf_cache_mb=_float("pdf_cache_mb", env),
-            bind=bind,
-            smtp_host=_str("smtp_host", env),
-            smtp_port=_int("smtp_port", env),
-            smtp_starttls=_bool("smtp_starttls", env),
-            smtp_user=_str("smtp_user", env),
-            smtp_password=_from_file(_str("smtp_password", env),
-                                     _str("smtp_password_file", env),
-                                     "JOBREPORT_SMTP_PASSWORD_FILE"),
-            smtp_password_file=_str("smtp_password_file", env),
-            mail_from=_str("mail_from", env),
-            mail_to=_str("mail_to", env),
-            mail_map=_str("mail_map", env),
-            mail_opt_out=_str("mail_opt_out", env),
-            mail_min_runtime=_float("mail_min_runtime", env),
-            mail_min_severity=_str("mail_min_severity", env),
-            mail_daily_cap=_int("mail_daily_cap", env),
-            opt_out_link_days=_float("opt_out_link_days", env),
-            public_url=_str("public_url", env).rstrip("/"),
-            outbox=_str("outbox", env),
-            archive_url=_str("archive_url", env),
-            archive_retention_days=_float("archive_retention_days", env),
-            thresholds=_thresholds("thresholds", env),
-            core_hours_per_billing_unit=_float("core_hours_per_billing_unit", env),
-            min_coverage=_float("min_coverage", env),
-            constants_file=_str("constants_file", env),
-            watch=_thresholds("watch", env),
-            watch_policy=_str("watch_policy", env),
-            scancel=_str("scancel", env),
-            staff_report=_str("staff_report", env),
-            staff_mail_to=_str("staff_mail_to", env),
-            web_url=_str("web_url", env).rstrip("/"),
-        )
+        """From ``env`` (default: the process environment over the system config file
+        ``/etc/jobreport/jobreport.conf`` or JOBREPORT_CONFIG, the privileged keys from
+        the system file alone unless root runs it). An explicit ``env`` reads a config
+        file only when it names one in JOBREPORT_CONFIG."""
+        env = (caller_env(os.environ, DEFAULT_CONFIG, os.getuid()) if env is None
+               else layered(env))
+        retired = sorted(k for k in env if k in RETIRED)
+        if retired:
+            raise SettingsError("; ".join(f"{k}: {RETIRED[k]}" for k in retired))
+        values = load(cls, "JOBREPORT_", {k: v for k, v in env.items()
+                                          if k != "JOBREPORT_CONFIG"}, OTHER_PREFIXES)
+        values["db_url"], values["db_readable"] = _db_url(values["db_url"],
+                                                          values["db_password_file"])
+        values["secret_key"] = _from_file(values["secret_key"], values["secret_key_file"],
+                                          "JOBREPORT_SECRET_KEY_FILE")
+        values["smtp_password"] = _from_file(values["smtp_password"],
+                                             values["smtp_password_file"],
+                                             "JOBREPORT_SMTP_PASSWORD_FILE")
+        settings = cls(**values)
         _check_prometheus_client(settings)
-        if not 0 <= settings.min_coverage <= 1:
-            raise SettingsError("JOBREPORT_MIN_COVERAGE must be between 0 and 1")
-        if settings.core_hours_per_billing_unit < 0:
-            raise SettingsError("JOBREPORT_CORE_HOURS_PER_BILLING_UNIT must be >= 0")
-        if settings.mail_min_severity not in ("info", "warning", "critical"):
-            raise SettingsError(f"JOBREPORT_MAIL_MIN_SEVERITY={settings.mail_min_severity!r}:"
-                                " use info, warning or critical")
-        if settings.sizing_cache_seconds < 0:
-            raise SettingsError("JOBREPORT_SIZING_CACHE_SECONDS must be >= 0")
-        if settings.opt_out_link_days <= 0:
-            raise SettingsError("JOBREPORT_OPT_OUT_LINK_DAYS must be > 0")
-        if settings.pdf_builds < 1:
-            raise SettingsError("JOBREPORT_PDF_BUILDS must be at least 1")
+        if settings.admin_comment == "database" and not settings.admin_comment_db_url:
+            raise SettingsError("JOBREPORT_ADMIN_COMMENT=database needs "
+                                "JOBREPORT_ADMIN_COMMENT_DB_URL")
         return settings
+
+
+# name -> (default, one-line description): the table of docs/settings.md.
+SETTINGS_DOC: dict[str, tuple[str, str]] = {
+    "JOBREPORT_CONFIG": CONFIG_DOC, **documented(Settings, "JOBREPORT_"),
+}
 
 
 def _from_file(value: str, path: str, var: str) -> str:

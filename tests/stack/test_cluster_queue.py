@@ -41,7 +41,7 @@ def test_a_job_that_waited_shows_its_wait_and_reason(waited, stack_env):
     # Only this branch's settings: the stack may already export settings of others.
     settings = Settings.from_env({k: v for k, v in stack_env.items() if k in SETTINGS_DOC})
     service = ReportService(dataclasses.replace(
-        settings, thresholds={**settings.thresholds, "queue_wait_min_seconds": 10}))
+        settings, thresholds=dataclasses.replace(settings.thresholds, queue_wait_min_seconds=10)))
     report = service.build(second)
     q = report.queue
     assert q is not None and q.seen, report.gaps
@@ -49,7 +49,7 @@ def test_a_job_that_waited_shows_its_wait_and_reason(waited, stack_env):
     reasons = {r.reason for r in q.reasons}
     assert reasons and reasons <= {"Resources", "Priority"}, reasons
     assert q.cpus_total == 2 and q.queue_length is not None
-    out = text.render(report)
+    out = text.render(report, details=True)
     assert "Pending reasons" in out and "of 2 CPUs idle" in out
     names = {f.name for f in report.findings}
     assert "time_limit_past_usual" in names  # 60 min against the partition's minutes

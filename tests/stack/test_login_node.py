@@ -47,13 +47,13 @@ def login(stack_jobs):
 
 def test_own_job_full_report_with_no_gap(login):
     busy = login["busy"]
-    out = as_alice(f"show {busy}")
+    out = as_alice(f"show {busy} --details")
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert text.startswith(f"Job {busy}: busy on demo")
-    assert re.search(r"^  Owner +alice \(account research\)$", text, re.M)
-    assert re.search(r"^  CPU efficiency +\[#+-*\] \d+%", text, re.M)  # busy: mostly full
-    assert "I/O and processes" in text and "CPU usage over time" in text  # Prometheus' part
+    assert re.search(r"^  alice \(account research\), debug on \S+: COMPLETED$", text, re.M)
+    assert re.search(r"^  CPU efficiency +\[#+-*\] +\d+%", text, re.M)  # busy: mostly full
+    assert "Read / written" in text and "\nPlots\n  CPU " in text  # Prometheus' part
     assert re.search(r"^  Waited +", text, re.M)  # the submit time, from sacct
     assert "Note:" not in text and not out.stderr, (text, out.stderr)
     assert all(len(line) <= 80 for line in text.splitlines())
@@ -96,7 +96,7 @@ def test_no_argument_lists_her_recent_jobs(login):
     assert full.returncode == 0, full.stderr
     theirs = _row(full.stdout, busy)
     report = as_alice(f"show {busy}").stdout
-    cpu = re.search(r"^  CPU efficiency +\[[#-]+\] (\S+)", report, re.M).group(1)
+    cpu = re.search(r"^  CPU efficiency +\[[#-]+\] +(\S+)", report, re.M).group(1)
     found = re.search(r"^Findings(?: \((\d+)\)|: none)", report, re.M).group(1) or "0"
     assert mine[1:3] == ["busy", "COMPLETED"] and mine[4] == cpu
     assert mine[:7] == theirs[:7]
@@ -110,16 +110,16 @@ def test_another_users_job_shows_only_what_slurm_shows_her(login):
     assert out.returncode == 0, out.stderr
     text = out.stdout
     # sacct as alice (no PrivateData on the stack): bob's job, its request and outcome...
-    assert re.search(r"^  Owner +bob \(account teaching\)$", text, re.M)
-    assert re.search(r"^  State +COMPLETED$", text, re.M)
-    assert re.search(r"^  CPU efficiency +\[-+\] 0", text, re.M)
+    assert re.search(r"^  bob \(account teaching\), debug on \S+: COMPLETED$", text, re.M)
+    assert re.search(r"^  CPU efficiency +\[-+\] +0", text, re.M)
     # ...but nothing from the job's nodes, and a note saying why.
     assert "I/O and processes" not in text and "CPU usage over time" not in text
     assert "usage from the job's nodes is shown to the job's owner and staff" in \
         " ".join(text.split())
     # The same job for root (who may read the accounting view) is complete.
-    full = stack.jobreport("show", idle)
-    assert "I/O and processes" in full.stdout and "Note:" not in full.stdout
+    assert "Read / written" not in as_alice(f"show {idle} --details").stdout
+    full = stack.jobreport("show", idle, "--details")
+    assert "Read / written" in full.stdout and "Note:" not in full.stdout
 
 
 def test_unknown_job_is_one_line(login):

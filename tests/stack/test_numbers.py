@@ -46,7 +46,7 @@ def test_one_peak_in_every_format_and_in_the_finding(multi_task, tmp_path):
     assert finding.evidence["memory_peak_bytes"] == peak
     assert f"at most {format_bytes(peak)} of the 4.0 GiB" in finding.message
 
-    assert f"({shown})" in text.render(multi_task)
+    assert f"  {shown}" in text.render(multi_task)  # the memory gauge's detail
     data = json.loads(json_renderer.render(multi_task))
     assert data["memory_peak_bytes"] == data["memory_peak"]["bytes"] == peak
     assert data["memory_peak"]["source"] == "prometheus"

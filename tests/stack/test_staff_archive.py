@@ -20,7 +20,9 @@ DAYS = 1.0
 
 def test_archive_path_equals_the_in_memory_report(stack_env, tmp_path):
     env = {**stack_env, "JOBREPORT_OUTBOX": str(tmp_path / "outbox"),
-           "JOBREPORT_STAFF_REPORT": "rows=100000,min_core_hours=0,min_gpu_hours=0",
+           "JOBREPORT_STAFF_REPORT": "rows=100000",
+           "JOBREPORT_THRESHOLDS": ",".join(filter(None, (
+               stack_env.get("JOBREPORT_THRESHOLDS"), "min_core_hours=0,min_gpu_hours=0"))),
            "JOBREPORT_ARCHIVE_URL": f"sqlite:///{tmp_path}/archive.sqlite"}
     settings = Settings.from_env(env)
     until = float(int(time.time()) - 60)  # every job that ended by then is in slurmdbd
@@ -55,15 +57,15 @@ def test_mariadb_archive_ranks_and_pages_as_sqlite_does(stack_env, tmp_path):
     from webapp.report.job_list import ListQuery
     from webapp.report.job_page import archive_page
     from webapp.report.staff_archive import build_staff_report_sql, staff_row
-    from webapp.report.staff_config import StaffConfig
+    from webapp.thresholds import StaffConfig, Thresholds
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     import scale_archive
 
     until = 1_800_000_000
     jobs = list(scale_archive.staff_jobs(3000, 40, until=until, heavy=300))
-    cfg = StaffConfig(rows=15, large_memory_partitions=("debug",), large_memory_need_gib=1.0,
-                      small_gpu_util=0.5, cpu_efficiency_low=0.9)
+    cfg = StaffConfig(rows=15, large_memory_partitions=("debug",))
+    t = Thresholds(large_memory_need_gib=1.0, small_gpu_util=0.5, cpu_efficiency_low=0.9)
     now = datetime.fromtimestamp(until, UTC)
     url = create_mariadb_archive("jobreport_scale_test")
     try:
@@ -74,7 +76,7 @@ def test_mariadb_archive_ranks_and_pages_as_sqlite_does(stack_env, tmp_path):
                 with a.db.transaction():
                     rows.put(staff_row("bench", j) for j in jobs)
                 report = build_staff_report_sql(rows, "bench", until - 7 * 86400, until, cfg,
-                                                {})
+                                                t, {})
                 pages = [archive_page(a, "bench", "user0000", ListQuery(sort=s), now,
                                       page=2, per_page=40)
                          for s in ("submit", "cpu_waste", "mem_waste", "cpu_eff")]

@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from tests.helpers import stack
+from webapp.thresholds import Thresholds
 
 GIB, H = 1024**3, 3600.0
 DAYS = 0.25
@@ -78,8 +79,11 @@ def prom(query: str, t: float) -> list[dict]:
 def both(stack_env, tmp_path_factory):
     until = int(time.time()) - 5
     since = until - int(DAYS * 86400)
-    env = {**stack.load_env(), "JOBREPORT_OUTBOX": str(tmp_path_factory.mktemp("staff") / "o"),
-           "JOBREPORT_STAFF_REPORT": "rows=100000,min_core_hours=0,min_gpu_hours=0"}
+    base = stack.load_env()
+    env = {**base, "JOBREPORT_OUTBOX": str(tmp_path_factory.mktemp("staff") / "o"),
+           "JOBREPORT_STAFF_REPORT": "rows=100000",
+           "JOBREPORT_THRESHOLDS": ",".join(filter(None, (
+               base.get("JOBREPORT_THRESHOLDS"), "min_core_hours=0,min_gpu_hours=0")))}
     proc = stack.jobreport("staff-report", "--days", str(DAYS), "--until", str(until),
                            "--format", "json", env=env)
     assert proc.returncode == 0, proc.stderr
@@ -118,7 +122,7 @@ def test_low_efficiency_users_equal_sacct(both):
     rows = {r["user"]: r for r in tables["low_efficiency_users"]["rows"]}
     for user, c in core.items():
         eff = used.get(user, 0.0) / c
-        if eff < 0.5:
+        if eff < Thresholds().cpu_efficiency_low:  # the stack leaves it at its default
             assert rows[user]["rank_core_hours"] == ranks[user]
             assert rows[user]["core_hours"] == pytest.approx(c / H, rel=1e-6)
             assert rows[user]["cpu_efficiency"] == pytest.approx(eff, abs=1e-3)

@@ -62,7 +62,7 @@ def test_each_step_has_its_own_line_in_every_format(stack_jobs, stack_env):
     # core-seconds are its.
     finding = next(f for f in data["findings"] if f["name"] == "cpu_efficiency_low")
     assert finding["evidence"]["step"] == "0" and "step 0" in finding["message"]
-    out = jobreport("show", job, env=stack_env).stdout
+    out = jobreport("show", job, "--details", env=stack_env).stdout
     assert "Steps" in out and any(line.startswith("  0 ") for line in out.splitlines())
     page = jobreport("show", job, "--format", "html", env=stack_env).stdout
     assert '<section id="steps">' in page and "<td>0</td>" in page and "<td>1</td>" in page

@@ -38,8 +38,10 @@ def test_text_report_names_owner_and_efficiency(stack_jobs):
     out = _show(stack_jobs["busy"])
     assert out.returncode == 0, out.stderr
     assert "alice (account research)" in out.stdout
-    assert "CPU usage over time" in out.stdout
+    assert len(out.stdout.splitlines()) <= 40  # one screen; the rest with --details
     assert max(len(line) for line in out.stdout.splitlines()) <= 80
+    details = _show(stack_jobs["busy"], "--details").stdout
+    assert "\nPlots\n  CPU " in details
 
 
 @pytest.mark.parametrize("name", ["busy", "idle"])

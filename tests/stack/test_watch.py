@@ -41,10 +41,12 @@ def watched(stack_env, tmp_path_factory) -> Iterator[dict]:
     controller = Controller(recorder, hostname="127.0.0.1", port=free_port())
     controller.start()
     (tmp / "policy.toml").write_text(POLICY)
-    env = {**stack.load_env(), "JOBREPORT_SMTP_HOST": "127.0.0.1",
+    base = stack.load_env()
+    env = {**base, "JOBREPORT_SMTP_HOST": "127.0.0.1",
            "JOBREPORT_SMTP_PORT": str(controller.port), "JOBREPORT_OUTBOX": str(tmp / "outbox"),
            "JOBREPORT_MAIL_TO": "{user}@example.org",
-           "JOBREPORT_WATCH": f"gpu_idle_seconds={WINDOW}"}
+           "JOBREPORT_THRESHOLDS": ",".join(filter(None, (
+               base.get("JOBREPORT_THRESHOLDS"), f"gpu_idle_seconds={WINDOW}")))}
     ids = {"bob": stack.submit(BOB), "alice": stack.submit(ALICE)}
     try:
         for job_id in ids.values():

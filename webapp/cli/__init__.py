@@ -75,7 +75,7 @@ COMMANDS: tuple[Command, ...] = (
             "users: low CPU/GPU efficiency among the heaviest users, jobs fit for a smaller GPU "
             "or MIG slice, GPU fragmentation, idle nodes, unused memory and time, large-memory "
             "partitions without need, the longest waits with their reasons, repeat offenders. "
-            "Thresholds and partitions: JOBREPORT_STAFF_REPORT.",
+            "Window and partitions: JOBREPORT_STAFF_REPORT; thresholds: JOBREPORT_THRESHOLDS.",
             staff.add_staff_arguments, staff.run_staff_report),
     Command("digest", "queue and send each user's weekly digest",
             "Per user with archived jobs in the week: their jobs, the CPU-hours, "

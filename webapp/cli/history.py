@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 from webapp.cli.durations import parse_lookback
 from webapp.cli.login import caller, sacct_for
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import History
 from webapp.renderers.text import printable, sizing_block
@@ -32,9 +31,8 @@ def source_for(settings: Settings, user: str, who: str) -> HistorySource:
     """sacct as the caller; Prometheus' figures for their own jobs, or for staff and the
     service user (the same rule as ``jobreport show``)."""
     mine = settings.db_readable or user == who or who in settings.staff
-    thresholds = Thresholds.from_overrides(settings.thresholds)
     return HistorySource(sacct_for(settings), prometheus_from(settings) if mine else None,
-                         gpu_idle=thresholds.gpu_idle)
+                         gpu_idle=settings.thresholds.gpu_idle)
 
 
 def run_history(args: argparse.Namespace, settings: Settings) -> int:
@@ -42,7 +40,7 @@ def run_history(args: argparse.Namespace, settings: Settings) -> int:
     user = args.user or who
     since = datetime.now(UTC) - parse_lookback(args.since)
     h = history(source_for(settings, user, who), user, args.name, since,
-                thresholds=Thresholds.from_overrides(settings.thresholds))
+                thresholds=settings.thresholds)
     print("\n".join(render_history(h)))
     return 0
 

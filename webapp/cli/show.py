@@ -21,6 +21,11 @@ def add_show_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="text", help="output format")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     parser.add_argument("--pretty", action="store_true", help="indent JSON (compact by default)")
+    parser.add_argument("--details", action="store_true",
+                        help="text: also the plots, steps, queue, waste and coverage")
+    parser.add_argument("--audit", action="store_true",
+                        help="text: also what the verdicts rest on (thresholds the site "
+                        "overrode, verdicts withheld); JSON always has all of it")
     parser.add_argument(
         "--resolution",
         choices=tuple(RESOLUTIONS),
@@ -30,7 +35,8 @@ def add_show_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _render(report: JobReport, fmt: str, pretty: bool = False) -> str | bytes:
+def _render(report: JobReport, fmt: str, pretty: bool = False, details: bool = False,
+            audit: bool = False) -> str | bytes:
     if fmt == "json":
         from webapp.renderers import json as json_renderer
 
@@ -40,7 +46,9 @@ def _render(report: JobReport, fmt: str, pretty: bool = False) -> str | bytes:
     elif fmt == "pdf":
         from webapp.renderers import pdf as renderer
     else:
-        from webapp.renderers import text as renderer
+        from webapp.renderers import text
+
+        return text.render(report, details=details, audit=audit)
     return renderer.render(report)
 
 
@@ -55,7 +63,8 @@ def run_show(args: argparse.Namespace, settings: Settings) -> int:
                              "others are added with JOBREPORT_CLUSTERS)\n")
             return 2
     report = build_for_caller(settings, job_id, resolution=args.resolution)
-    out = _render(report, args.format, pretty=args.pretty)
+    out = _render(report, args.format, pretty=args.pretty, details=args.details,
+                  audit=args.audit)
     if args.output:
         mode = "wb" if isinstance(out, bytes) else "w"
         with open(args.output, mode) as fh:

@@ -8,7 +8,6 @@ import time
 from datetime import datetime
 
 from webapp.mail.staff import send_staff_report
-from webapp.report.staff_config import StaffConfig
 from webapp.report.staff_render import render_json, render_text
 from webapp.report.staff_service import record_window, staff_report
 from webapp.settings import Settings
@@ -48,8 +47,7 @@ def add_staff_arguments(parser: argparse.ArgumentParser) -> None:
 def run_staff_report(args: argparse.Namespace, settings: Settings) -> int:
     if args.record:
         until = time.time() if args.until is None else args.until
-        days = args.days if args.days is not None else \
-            StaffConfig.parse(settings.staff_report).days
+        days = args.days if args.days is not None else settings.staff_report.days
         n = record_window(settings, until - days * 86400, until)
         print(f"recorded {n} jobs in the archive", file=sys.stderr)
     report = staff_report(settings, days=args.days, until=args.until,

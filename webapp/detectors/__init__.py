@@ -31,10 +31,10 @@ from webapp.detectors.oversubscribed import OversubscribedDetector
 from webapp.detectors.serial_on_many_cores import SerialOnManyCoresDetector
 from webapp.detectors.short_job import ShortJobDetector
 from webapp.detectors.small_io import SmallIoDetector
-from webapp.detectors.thresholds import Thresholds
 from webapp.detectors.time_limit_past_usual import TimeLimitPastUsualDetector
 from webapp.detectors.time_over_requested import TimeOverRequestedDetector
 from webapp.model import Finding, JobReport
+from webapp.thresholds import Thresholds
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from webapp.detectors.measures import (
     waiting_for,
 )
 from webapp.detectors.serial_on_many_cores import looks_serial
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_duration, format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 def _cores(busy: float) -> str:

@@ -10,9 +10,9 @@ from webapp.detectors.measures import (
     wait_share,
     waiting_for,
 )
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 class CpuStarvedDetector:

@@ -7,9 +7,9 @@ import math
 
 from webapp.detectors.advice import next_cpus
 from webapp.detectors.measures import busy_cores, cpu_efficiency_low, gpu_mean
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 def idle_beside_busy_gpus(report: JobReport, t: Thresholds) -> bool:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from webapp.detectors.gpu_input_bound import input_bound
 from webapp.detectors.measures import gpu_series, long_enough
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
 from webapp.model import Finding, JobReport, Series, Severity
+from webapp.thresholds import Thresholds
 
 
 def _sentence(allocated: int, idle: list[Series]) -> str:

@@ -13,9 +13,9 @@ from webapp.detectors.measures import (
     long_enough,
     one_core_saturated,
 )
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 def input_bound(report: JobReport, t: Thresholds) -> bool:

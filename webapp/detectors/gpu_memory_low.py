@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from webapp.detectors.gpu_models import is_mig, type_memory_bytes
 from webapp.detectors.measures import gpu_memory_peak, long_enough
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 def cluster_gpu_types(report: JobReport) -> list[str]:

@@ -6,9 +6,9 @@ import math
 
 from webapp.detectors.gpu_input_bound import input_bound
 from webapp.detectors.measures import gpu_series, long_enough
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 class LowGpuUtilDetector:

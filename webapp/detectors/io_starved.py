@@ -4,9 +4,9 @@ cgroup version the threads' delay-accounting I/O wait)."""
 from __future__ import annotations
 
 from webapp.detectors.measures import cpu_efficiency_low, stall_evidence, wait_share, waiting_for
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 class IoStarvedDetector:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from webapp.detectors.thresholds import Thresholds
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 class ManyOpenFilesDetector:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from webapp.detectors.thresholds import Thresholds
 from webapp.model import JobReport, Series, StepLine
+from webapp.thresholds import Thresholds
 
 ENDED_OK = frozenset({"COMPLETED"})
 # Steps of Slurm's own making; the rest are the user's srun steps (0, 1, ...).

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from webapp.detectors.measures import long_enough, memory_limit
 from webapp.detectors.out_of_memory import OOM
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import Finding, JobReport, LinearFit, Series, Severity
+from webapp.thresholds import Thresholds
 
 
 def growth(series: Series, limit: float, t: Thresholds) -> LinearFit | None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from webapp.detectors.advice import next_mem
 from webapp.detectors.measures import long_enough, memory_limit, peak_source_text
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 class MemoryOverRequestedDetector:

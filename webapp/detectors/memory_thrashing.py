@@ -12,9 +12,9 @@ from webapp.detectors.measures import (
     stall_evidence,
     waiting_for,
 )
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 class MemoryThrashingDetector:

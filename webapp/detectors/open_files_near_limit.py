@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 class OpenFilesNearLimitDetector:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from webapp.detectors.advice import next_mem
 from webapp.detectors.measures import memory_limit, step_states
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes, format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 OOM = "OUT_OF_MEMORY"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import signal
 
 from webapp.detectors.advice import round_up_time
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_duration, slurm_time
 from webapp.model import Finding, JobReport, Severity, Step
+from webapp.thresholds import Thresholds
 
 # What a shell's exit status usually means; 128+N is "killed by signal N".
 _EXIT_HINTS = {

@@ -10,8 +10,8 @@ from webapp.detectors.measures import (
     own_threads_outnumber_cores,
     thread_wait_share,
 )
-from webapp.detectors.thresholds import Thresholds
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 class OversubscribedDetector:

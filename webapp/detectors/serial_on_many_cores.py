@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from webapp.detectors.gpu_input_bound import input_bound
 from webapp.detectors.measures import busy_cores, long_enough
-from webapp.detectors.thresholds import Thresholds
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 def looks_serial(report: JobReport, t: Thresholds) -> bool:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from webapp.detectors.measures import ENDED_OK
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_duration
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 _TARGET = 1800.0  # a packed job of about half an hour
 _MAX_PACK = 100  # beyond this, the advice is "a loop", whatever the count

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_bytes
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 def _small(bytes_: float | None, calls: float | None, t: Thresholds) -> float | None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from webapp.detectors.advice import next_time
 from webapp.detectors.measures import ENDED_OK
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_duration
 from webapp.model import Finding, JobReport, Severity
+from webapp.thresholds import Thresholds
 
 
 class TimeLimitPastUsualDetector:

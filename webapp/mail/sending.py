@@ -24,7 +24,16 @@ Connect = Callable[[], Sender]
 def message(report: JobReport, to_addr: str, settings: Settings) -> EmailMessage:
     domain = settings.mail_from.rpartition("@")[2] or None
     return email.render(report, to_addr, settings.mail_from, message_id=make_msgid(domain=domain),
-                        unsubscribe_url=owner_opt_out_url(settings, report.cluster, report.user))
+                        unsubscribe_url=owner_opt_out_url(settings, report.cluster, report.user),
+                        report_url=report_page_url(settings, report))
+
+
+def report_page_url(settings: Settings, report: JobReport) -> str:
+    """The report's web page as its owner reaches it (``/c/<cluster>/...`` with several
+    clusters served, as ``views.job_url`` builds it)."""
+    path = (f"/c/{report.cluster}/jobs/{report.job_id}" if settings.multi_cluster
+            else f"/jobs/{report.job_id}")
+    return settings.public_url + path
 
 
 def owner_opt_out_url(settings: Settings, cluster: str, user: str | None) -> str | None:

@@ -16,6 +16,7 @@ from webapp.formatting import visible
 from webapp.model import JobReport
 from webapp.renderers.presentation import context
 from webapp.renderers.templates import environment
+from webapp.renderers.wording import verdict
 
 SUBJECT_NAME_MAX = 60
 LINE_MAX = 998  # RFC 5322 2.1.1: no header line longer, CRLF not counted
@@ -40,12 +41,11 @@ def header_text(text: object, limit: int | None = None) -> str:
 
 
 def subject(report: JobReport) -> str:
-    """'Job 123 (name) on demo: 2 findings'."""
+    """'Job 123 (train) on demo: 2 problems to fix': the job's name and the verdict."""
     name = f" ({header_text(report.job_name, SUBJECT_NAME_MAX)})" if report.job_name else ""
-    count = len(report.findings)
-    what = f"{count} finding{'s' if count != 1 else ''}" if count else "no problems found"
     # Each piece cleaned once: a second pass would show the name's word joiners as \u2060.
-    return f"Job {header_text(report.job_id)}{name} on {header_text(report.cluster)}: {what}"
+    return (f"Job {header_text(report.job_id)}{name} on {header_text(report.cluster)}: "
+            f"{verdict(report)}")
 
 
 def _address(addr: str) -> str:
@@ -89,12 +89,15 @@ def list_unsubscribe(msg: EmailMessage, url: str | None) -> None:
 
 
 def render(report: JobReport, to_addr: str, from_addr: str, *, message_id: str | None = None,
-           pdf: bytes | None = None, unsubscribe_url: str | None = None) -> EmailMessage:
-    """The message, PDF attached (rendered here unless ``pdf`` is given)."""
+           pdf: bytes | None = None, unsubscribe_url: str | None = None,
+           report_url: str | None = None) -> EmailMessage:
+    """The message, PDF attached (rendered here unless ``pdf`` is given): the headline,
+    the findings with advice, the ``#SBATCH`` block, then ``report_url`` (the web page)."""
     global _env
     if _env is None:
         _env = environment()
-    parts = {**context(report, charts=[]), "unsubscribe_url": unsubscribe_url}
+    parts = {**context(report, charts=[]), "unsubscribe_url": unsubscribe_url,
+             "report_url": report_url}
     msg = EmailMessage(policy=default)
     msg["From"] = _address(from_addr)
     msg["To"] = _address(to_addr)

@@ -1,10 +1,12 @@
 """PDF report with pylatex, two pages for an ordinary job, "Page X of Y".
 
-Page 1: the title, gap notes, the job's header (who, where, state, times), the key
-figures as bar gauges, the findings with advice and evidence, and the suggested
-``#SBATCH`` block. Page 2: the plots in a grid of two columns, then the queue. Long
-tables (an array's tasks) follow and may add pages. Nothing floats and no section
-forces a page of its own: the one page break is before the plots.
+The sections in their one order (``sections.SECTIONS``). Page 1: the title, the headline
+with its verdict, gap notes, the key figures as bar gauges, the findings with advice and
+evidence, and the suggested ``#SBATCH`` block. Page 2: the details (the job's facts, the
+plots in a grid of two columns, steps, array tasks, queue, waste, coverage), then the
+audit; long tables may add pages. Nothing floats: the one page break is before the
+details. Every figure comes from ``presentation.context``, as on the page and in the
+text.
 
 Every string goes through ``escaped()`` or ``code_latex()`` (webapp.renderers.latex);
 nothing untrusted is ever passed raw. The document is written and compiled in a
@@ -21,38 +23,14 @@ import shutil
 import subprocess
 import tempfile
 import time
+from typing import Any
 
 from pylatex import Document, Foot, Head, NoEscape, PageStyle
 
 from webapp.model import JobReport
 from webapp.renderers.charts import FIGURES, GRID_SIZE, to_file
 from webapp.renderers.latex import _printable, code_latex, escaped
-from webapp.renderers.presentation import (
-    Gauge,
-    array_more,
-    array_rows,
-    array_task_rows,
-    evidence_line,
-    gauges,
-    sizing_lines,
-    sizing_note,
-    sorted_findings,
-    summary_rows,
-)
-from webapp.renderers.queue import queue_rows
-from webapp.renderers.sections import (
-    COVERAGE_HEADER,
-    STEP_HEADER,
-    WASTE_HEADER,
-    audit_rows,
-    coverage_rows,
-    no_findings_text,
-    step_rows,
-    verdict_rows,
-    waste_note,
-    waste_rows,
-)
-from webapp.renderers.wording import figures_from, gap_text, title
+from webapp.renderers.presentation import Gauge, context, evidence_line
 
 __all__ = ["PdfError", "_printable", "build_document", "compile_tex", "escaped", "render"]
 
@@ -77,6 +55,7 @@ _MACROS = r"""
 \newcommand{\gauge}[2]{\makebox[\gaugewidth][l]{\makebox[0pt][l]{\color{gaugeback}%
 \rule[-1pt]{\gaugewidth}{8pt}}{\color{#2}\rule[-1pt]{#1\gaugewidth}{8pt}}}}
 \newcommand{\heading}[1]{\par\medskip{\large\bfseries #1}\par\smallskip}
+\newcommand{\detail}[1]{\par\smallskip{\bfseries #1}\par}
 \setlength{\parindent}{0pt}\setlength{\parskip}{3pt}
 \setlength{\tabcolsep}{4pt}
 """
@@ -108,25 +87,21 @@ def _preamble(doc: Document, report: JobReport) -> None:
     doc.change_document_style("report")
 
 
-def _pairs_table(rows: list[tuple[str, str]], columns: int = 2) -> str:
+def _pairs_table(rows: list[tuple[str, str]], columns: int = 2, size: str = r"\small") -> str:
     """Label/value rows laid out ``columns`` pairs to a line, values wrapping."""
     spec = " ".join([r">{\bfseries}l >{\raggedright\arraybackslash}X"] * columns)
     lines = []
     for i in range(0, len(rows), columns):
         chunk = rows[i:i + columns] + [("", "")] * (columns - len(rows[i:i + columns]))
         lines.append(" & ".join(f"{escaped(label)} & {escaped(value)}" for label, value in chunk))
-    return (r"{\small\begin{tabularx}{\textwidth}{" + spec + "}\n"
+    return ("{" + size + r"\begin{tabularx}{\textwidth}{" + spec + "}\n"
             + "\\\\\n".join(lines) + "\\\\\n" + r"\end{tabularx}}" + "\n")
 
 
-def _notes(doc: Document, report: JobReport) -> None:
-    for gap in report.gaps:
-        _raw(doc, r"\fbox{\parbox{0.97\textwidth}{", escaped(gap_text(gap)), r"}}\par")
-    for note in report.notes:
-        _raw(doc, r"{\small\color{muted} ", escaped(note), r"\par}")
-    note = figures_from(report)
-    if note:
-        _raw(doc, r"{\small ", escaped(note), r"\par}")
+def _notes(doc: Document, c: dict[str, Any]) -> None:
+    _raw(doc, r"{\large\bfseries\raggedright ", escaped(c["headline"]), r"\par}\smallskip")
+    for note in c["gaps"]:
+        _raw(doc, r"\fbox{\parbox{0.97\textwidth}{", escaped(note), r"}}\par")
 
 
 def _gauge_row(g: Gauge) -> str:
@@ -136,17 +111,25 @@ def _gauge_row(g: Gauge) -> str:
             + r"\textcolor{muted}{" + escaped(g.detail) + "}")
 
 
-def _gauges(doc: Document, report: JobReport) -> None:
-    rows = gauges(report)
-    _raw(doc, r"\heading{Key figures}", r"{\small\begin{tabularx}{\textwidth}{>{\bfseries}l l r X}",
-         "\n", "\\\\\n".join(_gauge_row(g) for g in rows), "\\\\\n", r"\end{tabularx}}", "\n")
+def _gauges(doc: Document, c: dict[str, Any]) -> None:
+    _raw(doc, r"\heading{Key figures}")
+    if c["array_summary"]:
+        _raw(doc, r"{\bfseries Array summary}\par", _pairs_table(c["array_summary"]))
+    if c["figures_from"]:
+        _raw(doc, r"{\small ", escaped(c["figures_from"]), r"\par}")
+    if c["gauges"]:
+        _raw(doc, r"{\small\begin{tabularx}{\textwidth}{>{\bfseries}l l r X}", "\n",
+             "\\\\\n".join(_gauge_row(g) for g in c["gauges"]), "\\\\\n",
+             r"\end{tabularx}}", "\n")
+    if c["wait"]:
+        _raw(doc, r"{\small ", escaped(c["wait"]), r"\par}")
 
 
-def _findings(doc: Document, report: JobReport) -> None:
-    findings = sorted_findings(report)
+def _findings(doc: Document, c: dict[str, Any]) -> None:
+    findings = c["findings"]
     _raw(doc, r"\heading{Findings}")
     if not findings:
-        _raw(doc, escaped(no_findings_text(report)), r"\par")
+        _raw(doc, escaped(c["no_findings"]), r"\par")
     for f in findings:
         color = SEVERITY_COLORS.get(f.severity.value, "muted")
         _raw(doc, r"\textbf{\color{", color, "}", escaped(f.severity.value.upper()), r"}\quad ",
@@ -159,26 +142,19 @@ def _findings(doc: Document, report: JobReport) -> None:
         _raw(doc, r"}\par\smallskip")
 
 
-def _sizing(doc: Document, report: JobReport) -> None:
-    lines = sizing_lines(report.sizing)
+def _sizing(doc: Document, c: dict[str, Any]) -> None:
+    lines = c["sizing"]
     if not lines:
         return
     _raw(doc, r"\heading{Next submission}",
          r"\colorbox{boxback}{\parbox{\dimexpr\textwidth-2\fboxsep}{\ttfamily\small ",
          r"\\".join(escaped(line) for line in lines), r"}}\par")
-    note = sizing_note(report)
-    if note:
-        _raw(doc, r"{\small\color{muted}", escaped(note), r"\par}")
+    if c["sizing_note"]:
+        _raw(doc, r"{\small\color{muted}", escaped(c["sizing_note"]), r"\par}")
 
 
-def _array_summary(doc: Document, report: JobReport) -> None:
-    rows = array_rows(report)
-    if rows:
-        _raw(doc, r"\heading{Array summary}", _pairs_table(rows))
-
-
-def _array_tasks(doc: Document, report: JobReport) -> None:
-    rows = array_task_rows(report)
+def _array_tasks(doc: Document, c: dict[str, Any]) -> None:
+    rows = c["array_tasks"]
     if not rows:
         return
     # The heading is the table's first row: a table cannot break, and its heading must
@@ -189,16 +165,14 @@ def _array_tasks(doc: Document, report: JobReport) -> None:
          r"\textbf{peak memory}\\\hline", "\n",
          "\\\\\n".join(" & ".join(escaped(cell) for cell in row) for row in rows),
          "\\\\\n", r"\end{tabularx}}", "\n")
-    more = array_more(report)
-    if more:
-        _raw(doc, escaped(f"... and {more} more tasks (all of them in the JSON report)."),
-             r"\par")
+    if c["array_more"]:
+        _raw(doc, escaped(f"... and {c['array_more']} more tasks (all of them in the JSON "
+                          "report)."), r"\par")
 
 
-def _queue(doc: Document, report: JobReport) -> None:
-    rows = queue_rows(report)
-    if rows:
-        _raw(doc, r"\heading{Queue}", _pairs_table(rows, columns=1))
+def _queue(doc: Document, c: dict[str, Any]) -> None:
+    if c["queue"]:
+        _raw(doc, r"\detail{Queue}", _pairs_table(c["queue"], columns=1, size=r"\footnotesize"))
 
 
 def _plots(doc: Document, report: JobReport, tmp: str) -> None:
@@ -218,7 +192,7 @@ def _plots(doc: Document, report: JobReport, tmp: str) -> None:
         )
     if not cells:
         return
-    _raw(doc, r"\clearpage", r"\heading{Plots}", r"\noindent")
+    _raw(doc, r"\detail{Plots}", r"\noindent")
     for i in range(0, len(cells), 2):
         _raw(doc, cells[i], r"\hfill", cells[i + 1] if i + 1 < len(cells) else "",
              r"\par\medskip\noindent", "\n")
@@ -237,35 +211,34 @@ def _grid(heading: str, header: tuple[str, ...], rows: list[tuple[str, ...]],
             + r"\end{tabularx}}" + "\n")
 
 
-def _sections(doc: Document, report: JobReport) -> None:
-    """Steps, waste, coverage and audit: compact tables after the plots."""
-    steps, waste = step_rows(report), waste_rows(report)
-    if steps:
-        _raw(doc, _grid("Steps", STEP_HEADER, steps, "llllrrrr"))
-    if waste:
-        _raw(doc, _grid("Waste", WASTE_HEADER, waste, "l" + RAGGED + RAGGED + "rr"))
-        note = waste_note(report)
-        if note:
-            _raw(doc, r"{\footnotesize\color{muted}", escaped(note), r"\par}")
-    if report.audit:
-        # Full coverage reads as one line of the audit; a table only when something is missing.
-        cov = coverage_rows(report)
-        full = all(gaps == "none" for *_, gaps in cov)
-        if cov and not full:
-            _raw(doc, _grid("Coverage", COVERAGE_HEADER, cov, "lrrr" + RAGGED))
-        # Printed, only the verdicts not given: the full list is in the JSON and on the page.
-        verdicts = verdict_rows(report)
-        withheld = [row for row in verdicts if row[2] != "given"]
-        summary = (f"{len(verdicts) - len(withheld)} of {len(verdicts)} given; what each rests "
-                   "on and the exact PromQL queries are in the JSON report and the web page")
-        samples = [("Samples", ", ".join(f"{series} {covered} (every {interval})"
-                                         for series, _, interval, covered, _ in cov))
-                   ] if cov and full else []
-        _raw(doc, _grid("Audit", ("", ""), [*samples, *audit_rows(report), ("Verdicts", summary)],
-                        r">{\bfseries}l" + RAGGED))
-        if withheld:
-            _raw(doc, _grid("Verdicts withheld", ("detector", "rests on", "why"), withheld,
-                            "l" + RAGGED + RAGGED))
+def _steps(doc: Document, c: dict[str, Any]) -> None:
+    if c["steps"]:
+        _raw(doc, _grid("Steps", c["step_header"], c["steps"], "llllrrrr"))
+
+
+def _waste(doc: Document, c: dict[str, Any]) -> None:
+    """The sentence and how it was priced; the per-resource table is on the page and in
+    the JSON (here it would push the audit onto a third page)."""
+    if not c["waste_sentence"]:
+        return
+    _raw(doc, r"\detail{Waste}{\small ", escaped(c["waste_sentence"]), r"\par}")
+    if c["waste_note"]:
+        _raw(doc, r"{\footnotesize\color{muted}", escaped(c["waste_note"]), r"\par}")
+
+
+def _coverage(doc: Document, c: dict[str, Any]) -> None:
+    """Complete coverage is one line; a table only when something is missing."""
+    if c["coverage_line"]:
+        _raw(doc, r"\detail{Coverage}{\small ", escaped(c["coverage_line"]), r"\par}")
+    elif c["coverage"]:
+        _raw(doc, _grid("Coverage", c["coverage_header"], c["coverage"], "lrrr" + RAGGED))
+
+
+def _audit(doc: Document, c: dict[str, Any]) -> None:
+    """Only what was overridden or withheld; every verdict and the PromQL are in the JSON
+    report and on the web page."""
+    if c["audit"]:
+        _raw(doc, r"\detail{Audit}", _pairs_table(c["audit"], columns=1, size=r"\footnotesize"))
 
 
 def build_document(report: JobReport, tmp: str) -> Document:
@@ -278,19 +251,23 @@ def build_document(report: JobReport, tmp: str) -> Document:
     doc.packages.append(NoEscape(r"\usepackage{tabularx}"))
     doc.packages.append(NoEscape(r"\usepackage{color}"))
     _preamble(doc, report)
-    # page 1: who and what, the verdict, what to ask for next time
-    _raw(doc, r"{\Large\bfseries\raggedright ", escaped(title(report)), r"\par}\smallskip")
-    _notes(doc, report)
-    _raw(doc, _pairs_table(summary_rows(report)))
-    _gauges(doc, report)
-    _array_summary(doc, report)
-    _findings(doc, report)
-    _sizing(doc, report)
-    # page 2: the plots, then what is left
+    c = context(report, charts=[])
+    # page 1: the headline and its verdict, the key figures, what to do, what to ask for
+    _raw(doc, r"{\Large\bfseries\raggedright ", escaped(c["title"]), r"\par}\smallskip")
+    _notes(doc, c)
+    _gauges(doc, c)
+    _findings(doc, c)
+    _sizing(doc, c)
+    # page 2: the details, then the audit
+    _raw(doc, r"\clearpage", r"\detail{The job}",
+         _pairs_table(c["summary"], size=r"\footnotesize"))
     _plots(doc, report, tmp)
-    _queue(doc, report)
-    _sections(doc, report)
-    _array_tasks(doc, report)
+    _steps(doc, c)
+    _array_tasks(doc, c)
+    _queue(doc, c)
+    _waste(doc, c)
+    _coverage(doc, c)
+    _audit(doc, c)
     return doc
 
 

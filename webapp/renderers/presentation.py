@@ -11,31 +11,43 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent, visible
+from webapp.formatting import (
+    UNKNOWN,
+    format_amount,
+    format_bytes,
+    format_duration,
+    format_percent,
+    visible,
+)
 from webapp.model import Finding, JobReport, SizingSuggestion
 from webapp.renderers.charts import Chart, ChartCache
-from webapp.renderers.queue import queue_rows
+from webapp.renderers.queue import queue_rows, wait_line
 from webapp.renderers.sections import (
     COVERAGE_HEADER,
+    SECTIONS,
     STEP_HEADER,
-    WASTE_HEADER,
     audit_rows,
+    coverage_line,
     coverage_rows,
     no_findings_text,
     query_rows,
     step_rows,
     threshold_rows,
     verdict_rows,
+    waste_header,
     waste_note,
     waste_rows,
+    waste_sentence,
 )
 from webapp.renderers.wording import (
     cpu_source_text,
     figures_from,
     gap_text,
+    headline,
     peak_text,
     time_limit_text,
     title,
+    verdict,
     what,
 )
 
@@ -55,38 +67,52 @@ def summary_rows(report: JobReport) -> list[tuple[str, str]]:
 
 
 def _summary_rows(report: JobReport) -> list[tuple[str, str]]:
+    """The job's facts; a fact not known is left out rather than called unknown."""
     def of(used: str, asked: str, ratio: float | None) -> str:
         return f"{used} of {asked} ({format_percent(ratio)})" if ratio is not None else used
 
-    cpu_used = "unknown" if report.cpu_seconds is None else format_duration(report.cpu_seconds)
-    if report.cpu_source:
-        cpu_used += f" ({cpu_source_text(report)})"
+    cpus = []
+    if report.cpus:
+        cpus.append(f"{report.cpus} allocated")
+    if report.cpu_seconds is not None:
+        source = f" ({cpu_source_text(report)})" if report.cpu_source else ""
+        cpus.append(f"CPU time {format_duration(report.cpu_seconds)}{source}")
+    if report.cpu_efficiency is not None:
+        cpus.append(f"efficiency {format_percent(report.cpu_efficiency)}")
     peak = report.memory_peak
-    per_node = " per node" if len(report.nodes) > 1 else ""
-    memory = of(format_bytes(report.memory_peak_bytes),
-                format_bytes(report.memory_requested_per_node) + per_node,
-                report.memory_efficiency) + f" peak; {peak_text(peak)}"
+    memory = None
+    if report.memory_peak_bytes is not None:
+        per_node = " per node" if len(report.nodes) > 1 else ""
+        asked = report.memory_requested_per_node
+        memory = (of(format_bytes(report.memory_peak_bytes), format_bytes(asked) + per_node,
+                     report.memory_efficiency) if asked else format_bytes(peak.bytes)) \
+            + f" peak; {peak_text(peak)}"
     job = f"{report.job_id} on {report.cluster}"
     if report.figures_from:
         job += f" (figures from {report.figures_from})"
-    return [
+    user = report.user and report.user + (f" (account {report.account})"
+                                          if report.account else "")
+    state = report.state and report.state + (f" (exit code {report.exit_code})"
+                                             if report.exit_code else "")
+    elapsed = report.elapsed_seconds is not None and (
+        f"{format_duration(report.elapsed_seconds)} of {time_limit_text(report)} time limit")
+    rows = [
         ("Job", job),
-        ("Name", report.job_name or "unknown"),
-        ("User", f"{report.user or 'unknown'} (account {report.account or 'unknown'})"),
-        ("Partition", report.partition or "unknown"),
-        ("Nodes", ", ".join(report.nodes) or "unknown"),
-        ("State", f"{report.state or 'unknown'} (exit code {report.exit_code or 'unknown'})"),
-        ("Submitted", format_time(report.submit_time)),
-        ("Started", format_time(report.start_time)),
-        ("Ended", format_time(report.end_time)),
-        ("Elapsed", f"{format_duration(report.elapsed_seconds)} of "
-                    f"{time_limit_text(report)} time limit"),
-        ("CPUs", f"{report.cpus or 'unknown'} allocated; CPU time {cpu_used}; "
-                 f"efficiency {format_percent(report.cpu_efficiency)}"),
+        ("Name", report.job_name),
+        ("User", user),
+        ("Partition", report.partition),
+        ("Nodes", ", ".join(report.nodes)),
+        ("State", state),
+        ("Submitted", report.submit_time and format_time(report.submit_time)),
+        ("Started", report.start_time and format_time(report.start_time)),
+        ("Ended", report.end_time and format_time(report.end_time)),
+        ("Elapsed", elapsed),
+        ("CPUs", "; ".join(cpus)),
         ("Memory", memory),
-        ("GPUs", str(report.gpus)),
-        ("Work directory", report.work_dir or "unknown"),
+        ("GPUs", str(report.gpus) if report.gpus else None),
+        ("Work directory", report.work_dir),
     ]
+    return [(label, value) for label, value in rows if value]
 
 
 def array_rows(report: JobReport) -> list[tuple[str, str]]:
@@ -141,7 +167,7 @@ def _evidence_value(key: str, value: float | int | str) -> tuple[str, str]:
             return key.removesuffix("_seconds"), format_duration(value)
         if _RATIO_KEYS.search(key):
             return key, format_percent(value)
-        return key, f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
+        return key, f"{value:,}" if isinstance(value, int) else format_amount(value)
     return key, str(value)
 
 
@@ -190,7 +216,8 @@ def _gpus_seen(seen: int, allocated: int) -> str:
 
 def gauges(report: JobReport) -> list[Gauge]:
     """CPU efficiency, memory peak of the request, GPU utilisation (GPU jobs) and time
-    used of the limit: the figures the page and the PDF draw as bars, computed once."""
+    used of the limit: the figures every format draws as bars, computed once; those
+    not known are left out."""
     cpu = report.cpu_efficiency
     per_node = " per node" if len(report.nodes) > 1 else ""
     out = [
@@ -211,7 +238,7 @@ def gauges(report: JobReport) -> list[Gauge]:
     out.append(Gauge("Time used of requested", report.time_used,
                      format_percent(report.time_used),
                      f"{format_duration(report.elapsed_seconds)} of {time_limit_text(report)}"))
-    return out
+    return [g for g in out if g.ratio is not None]  # a figure not known is left out
 
 
 def sizing_lines(sizing: SizingSuggestion | None) -> list[str]:
@@ -239,13 +266,17 @@ def sorted_findings(report: JobReport) -> list[Finding]:
 
 def context(report: JobReport, charts: list[Chart] | None = None,
             staff: bool = False) -> dict[str, Any]:
-    """Everything report.html, email/report.* and the PDF need, computed once.
+    """Everything report.html, email/report.*, the PDF and the text need, computed once.
 
     ``staff`` adds each gap's technical detail (driver errors) to its note."""
     return {
         "report": report,
+        "sections": SECTIONS,
         "title": visible(title(report)),
         "what": what(report),
+        "headline": visible(headline(report)),
+        "verdict": verdict(report),
+        "wait": wait_line(report),
         "figures_from": figures_from(report),
         "array_summary": array_rows(report),
         "array_tasks": array_task_rows(report),
@@ -257,11 +288,13 @@ def context(report: JobReport, charts: list[Chart] | None = None,
         "queue": [(label, visible(value)) for label, value in queue_rows(report)],
         "step_header": STEP_HEADER,
         "steps": step_rows(report),
-        "waste_header": WASTE_HEADER,
+        "waste_header": waste_header(report),
         "waste": waste_rows(report),
+        "waste_sentence": waste_sentence(report),
         "waste_note": waste_note(report),
         "coverage_header": COVERAGE_HEADER,
-        "coverage": coverage_rows(report),
+        "coverage_line": coverage_line(report),
+        "coverage": [] if coverage_line(report) else coverage_rows(report),
         "audit": audit_rows(report),
         "verdicts": verdict_rows(report),
         "thresholds": threshold_rows(report),

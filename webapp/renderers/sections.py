@@ -1,71 +1,130 @@
-"""The steps, waste and coverage/audit sections as rows: every renderer reads these.
+"""The report's sections in their one order, and the steps, waste, coverage and audit
+sections as rows and sentences: every renderer reads these.
 
 Pure functions of the report's ``step_lines``, ``waste``, ``coverage`` and ``audit``
-(computed once in webapp.report); values are plain text, not escaped (renderers do).
+(computed once in webapp.report); values are plain text, not escaped (renderers do). A
+value that is not known is left out, never shown as "n/a".
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent, visible
+from webapp.formatting import (
+    format_amount,
+    format_bytes,
+    format_duration,
+    format_number,
+    format_percent,
+    visible,
+)
 from webapp.model import JobReport
 from webapp.renderers.node_bands import MAX_LINES
+
+# The one order of a report's sections in every format (text, HTML, PDF, email, JSON):
+# what a person needs first, the details after, the audit last.
+SECTIONS = ("headline", "figures", "findings", "sizing",
+            "plots", "steps", "tasks", "queue", "waste", "coverage", "audit")
+DETAILS = ("plots", "steps", "tasks", "queue", "waste", "coverage")
 
 STEP_HEADER = ("step", "name", "state", "exit", "elapsed", "CPUs", "CPU eff.", "peak memory")
 WASTE_HEADER = ("resource", "allocated", "unused", "billing units", "core-hours")
 COVERAGE_HEADER = ("series", "samples", "interval", "covered", "gaps")
+ALL_UNUSED = 0.995  # "all 4 GiB": what a person calls all of it
 
 
 def _clean(text: str | None) -> str:
     return visible(text or "")
 
 
+def _known(text: str, value: object) -> str:
+    return "" if value is None else text
+
+
 def step_rows(report: JobReport) -> list[tuple[str, ...]]:
-    """One row per step or het component (STEP_HEADER's columns)."""
+    """One row per step or het component (STEP_HEADER's columns); unknown cells blank."""
     return [
         (_clean(x.step_id), _clean(x.name)[:24], _clean(x.state), _clean(x.exit_code),
-         format_duration(x.elapsed_seconds), str(x.cpus) if x.cpus else UNKNOWN,
-         format_percent(x.cpu_efficiency), format_bytes(x.memory_peak_bytes))
+         _known(format_duration(x.elapsed_seconds), x.elapsed_seconds),
+         str(x.cpus) if x.cpus else "",
+         _known(format_percent(x.cpu_efficiency), x.cpu_efficiency),
+         _known(format_bytes(x.memory_peak_bytes), x.memory_peak_bytes))
         for x in report.step_lines
     ]
 
 
-def _num(value: float | None, unit: str = "") -> str:
-    if value is None:
-        return UNKNOWN
-    # Three significant figures: a short test job's waste is thousandths of a unit.
-    return f"{value:.3g}{unit}" if abs(value) < 1000 else f"{value:.0f}{unit}"
+def waste_header(report: JobReport) -> tuple[str, ...]:
+    """WASTE_HEADER without the core-hours column where the site gives no rate for it."""
+    w = report.waste
+    if w is None or any(i.core_hours is not None for i in w.items):
+        return WASTE_HEADER
+    return WASTE_HEADER[:-1]
 
 
 def waste_rows(report: JobReport) -> list[tuple[str, ...]]:
-    """One row per resource (WASTE_HEADER's columns)."""
+    """One row per resource (``waste_header``'s columns); a price not known is blank."""
     w = report.waste
     if w is None:
         return []
+    width = len(waste_header(report))
     return [
-        (i.resource, f"{_num(i.requested)} {i.unit}", f"{_num(i.unused)} {i.unit}",
-         _num(i.billing_units), _num(i.core_hours))
+        (i.resource, format_amount(i.requested, i.unit), format_amount(i.unused, i.unit),
+         _known(format_amount(i.billing_units), i.billing_units),
+         _known(format_amount(i.core_hours), i.core_hours))[:width]
         for i in w.items
     ]
 
 
-def waste_note(report: JobReport) -> str | None:
-    """How the waste was priced: billing TRES, weights, core-hours per unit."""
+def _unused(amount: float, of: float, unit: str) -> str:
+    if format_amount(of) == format_amount(amount):  # "< 0.01 of < 0.01" says nothing
+        return format_amount(amount, unit)
+    if amount >= ALL_UNUSED * of:
+        return f"all {format_amount(of, unit)}"
+    return f"{format_amount(amount)} of {format_amount(of, unit)}"
+
+
+def waste_sentence(report: JobReport) -> str | None:
+    """The waste in one sentence, in the site's billing unit: 'Unused: 0.9 of 1.0
+    core-hours and all 4.0 GiB of memory, about 0.9 billing units'."""
     w = report.waste
     if w is None:
         return None
+    parts = []
+    for i in w.items:
+        if i.resource != "memory":
+            parts.append(_unused(i.unused, i.requested, i.unit))
+            continue
+        asked, peak = report.memory_requested_per_node, report.memory_peak_bytes
+        if asked and peak is not None:
+            per_node = " per node" if len(report.nodes) > 1 else ""
+            unused = max(0, asked - peak)
+            parts.append((f"all {format_bytes(asked)}" if unused >= ALL_UNUSED * asked
+                          else f"{format_bytes(unused)} of {format_bytes(asked)}")
+                         + f" of memory{per_node}")
+    if not parts:
+        return None
+    text = "Unused: " + (parts[0] if len(parts) == 1
+                         else ", ".join(parts[:-1]) + " and " + parts[-1])
     total = w.total_billing_units()
-    text = (f"Billing rate: {_num(w.billing_per_hour)} per hour of this allocation "
-            f"(the job's billing TRES); weights from {w.weights_source}.")
     if total is not None:
-        text += f" Unused resources cost {_num(total)} billing units"
+        price = format_amount(total, "billing units")
+        text += f", {'about ' if total >= 0.01 else ''}{price}"
         if w.core_hours_per_billing_unit:
-            text += (f", {_num(total * w.core_hours_per_billing_unit)} core-hours of the "
-                     f"account's allocation ({_num(w.core_hours_per_billing_unit)} core-hours "
-                     "per billing unit)")
-        text += "."
-    return text
+            text += (f" ({format_amount(total * w.core_hours_per_billing_unit, 'core-hours')}"
+                     " of the account's allocation)")
+    return text + "."
+
+
+def waste_note(report: JobReport) -> str | None:
+    """How the waste was priced: the job's billing rate and where the weights come from."""
+    w = report.waste
+    if w is None or w.billing_per_hour is None:
+        return None
+    rate = format_amount(w.billing_per_hour, "billing units")
+    how = ("the partition sets no billing weights, so Slurm bills the allocated CPUs"
+           if w.weights_source.startswith("no TRESBillingWeights")
+           else f"weights from {w.weights_source}")
+    return f"Priced at the job's rate of {rate} per hour ({how})."
 
 
 def _when(t: float) -> str:
@@ -86,7 +145,7 @@ def coverage_rows(report: JobReport) -> list[tuple[str, ...]]:
             if len(p.gaps) > 3:
                 gaps += f" +{len(p.gaps) - 3} more"
             rows.append((f"{kind} {_clean(p.label)}", str(p.samples),
-                         f"{p.interval_seconds:g}s" if p.interval_seconds else UNKNOWN,
+                         format_duration(p.interval_seconds) if p.interval_seconds else "",
                          format_percent(p.fraction), gaps or "none"))
         if len(parts) < len(every):
             rest = min(p.fraction for p in every if p not in parts)
@@ -95,18 +154,43 @@ def coverage_rows(report: JobReport) -> list[tuple[str, ...]]:
     return rows
 
 
+def coverage_line(report: JobReport) -> str | None:
+    """Complete coverage in one line ('Samples cover the whole run: node vm every 5s');
+    None when a node or GPU has gaps (the table shows them) or nothing was sampled."""
+    c = report.coverage
+    if c is None or not (c.nodes or c.gpus):
+        return None
+    parts = c.nodes + c.gpus
+    if any(p.gaps for p in parts):
+        return None
+    every = sorted({format_duration(p.interval_seconds) for p in parts if p.interval_seconds})
+    return ("Samples cover the whole run: " + _plural(len(c.nodes), "node")
+            + (f" and {_plural(len(c.gpus), 'GPU')}" if c.gpus else "")
+            + (f", every {' or '.join(every)}" if every else "") + ".")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def audit_rows(report: JobReport) -> list[tuple[str, str]]:
-    """Label/value pairs: sources, rules' version, coverage floor, overridden thresholds."""
+    """Label/value pairs of what a person may want checked: the checks given, the
+    thresholds the site overrode and the verdicts withheld, with why. The sources, every
+    threshold and the PromQL are in the JSON."""
     a = report.audit
     if a is None:
         return []
-    overridden = [f"{n}={v:.10g}" for n, v, o in a.thresholds if o]
-    return [
-        ("Sources", "; ".join(f"{s}: {_clean(r)}" for s, r in a.sources)),
-        ("Rules version", a.rules_version),
-        ("Coverage needed", f"{format_percent(a.min_coverage)} of the run per node and GPU"),
-        ("Thresholds overridden", ", ".join(overridden) or "none (all defaults)"),
-    ]
+    withheld = [v for v in a.verdicts if v.withheld]
+    rows = [("Checks", f"{len(a.verdicts) - len(withheld)} of {len(a.verdicts)} given, "
+                       f"rules of {a.rules_version}")]
+    overridden = [f"{n}={format_number(v)}" for n, v, o in a.thresholds if o]
+    if overridden:
+        rows.append(("Site thresholds", ", ".join(overridden)))
+    rows += [(f"Withheld: {v.detector}", _clean(v.why)) for v in withheld]
+    failed = [f"{s}: {_clean(r)}" for s, r in a.sources if r != "used"]
+    if failed:
+        rows.append(("Sources missing", "; ".join(failed)))
+    return rows
 
 
 def verdict_rows(report: JobReport) -> list[tuple[str, str, str]]:
@@ -123,7 +207,7 @@ def threshold_rows(report: JobReport) -> list[tuple[str, str]]:
     a = report.audit
     if a is None:
         return []
-    return [(n, f"{v:.10g}" + (" (overridden)" if o else "")) for n, v, o in a.thresholds]
+    return [(n, format_number(v) + (" (overridden)" if o else "")) for n, v, o in a.thresholds]
 
 
 def query_rows(report: JobReport) -> list[tuple[str, str]]:
@@ -143,5 +227,5 @@ def no_findings_text(report: JobReport) -> str:
     withheld = [v.detector for v in report.audit.verdicts if v.withheld] if report.audit else []
     if withheld:
         return (f"No problems found among the verdicts given; {len(withheld)} verdict(s) "
-                "were withheld for too little data (see the note above).")
+                "were withheld for too little data.")
     return NO_FINDINGS

@@ -1,35 +1,22 @@
-"""Terminal renderer: readable at 80 columns, with small bars for efficiencies."""
+"""Terminal renderer: one screen of 80 columns for an ordinary job.
+
+The sections in their one order (``sections.SECTIONS``): the headline, the key figures,
+the findings with their advice and the next ``#SBATCH`` block; the details (plots,
+steps, array tasks, queue, waste, coverage) only with ``details`` and the audit only
+with ``audit``, as `jobreport show --details --audit` asks.
+"""
 
 from __future__ import annotations
 
 import textwrap
+from typing import Any
 
 from webapp.formatting import format_bytes, format_duration, format_percent, visible
 from webapp.model import JobReport, Series, SizingSuggestion
 from webapp.renderers.node_bands import TOP, extremes
-from webapp.renderers.presentation import evidence_line, sizing_lines
-from webapp.renderers.queue import queue_rows
-from webapp.renderers.sections import (
-    COVERAGE_HEADER,
-    NO_FINDINGS,
-    STEP_HEADER,
-    WASTE_HEADER,
-    audit_rows,
-    coverage_rows,
-    no_findings_text,
-    step_rows,
-    verdict_rows,
-    waste_note,
-    waste_rows,
-)
-from webapp.renderers.wording import (
-    cpu_source_text,
-    figures_from,
-    gap_text,
-    peak_text,
-    time_limit_text,
-    title,
-)
+from webapp.renderers.presentation import Gauge, context, evidence_line, sizing_lines
+from webapp.renderers.sections import NO_FINDINGS
+from webapp.renderers.wording import cpu_source_text, peak_text, time_limit_text
 
 WIDTH = 80
 BAR = 20
@@ -61,6 +48,14 @@ def sparkline(series: Series, width: int = 50, top: float | None = None) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, round(v / top * (len(SPARK) - 1)))] for v in values)
 
 
+# The gauges' names in full, short enough for a bar and its detail within 80 columns.
+GAUGE_LABELS = {"Memory peak of requested": "Memory efficiency",
+                "Time used of requested": "Time used"}
+HEADINGS = {"figures": "Key figures", "findings": "Findings", "sizing": "Next submission",
+            "plots": "Plots", "steps": "Steps", "tasks": "Array tasks", "queue": "Queue",
+            "waste": "Waste", "coverage": "Coverage", "audit": "Audit"}
+
+
 def _line(label: str, value: str) -> str:
     return f"  {label:<18}{value}" if len(label) < 18 else f"  {label} {value}"
 
@@ -72,20 +67,116 @@ def printable(text: str | None, missing: str = "-") -> str:
 
 
 def _clean(text: str | None) -> str:
-    return printable(text, "n/a")
+    return printable(text, "")
 
 
-def _wrapped(text: str, indent: str = "  ") -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
+def _wrapped(text: str, indent: str = "  ", more: str = "  ") -> list[str]:
+    # Options such as `--cpus-per-task=2` stay whole: no breaks at their hyphens.
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + more,
+                         break_on_hyphens=False)
 
 
-def _array(r: JobReport) -> list[str]:
-    """The array's summary and its tasks' spread: what `show <array id>` leads with."""
+def _rows(rows: list[tuple[str, str]], width: int = 18) -> list[str]:
+    out = []
+    for label, value in rows:
+        out += textwrap.wrap(_clean(value), WIDTH, initial_indent=f"  {label:<{width}}",
+                             subsequent_indent=" " * (width + 2), break_on_hyphens=False)
+    return out
+
+
+def _headline(r: JobReport, c: dict[str, Any]) -> list[str]:
+    heading = _clean(f"{c['title']} on {r.cluster}")[:WIDTH]
+    out = [heading, "=" * len(heading)]
+    out += _wrapped(c["headline"], "", "")
+    for note in c["gaps"]:
+        out += _wrapped(f"Note: {note}", "", "      ")
+    return out
+
+
+def _gauge(g: Gauge) -> str:
+    label = GAUGE_LABELS.get(g.label, g.label)
+    return f"  {label:<18}{bar(g.ratio)} {g.value:>5}  {g.detail}"[:WIDTH]
+
+
+def _figures(r: JobReport, c: dict[str, Any], details: bool) -> list[str]:
+    out = ["", HEADINGS["figures"]]
+    if r.array:
+        out += _array_summary(r)
+    if c["figures_from"]:
+        out += _wrapped(c["figures_from"])
+    who = ", ".join(x for x in (
+        r.user and _clean(r.user) + (f" (account {_clean(r.account)})" if r.account else ""),
+        r.partition and f"{_clean(r.partition)} on {_nodes(r.nodes)}") if x)
+    state = _clean(r.state)
+    if r.exit_code and r.exit_code != "0:0":
+        state += f", exit code {_clean(r.exit_code)}"
+    if who or state:
+        out += _wrapped(": ".join(x for x in (who, state) if x))
+    if r.start_time:
+        out.append(f"  Started {r.start_time.strftime('%Y-%m-%d %H:%M UTC')}"
+                   + (f" with {r.cpus} CPU{'s' if r.cpus != 1 else ''}" if r.cpus else "")
+                   + (f" and {r.gpus} GPU{'s' if r.gpus != 1 else ''}" if r.gpus else ""))
+    out += [_gauge(g) for g in c["gauges"]]
+    if not any(g.label == "Time used of requested" for g in c["gauges"]):
+        # No ratio to draw (not started, or no finite limit): the limit still says something.
+        limit = time_limit_text(r)
+        out.append(f"  Elapsed {format_duration(r.elapsed_seconds)} of {limit}"
+                   if r.elapsed_seconds is not None and not r.unfinished
+                   else f"  Time limit: {limit}")
+    if c["wait"]:
+        out += _wrapped(c["wait"])
+    if details:
+        out += _usage(r)
+    return out
+
+
+def _usage(r: JobReport) -> list[str]:
+    """Where the figures come from, and I/O and processes: with ``details`` only."""
+    u = r.usage
+    out = []
+    if r.cpu_source:
+        out += _wrapped(f"CPU time from {cpu_source_text(r)}.")
+    out += _wrapped(f"Memory peak: {peak_text(r.memory_peak)}.")
+    rows = []
+    if u.read_bytes is not None:
+        rows.append(("Read / written",
+                     f"{format_bytes(u.read_bytes)} / {format_bytes(u.write_bytes)}"))
+    if u.open_files_max is not None:
+        limit = u.open_files_limit_ratio_max
+        rows.append(("Open files (max)", f"{u.open_files_max:.0f}" + (
+            f"  ({format_percent(limit)} of the limit)" if limit is not None else "")))
+    if u.processes_max is not None:
+        threads = f" / {u.threads_max:.0f}" if u.threads_max is not None else ""
+        rows.append(("Processes/threads", f"{u.processes_max:.0f}{threads}"))
+    if u.scratch_in_use is not None:
+        rows.append(("Scratch used", "yes" if u.scratch_in_use else "no"))
+    return out + _rows(rows)
+
+
+def _findings(c: dict[str, Any], details: bool) -> list[str]:
+    findings = c["findings"]
+    if not findings:
+        out = ["", f"{HEADINGS['findings']}: none"]
+        if c["no_findings"] != NO_FINDINGS:
+            out += _wrapped(c["no_findings"])
+        return out
+    out = ["", f"{HEADINGS['findings']} ({len(findings)})"]
+    for f in findings:
+        out += _wrapped(f"[{f.severity.value.upper()}] {f.message}", "  ")
+        out += _wrapped(f"-> {f.advice}", "    ", "   ")
+        evidence = evidence_line(f) if details else ""  # a detail: with ``details`` only
+        if evidence:
+            out += _wrapped(f"Evidence: {_clean(evidence)}", "    ", "   ")
+    return out
+
+
+def _array_summary(r: JobReport) -> list[str]:
+    """The array's summary: what `show <array id>` leads its key figures with."""
     a = r.array
     if a is None:
         return []
     states = ", ".join(f"{n} {_clean(state)}" for state, n in a.state_counts().items())
-    out = [f"Array of {len(a.tasks)} tasks ({states})"]
+    out = [f"  Array of {len(a.tasks)} tasks ({states})"]
     out.append(_line("Elapsed p50/p95",
                      f"{format_duration(a.elapsed_p50)} / {format_duration(a.elapsed_p95)}"))
     out.append(_line("Memory p50/p95",
@@ -99,8 +190,15 @@ def _array(r: JobReport) -> list[str]:
                                   a.suggested_time and f"--time={a.suggested_time}") if x)
     if advice:
         out.append(_line("Next submission", advice))
-    out.append("")
-    out.append(f"  {'task':<16}{'state':<14}{'elapsed':>10}{'CPU eff.':>10}{'peak memory':>14}")
+    return out
+
+
+def _array_tasks(r: JobReport) -> list[str]:
+    a = r.array
+    if a is None:
+        return []
+    out = ["", HEADINGS["tasks"],
+           f"  {'task':<16}{'state':<14}{'elapsed':>10}{'CPU eff.':>10}{'peak memory':>14}"]
     for t in a.tasks[:TASKS_SHOWN]:
         out.append(f"  {_clean(t.job_id)[:15]:<16}{_clean(t.state)[:13]:<14}"
                    f"{format_duration(t.elapsed_seconds):>10}"
@@ -111,132 +209,73 @@ def _array(r: JobReport) -> list[str]:
     return out
 
 
-def render(report: JobReport) -> str:
-    r, u = report, report.usage
-    out: list[str] = []
-    heading = f"{title(r)} on {r.cluster}"
-    out += [_clean(heading)[:WIDTH], "=" * min(len(heading), WIDTH)]
-    if r.array:
-        out += _array(r)
-        out.append("")
-    note = figures_from(r)
-    if note:
-        out += _wrapped(note, "")
-        out.append("")
-    out.append(_line("Owner", f"{_clean(r.user)} (account {_clean(r.account)})"))
-    out.append(_line("Partition", f"{_clean(r.partition)} on {_nodes(r.nodes)}"))
-    state = _clean(r.state)
-    if r.exit_code and r.exit_code != "0:0":
-        state += f", exit code {r.exit_code}"
-    out.append(_line("State", state))
-    used = (
-        r.elapsed_seconds / r.time_limit_seconds
-        if r.elapsed_seconds is not None and r.time_limit_seconds
-        else None
-    )
-    out.append(
-        _line(
-            "Elapsed",
-            f"{format_duration(r.elapsed_seconds)} of {time_limit_text(r)}"
-            + (f" ({format_percent(used)})" if used is not None else ""),
-        )
-    )
-    if r.start_time:
-        out.append(_line("Started", r.start_time.strftime("%Y-%m-%d %H:%M:%S UTC")))
-    out.append(_line("CPUs", str(r.cpus or "n/a")))
-    out.append(_line("GPUs", str(r.gpus)))
-    out.append("")
-    out.append("Efficiency")
-    eff = r.cpu_efficiency
-    out.append(
-        _line(
-            "CPU efficiency",
-            f"{bar(eff)} {format_percent(eff)}  ({format_duration(r.cpu_seconds)} CPU time)",
-        )
-    )
-    if r.cpu_source:
-        out += _wrapped(f"CPU time from {cpu_source_text(r)}", " " * 20)
-    mem = r.memory_efficiency
-    per_node = " per node" if len(r.nodes) > 1 else ""
-    out.append(
-        _line(
-            "Memory efficiency",
-            f"{bar(mem)} {format_percent(mem)}  "
-            f"({format_bytes(r.memory_peak_bytes)} of "
-            f"{format_bytes(r.memory_requested_per_node)}{per_node})",
-        )
-    )
-    out += _wrapped(f"Peak: {peak_text(r.memory_peak)}", " " * 20)
-    gpus_shown, gpus_left = extremes(u.gpu_utilization)
-    for s in gpus_shown:
-        out.append(_line("GPU utilisation",
-                         f"{bar(s.mean())} {format_percent(s.mean())} mean, GPU {_clean(s.label)}"))
-    if gpus_left:
-        out.append(_line("", f"({gpus_left} GPUs between the {TOP} busiest and {TOP} idlest "
-                         "left out)"))
-    if u.read_bytes is not None or u.open_files_max is not None:
-        out.append("")
-        out.append("I/O and processes")
-        out.append(
-            _line("Read / written", f"{format_bytes(u.read_bytes)} / {format_bytes(u.write_bytes)}")
-        )
-        out.append(
-            _line(
-                "Open files (max)",
-                f"{_num(u.open_files_max)}"
-                f"  ({format_percent(u.open_files_limit_ratio_max)} of the limit)",
-            )
-        )
-        out.append(_line("Processes/threads", f"{_num(u.processes_max)} / {_num(u.threads_max)}"))
-        scratch = {True: "yes", False: "no", None: "n/a"}[u.scratch_in_use]
-        out.append(_line("Scratch used", scratch))
-    if u.cpu_cores:
-        out.append("")
-        out.append("CPU usage over time (cores busy)")
-        top = float(r.cpus or 0) or None
-        shown, left_out = extremes(u.cpu_cores)  # many nodes: the busiest and idlest
-        for s in shown:
-            peak = s.max() or 0.0
-            out.append(f"  {s.label[:12]:<12} {sparkline(s, 50, top)} max {peak:.2f}")
-        if left_out:
-            out.append(f"  ({left_out} nodes between the {TOP} busiest and {TOP} idlest "
-                       "left out)")
-    out += _queue(r)
-    out += _table("Steps", STEP_HEADER, step_rows(r), (8, 11, 11, 6, 9, 5, 9, 12))
-    out += _table("Waste", WASTE_HEADER, waste_rows(r), (9, 20, 20, 14, 11))
-    note = waste_note(r)
-    if note:
-        out += _wrapped(note)
+def _left_out(n: int, what: str) -> list[str]:
+    return [f"  ({n} {what} between the {TOP} busiest and {TOP} idlest left out)"] if n else []
+
+
+def _plots(r: JobReport) -> list[str]:
+    u = r.usage
+    out = []
+    top = float(r.cpus or 0) or None
+    # Many nodes: the busiest and idlest of each, and how many were left out.
+    cpus, cpus_left = extremes(u.cpu_cores)
+    for s in cpus:
+        out.append(f"  CPU {s.label[:8]:<8} {sparkline(s, 48, top)} max {s.max() or 0.0:.2f} cores")
+    out += _left_out(cpus_left, "nodes")
+    rss, rss_left = extremes(u.memory_rss)
+    for s in rss:
+        out.append(f"  RSS {_clean(s.label)[:8]:<8} {sparkline(s, 48)} "
+                   f"max {format_bytes(s.max())}")
+    out += _left_out(rss_left, "nodes")
+    gpus, gpus_left = extremes(u.gpu_utilization)
+    for s in gpus:
+        out.append(f"  GPU {_clean(s.label)[:8]:<8} {sparkline(s, 48, 1.0)} "
+                   f"mean {format_percent(s.mean())}")
+    out += _left_out(gpus_left, "GPUs")
+    return ["", HEADINGS["plots"], *out] if out else []
+
+
+def _details(r: JobReport, c: dict[str, Any]) -> list[str]:
+    """Plots, steps, array tasks, queue, waste and coverage, in SECTIONS' order."""
+    out = _plots(r)
+    out += _table(HEADINGS["steps"], c["step_header"], c["steps"], (8, 11, 11, 6, 9, 5, 9, 12))
+    out += _array_tasks(r)
+    if c["queue"]:
+        out += ["", HEADINGS["queue"], *_rows(c["queue"])]
+    if c["waste_sentence"]:
+        out += ["", HEADINGS["waste"], *_wrapped(c["waste_sentence"])]
+        out += _table("", c["waste_header"], c["waste"], (10, 20, 20, 14, 11))[2:]
+        if c["waste_note"]:
+            out += _wrapped(c["waste_note"])
+    if c["coverage_line"]:
+        out += ["", HEADINGS["coverage"], *_wrapped(c["coverage_line"])]
+    elif c["coverage"]:
+        out += _table(HEADINGS["coverage"], c["coverage_header"], c["coverage"],
+                      (20, 9, 10, 9, 30))
+    return out
+
+
+def _audit(c: dict[str, Any]) -> list[str]:
+    """What was overridden or withheld (every verdict and the PromQL are in the JSON)."""
+    if not c["audit"]:
+        return []
+    return ["", HEADINGS["audit"], *_rows(c["audit"], 22)]
+
+
+def render(report: JobReport, details: bool = False, audit: bool = False) -> str:
+    """The report as terminal text; ``details`` and ``audit`` add those sections."""
+    r = report
+    c = context(r, charts=[])
+    out = _headline(r, c) + _figures(r, c, details) + _findings(c, details)
     out += sizing_block(r.sizing)
-    out.append("")
-    if r.findings:
-        out.append(f"Findings ({len(r.findings)})")
-        for f in r.findings:
-            out += textwrap.wrap(
-                f"[{f.severity.value.upper()}] {f.message}",
-                WIDTH,
-                initial_indent="  ",
-                subsequent_indent="    ",
-            )
-            # Options such as `--cpus-per-task=2` stay whole: no breaks at their hyphens.
-            out += textwrap.wrap(
-                f"-> {f.advice}", WIDTH, initial_indent="    ", subsequent_indent="       ",
-                break_on_hyphens=False,
-            )
-            evidence = evidence_line(f)
-            if evidence:
-                out += textwrap.wrap(f"Evidence: {_clean(evidence)}", WIDTH,
-                                     initial_indent="    ", subsequent_indent="       ",
-                                     break_on_hyphens=False)
-    else:
-        out.append("Findings: none")
-        if no_findings_text(r) != NO_FINDINGS:
-            out += _wrapped(no_findings_text(r))
-    for g in r.gaps:
-        out += textwrap.wrap(f"Note: {gap_text(g)}", WIDTH, subsequent_indent="      ")
-    for note in r.notes:
-        out += textwrap.wrap(f"Note: {note}", WIDTH, subsequent_indent="      ")
-    out += _audit(r)
+    if details:
+        out += _details(r, c)
+    if audit:
+        out += _audit(c)
+    if not (details and audit):
+        wanted = " ".join(x for x, shown in (("--details", details), ("--audit", audit))
+                          if not shown)
+        out += ["", f"More: jobreport show {_clean(r.job_id)} {wanted}"]
     return "\n".join(out) + "\n"
 
 
@@ -246,24 +285,9 @@ def _table(heading: str, header: tuple[str, ...], rows: list[tuple[str, ...]],
     if not rows:
         return []
     def line(cells: tuple[str, ...]) -> str:
-        return "  " + "".join(f"{c[: w - 1]:<{w}}" for c, w in zip(cells, widths, strict=False))
+        return ("  " + "".join(f"{c[: w - 1]:<{w}}"
+                               for c, w in zip(cells, widths, strict=False))).rstrip()
     return ["", heading, line(header), *(line(row) for row in rows)]
-
-
-def _audit(report: JobReport) -> list[str]:
-    """Coverage and audit: what the verdicts rest on (the PromQL is in the JSON)."""
-    if report.audit is None and report.coverage is None:
-        return []
-    out = _table("Coverage", COVERAGE_HEADER, coverage_rows(report), (20, 9, 10, 9, 30))
-    out += ["", "Audit"]
-    for label, value in audit_rows(report):
-        out += textwrap.wrap(_clean(value), WIDTH, initial_indent=f"  {label:<22}",
-                             subsequent_indent=" " * 24)
-    for name, rests_on, verdict in verdict_rows(report):
-        if verdict != "given" or "Prometheus" in rests_on:
-            out += textwrap.wrap(f"{name}: {verdict}; rests on {rests_on}", WIDTH,
-                                 initial_indent="  ", subsequent_indent="    ")
-    return out
 
 
 def sizing_block(z: SizingSuggestion | None) -> list[str]:
@@ -271,7 +295,7 @@ def sizing_block(z: SizingSuggestion | None) -> list[str]:
     what they are based on and would have saved, wrapped to WIDTH."""
     if z is None:
         return []
-    out = [""] + _wrapped(f"Next submission (from {z.based_on} "
+    out = [""] + _wrapped(f"{HEADINGS['sizing']} (from {z.based_on} "
                           f"{_clean(z.basis) or 'past jobs'})", "")
     out += [f"  {line}" for line in sizing_lines(z)]
     if z.saved:
@@ -282,7 +306,7 @@ def sizing_block(z: SizingSuggestion | None) -> list[str]:
 def _nodes(nodes: tuple[str, ...], room: int = WIDTH - 40) -> str:
     """As many node names as fit on the line, then how many more: ``a01, a02 +6 more``."""
     if not nodes:
-        return "n/a"
+        return "no node yet"
     shown = []
     for i, name in enumerate(nodes):
         rest = len(nodes) - i - 1
@@ -291,19 +315,3 @@ def _nodes(nodes: tuple[str, ...], room: int = WIDTH - 40) -> str:
             return ", ".join(shown) + f" +{len(nodes) - len(shown)} more"
         shown.append(_clean(name))
     return ", ".join(shown)
-
-
-def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.0f}"
-
-
-def _queue(report: JobReport) -> list[str]:
-    """The "Queue" block: one wrapped line per row, within WIDTH."""
-    rows = queue_rows(report)
-    if not rows:
-        return []
-    out = ["", "Queue"]
-    for label, value in rows:
-        out += textwrap.wrap(_clean(value), WIDTH, initial_indent=f"  {label:<18}",
-                             subsequent_indent=" " * 20)
-    return out

@@ -6,8 +6,16 @@ functions of the report; nothing here imports matplotlib or templates.
 
 from __future__ import annotations
 
-from webapp.formatting import UNKNOWN, format_bytes, format_duration, visible
-from webapp.model import CpuSource, Gap, JobReport, MemoryPeak, PeakSource, TimeLimitKind
+from webapp.formatting import UNKNOWN, format_bytes, format_duration, format_percent, visible
+from webapp.model import (
+    CpuSource,
+    Gap,
+    JobReport,
+    MemoryPeak,
+    PeakSource,
+    Severity,
+    TimeLimitKind,
+)
 
 PARTITION_LIMIT = "the partition's limit"
 CPU_SOURCES = {
@@ -77,8 +85,65 @@ def gap_text(gap: Gap, staff: bool = False) -> str:
     if gap.source == "prometheus":
         text = (f"Metrics unavailable (Prometheus): {gap.reason}. Plots and usage numbers "
                 "from the exporter are missing from this report.")
+    elif gap.source == "cluster":  # the queue context: the reason is a sentence of its own
+        text = gap.reason[0].upper() + gap.reason[1:] + "."
     else:
         text = f"Data from {gap.source} unavailable: {gap.reason}."
     if staff and gap.detail:
         text += f" Detail (staff only): {gap.detail}"
     return text
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def verdict(report: JobReport) -> str:
+    """'2 problems to fix', 'nothing to fix (1 note)', 'no problems found': the count
+    of warnings and critical findings, what the headline and the email subject end with."""
+    problems = sum(1 for f in report.findings if f.severity != Severity.INFO)
+    notes = len(report.findings) - problems
+    withheld = report.audit is not None and any(v.withheld for v in report.audit.verdicts)
+    if problems:
+        text = f"{_plural(problems, 'problem')} to fix"
+    elif notes:
+        text = "nothing to fix"
+    elif withheld:
+        return "no problems found, some checks lacked data"
+    else:
+        return "no problems found"
+    return text + (f" ({_plural(notes, 'note')})" if notes else "")
+
+
+def _share(ratio: float, of: str) -> str:
+    return f"none of {of}" if ratio < 0.005 else f"{format_percent(ratio)} of {of}"
+
+
+def headline(report: JobReport) -> str:
+    """One sentence with the verdict: 'Used 2% of its 4 cores and none of its GPU:
+    2 problems to fix'. Figures that are not known are left out, not called unknown."""
+    parts: list[str] = []
+    if report.cpu_efficiency is not None and report.cpus:
+        cores = f"its {report.cpus} core{'' if report.cpus == 1 else 's'}"
+        parts.append(_share(report.cpu_efficiency, cores))
+    mem = report.memory_efficiency
+    if mem is not None and report.memory_requested_per_node:
+        asked = format_bytes(report.memory_requested_per_node)
+        parts.append(f"{format_percent(mem)} of its {asked} of memory" if mem >= 0.005
+                     else f"almost none of its {asked} of memory")
+    gpu = report.gpu_utilization
+    if report.gpus and gpu is not None:
+        parts.append(_share(gpu, "its GPU" if report.gpus == 1 else f"its {report.gpus} GPUs"))
+    outcome = verdict(report)
+    used = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
+    state = (report.state or "").split(" ")[0]
+    if state and not report.unfinished and state != "COMPLETED":
+        # A job that failed, timed out or ran out of memory says so first.
+        ended = f"Ended {visible(state)}"
+        if report.elapsed_seconds is not None:
+            ended += f" after {format_duration(report.elapsed_seconds)}"
+        return f"{ended}{', having used ' + used if parts else ''}: {outcome}"
+    if not parts:
+        return outcome[0].upper() + outcome[1:]
+    lead = "So far used" if report.unfinished else "Used"
+    return f"{lead} {used}: {outcome}"

@@ -13,12 +13,12 @@ import math
 from collections.abc import Mapping, Sequence
 
 from webapp.detectors.advice import next_mem, next_time, round_up_time
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import slurm_time
 from webapp.model import ArraySummary, ArrayTask, MemoryPeak, SacctJob, cpu_efficiency
 from webapp.report.peak import sacct_peak
 from webapp.sources.sacct_values import parse_nodelist
 from webapp.states import ended, failed
+from webapp.thresholds import Thresholds
 
 OUTLIER_FACTOR = 2.0  # a task using more than twice the median stands out
 # Differences too small to matter however large the ratio (seconds, bytes).

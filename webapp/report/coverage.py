@@ -29,9 +29,10 @@ import dataclasses
 from collections.abc import Callable, Mapping
 
 from webapp.detectors import DETECTORS, RULES_VERSION
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import format_percent
 from webapp.model import Audit, CpuSource, JobReport, PeakSource, Verdict
+from webapp.thresholds import DETECTORS as DETECTOR_PART
+from webapp.thresholds import Thresholds
 
 NODES, GPUS, SLURM = "nodes", "gpus", "slurm"
 
@@ -122,8 +123,7 @@ def _why(kind: str, report: JobReport, floor: float) -> str | None:
             f"{format_percent(floor)} needed)")
 
 
-def audited(report: JobReport, thresholds: Thresholds, overrides: Mapping[str, float],
-            min_coverage: float) -> JobReport:
+def audited(report: JobReport, thresholds: Thresholds, min_coverage: float) -> JobReport:
     """The report with its audit section and without the findings that are withheld."""
     verdicts, dropped = [], set()
     for detector in DETECTORS:
@@ -145,8 +145,8 @@ def audited(report: JobReport, thresholds: Thresholds, overrides: Mapping[str, f
         sources = [(s, gap.reason if s == gap.source else r) for s, r in sources]
     audit = Audit(
         sources=tuple(sources),
-        thresholds=tuple((f.name, getattr(thresholds, f.name), f.name in overrides)
-                         for f in dataclasses.fields(thresholds)),
+        thresholds=tuple((name, value, name in thresholds.overridden)
+                         for name, value in thresholds.part(DETECTOR_PART).items()),
         rules_version=RULES_VERSION,
         min_coverage=min_coverage,
         verdicts=tuple(verdicts),

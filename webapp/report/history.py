@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from webapp.detectors.advice import next_cpus, next_time, round_up_time
-from webapp.detectors.thresholds import Thresholds
 from webapp.formatting import (
     format_duration,
     slurm_mem,
@@ -40,6 +39,7 @@ from webapp.report.peak import job_peak, sacct_peak
 from webapp.sources.history_data import HistorySource, PastJob
 from webapp.sources.sacct import parse_nodelist
 from webapp.states import ended as has_ended
+from webapp.thresholds import Thresholds
 
 PERCENTILE = 95
 MIN_JOBS = 3  # fewer ended jobs make no history worth a suggestion

@@ -11,6 +11,7 @@ from webapp.model import Gap, JobId, JobReport, QueueContext, SourceUnavailable
 from webapp.sources.protocols import ClusterReader, QueueHistoryReader
 
 USUAL_WINDOW = timedelta(days=30)  # "the partition's usual": its jobs of the last 30 days
+NOTE_AFTER = 600.0  # seconds: JOBREPORT_QUEUE_NOTE_SECONDS' default
 
 
 def weighted_median(counts: dict[float, int]) -> float | None:
@@ -27,8 +28,11 @@ def weighted_median(counts: dict[float, int]) -> float | None:
 
 
 def with_queue(report: JobReport, cluster: ClusterReader | None,
-               history: QueueHistoryReader | None, now: datetime | None = None) -> JobReport:
-    """``report`` with ``queue`` filled in (and gaps for what could not be read)."""
+               history: QueueHistoryReader | None, now: datetime | None = None,
+               note_after: float = NOTE_AFTER) -> JobReport:
+    """``report`` with ``queue`` filled in (and gaps for what could not be read). A wait
+    longer than ``note_after`` seconds is a ``long_wait``; only then is a scheduler state
+    that was not recorded worth a note: a one-second wait needs no explanation."""
     if cluster is None or report.submit_time is None:
         return report
     gaps = list(report.gaps)
@@ -38,9 +42,11 @@ def with_queue(report: JobReport, cluster: ClusterReader | None,
     except SourceUnavailable as exc:
         gaps.append(Gap("cluster", f"queue context unavailable ({exc.reason})"))
         return dataclasses.replace(report, gaps=tuple(gaps))
-    if not queue.seen:
-        gaps.append(Gap("cluster", "no slurm-exporter data while the job waited: "
-                                   "queue reasons and partition state unknown"))
+    long_wait = queue.pending_seconds is not None and queue.pending_seconds > note_after
+    queue = dataclasses.replace(queue, long_wait=long_wait)
+    if not queue.seen and long_wait:
+        gaps.append(Gap("cluster", "the scheduler's state was not recorded while the job "
+                                   "waited, so why it waited is not known"))
     if history is not None:
         queue = _with_history(report, queue, history, gaps, now or datetime.now(UTC))
     return dataclasses.replace(report, queue=queue, gaps=tuple(gaps))

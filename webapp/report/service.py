@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from jobreport_net.redact import redact
 from webapp.archive.store import Archive
 from webapp.detectors import detect_all
-from webapp.detectors.thresholds import Thresholds
 from webapp.model import (
     Gap,
     JobId,
@@ -26,6 +25,7 @@ from webapp.report.build import build_report
 from webapp.report.coverage import audited
 from webapp.report.history import history
 from webapp.report.job_list import JobRow, ListSources, archived_report, list_jobs
+from webapp.report.jobstats_history import with_jobstats_summary
 from webapp.report.queue import with_queue
 from webapp.report.sizing import GAP_SOURCE, UNAVAILABLE, SizingCache
 from webapp.report.steps import step_lines
@@ -46,6 +46,7 @@ from webapp.sources.protocols import (
     SacctReader,
 )
 from webapp.sources.sacct import SacctSource
+from webapp.sources.slurmrestd import slurmrestd_from
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +66,13 @@ class ReportService:
         history: HistorySource | None = None,
     ) -> None:
         self.settings = settings
-        self.thresholds = Thresholds.from_overrides(settings.thresholds)
+        self.thresholds = settings.thresholds
         self.accounting = accounting or AccountingSource(settings.db_url, settings.cluster)
-        self.sacct = sacct or SacctSource(
+        sacct_cli = SacctSource(
             settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster
         )
+        rest = slurmrestd_from(settings) if settings.sacct_source == "slurmrestd" else None
+        self.sacct = sacct or rest or sacct_cli
         default_prometheus = prometheus_from(settings)
         # A cluster served without a Prometheus of its own has no usage, never another's.
         fallback = default_prometheus if settings.prometheus_url else NoMetrics(settings.cluster)
@@ -78,7 +81,8 @@ class ReportService:
         # a caller that injects its own sources passes the history source too (or none).
         self.history = history
         if history is None and sacct is None and prometheus is None:
-            self.history = HistorySource(self.sacct, self.prometheus,
+            # the history's one bulk query stays a sacct call (its own fields and parser)
+            self.history = HistorySource(sacct_cli, self.prometheus,
                                          gpu_idle=self.thresholds.gpu_idle)
         # The queue context reads slurm-exporter's series from the same Prometheus, with
         # the same credentials.
@@ -147,17 +151,32 @@ class ReportService:
                 shown = {report.figures_from: report.memory_peak} if report.figures_from else {}
                 summary = summarize_array(tasks, self.thresholds, peaks=shown)
                 report = dataclasses.replace(report, array=summary)
-        report = with_queue(report, self.cluster, self.queue_history)
+        report = with_queue(report, self.cluster, self.queue_history,
+                            note_after=self.settings.queue_note_seconds)
         report = self._derived(report, jid)
         suggestion, gap = self._sizing(report, started) if sizing else (None, None)
         report = dataclasses.replace(report, findings=detect_all(report, self.thresholds),
                                      sizing=suggestion,
                                      gaps=report.gaps + ((gap,) if gap else ()))
-        report = audited(report, self.thresholds, self.settings.thresholds,
-                         self.settings.min_coverage)
+        report = audited(report, self.thresholds, self.settings.min_coverage)
         if not archive_fallback:
             return report
-        return with_archive_fallback(report, lambda: self.archive)
+        archived = with_archive_fallback(report, lambda: self.archive)
+        return archived if archived is not report else self._jobstats_fallback(report, jid)
+
+    def _jobstats_fallback(self, report: JobReport, jid: JobId) -> JobReport:
+        """A job Prometheus lost and the archive lacks: the usage jobstats (or our sync)
+        left in its AdminComment, judged again."""
+        read = getattr(self.sacct, "admin_comment", None)
+        if read is None:
+            return report
+        filled = with_jobstats_summary(report, read)
+        if filled is report:
+            return report
+        filled = self._derived(filled, jid)
+        filled = dataclasses.replace(filled, findings=detect_all(filled, self.thresholds))
+        return audited(filled, self.thresholds, self.settings.thresholds,
+                       self.settings.min_coverage)
 
     def _derived(self, report: JobReport, jid: JobId) -> JobReport:
         """The steps table, the samples' coverage and the waste: computed once, here."""

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.report.peak import sacct_peak
-from webapp.report.staff_config import StaffConfig
 from webapp.sources.staff_data import StaffJob
+from webapp.thresholds import StaffConfig, Thresholds
 
 GIB = 1024**3
 HOUR = 3600.0
@@ -44,6 +44,7 @@ class StaffReport:
     until: float
     jobs: int
     config: StaffConfig
+    thresholds: Thresholds
     tables: tuple[Table, ...]
 
 
@@ -80,17 +81,18 @@ def efficiency_totals(jobs: Iterable[StaffJob]) -> dict[str, tuple[float, ...]]:
             for u in set(core) | set(gpu)}
 
 
-def user_efficiency(jobs: list[StaffJob], cfg: StaffConfig, notices: Mapping[str, int]) -> Table:
-    return efficiency_table(efficiency_totals(jobs), cfg, notices)
+def user_efficiency(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds,
+                    notices: Mapping[str, int]) -> Table:
+    return efficiency_table(efficiency_totals(jobs), cfg, t, notices)
 
 
-def efficiency_table(totals: EfficiencyTotals, cfg: StaffConfig,
+def efficiency_table(totals: EfficiencyTotals, cfg: StaffConfig, t: Thresholds,
                      notices: Mapping[str, int]) -> Table:
-    core = {u: t[0] for u, t in totals.items()}
-    cpu = {u: t[1] for u, t in totals.items()}
-    gpu = {u: t[2] for u, t in totals.items()}
-    gpu_seen = {u: t[3] for u, t in totals.items()}
-    gpu_used = {u: t[4] for u, t in totals.items()}
+    core = {u: v[0] for u, v in totals.items()}
+    cpu = {u: v[1] for u, v in totals.items()}
+    gpu = {u: v[2] for u, v in totals.items()}
+    gpu_seen = {u: v[3] for u, v in totals.items()}
+    gpu_used = {u: v[4] for u, v in totals.items()}
     users = sorted(totals)
     rank_cpu = {u: i + 1 for i, u in enumerate(sorted(users, key=lambda u: (-core[u], u)))}
     rank_gpu = {u: i + 1 for i, u in enumerate(sorted(
@@ -99,10 +101,10 @@ def efficiency_table(totals: EfficiencyTotals, cfg: StaffConfig,
     for u in users:
         cpu_eff = cpu[u] / core[u] if core[u] else None
         gpu_eff = gpu_used[u] / gpu_seen[u] if gpu_seen[u] else None
-        low_cpu = (core[u] >= cfg.min_core_hours * HOUR and cpu_eff is not None
-                   and cpu_eff < cfg.cpu_efficiency_low)
-        low_gpu = (gpu[u] >= cfg.min_gpu_hours * HOUR and gpu_eff is not None
-                   and gpu_eff < cfg.gpu_efficiency_low)
+        low_cpu = (core[u] >= t.min_core_hours * HOUR and cpu_eff is not None
+                   and cpu_eff < t.cpu_efficiency_low)
+        low_gpu = (gpu[u] >= t.min_gpu_hours * HOUR and gpu_eff is not None
+                   and gpu_eff < t.gpu_efficiency_low)
         if not (low_cpu or low_gpu):
             continue
         n = notices.get(u, 0)
@@ -115,8 +117,8 @@ def efficiency_table(totals: EfficiencyTotals, cfg: StaffConfig,
             user=u))
     rows.sort(key=lambda r: (r.values["rank_core_hours"], r.values["user"]))
     return Table("low_efficiency_users", "Heaviest users with low CPU or GPU efficiency",
-                 f"CPU efficiency below {_pct(cfg.cpu_efficiency_low)} or GPU utilisation below "
-                 f"{_pct(cfg.gpu_efficiency_low)}; rank among all users by hours used.",
+                 f"CPU efficiency below {_pct(t.cpu_efficiency_low)} or GPU utilisation below "
+                 f"{_pct(t.gpu_efficiency_low)}; rank among all users by hours used.",
                  ("user", "rank (core-h)", "core-hours", "CPU efficiency", "rank (GPU-h)",
                   "GPU-hours", "GPU utilisation", "alerts"), tuple(rows[: int(cfg.rows)]))
 
@@ -135,13 +137,13 @@ def _job_table(key: str, title: str, why: str, columns: tuple[str, ...],
     return Table(key, title, why, ("job", "user", *columns), tuple(rows[: int(cfg.rows)]))
 
 
-def smaller_gpu(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+def smaller_gpu(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds) -> Table:
     def cell(j: StaffJob):
         if not j.gpus or j.gpu_utilization is None or not j.gpu_memory_total:
             return None
         used = j.gpu_memory_used or 0.0
-        big = used > cfg.small_gpu_memory * j.gpu_memory_total
-        if j.gpu_utilization >= cfg.small_gpu_util or big:
+        big = used > t.small_gpu_memory * j.gpu_memory_total
+        if j.gpu_utilization >= t.small_gpu_util or big:
             return None
         gh = j.elapsed * j.gpus
         return ((str(j.gpus), _pct(j.gpu_utilization),
@@ -149,8 +151,8 @@ def smaller_gpu(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
                 {"gpus": j.gpus, "gpu_utilization": j.gpu_utilization, "gpu_memory_used": used,
                  "gpu_memory_total": j.gpu_memory_total, "gpu_hours": gh / HOUR})
     return _job_table("smaller_gpu", "Jobs that could have used a smaller GPU or a MIG slice",
-                      f"Mean GPU utilisation below {_pct(cfg.small_gpu_util)} and peak GPU memory "
-                      f"at most {_pct(cfg.small_gpu_memory)} of the GPU's.",
+                      f"Mean GPU utilisation below {_pct(t.small_gpu_util)} and peak GPU memory "
+                      f"at most {_pct(t.small_gpu_memory)} of the GPU's.",
                       ("GPUs", "GPU utilisation", "GPU memory peak", "GPU-hours"),
                       jobs, cell, "gpu_hours", cfg)
 
@@ -168,25 +170,25 @@ def fragmentation(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
                       jobs, cell, "gpu_hours", cfg)
 
 
-def idle_nodes(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+def idle_nodes(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds) -> Table:
     def cell(j: StaffJob):
         if len(j.nodes) < 2 or not j.elapsed or not j.node_cpu_seconds:
             return None
         idle = sorted(n for n, s in j.node_cpu_seconds.items()
-                      if s / j.elapsed < cfg.node_idle_cores)
+                      if s / j.elapsed < t.node_idle_cores)
         if not idle:
             return None
         nh = len(idle) * j.elapsed
         return ((str(len(j.nodes)), ", ".join(idle), _h(nh)),
                 {"nodes": len(j.nodes), "idle_nodes": ",".join(idle), "node_hours_idle": nh / HOUR})
     return _job_table("idle_nodes", "Multi-node jobs with idle nodes",
-                      f"Nodes whose mean CPU use stayed below {cfg.node_idle_cores:g} cores.",
+                      f"Nodes whose mean CPU use stayed below {t.node_idle_cores:g} cores.",
                       ("nodes", "idle nodes", "node-hours idle"), jobs, cell,
                       "node_hours_idle", cfg)
 
 
-def large_memory(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
-    need = cfg.large_memory_need_gib * GIB
+def large_memory(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds) -> Table:
+    need = t.large_memory_need_gib * GIB
 
     def cell(j: StaffJob):
         peak = memory_peak(j)
@@ -196,7 +198,7 @@ def large_memory(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
                 {"partition": j.partition, "max_rss": peak, "elapsed": j.elapsed})
     return _job_table("large_memory", "Large-memory partitions used without need",
                       f"Jobs on {', '.join(cfg.large_memory_partitions) or '(none configured)'} "
-                      f"whose peak stayed below {cfg.large_memory_need_gib:g} GiB.",
+                      f"whose peak stayed below {t.large_memory_need_gib:g} GiB.",
                       ("partition", "peak memory", "elapsed"), jobs, cell, "elapsed", cfg)
 
 

@@ -28,8 +28,8 @@ from webapp.report.staff import (
     smaller_gpu,
 )
 from webapp.report.staff_build import memory_table, offenders, time_table
-from webapp.report.staff_config import StaffConfig
 from webapp.sources.staff_data import StaffJob
+from webapp.thresholds import StaffConfig, Thresholds
 
 
 def staff_row(cluster: str, j: StaffJob) -> dict[str, Any]:
@@ -62,13 +62,13 @@ def staff_job(r: Mapping[str, Any]) -> StaffJob:
 
 
 def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: float,
-                           cfg: StaffConfig,
+                           cfg: StaffConfig, t: Thresholds,
                            alerts: Mapping[str, list[AlertRecord]]) -> StaffReport:
     """``staff_build.build_staff_report`` over the archived jobs that ended in
     [since, until]."""
     w = Window(cluster, since, until, cfg.partitions)
     n = int(cfg.rows)
-    long_enough = f"elapsed >= {float(cfg.min_runtime_hours * HOUR)!r}"
+    long_enough = f"elapsed >= {float(t.min_runtime_hours * HOUR)!r}"
 
     def top(where: str, params: tuple = (), order: str | None = None,
             limit: int | None = n) -> list[StaffJob]:
@@ -83,23 +83,23 @@ def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: f
     times = {t["user"]: (t["time_unused"], t["time_requested"]) for t in totals if t["time_jobs"]}
     parts = cfg.large_memory_partitions
     tables = (
-        efficiency_table(efficiency, cfg, notices),
+        efficiency_table(efficiency, cfg, t, notices),
         smaller_gpu(top(f"{long_enough} AND gpus > 0 AND gpu_utilization IS NOT NULL AND"
                         " gpu_memory_total > 0 AND gpu_utilization < ? AND"
                         " COALESCE(gpu_memory_used, 0) <= ? * gpu_memory_total",
-                        (cfg.small_gpu_util, cfg.small_gpu_memory), "elapsed * gpus"), cfg),
+                        (t.small_gpu_util, t.small_gpu_memory), "elapsed * gpus"), cfg, t),
         fragmentation(top(f"{long_enough} AND node_count >= 2 AND gpus >= 2 AND"
                           " gpus <= node_count", (), "elapsed * gpus"), cfg),
         # Which nodes idled depends on each node's figure: every candidate, ranked here.
         idle_nodes(top(f"{long_enough} AND node_count >= 2 AND elapsed > 0 AND"
-                       " node_cpu IS NOT NULL", limit=None), cfg),
+                       " node_cpu IS NOT NULL", limit=None), cfg, t),
         memory_table(memory, cfg),
         time_table(times, cfg),
         large_memory(top(f"{long_enough} AND memory_peak IS NOT NULL AND memory_peak < ?"
                          f" AND partition_name IN ({', '.join('?' for _ in parts)})",
-                         (cfg.large_memory_need_gib * GIB, *parts), "elapsed")
-                     if parts else [], cfg),
+                         (t.large_memory_need_gib * GIB, *parts), "elapsed")
+                     if parts else [], cfg, t),
         longest_queued(top("start_time > 0 AND submit > 0", (), "start_time - submit"), cfg),
         offenders(alerts, cfg),
     )
-    return StaffReport(cluster, since, until, rows.count(w), cfg, tables)
+    return StaffReport(cluster, since, until, rows.count(w), cfg, t, tables)

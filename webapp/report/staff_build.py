@@ -20,8 +20,8 @@ from webapp.report.staff import (
     smaller_gpu,
     user_efficiency,
 )
-from webapp.report.staff_config import StaffConfig
 from webapp.sources.staff_data import StaffJob
+from webapp.thresholds import StaffConfig, Thresholds
 from webapp.unused import Held, unused
 
 
@@ -101,22 +101,23 @@ def offenders(alerts: Mapping[str, list[AlertRecord]], cfg: StaffConfig) -> Tabl
 
 
 def build_staff_report(cluster: str, jobs: list[StaffJob], since: float, until: float,
-                       cfg: StaffConfig, alerts: Mapping[str, list[AlertRecord]]) -> StaffReport:
+                       cfg: StaffConfig, t: Thresholds,
+                       alerts: Mapping[str, list[AlertRecord]]) -> StaffReport:
     """Every table over the jobs that ended in [since, until]."""
     if cfg.partitions:
         jobs = [j for j in jobs if j.partition in cfg.partitions]
-    long_enough = [j for j in jobs if j.elapsed >= cfg.min_runtime_hours * HOUR]
+    long_enough = [j for j in jobs if j.elapsed >= t.min_runtime_hours * HOUR]
     notices = {u: len(a) for u, a in alerts.items()}
     tables = (
-        user_efficiency(jobs, cfg, notices),
-        smaller_gpu(long_enough, cfg),
+        user_efficiency(jobs, cfg, t, notices),
+        smaller_gpu(long_enough, cfg, t),
         fragmentation(long_enough, cfg),
-        idle_nodes(long_enough, cfg),
+        idle_nodes(long_enough, cfg, t),
         memory_unused(jobs, cfg),
         time_unused(jobs, cfg),
-        large_memory(long_enough, cfg),
+        large_memory(long_enough, cfg, t),
         longest_queued(jobs, cfg),
         offenders(alerts, cfg),
     )
-    return StaffReport(cluster, since, until, len(jobs), cfg, tables)
+    return StaffReport(cluster, since, until, len(jobs), cfg, t, tables)
 

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 
 from webapp.report.staff import StaffReport, Table
+from webapp.thresholds import STAFF
 
 
 def when(ts: float) -> str:
@@ -41,7 +42,7 @@ def render_text(report: StaffReport) -> str:
 def render_json(report: StaffReport) -> str:
     doc = {
         "cluster": report.cluster, "since": report.since, "until": report.until,
-        "jobs": report.jobs, "config": asdict(report.config),
+        "jobs": report.jobs, "config": {**asdict(report.config), **report.thresholds.part(STAFF)},
         "tables": {t.key: {"title": t.title, "why": t.why, "columns": list(t.columns),
                            "rows": [dict(r.values) for r in t.rows]} for t in report.tables},
     }

@@ -11,7 +11,6 @@ from webapp.archive.store import Archive
 from webapp.report.staff import StaffReport
 from webapp.report.staff_archive import build_staff_report_sql, staff_row
 from webapp.report.staff_build import build_staff_report
-from webapp.report.staff_config import StaffConfig
 from webapp.settings import Settings
 from webapp.sources.from_settings import prometheus_from
 from webapp.sources.staff_data import StaffDataSource
@@ -42,10 +41,10 @@ def record_window(settings: Settings, since: float, until: float) -> int:
 
 def staff_report(settings: Settings, *, days: float | None = None,
                  until: float | None = None, from_archive: bool = False) -> StaffReport:
-    """Raises SourceUnavailable (sacct, Prometheus) and ValueError (a bad settings block).
+    """Raises SourceUnavailable (sacct, Prometheus).
     ``from_archive``: the jobs recorded in the archive (``record_window``), summed and
     ranked by the database: a week of a large site without reading it into memory."""
-    cfg = StaffConfig.parse(settings.staff_report)
+    cfg = settings.staff_report
     until = time.time() if until is None else until
     since = until - (cfg.days if days is None else days) * DAY
     log = AlertLog(settings.outbox)
@@ -57,8 +56,9 @@ def staff_report(settings: Settings, *, days: float | None = None,
         archive = Archive(settings.archive_url)
         try:
             return build_staff_report_sql(StaffRows(archive.db), settings.cluster, since,
-                                          until, cfg, alerts)
+                                          until, cfg, settings.thresholds, alerts)
         finally:
             archive.close()
     jobs = _source(settings).jobs(since, until)
-    return build_staff_report(settings.cluster, jobs, since, until, cfg, alerts)
+    return build_staff_report(settings.cluster, jobs, since, until, cfg, settings.thresholds,
+                              alerts)

@@ -348,10 +348,21 @@ class SacctSource:
 
     def _one(self, job_id: JobId | str, fields: Sequence[str]) -> SacctJob:
         jid = str(JobId.of(job_id))  # refuses anything else before running a command
-        found = _pick(jid, self._run(self.argv(jid, fields), fields), alone=True)
+        found = pick_record(jid, self._run(self.argv(jid, fields), fields), alone=True)
         if found is None:
             raise JobNotFound(jid)
         return found
+
+    def admin_comment(self, job_id: JobId | str) -> str | None:
+        """The job's AdminComment (where jobstats keeps its summary); None when sacct does
+        not know the job."""
+        jid = str(JobId.of(job_id))
+        argv = [*self.parsable(), "--allusers", "-X", "--format", "JobID,AdminComment",
+                "--jobs", jid] + (["--clusters", self.cluster] if self.cluster else [])
+        for record in split_records(self.run(argv), 2, delimiter_of(argv)):
+            if record[0] == jid:
+                return record[1]
+        return None
 
     def jobs(self, job_ids: Iterable[str], chunk: int = 500) -> dict[str, SacctJob]:
         """Many jobs from one ``sacct -j a,b,c`` per ``chunk`` ids (the sync's batches);
@@ -362,7 +373,7 @@ class SacctSource:
             part = ids[i : i + chunk]
             rows = self._query(",".join(part))
             for jid in part:
-                found = _pick(jid, rows, alone=len(part) == 1)
+                found = pick_record(jid, rows, alone=len(part) == 1)
                 if found is not None:
                     out[jid] = found
         return out
@@ -371,13 +382,13 @@ class SacctSource:
         """Every task of the array job ``123`` (or of the array ``123_4`` belongs to)."""
         master = str(JobId.of(job_id).job)
         rows = [j for _, j in self._query(master)]
-        tasks = _array_tasks(master, rows)
+        tasks = array_tasks(master, rows)
         if not tasks:
             # The id was a task's own numeric id (JobIDRaw): ask again by its array's id.
             arrays = {j.job_id.partition("_")[0] for j in rows if "_" in j.job_id}
             if len(arrays) == 1:
                 master = arrays.pop()
-                tasks = _array_tasks(master, (j for _, j in self._query(master)))
+                tasks = array_tasks(master, (j for _, j in self._query(master)))
         if not tasks:
             raise JobNotFound(str(job_id))
         return tasks
@@ -416,7 +427,7 @@ def component_line(job: SacctJob) -> Step:
     )
 
 
-def _pick(jid: str, rows: list[tuple[str, SacctJob]], alone: bool) -> SacctJob | None:
+def pick_record(jid: str, rows: list[tuple[str, SacctJob]], alone: bool) -> SacctJob | None:
     """The record ``jid`` names among sacct's rows (``alone``: the only id asked for)."""
     for pick in (
         lambda rid, j: j.job_id == jid,  # as typed
@@ -428,18 +439,18 @@ def _pick(jid: str, rows: list[tuple[str, SacctJob]], alone: bool) -> SacctJob |
             return _with_components(found[0], [j for _, j in rows])
     # An array whose tasks all have other raw ids: its first task speaks for it, as the
     # accounting source picks it (the lowest task id).
-    tasks = sorted(_array_tasks(jid, (j for _, j in rows)), key=_task_number)
+    tasks = sorted(array_tasks(jid, (j for _, j in rows)), key=task_number)
     if tasks:
         return tasks[0]
     return rows[0][1] if alone and len(rows) == 1 else None
 
 
-def _array_tasks(master: str, jobs: Iterable[SacctJob]) -> tuple[SacctJob, ...]:
+def array_tasks(master: str, jobs: Iterable[SacctJob]) -> tuple[SacctJob, ...]:
     prefix = master + "_"
     return tuple(j for j in jobs if j.job_id.startswith(prefix))
 
 
-def _task_number(job: SacctJob) -> tuple[int, str]:
+def task_number(job: SacctJob) -> tuple[int, str]:
     """Sort key of an array task: ``123_4`` -> 4; pending ranges (``123_[5-9]``) last."""
     task = job.job_id.partition("_")[2]
     return (int(task), "") if task.isdigit() else (2**63, task)

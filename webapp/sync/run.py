@@ -32,7 +32,9 @@ from webapp.report.archived import archive_record
 from webapp.report.service import ReportService
 from webapp.settings import Settings
 from webapp.sources.accounting import is_stand_in
+from webapp.sources.admin_comment import comment_writer_from
 from webapp.sources.ended import EndedJob, SacctEnded
+from webapp.sync.admin_comment import write_summary
 from webapp.sync.bulk import BATCH, prefetch
 from webapp.sync.options import DIRECTIONS, SyncOptions
 
@@ -86,6 +88,7 @@ class Syncer:
         self.connect = connect or smtp_connect(settings)
         self.sacct = SacctEnded(settings.sacct, settings.cluster, settings.sacct_timeout)
         self.mail = MailState(self.archive.db, self.archive.clock)
+        self.comments = comment_writer_from(settings)  # None unless JOBREPORT_ADMIN_COMMENT
         self._retrying: set[tuple[str, str, int]] = set()  # (stream, job id, submit time)
 
     def close(self) -> None:
@@ -225,6 +228,8 @@ class Syncer:
         for stream in streams:
             if stream == "archive":
                 outcome = self._archive(job, report, replace=bool(opts.job_id))
+                if self.comments is not None:
+                    write_summary(self.comments, job, report, self.settings.scrape_interval)
             else:
                 assert outbox is not None
                 outcome = queue_owner_email(report, job.job_id, job.submit_time,

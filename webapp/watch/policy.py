@@ -100,14 +100,15 @@ def parse_policy(text: str, rules: tuple[str, ...]) -> Policy:
 
 
 def load_policy(path: str, rules: tuple[str, ...]) -> Policy | None:
-    """None when no policy is configured: enforcement is off."""
+    """None when no policy is configured: enforcement is off. Errors name the setting."""
     if not path:
         return None
+    where = f"JOBREPORT_WATCH_POLICY={path!r}"
     try:
         text = Path(path).read_text()
     except OSError as exc:
-        raise PolicyError(f"{path}: {exc.strerror}") from None
+        raise PolicyError(f"{where}: {exc.strerror}") from None
     try:
         return parse_policy(text, rules)
     except PolicyError as exc:
-        raise PolicyError(f"{path}: {exc}") from None
+        raise PolicyError(f"{where}: {exc}") from None

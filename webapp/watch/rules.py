@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import AccountingJob, Series
 from webapp.sources.live import LiveSample, Measured
-from webapp.watch.thresholds import WatchThresholds
+from webapp.thresholds import Thresholds
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,11 @@ def _ran(s: LiveSample) -> float:
     return s.now - start
 
 
-def _covered(m: Measured, window: float, s: LiveSample, t: WatchThresholds) -> bool:
+def _covered(m: Measured, window: float, s: LiveSample, t: Thresholds) -> bool:
     return m.samples * s.scrape_interval >= t.coverage * window
 
 
-def gpu_idle(s: LiveSample, t: WatchThresholds) -> Alert | None:
+def gpu_idle(s: LiveSample, t: Thresholds) -> Alert | None:
     """Every allocated GPU below ``gpu_idle`` on average over the last ``gpu_idle_seconds``."""
     w = t.gpu_idle_seconds
     gpus = [m for m in s.gpu_utilization if _covered(m, w, s, t)]
@@ -62,7 +62,7 @@ def gpu_idle(s: LiveSample, t: WatchThresholds) -> Alert | None:
     )
 
 
-def node_idle(s: LiveSample, t: WatchThresholds) -> Alert | None:
+def node_idle(s: LiveSample, t: Thresholds) -> Alert | None:
     """A node of a multi-node job with (almost) no CPU use over ``node_idle_seconds``."""
     w = t.node_idle_seconds
     if len(s.job.nodes) < 2 or _ran(s) < w:
@@ -89,7 +89,7 @@ def fit_slope(series: Series) -> float | None:
     return fit.slope if fit else None
 
 
-def memory_growth(s: LiveSample, t: WatchThresholds) -> Alert | None:
+def memory_growth(s: LiveSample, t: Thresholds) -> Alert | None:
     """Memory growing at a rate that reaches the limit before the job's time limit."""
     job, limit = s.job, s.memory_limit_bytes
     if not limit or not job.time_limit_seconds or not job.start_time:
@@ -124,7 +124,7 @@ def memory_growth(s: LiveSample, t: WatchThresholds) -> Alert | None:
     )
 
 
-def time_limit_no_output(s: LiveSample, t: WatchThresholds) -> Alert | None:
+def time_limit_no_output(s: LiveSample, t: Thresholds) -> Alert | None:
     """Near the time limit with no recent output: work is lost unless it checkpoints."""
     job = s.job
     if not job.time_limit_seconds or s.written_bytes is None:
@@ -149,7 +149,7 @@ def time_limit_no_output(s: LiveSample, t: WatchThresholds) -> Alert | None:
     )
 
 
-def small_files_off_scratch(s: LiveSample, t: WatchThresholds) -> Alert | None:
+def small_files_off_scratch(s: LiveSample, t: Thresholds) -> Alert | None:
     """Many small writes right now, with nothing open on scratch."""
     calls, written = s.small_files_write_calls, s.small_files_write_bytes
     if not calls or written is None or s.scratch_in_use is None or s.scratch_in_use > 0:
@@ -170,12 +170,12 @@ def small_files_off_scratch(s: LiveSample, t: WatchThresholds) -> Alert | None:
     )
 
 
-Rule = Callable[[LiveSample, WatchThresholds], Alert | None]
+Rule = Callable[[LiveSample, Thresholds], Alert | None]
 RULES: tuple[Rule, ...] = (
     gpu_idle, node_idle, memory_growth, time_limit_no_output, small_files_off_scratch,
 )
 RULE_NAMES: tuple[str, ...] = tuple(r.__name__ for r in RULES)
 
 
-def evaluate(sample: LiveSample, t: WatchThresholds) -> tuple[Alert, ...]:
+def evaluate(sample: LiveSample, t: Thresholds) -> tuple[Alert, ...]:
     return tuple(a for rule in RULES if (a := rule(sample, t)) is not None)

@@ -28,11 +28,11 @@ from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
 from webapp.sources.from_settings import prometheus_from
 from webapp.sources.live import LiveSource, Windows
+from webapp.thresholds import Thresholds
 from webapp.watch import message
 from webapp.watch.enforce import Canceller, Decision, alert_key, cancel_key, decide, run_scancel
 from webapp.watch.policy import Policy, load_policy
 from webapp.watch.rules import RULE_NAMES, Alert, evaluate
-from webapp.watch.thresholds import WatchThresholds
 
 log = logging.getLogger(__name__)
 DAY = 86400.0
@@ -52,7 +52,7 @@ class WatchResult:
     enforcing: bool = False
 
 
-def windows(t: WatchThresholds) -> Windows:
+def windows(t: Thresholds) -> Windows:
     return Windows(t.gpu_idle_seconds, t.node_idle_seconds, t.memory_fit_seconds,
                    t.output_seconds, t.small_files_seconds)
 
@@ -65,7 +65,7 @@ class Watcher:
                  connect: Callable[[], Sender] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
-        self.thresholds = WatchThresholds.from_overrides(settings.watch)
+        self.thresholds = settings.thresholds
         self.policy: Policy | None = load_policy(settings.watch_policy, RULE_NAMES)
         self.running = running or AccountingSource(settings.db_url, settings.cluster).running
         self.live = live or LiveSource(prometheus_from(settings))

@@ -61,6 +61,7 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
         n = settings.trusted_proxies
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=n, x_proto=n)  # type: ignore[method-assign]
     app.extensions["jobreport.service"] = service
+    app.extensions["jobreport.constants"] = cluster.constants_at_start(settings)
     app.extensions["jobreport.reports"] = ReportCache()
     app.extensions["jobreport.pdfs"] = PdfBuilds(settings.pdf_builds, settings.pdf_cache_mb)
     app.extensions["jobreport.state"] = WebState(settings.web_state)

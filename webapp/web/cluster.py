@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 import time
 
-from flask import Blueprint, abort, current_app, g, jsonify, render_template
+from flask import Blueprint, current_app, g, jsonify, render_template
 
 from jobreport_net.constants import ConstantsError, as_json, load_constants
 from webapp.model import SourceUnavailable
 from webapp.renderers.cluster_chart import usage_svg
 from webapp.report.cluster_view import cluster_view
+from webapp.settings import Settings, SettingsError
 from webapp.sources.cluster_overview import ClusterOverviewSource
 from webapp.sources.from_settings import prometheus_from
 from webapp.web import auth
@@ -31,14 +32,20 @@ def _private_data() -> frozenset[str] | None:
         return None
 
 
-def _constants() -> dict:
-    path = auth.settings().constants_file
-    if not path:
+def constants_at_start(settings: Settings) -> dict:
+    """The allocation targets file, read when the app is built: an unusable one stops the
+    start naming JOBREPORT_CONSTANTS_FILE."""
+    if not settings.constants_file:
         return {}
     try:
-        return as_json(load_constants(path))
+        return as_json(load_constants(settings.constants_file))
     except ConstantsError as exc:
-        abort(503, description=f"The allocation targets file is unusable: {exc}")
+        raise SettingsError(f"JOBREPORT_CONSTANTS_FILE={settings.constants_file!r}: {exc}"
+                            ) from None
+
+
+def _constants() -> dict:
+    return current_app.extensions["jobreport.constants"]
 
 
 @bp.get("/api/constants")

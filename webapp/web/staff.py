@@ -10,7 +10,6 @@ from flask import Blueprint, abort, g, render_template, request
 from webapp.archive.alerts import AlertLog, ordinal
 from webapp.model import SourceUnavailable
 from webapp.report import query_params as params
-from webapp.report.staff_config import StaffConfig
 from webapp.report.staff_render import heading, when
 from webapp.report.staff_service import DAY, staff_report
 from webapp.web import auth
@@ -28,8 +27,7 @@ def staff_only() -> None:
 @bp.get("/report")
 def report():
     s = auth.settings()
-    days = params.whole_number(request.args, "days", 1, MAX_DAYS,
-                               int(StaffConfig.parse(s.staff_report).days))
+    days = params.whole_number(request.args, "days", 1, MAX_DAYS, int(s.staff_report.days))
     try:
         staff, unavailable = staff_report(s, days=days), None
     except SourceUnavailable as exc:
@@ -42,7 +40,7 @@ def report():
 def user(name: str):
     params.slurm_name(name, "user")
     s = auth.settings()
-    days = int(StaffConfig.parse(s.staff_report).notice_days)
+    days = int(s.staff_report.notice_days)
     log = AlertLog(s.outbox)
     try:
         since = time.time() - days * DAY

@@ -88,11 +88,11 @@ def job_json(job_id: str, cluster: str | None = None):
 @bp.get("/jobs/<job_id>.txt")
 @bp.get("/c/<cluster>/jobs/<job_id>.txt")
 def job_txt(job_id: str, cluster: str | None = None):
-    """The report as plain text."""
+    """The report as plain text, its details and audit included (a download, not a screen)."""
     from webapp.renderers import text
 
     report = load_report(JobId.parse(job_id), cluster=cluster)
-    return Response(text.render(report), mimetype="text/plain")
+    return Response(text.render(report, details=True, audit=True), mimetype="text/plain")
 
 
 @bp.get("/healthz")

@@ -20,6 +20,7 @@ from webapp.formatting import (
     visible,
 )
 from webapp.model import JobReport
+from webapp.renderers.node_bands import MAX_LINES
 
 # The one order of a report's sections in every format (text, HTML, PDF, email, JSON):
 # what a person needs first, the details after, the audit last.
@@ -148,7 +149,9 @@ def coverage_rows(report: JobReport) -> list[tuple[str, ...]]:
     if c is None:
         return []
     rows = []
-    for kind, parts in (("node", c.nodes), ("GPU", c.gpus)):
+    for kind, every in (("node", c.nodes), ("GPU", c.gpus)):
+        parts = sorted(every, key=lambda p: (p.fraction, p.label))[:MAX_LINES] \
+            if len(every) > MAX_LINES else every  # many nodes: the least covered
         for p in parts:
             gaps = ", ".join(f"{_when(a)}-{_when(b)}" for a, b in p.gaps[:3])
             if len(p.gaps) > 3:
@@ -156,6 +159,10 @@ def coverage_rows(report: JobReport) -> list[tuple[str, ...]]:
             rows.append((f"{kind} {_clean(p.label)}", str(p.samples),
                          format_duration(p.interval_seconds) if p.interval_seconds else "",
                          format_percent(p.fraction), gaps or "none"))
+        if len(parts) < len(every):
+            rest = min(p.fraction for p in every if p not in parts)
+            rows.append((f"{len(every) - len(parts)} more {kind}s", "", "",
+                         f"at least {format_percent(rest)}", ""))
     return rows
 
 

@@ -64,8 +64,12 @@ def _pct(x: float | None) -> str:
     return format_percent(x) if x is not None else "n/a"
 
 
-def user_efficiency(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds,
-                    notices: Mapping[str, int]) -> Table:
+# Per user: (core-seconds with a CPU time, CPU seconds, GPU-seconds, GPU-seconds with a
+# utilisation, GPU-seconds x utilisation). Summed here or by the archive's GROUP BY.
+EfficiencyTotals = Mapping[str, tuple[float, float, float, float, float]]
+
+
+def efficiency_totals(jobs: Iterable[StaffJob]) -> dict[str, tuple[float, ...]]:
     core, cpu, gpu, gpu_seen, gpu_used = (Counter() for _ in range(5))
     for j in jobs:
         core[j.user] += j.elapsed * j.cpus if j.cpu_seconds is not None else 0.0
@@ -74,7 +78,23 @@ def user_efficiency(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds,
         if j.gpus and j.gpu_utilization is not None:
             gpu_seen[j.user] += j.elapsed * j.gpus
             gpu_used[j.user] += j.elapsed * j.gpus * j.gpu_utilization
-    users = sorted(set(core) | set(gpu))
+    return {u: (core[u], cpu[u], gpu[u], gpu_seen[u], gpu_used[u])
+            for u in set(core) | set(gpu)}
+
+
+def user_efficiency(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds,
+                    notices: Mapping[str, int]) -> Table:
+    return efficiency_table(efficiency_totals(jobs), cfg, t, notices)
+
+
+def efficiency_table(totals: EfficiencyTotals, cfg: StaffConfig, t: Thresholds,
+                     notices: Mapping[str, int]) -> Table:
+    core = {u: v[0] for u, v in totals.items()}
+    cpu = {u: v[1] for u, v in totals.items()}
+    gpu = {u: v[2] for u, v in totals.items()}
+    gpu_seen = {u: v[3] for u, v in totals.items()}
+    gpu_used = {u: v[4] for u, v in totals.items()}
+    users = sorted(totals)
     rank_cpu = {u: i + 1 for i, u in enumerate(sorted(users, key=lambda u: (-core[u], u)))}
     rank_gpu = {u: i + 1 for i, u in enumerate(sorted(
         (u for u in users if gpu[u]), key=lambda u: (-gpu[u], u)))}

@@ -8,8 +8,11 @@ CPU seconds per node). ``staff_jobs(n, users)`` replays them as ``n`` jobs endin
 over ``days``, renumbered, owned round-robin by ``users`` users (one user, ``user0000``,
 gets ``heavy`` of them: the "my jobs" of a busy user), run times scaled by a factor
 1..``stretch`` (a large site's jobs run hours, the stack's seconds: every figure of the
-job scales with it, so ratios stay as captured). ``fill`` writes them into an archive in
-batches, with a progress bar.
+job scales with it, so ratios stay as captured). A job's energy is DERIVED from its CPU
+time as the exporter's split would give it on the captured RAPL package
+(``fixtures/exporter/energy/powercap``: 95 W at most over the capture machine's 2 CPUs,
+so 47.5 J per busy CPU-second). ``fill`` writes them into an archive in batches, with a
+progress bar.
 
     .venv/bin/python bench/scale_archive.py ARCHIVE_URL [--jobs 700000] [--users 5000]
 """
@@ -40,6 +43,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CLUSTER = "bench"
 DAY = 86400
 BATCH = 20_000
+JOULES_PER_CPU_SECOND = 95.0 / 2  # the captured package's max power over its 2 CPUs
 
 
 def _mean(samples: list) -> float | None:
@@ -98,7 +102,9 @@ def staff_jobs(n: int, users: int, days: float = 7.0, until: int = 1_800_000_000
             node_cpu_seconds={node: sum(s.node_cpu_seconds.values()) * f}
             if s.node_cpu_seconds and len(s.nodes) == 1 else {},
             pending_reasons=tuple((r, t * f) for r, t in s.pending_reasons),
-            sacct=None, max_rss=memory_peak(s))
+            sacct=None, max_rss=memory_peak(s),
+            energy_joules=s.cpu_seconds * f * JOULES_PER_CPU_SECOND
+            if s.cpu_seconds is not None else None)
 
 
 def fill(url: str, n: int, users: int, progress: bool = True, **kw: object) -> int:

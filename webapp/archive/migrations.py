@@ -98,7 +98,7 @@ MIGRATIONS: dict[int, dict[str, tuple[str, ...]]] = {
             " node_count INTEGER NOT NULL, nodes TEXT NOT NULL, memory_requested INTEGER,"
             " gpus INTEGER NOT NULL, cpu_seconds REAL, memory_peak INTEGER,"
             " gpu_utilization REAL, gpu_memory_used REAL, gpu_memory_total REAL,"
-            " node_cpu TEXT, pending_reasons TEXT,"
+            " node_cpu TEXT, pending_reasons TEXT, energy_joules REAL,"
             " PRIMARY KEY (cluster, job_id, submit_time))",
             "CREATE INDEX archive_staff_end ON archive_staff_jobs (cluster, end_time)",
             "CREATE INDEX archive_staff_user ON archive_staff_jobs"
@@ -115,7 +115,8 @@ MIGRATIONS: dict[int, dict[str, tuple[str, ...]]] = {
             " nodes LONGTEXT NOT NULL, memory_requested BIGINT, gpus INT NOT NULL,"
             " cpu_seconds DOUBLE, memory_peak BIGINT, gpu_utilization DOUBLE,"
             " gpu_memory_used DOUBLE, gpu_memory_total DOUBLE, node_cpu LONGTEXT,"
-            " pending_reasons TEXT, PRIMARY KEY (cluster, job_id, submit_time),"
+            " pending_reasons TEXT, energy_joules DOUBLE,"
+            " PRIMARY KEY (cluster, job_id, submit_time),"
             " KEY archive_staff_end (cluster, end_time),"
             " KEY archive_staff_user (cluster, user_name, end_time)) CHARACTER SET utf8mb4",
         ),

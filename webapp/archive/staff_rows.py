@@ -22,7 +22,7 @@ COLUMNS = ("cluster", "job_id", "submit_time", "end_time", "raw_id", "user_name"
            "partition_name", "state", "submit", "start_time", "end_at", "elapsed",
            "time_limit", "cpus", "node_count", "nodes", "memory_requested", "gpus",
            "cpu_seconds", "memory_peak", "gpu_utilization", "gpu_memory_used",
-           "gpu_memory_total", "node_cpu", "pending_reasons")
+           "gpu_memory_total", "node_cpu", "pending_reasons", "energy_joules")
 _SELECT = ", ".join(COLUMNS)
 
 # Per user, over the window: the staff tables' sums. Memory: ``webapp.unused``'s formula,
@@ -110,6 +110,15 @@ class StaffRows:
         return [{"user": r[0], **{k: float(v or 0) for k, v in
                                   zip(USER_TOTAL_NAMES[1:], r[1:], strict=True)}}
                 for r in rows]
+
+    def energy_totals(self, w: Window, key: str) -> list[tuple[str, float, int]]:
+        """(account or user, joules, jobs) over the window's jobs with an energy figure;
+        ``key`` is "account" or "user"."""
+        column = {"account": "account", "user": "user_name"}[key]
+        rows = self.db.query(f"SELECT {column}, SUM(energy_joules), COUNT(energy_joules)"  # noqa: S608
+                             f" FROM archive_staff_jobs WHERE {w.sql} AND energy_joules"
+                             f" IS NOT NULL GROUP BY {column}", w.params)
+        return [(r[0], float(r[1]), int(r[2])) for r in rows]
 
     def top(self, w: Window, where: str, params: Sequence[Any], order: str | None,
             limit: int | None) -> list[dict[str, Any]]:

@@ -218,12 +218,19 @@ def longest_queued(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
 
 def energy_by(key: str, jobs: list[StaffJob], cfg: StaffConfig) -> Table:
     """kWh per account (``key="account"``) or per user, from the jobs with energy series."""
-    kwh: Counter[str] = Counter()
+    joules: Counter[str] = Counter()
     count: Counter[str] = Counter()
     for j in jobs:
         if j.energy_joules is not None:
-            kwh[getattr(j, key)] += j.energy_joules / KWH
+            joules[getattr(j, key)] += j.energy_joules
             count[getattr(j, key)] += 1
+    return energy_table(key, [(name, joules[name], count[name]) for name in joules], cfg)
+
+
+def energy_table(key: str, sums: list[tuple[str, float, int]], cfg: StaffConfig) -> Table:
+    """The energy table from (name, joules, jobs) sums: in memory or from the archive."""
+    kwh = {name: joules / KWH for name, joules, _ in sums}
+    count = {name: jobs for name, _, jobs in sums}
     total = sum(kwh.values())
     rows = [Row((name, f"{kwh[name]:,.3g}", _pct(kwh[name] / total if total else None),
                  str(count[name])),

@@ -20,6 +20,7 @@ from webapp.report.staff import (
     HOUR,
     StaffReport,
     efficiency_table,
+    energy_table,
     fragmentation,
     idle_nodes,
     large_memory,
@@ -46,6 +47,7 @@ def staff_row(cluster: str, j: StaffJob) -> dict[str, Any]:
         "gpu_memory_total": j.gpu_memory_total,
         "node_cpu": json.dumps(j.node_cpu_seconds) if j.node_cpu_seconds else None,
         "pending_reasons": json.dumps(j.pending_reasons) if j.pending_reasons else None,
+        "energy_joules": j.energy_joules,
     }
 
 
@@ -58,7 +60,8 @@ def staff_job(r: Mapping[str, Any]) -> StaffJob:
         r["memory_requested"], int(r["gpus"]), r["cpu_seconds"], r["memory_peak"],
         r["gpu_utilization"], r["gpu_memory_used"], r["gpu_memory_total"],
         json.loads(r["node_cpu"]) if r["node_cpu"] else {},
-        tuple(tuple(p) for p in json.loads(r["pending_reasons"] or "[]")))
+        tuple(tuple(p) for p in json.loads(r["pending_reasons"] or "[]")),
+        energy_joules=r["energy_joules"])
 
 
 def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: float,
@@ -101,5 +104,7 @@ def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: f
                      if parts else [], cfg, t),
         longest_queued(top("start_time > 0 AND submit > 0", (), "start_time - submit"), cfg),
         offenders(alerts, cfg),
+        energy_table("account", rows.energy_totals(w, "account"), cfg),
+        energy_table("user", rows.energy_totals(w, "user"), cfg),
     )
     return StaffReport(cluster, since, until, rows.count(w), cfg, t, tables)

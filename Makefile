@@ -2,7 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test stack stop lint unit bench clean
+.PHONY: demo test stack stop lint unit bench bench-scale clean
 
 demo: stack ## install and start the local stack, run sample jobs, print their reports
 	scripts/demo
@@ -35,6 +35,11 @@ bench: stack ## every benchmark; the web one on the newest completed job of the 
 	  JOBREPORT_BENCH_JOB=$$(sacct -X -n -P -S now-7days --format=JobID,State | \
 	    awk -F'|' '$$2 == "COMPLETED" && $$1 !~ /_/ {id = $$1} END {print id}') \
 	  $(PY) bench/bench_web.py --duration 30
+	$(MAKE) bench-scale
+
+bench-scale: ## a week of a large site (700,000 jobs) and jobs of 10-1,000 nodes; no stack needed
+	$(PY) bench/bench_scale.py --jobs 10000,100000,700000 --in-memory
+	$(PY) bench/bench_many_nodes.py --nodes 10,100,1000 --per-node
 
 clean:
 	rm -rf $(VENV) var test-artifacts

@@ -14,7 +14,11 @@ fit, or as far as the hard limit allows where that is refused; the fd cache hold
 (limit - 256 - cgroup files) / 4 processes.
 
     .venv/bin/python bench/bench_exporter.py [--runs 3] [--scrapes 40] [--rss-scrapes 1000]
-        [--processes 400,2000,10000,20000]
+        [--processes 400,2000,10000,20000] [--energy]
+
+--energy times only scrapes with the energy collector off and on (a copy of the captured
+powercap tree fixtures/exporter/energy/powercap, the node's own /proc/stat and meminfo),
+alternating in the same runs, fd cache on.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ import argparse
 import os
 import platform
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -44,6 +50,9 @@ NODE = "bench"
 SCENARIOS = {400: 8, 2000: 64, 10000: 256, 20000: 256}
 FD_CACHE_OFF_UP_TO = 2000  # reading 10,000+ processes by path is only slower
 NOFILE = 65536  # LimitNOFILE of deploy/jobs-exporter.service
+ENERGY_FIXTURE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures/exporter/energy/powercap"
+)
 
 
 def _write(path: str, text: str) -> None:
@@ -139,8 +148,14 @@ class BenchJobs:
         self.dirs.clear()
 
 
-def _registry(fd_cache: bool, budget: float = 5.0) -> tuple[CollectorRegistry, JobsCollector]:
-    settings = Settings(node_name=NODE, gpus="off", fd_cache=fd_cache, scrape_budget=budget)
+def _registry(
+    fd_cache: bool, budget: float = 5.0, powercap: str = ""
+) -> tuple[CollectorRegistry, JobsCollector]:
+    settings = Settings(
+        node_name=NODE, gpus="off", fd_cache=fd_cache, scrape_budget=budget,
+        energy="auto" if powercap else "off", powercap_root=powercap or "/nonexistent",
+        hwmon_root="/nonexistent",
+    )
     collector = JobsCollector(settings)
     registry = CollectorRegistry()
     registry.register(collector)
@@ -148,10 +163,10 @@ def _registry(fd_cache: bool, budget: float = 5.0) -> tuple[CollectorRegistry, J
 
 
 def time_scrapes(
-    fd_cache: bool, scrapes: int, expect_jobs: int, budget: float = 5.0
+    fd_cache: bool, scrapes: int, expect_jobs: int, budget: float = 5.0, powercap: str = ""
 ) -> tuple[float, float, float, float]:
     """(p50 seconds, p95 seconds, median CPU seconds, most stale processes) per scrape."""
-    registry, collector = _registry(fd_cache, budget)
+    registry, collector = _registry(fd_cache, budget, powercap)
     text = generate_latest(registry).decode()  # warm-up (fills the fd cache)
     found = text.count("jobs_info{")
     assert found == expect_jobs, f"expected {expect_jobs} jobs, scraped {found}"
@@ -191,6 +206,9 @@ def bench_scenario(processes: int, jobs: int, args: argparse.Namespace) -> None:
         pids = bench.pids()
         # Kept-open fds for every process only where the open-files limit allows it.
         keep_open = 3 * len(pids) + 256 < resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if args.energy:
+            bench_energy(label, jobs, args)
+            return
         floor = Floor(pids, keep_open=keep_open)
         for fd_cache in (True, False) if processes <= FD_CACHE_OFF_UP_TO else (True,):
             ours, floors = [], {name: [] for name in floor.passes()}
@@ -237,6 +255,24 @@ def bench_scenario(processes: int, jobs: int, args: argparse.Namespace) -> None:
         bench.close()
 
 
+def bench_energy(label: str, jobs: int, args: argparse.Namespace) -> None:
+    """Scrapes with the energy collector off and on, alternated in the same runs."""
+    with tempfile.TemporaryDirectory() as tmp:
+        powercap = shutil.copytree(ENERGY_FIXTURE, os.path.join(tmp, "powercap"))
+        runs: dict[str, list] = {"off": [], "on": []}
+        for _ in range(args.runs):
+            runs["off"].append(time_scrapes(True, args.scrapes, jobs))
+            runs["on"].append(time_scrapes(True, args.scrapes, jobs, powercap=powercap))
+        p50 = {}
+        for name, results in runs.items():
+            p50[name], p95, cpu = (statistics.median(r[i] for r in results) for i in range(3))
+            print(
+                f"{label:28s} energy {name:3s}: p50 {_ms(p50[name])}  p95 {_ms(p95)}  "
+                f"CPU {_ms(cpu)}/scrape  (median of {args.runs} x {args.scrapes})"
+            )
+        print(f"{label:28s} energy on/off p50: {p50['on'] / p50['off']:.3f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=3, help="runs per scenario (median shown)")
@@ -253,6 +289,7 @@ def main() -> int:
         default="400,2000,10000,20000",
         help=f"comma-separated cases out of {','.join(map(str, SCENARIOS))}",
     )
+    parser.add_argument("--energy", action="store_true", help="time energy off vs on only")
     args = parser.parse_args()
     if os.geteuid() != 0:
         parser.error("needs root (creates cgroups)")

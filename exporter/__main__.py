@@ -44,13 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="replay recorded NVML readings from FILE instead of the driver (demo/test stacks)",
     )
+    p.add_argument("--powercap-root", metavar="DIR", help="RAPL zones (/sys/class/powercap)")
+    p.add_argument("--hwmon-root", metavar="DIR", help="hwmon chips (/sys/class/hwmon)")
     p.add_argument("--once", action="store_true", help="print one scrape to stdout and exit")
     return p
 
 
 def settings_from(args: argparse.Namespace, base: Settings) -> Settings:
     changes: dict[str, object] = {}
-    for field in ("listen", "cgroup_root", "proc_root", "node_name", "gpu_alloc_dir"):
+    for field in (
+        "listen", "cgroup_root", "proc_root", "node_name", "gpu_alloc_dir", "powercap_root",
+        "hwmon_root",
+    ):
         value = getattr(args, field)
         if value is not None:
             changes[field] = value

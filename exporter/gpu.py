@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -41,9 +43,12 @@ def load_nvml() -> ModuleType | None:
 class Nvml:
     """This node's GPUs by physical index. ``start()`` returns False when there is no driver."""
 
-    def __init__(self, nvml: Any):
+    def __init__(self, nvml: Any, clock: Callable[[], float] = time.monotonic):
         self.nvml = nvml
         self.handles: dict[int, Any] = {}
+        self.clock = clock
+        # index -> (joules, time) integrated from power on boards without an energy counter
+        self._integrated: dict[int, tuple[float, float]] = {}
 
     def start(self) -> bool:
         try:
@@ -86,6 +91,28 @@ class Nvml:
             memory_total_bytes=int(mem.total),
             power_watts=power,
         )
+
+
+    def energy_joules(self, index: int) -> float | None:
+        """GPU ``index``'s energy counter in joules (nvmlDeviceGetTotalEnergyConsumption:
+        millijoules since the driver loaded, Volta and later). Older boards: the power
+        reading integrated over the time between calls. None: neither is available."""
+        handle = self.handles.get(index)
+        if handle is None:
+            return None
+        try:
+            return self.nvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0
+        except self.nvml.NVMLError:
+            pass
+        try:
+            watts = self.nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
+        except self.nvml.NVMLError:
+            return None
+        now = self.clock()
+        joules, then = self._integrated.get(index, (0.0, now))
+        joules += watts * (now - then)
+        self._integrated[index] = (joules, now)
+        return joules
 
 
 def _text(value: bytes | str) -> str:

@@ -4,13 +4,17 @@ For machines without an NVIDIA driver (the demo stack, tests): ``jobs-exporter
 --nvml-replay FILE`` serves the readings in FILE (a JSON ``{"devices": [...]}`` such as
 fixtures/exporter/nvml/replay.json, derived from real nvidia-smi captures) through the
 same calls the exporter makes on the real module, with the same units (percent, bytes,
-milliwatts), raising its own NVMLError like pynvml does. Readings are constant.
+milliwatts), raising its own NVMLError like pynvml does. Readings are constant; the
+energy counter (millijoules) is the recorded power times the time since ``nvmlInit``, as
+a board drawing that power would count it.
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
+import time
+from collections.abc import Callable
 from types import SimpleNamespace
 
 
@@ -31,13 +35,21 @@ class ReplayNvml:
 
     NVMLError = NVMLError
 
-    def __init__(self, devices: list[dict], driver: bool = True):
+    def __init__(
+        self,
+        devices: list[dict],
+        driver: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.devices = devices
         self.driver = driver
         self.calls: list[str] = []
+        self.clock = clock
+        self.started = clock()
 
     def nvmlInit(self) -> None:  # noqa: N802
         self.calls.append("nvmlInit")
+        self.started = self.clock()
         if not self.driver:
             raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
 
@@ -67,6 +79,13 @@ class ReplayNvml:
         if handle.get("power_milliwatts") is None:
             raise NVMLError_NotSupported("Not Supported")
         return handle["power_milliwatts"]
+
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: dict) -> int:  # noqa: N802
+        # A device recorded with "energy_counter": false is a pre-Volta board without one.
+        if handle.get("power_milliwatts") is None or handle.get("energy_counter") is False:
+            raise NVMLError_NotSupported("Not Supported")
+        return round(handle["power_milliwatts"] * (self.clock() - self.started))
 
 
 def load_replay(path: str | pathlib.Path) -> ReplayNvml:

@@ -21,6 +21,7 @@ from exporter import cgroupfs
 from exporter.cgroup_files import OpenFiles
 from exporter.collectors.context import CollectorContext
 from exporter.collectors.cpu import CpuCollector
+from exporter.collectors.energy import EnergyCollector
 from exporter.collectors.gpu import GpuCollector
 from exporter.collectors.io import IoCollector
 from exporter.collectors.memory import MemoryCollector
@@ -45,6 +46,7 @@ COLLECTORS = (
     PressureCollector,
     StepsCollector,
     WaitCollector,
+    EnergyCollector,  # after GpuCollector, whose GPU energy readings it splits
 )
 
 Discover = Callable[[str, str, str], list[cgroupfs.Job]]

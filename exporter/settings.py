@@ -54,6 +54,16 @@ def _budget(var: str, raw: str) -> float:
     return seconds
 
 
+def _bmc_interval(var: str, raw: str) -> float:
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not 1 <= seconds <= 3600:
+        raise SettingsError(f"{var}={raw!r} is not 1 to 3600 seconds")
+    return seconds
+
+
 @dataclass(frozen=True)
 class Settings:
     listen: str = setting("0.0.0.0:9306", "Address:port serving /metrics.", _listen)
@@ -72,10 +82,21 @@ class Settings:
     fd_cache: bool = setting("1", "`1` keeps `/proc/<pid>/io` and `schedstat` and each process's `fd` and `task` directories open between scrapes (`stat` and `limits` are read once per process); `0` reopens them.", _flag)
     scrape_budget: float = setting("5", "Seconds a scrape may spend reading `/proc`; past it the least recently read processes keep their previous sample and `jobs_scrape_stale_processes` counts them. `0`: no limit. Keep it under Prometheus' `scrape_timeout` (10 s in `deploy/prometheus-jobs-exporter.yml`).", _budget)
     log_level: str = setting("INFO", "Python logging level.")
+    energy: str = setting("auto", "`auto` (node energy and its split among jobs from every source found: RAPL, hwmon, the BMC, GPUs) or `off`.", choice("auto", "off"))
+    powercap_root: str = setting("/sys/class/powercap", "Where the powercap (RAPL) zones are; a replayed tree for tests and demos.")
+    hwmon_root: str = setting("/sys/class/hwmon", "Where the hwmon chips are; the ACPI `power_meter` chip is the node meter.")
+    bmc: str = setting("off", "Node meter from the BMC: `ipmitool` (`ipmitool dcmi power reading`), `ipmi-dcmi` (FreeIPMI), `redfish` (needs JOBREPORT_EXPORTER_REDFISH_URL) or `off`.", choice("off", "ipmitool", "ipmi-dcmi", "redfish"))
+    bmc_interval: float = setting("30", "Seconds between two BMC readings (asked outside the scrape; the last one is served with its age).", _bmc_interval)
+    redfish_url: str = setting("", "The `Chassis/<id>/Power` resource, e.g. `https://bmc/redfish/v1/Chassis/1/Power`.")
+    redfish_auth_file: str = setting("", "File holding `user:password` for Redfish (empty: no authentication).")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        return cls(**load(cls, PREFIX, os.environ if env is None else env))
+        settings = cls(**load(cls, PREFIX, os.environ if env is None else env))
+        if settings.bmc == "redfish" and not settings.redfish_url:
+            raise SettingsError(
+                "JOBREPORT_EXPORTER_BMC=redfish needs JOBREPORT_EXPORTER_REDFISH_URL")
+        return settings
 
     @property
     def effective_node_name(self) -> str:

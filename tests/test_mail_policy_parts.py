@@ -9,6 +9,7 @@ import dataclasses
 import time
 from datetime import UTC, datetime
 
+import pytest
 from itsdangerous import URLSafeSerializer
 from werkzeug.security import generate_password_hash
 
@@ -20,6 +21,7 @@ from webapp.archive.store import Archive, ArchivedJob
 from webapp.mail.digest import last_week
 from webapp.mail.policy import skip_reason
 from webapp.model import Finding, JobReport, Severity
+from webapp.renderers import digest as digest_renderer
 from webapp.settings import Settings
 
 SECRET = "s" * 40
@@ -157,3 +159,20 @@ def test_last_week_is_monday_to_monday_utc():
     since, until = last_week(datetime(2026, 11, 25, 13, 0, tzinfo=UTC))  # a Wednesday
     assert datetime.fromtimestamp(since, UTC) == datetime(2026, 11, 16, tzinfo=UTC)
     assert datetime.fromtimestamp(until, UTC) == datetime(2026, 11, 23, tzinfo=UTC)
+
+
+def test_digest_energy_per_account():
+    kwh = 3.6e6
+    jobs = [_job("1", 100, account="physics", usage={"energy_joules": 1.5 * kwh}),
+            _job("2", 200, account="chem", usage={"energy_joules": 0.5 * kwh}),
+            _job("3", 300, account="physics", usage={"energy_joules": 0.25 * kwh}),
+            _job("4", 400, account="chem", usage={"energy_joules": None})]  # no energy source
+    d = build_digest("demo", "alice", 0, 500, jobs)
+    assert d.energy_kwh == pytest.approx(2.25)
+    assert d.energy_by_account == [("physics", pytest.approx(1.75)), ("chem", pytest.approx(0.5))]
+    message = digest_renderer.render(d, "alice@example.org", "jobreport@example.org", "<id@x>")
+    text = message.get_body(("plain",)).get_content()
+    assert "Energy used" in text and "1.75 kWh" in text
+    html = message.get_body(("html",)).get_content()
+    assert "1.75 kWh" in html
+    assert build_digest("demo", "alice", 0, 500, jobs[3:]).energy_kwh is None

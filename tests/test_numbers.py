@@ -301,7 +301,7 @@ def test_json_schema_is_pinned():
         "memory_peak_bytes", "memory_peak", "memory_requested_bytes",
         "memory_requested_per_node_bytes", "memory_efficiency", "gpus", "usage", "steps",
         "findings", "gaps", "notes", "queue", "array", "series", "sizing",
-        "step_lines", "billing", "waste", "coverage",
+        "step_lines", "billing", "waste", "energy", "coverage",
     }  # fmt: skip
     assert set(data["coverage"]) == {"nodes", "gpus", "sources", "rules_version",
                                      "min_coverage", "thresholds", "verdicts", "queries"}
@@ -322,4 +322,6 @@ def test_json_schema_is_pinned():
         "threads_max", "open_files_max", "open_files_limit_ratio_max", "scratch_in_use",
         "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
         "memory_high_events", "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max",
+        "energy_joules", "energy_gpu_joules", "energy_other_joules", "energy_by_node",
+        "gpu_energy",
     }  # fmt: skip

@@ -112,3 +112,23 @@ def test_text_and_json_render_every_table():
     for t in r.tables:
         assert t.title in text and f'"{t.key}"' in doc
     assert "<b>x</b>" in text  # text is plain; the HTML page escapes it
+
+
+def test_energy_per_account_and_user_adds_the_jobs_kwh():
+    kwh = 3.6e6
+    jobs = [job("50", "alice", account="physics", energy_joules=1.5 * kwh),
+            job("51", "bob", account="physics", energy_joules=0.25 * kwh),
+            job("52", "alice", account="chem", energy_joules=0.75 * kwh),
+            job("53", "carol", account="chem")]  # a node without an energy source
+    report = build_staff_report("demo", jobs, 0, 2 * H, CFG, T, {})
+    accounts = {r.values["account"]: r.values for r in table(report, "energy_accounts").rows}
+    expected = {}
+    for j in jobs:
+        if j.energy_joules is not None:
+            expected[j.account] = expected.get(j.account, 0.0) + j.energy_joules / kwh
+    assert {a: v["kwh"] for a, v in accounts.items()} == pytest.approx(expected)
+    assert accounts["physics"]["jobs"] == 2 and accounts["chem"]["jobs"] == 1
+    assert accounts["physics"]["share"] == pytest.approx(1.75 / 2.5)
+    users = [(r.values["user"], r.values["kwh"]) for r in table(report, "energy_users").rows]
+    assert users == [("alice", pytest.approx(2.25)), ("bob", pytest.approx(0.25))]
+    assert "Energy by account" in render_text(report)

@@ -95,6 +95,22 @@ def format_duration(seconds: float | None) -> str:
     return f"{m}m {s:02d}s"
 
 
+def format_energy(joules: float | None) -> str:
+    """Joules as kWh (``0.42 kWh``), in Wh below 0.01 kWh (a short job draws a few), never
+    with an exponent."""
+    if joules is None:
+        return UNKNOWN
+    kwh = joules / 3.6e6
+    return format_amount(kwh, "kWh") if kwh >= 0.01 else format_amount(kwh * 1000, "Wh")
+
+
+def format_co2e(grams: float | None) -> str:
+    if grams is None:
+        return UNKNOWN
+    return (format_amount(grams / 1000, "kg CO2e") if grams >= 1000
+            else format_amount(grams, "g CO2e"))
+
+
 def format_percent(ratio: float | None) -> str:
     """``12%`` for 0.12; one decimal below 10 % so that 0.4 % does not read as 0 %."""
     if ratio is None:

@@ -317,6 +317,13 @@ class Usage:
     cpu_wait_seconds: float | None = None
     io_wait_seconds: float | None = None
     busy_tasks_max: float | None = None
+    # Joules the exporter attributed to the job (jobs_energy_joules_total), all sources,
+    # and its gpu and other (the node meter's rest, by cores) parts; None: no energy series.
+    energy_joules: float | None = None
+    energy_gpu_joules: float | None = None
+    energy_other_joules: float | None = None
+    energy_by_node: tuple[tuple[str, float], ...] = ()  # (node, joules)
+    gpu_energy: tuple[tuple[str, float], ...] = ()  # (label as gpu_utilization's, joules)
     queries: tuple[tuple[str, str], ...] = ()  # (name, PromQL) as sent, for the audit
 
     @property
@@ -504,6 +511,7 @@ class JobReport:
     # Computed once by webapp.report (steps, waste, coverage); every renderer reads them.
     step_lines: tuple[StepLine, ...] = ()
     waste: Waste | None = None
+    energy: Energy | None = None
     coverage: Coverage | None = None  # what the Prometheus verdicts rest on
     audit: Audit | None = None
 
@@ -603,6 +611,24 @@ class Waste:
     def total_billing_units(self) -> float | None:
         values = [i.billing_units for i in self.items if i.billing_units is not None]
         return sum(values) if values else None
+
+
+@dataclass(frozen=True)
+class Energy:
+    """The job's energy, that of its unused allocation, and its carbon (webapp.report.energy)."""
+
+    joules: float
+    by_node: tuple[tuple[str, float], ...]  # (node, joules)
+    unused_cores_joules: float | None  # the cores' share of the node meter x idle CPU time
+    unused_gpus_joules: float | None  # the GPUs' joules x their idle fraction
+    intensity_g_per_kwh: float | None  # grams CO2e per kWh used; None: none configured
+    intensity_source: str  # where the intensity comes from, in words
+    co2e_grams: float | None
+
+    @property
+    def unused_joules(self) -> float | None:
+        parts = [j for j in (self.unused_cores_joules, self.unused_gpus_joules) if j is not None]
+        return sum(parts) if parts else None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from webapp.model import (
     Audit,
     Coverage,
     CpuSource,
+    Energy,
     Finding,
     Gap,
     JobReport,
@@ -110,6 +111,7 @@ REPORT: tuple[tuple[str, str | None, Codec | str], ...] = (
     ("step_lines", "step_lines", SECTION),
     ("billing", "billing", PLAIN),
     ("waste", "waste", SECTION),
+    ("energy", "energy", SECTION),
     ("coverage", "coverage", SECTION),  # and ``audit``
     ("findings", "findings", SECTION),
     ("gaps", "gaps", SECTION),
@@ -142,7 +144,11 @@ USAGE = ("memory_limit_bytes", "memory_max_usage_bytes", "gpu_memory_total_bytes
          "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
          "memory_high_events",
          # per-thread waits and busy threads (v1 and v2); null from an exporter without them
-         "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max")
+         "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max",
+         # joules the exporter split to the job; null: no energy source on its nodes
+         "energy_joules", "energy_gpu_joules", "energy_other_joules")
+# Usage fields of (label, joules) pairs: per node, and per GPU (``node/gpu``)
+USAGE_PAIRS = ("energy_by_node", "gpu_energy")
 # JSON key -> Step field (sacct's TotalCPU is the JSON's cpu_seconds), codec
 STEP: tuple[tuple[str, str, Codec], ...] = (
     ("step_id", "step_id", PLAIN), ("name", "name", PLAIN), ("state", "state", PLAIN),
@@ -204,6 +210,39 @@ def _waste_back(w: Json | None) -> Waste | None:
         return None
     return Waste(tuple(WasteItem(**{k: i[k] for k in _names(WasteItem)}) for i in w["items"]),
                  w["billing_per_hour"], w["weights_source"], w.get("core_hours_per_billing_unit"))
+
+
+def _kwh(joules: float | None) -> float | None:
+    return None if joules is None else joules / 3.6e6
+
+
+def _energy(e: Energy | None) -> Json | None:
+    """Joules (read back) and kWh (derived, for readers) of the job and its unused part."""
+    if e is None:
+        return None
+    return {"joules": e.joules, "kwh": _kwh(e.joules),
+            "by_node": [{"node": n, "joules": j, "kwh": _kwh(j)} for n, j in e.by_node],
+            "unused_cores_joules": e.unused_cores_joules,
+            "unused_gpus_joules": e.unused_gpus_joules, "unused_kwh": _kwh(e.unused_joules),
+            "co2e_grams": e.co2e_grams, "carbon_intensity_g_per_kwh": e.intensity_g_per_kwh,
+            "carbon_intensity_source": e.intensity_source}
+
+
+def _energy_back(e: Json | None) -> Energy | None:
+    if not e:
+        return None
+    return Energy(e["joules"], tuple((n["node"], n["joules"]) for n in e["by_node"]),
+                  e["unused_cores_joules"], e["unused_gpus_joules"],
+                  e["carbon_intensity_g_per_kwh"], e["carbon_intensity_source"],
+                  e["co2e_grams"])
+
+
+def _pairs(value: tuple[tuple[str, float], ...]) -> list[list[Any]]:
+    return [[label, joules] for label, joules in value]
+
+
+def _pairs_back(value: list[list[Any]] | None) -> tuple[tuple[str, float], ...]:
+    return tuple((str(label), float(joules)) for label, joules in value or ())
 
 
 def _cov(parts: tuple[SeriesCoverage, ...]) -> list[Json]:
@@ -352,7 +391,9 @@ def _sizing_back(z: Json | None) -> SizingSuggestion | None:
 # Section key -> (encode from the report, decode from the whole summary).
 SECTIONS: dict[str, tuple[Callable[[JobReport], Any], Callable[[Mapping[str, Any]], Any]]] = {
     "memory_peak": (lambda r: _peak(r.memory_peak), _peak_back),
-    "usage": (lambda r: {k: getattr(r.usage, k) for k in USAGE}, lambda s: None),
+    "usage": (lambda r: {**{k: getattr(r.usage, k) for k in USAGE},
+                         **{k: _pairs(getattr(r.usage, k)) for k in USAGE_PAIRS}},
+              lambda s: None),
     "steps": (lambda r: [{k: c[0](getattr(x, attr)) for k, attr, c in STEP} for x in r.steps],
               lambda s: tuple(Step(**{attr: c[1](x.get(k)) for k, attr, c in STEP})
                               for x in s.get("steps") or ())),
@@ -360,6 +401,7 @@ SECTIONS: dict[str, tuple[Callable[[JobReport], Any], Callable[[Mapping[str, Any
                               for x in r.step_lines],
                    lambda s: tuple(StepLine(**x) for x in s.get("step_lines") or ())),
     "waste": (lambda r: _waste(r.waste), lambda s: _waste_back(s.get("waste"))),
+    "energy": (lambda r: _energy(r.energy), lambda s: _energy_back(s.get("energy"))),
     "coverage": (_coverage, lambda s: None),
     "findings": (lambda r: _findings(r.findings), lambda s: _findings_back(s.get("findings"))),
     # A gap's technical detail is logged and shown to staff on the web page, never here.
@@ -393,7 +435,8 @@ def decode(summary: Mapping[str, Any], series: Mapping[str, Any] | None = None) 
     queries = tuple((q["name"], q["promql"])
                     for q in (summary.get("coverage") or {}).get("queries") or ())
     usage = Usage(**{attr: _series_back(series.get(key, [])) for key, attr in SERIES},
-                  **{k: u.get(k) for k in USAGE}, queries=queries)
+                  **{k: u.get(k) for k in USAGE},
+                  **{k: _pairs_back(u.get(k)) for k in USAGE_PAIRS}, queries=queries)
     values: dict[str, Any] = {"usage": usage}
     for key, attr, codec in REPORT:
         if attr is None or key == "usage":

@@ -39,15 +39,15 @@ log = logging.getLogger(__name__)
 DEFAULT_CONFIG = "/etc/jobreport/jobreport.conf"
 CONFIG_DOC = (
     DEFAULT_CONFIG,
-    "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line, except JOBREPORT_STAFF, JOBREPORT_DB_URL, JOBREPORT_DB_PASSWORD_FILE and JOBREPORT_SACCT, which for a caller who is not root come from the default file alone where it exists (SECURITY.md).",
+    "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line, except JOBREPORT_STAFF, JOBREPORT_DB_URL, JOBREPORT_DB_PASSWORD_FILE, JOBREPORT_SACCT, JOBREPORT_CHAT_URLS and JOBREPORT_CHAT_MAP, which for a caller who is not root come from the default file alone where it exists (SECURITY.md).",
 )
 
-# Who is staff and which sources a caller may read (the accounting view with the service's
-# password, or sacct standing in for it): for a caller who is not root, only the system
-# config file says where there is one; neither the caller's environment nor a
-# JOBREPORT_CONFIG it names does.
+# Who is staff, which sources a caller may read (the accounting view with the service's
+# password, or sacct standing in for it) and where chat notices of users' jobs go: for a
+# caller who is not root, only the system config file says where there is one; neither
+# the caller's environment nor a JOBREPORT_CONFIG it names does.
 PRIVILEGED = ("JOBREPORT_STAFF", "JOBREPORT_DB_URL", "JOBREPORT_DB_PASSWORD_FILE",
-              "JOBREPORT_SACCT")
+              "JOBREPORT_SACCT", "JOBREPORT_CHAT_URLS", "JOBREPORT_CHAT_MAP")
 
 # Read by the exporters (their own settings modules), the benchmarks and the tests.
 OTHER_PREFIXES = (
@@ -175,6 +175,34 @@ def _fraction(var: str, raw: str) -> float:
     if not 0 <= value <= 1:
         raise SettingsError(f"{var} must be between 0 and 1")
     return value
+
+
+INTENSITY_SERIES_PREFIX = "promql:"
+
+
+def parse_intensity_setting(text: str) -> float | str | None:
+    """``""`` -> None; ``"370"`` -> 370.0; ``"promql:grid_g_per_kwh{zone="DE"}"`` -> the
+    selector. Anything else raises ValueError."""
+    text = text.strip()
+    if not text:
+        return None
+    if text.startswith(INTENSITY_SERIES_PREFIX):
+        selector = text[len(INTENSITY_SERIES_PREFIX):].strip()
+        if not selector:
+            raise ValueError("promql: needs a series selector")
+        return selector
+    value = float(text)
+    if value < 0:
+        raise ValueError("a carbon intensity is >= 0 g/kWh")
+    return value
+
+
+def _carbon_intensity(var: str, raw: str) -> str:
+    try:
+        parse_intensity_setting(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{var}={raw!r}: {exc}") from None
+    return raw
 
 
 def _at_least_one(var: str, raw: str) -> int:
@@ -399,6 +427,12 @@ class Settings:
         "5",
         "Report emails per user per UTC day (0: no cap); the rest are folded into the user's weekly digest.",
         integer)
+    chat_urls: str = setting(
+        "",
+        "Chat notices (apprise URLs, e.g. `mmost://host/token?channel=@{user}`, `json://host/path`), separated by spaces or commas, for every owner the report-email policy picks; `{user}` is replaced (plain user names only). Empty: none, unless JOBREPORT_CHAT_MAP names the user.")
+    chat_map: str = setting(
+        "",
+        "Optional file of `user URL [URL ...]` lines (apprise URLs) that replace JOBREPORT_CHAT_URLS for that user; owned by root or the service user and writable by nobody else (it names where notices go).")
     opt_out_link_days: float = setting(
         "90",
         "Days the one-click opt-out link of an email works after it was sent; an older link's page explains and offers sign-in, where users stop or resume their emails.",
@@ -425,6 +459,10 @@ class Settings:
         "0",
         "Core-hours of the site's allocations one billing unit-hour is worth (e.g. `1` where billing counts cores); waste is then also shown in core-hours. `0`: not shown.",
         _non_negative)
+    carbon_intensity: str = setting(
+        "",
+        "Grams of CO2e per kWh for the reports' carbon figure: a number (constant), or `promql:<series selector>` (a series the site feeds with its grid's figure, e.g. hourly; the mean over each job's run is used); empty: no CO2e shown.",
+        _carbon_intensity)
     queue_note_seconds: float = setting(
         "600",
         "A wait in the queue longer than this (seconds) is a key figure of the report, and an unrecorded scheduler state during it a note; shorter waits are listed only among the details.",

@@ -36,7 +36,9 @@ class CpuCollector:
             "Time the job's tasks were throttled by the CPU bandwidth limit, in seconds.",
             labels=["jobid"],
         )
+        read = self.context.cpu_usage = {}  # for the energy collector, which runs later
         for job, usage in each(jobs, lambda j: cgroupfs.read_cpu(j.cgroup)):
+            read[job.job_id] = usage
             seconds.add_metric([job.job_id, "user"], usage.user_seconds)
             seconds.add_metric([job.job_id, "system"], usage.system_seconds)
             if usage.cpuset is not None:

@@ -13,7 +13,7 @@ import subprocess
 import time
 from collections.abc import Iterable, Iterator
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from exporter import cgroupfs, gpu, gpu_alloc
 from exporter.collectors.context import CollectorContext
@@ -79,6 +79,13 @@ class GpuCollector:
             if found is not None:
                 allocations[job.job_id] = found
         self._allocations = allocations  # forgets jobs no longer discovered
+        energy = self._energy()
+        energy_family = CounterMetricFamily(
+            "jobs_gpu_energy_joules",
+            "Energy counter of the allocated GPU (NVML, since the driver loaded; or its "
+            "power integrated over time), in joules.",
+            labels=["jobid", "gpu"],
+        )
         for job in jobs:
             for index in allocations.get(job.job_id, ()):
                 try:
@@ -98,7 +105,27 @@ class GpuCollector:
                 for family, value in zip(families, values, strict=True):
                     if value is not None:
                         family.add_metric(labels, value)
+                if index in energy:
+                    energy_family.add_metric(labels, energy[index])
         yield from families
+        yield energy_family
+
+    def _energy(self) -> dict[int, float]:
+        """Every GPU's energy in joules, shared with the energy collector (it splits the
+        node's meter, which includes unallocated GPUs too)."""
+        assert self._nvml is not None
+        energy = {}
+        for index in self._nvml.handles:
+            try:
+                joules = self._nvml.energy_joules(index)
+            except self._nvml.nvml.NVMLError as exc:
+                log.warning("GPU %d energy unreadable: %s", index, exc)
+                continue
+            if joules is not None:
+                energy[index] = joules
+        self.context.gpu_energy = energy
+        self.context.gpu_allocations = dict(self._allocations)
+        return energy
 
     def _allocation(self, job: ScrapedJob) -> tuple[int, ...] | None:
         """The job's GPUs; None when no source could tell yet (asked again next scrape)."""

@@ -39,7 +39,9 @@ class MemoryCollector:
             "Memory events of the job's cgroup (oom, oom_kill, max, high; cgroup v2 only).",
             labels=["jobid", "event"],
         )
+        read = self.context.memory_usage = {}  # for the energy collector, which runs later
         for job, mem in each(jobs, lambda j: cgroupfs.read_memory(j.cgroup)):
+            read[job.job_id] = mem
             labels = [job.job_id]
             rss.add_metric(labels, mem.rss)
             cache.add_metric(labels, mem.cache)

@@ -30,6 +30,9 @@ def make_settings(tree: pathlib.Path | str, **changes: Any) -> Settings:
         "node_name": "vm",
         "gpus": "off",
         "gpu_alloc_dir": str(tree / "no-gpu-alloc"),
+        # Not this machine's sensors: a tree without them has no energy series.
+        "powercap_root": str(tree / "no-powercap"),
+        "hwmon_root": str(tree / "no-hwmon"),
     }
     base.update(changes)
     return Settings(**base)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+from collections.abc import Callable
 
 from exporter.nvml_replay import ReplayNvml
 
@@ -14,7 +15,13 @@ REPLAY = ROOT / "fixtures" / "exporter" / "nvml" / "replay.json"
 class FakeNvml(ReplayNvml):
     """ReplayNvml defaulting to the fixture's devices."""
 
-    def __init__(self, devices: list[dict] | None = None, driver: bool = True):
+    def __init__(
+        self,
+        devices: list[dict] | None = None,
+        driver: bool = True,
+        clock: Callable[[], float] = lambda: 0.0,
+    ):
+        # A still clock by default: energy counters stay at 0 J, so goldens do not vary.
         if devices is None:
             devices = json.loads(REPLAY.read_text())["devices"]
-        super().__init__(devices, driver)
+        super().__init__(devices, driver, clock)

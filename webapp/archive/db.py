@@ -93,6 +93,14 @@ class Database:
         finally:
             cur.close()
 
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """One statement over many parameter rows (a bulk insert)."""
+        cur = self.conn.cursor()
+        try:
+            cur.executemany(self._sql(sql), [tuple(r) for r in rows])
+        finally:
+            cur.close()
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         cur = self.conn.cursor()
         try:

@@ -4,6 +4,8 @@ Per job, what was requested and not used: CPU core-hours, GPU-hours and memory G
 by the report's own computation (``webapp.unused``) on the archived report's figures, so
 a job's line in the digest says what its page says. A figure that cannot be computed (no
 CPU time, no peak, no GPU samples) counts as nothing, never a guess.
+Energy, per job and per account: the kWh the exporter split to the job (the archived
+``usage.energy_joules``); jobs on nodes without an energy source add nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class JobWaste:
     memory_gb_hours: float  # GiB-hours (2**30 bytes)
     findings: tuple[str, ...]
     folded: bool  # the daily cap kept it out of email: its findings are told here
+    account: str | None = None
+    energy_kwh: float | None = None  # None: no energy series
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,20 @@ class Digest:
         return sum(j.memory_gb_hours for j in self.jobs)
 
     @property
+    def energy_kwh(self) -> float | None:
+        values = [j.energy_kwh for j in self.jobs if j.energy_kwh is not None]
+        return sum(values) if values else None
+
+    @property
+    def energy_by_account(self) -> list[tuple[str, float]]:
+        """(account, kWh), largest first."""
+        kwh: Counter[str] = Counter()
+        for j in self.jobs:
+            if j.energy_kwh is not None:
+                kwh[j.account or "?"] += j.energy_kwh
+        return sorted(kwh.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    @property
     def folded(self) -> int:
         return sum(j.folded for j in self.jobs)
 
@@ -77,9 +95,11 @@ def job_waste(job: ArchivedJob, folded: bool = False) -> JobWaste:
         amount = amounts.get(resource)
         return (amount.unused or 0.0) if amount else 0.0
 
+    joules = (s.get("usage") or {}).get("energy_joules")
     return JobWaste(job.job_id, s.get("job_name"), job.state, job.end_time, elapsed,
                     left("cpu"), left("gpu"), left("memory"),
-                    tuple(f["name"] for f in s.get("findings", [])), folded)
+                    tuple(f["name"] for f in s.get("findings", [])), folded,
+                    s.get("account"), None if joules is None else joules / 3.6e6)
 
 
 def build_digest(cluster: str, user: str, since: int, until: int, jobs: Iterable[ArchivedJob],

@@ -85,6 +85,42 @@ MIGRATIONS: dict[int, dict[str, tuple[str, ...]]] = {
             " PRIMARY KEY (cluster, stream, job_id, submit_time)) CHARACTER SET utf8mb4",
         ),
     },
+    # The staff report's figures per ended job, one narrow row each, so a week of a large
+    # site is ranked by GROUP BY / ORDER BY ... LIMIT in the database (webapp.archive.
+    # staff_rows), not read into memory.
+    4: {
+        "sqlite": (
+            "CREATE TABLE archive_staff_jobs (cluster TEXT NOT NULL, job_id TEXT NOT NULL,"
+            " submit_time INTEGER NOT NULL, end_time INTEGER NOT NULL, raw_id TEXT NOT NULL,"
+            " user_name TEXT NOT NULL, account TEXT NOT NULL, partition_name TEXT NOT NULL,"
+            " state TEXT NOT NULL, submit REAL, start_time REAL, end_at REAL,"
+            " elapsed REAL NOT NULL, time_limit REAL, cpus INTEGER NOT NULL,"
+            " node_count INTEGER NOT NULL, nodes TEXT NOT NULL, memory_requested INTEGER,"
+            " gpus INTEGER NOT NULL, cpu_seconds REAL, memory_peak INTEGER,"
+            " gpu_utilization REAL, gpu_memory_used REAL, gpu_memory_total REAL,"
+            " node_cpu TEXT, pending_reasons TEXT, energy_joules REAL,"
+            " PRIMARY KEY (cluster, job_id, submit_time))",
+            "CREATE INDEX archive_staff_end ON archive_staff_jobs (cluster, end_time)",
+            "CREATE INDEX archive_staff_user ON archive_staff_jobs"
+            " (cluster, user_name, end_time)",
+        ),
+        "mysql": (
+            "CREATE TABLE archive_staff_jobs (cluster VARCHAR(64) NOT NULL,"
+            " job_id VARCHAR(32) NOT NULL, submit_time BIGINT NOT NULL,"
+            " end_time BIGINT NOT NULL, raw_id VARCHAR(32) NOT NULL,"
+            " user_name VARCHAR(64) NOT NULL, account VARCHAR(64) NOT NULL,"
+            " partition_name VARCHAR(64) NOT NULL, state VARCHAR(32) NOT NULL,"
+            " submit DOUBLE, start_time DOUBLE, end_at DOUBLE, elapsed DOUBLE NOT NULL,"
+            " time_limit DOUBLE, cpus INT NOT NULL, node_count INT NOT NULL,"
+            " nodes LONGTEXT NOT NULL, memory_requested BIGINT, gpus INT NOT NULL,"
+            " cpu_seconds DOUBLE, memory_peak BIGINT, gpu_utilization DOUBLE,"
+            " gpu_memory_used DOUBLE, gpu_memory_total DOUBLE, node_cpu LONGTEXT,"
+            " pending_reasons TEXT, energy_joules DOUBLE,"
+            " PRIMARY KEY (cluster, job_id, submit_time),"
+            " KEY archive_staff_end (cluster, end_time),"
+            " KEY archive_staff_user (cluster, user_name, end_time)) CHARACTER SET utf8mb4",
+        ),
+    },
 }
 
 LATEST = max(MIGRATIONS)

@@ -109,6 +109,18 @@ class Archive:
         rows = self.db.query(sql + " ORDER BY submit_time DESC LIMIT 1", params)
         return _job(rows[0]) if rows else None
 
+    def summaries(self, cluster: str,
+                  keys: list[tuple[str, int]]) -> dict[tuple[str, int], dict[str, Any]]:
+        """(job id, submit time) -> the archived summary, for the keys archived (one
+        query: a page of a job list)."""
+        if not keys:
+            return {}
+        where = " OR ".join("(job_id = ? AND submit_time = ?)" for _ in keys)
+        rows = self.db.query(f"SELECT job_id, submit_time, summary FROM archive_jobs"  # noqa: S608
+                             f" WHERE cluster = ? AND ({where})",
+                             [cluster, *(v for k in keys for v in k)])
+        return {(r[0], int(r[1])): json.loads(r[2]) for r in rows}
+
     def jobs(self, cluster: str, since: int = 0, until: int = 2**62,
              user: str | None = None) -> Iterator[ArchivedJob]:
         """Archived jobs that ended in [since, until], oldest first (optionally one user's)."""

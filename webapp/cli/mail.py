@@ -7,6 +7,7 @@ import sys
 from datetime import UTC, datetime
 
 from webapp.mail.by_hand import NoAddress, send_one
+from webapp.mail.chat import ChatMapUnsafe, deliver_chat
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
 from webapp.mail.sending import Connect, smtp_connect
 from webapp.model import InvalidJobId, JobId, JobNotFound, SourceUnavailable
@@ -51,6 +52,9 @@ def _email_one(args: argparse.Namespace, settings: Settings, service: ReportServ
     except NoAddress as exc:
         err.write(f"jobreport email: {exc}\n")
         return 2
+    except ChatMapUnsafe as exc:  # a configuration error: nothing was queued
+        err.write(f"jobreport email: {exc}\n")
+        return 1
     out = sys.stdout
     if result.status == "already sent":
         out.write(f"job {job_id} was already sent to {result.to_addr}; "
@@ -102,11 +106,15 @@ def run_outbox(args: argparse.Namespace, settings: Settings,
                 with outbox.lock():
                     count = outbox.retry_now()
                     stats = deliver(outbox, connect or smtp_connect(settings))
+                    chat = deliver_chat(outbox)
             except OutboxBusy as exc:
                 out.write(f"{exc}; try again when it is done\n")
                 return 1
             out.write(f"retried {count}: {stats['sent']} sent, {stats['deferred']} deferred,"
                       f" {stats['failed']} failed\n")
+            if chat:
+                out.write(f"chat notices: {chat['sent']} sent, {chat['deferred']} deferred,"
+                          f" {chat['failed']} failed\n")
         statuses = ("pending", "sending", "failed", "sent") if args.all else (
             "pending", "sending", "failed")
         rows = outbox.rows(statuses)

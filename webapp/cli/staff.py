@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from datetime import datetime
 
 from webapp.mail.staff import send_staff_report
 from webapp.report.staff_render import render_json, render_text
-from webapp.report.staff_service import staff_report
+from webapp.report.staff_service import record_window, staff_report
 from webapp.settings import Settings
 
 
@@ -34,12 +35,23 @@ def add_staff_arguments(parser: argparse.ArgumentParser) -> None:
                         help="end of the window (Unix seconds or ISO time; default now)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE, not stdout")
+    parser.add_argument("--record", action="store_true",
+                        help="first store the window's jobs' figures in the archive")
+    parser.add_argument("--from-archive", action="store_true",
+                        help="rank the jobs recorded in the archive, summed by the database "
+                        "(large sites: nothing read into memory)")
     parser.add_argument("--email", action="store_true",
                         help="also email it to JOBREPORT_STAFF_MAIL_TO through the outbox")
 
 
 def run_staff_report(args: argparse.Namespace, settings: Settings) -> int:
-    report = staff_report(settings, days=args.days, until=args.until)
+    if args.record:
+        until = time.time() if args.until is None else args.until
+        days = args.days if args.days is not None else settings.staff_report.days
+        n = record_window(settings, until - days * 86400, until)
+        print(f"recorded {n} jobs in the archive", file=sys.stderr)
+    report = staff_report(settings, days=args.days, until=args.until,
+                          from_archive=args.from_archive)
     out = render_json(report) if args.format == "json" else render_text(report)
     if args.output:
         with open(args.output, "w") as fh:

@@ -66,6 +66,10 @@ def print_result(result: SyncResult, dry_run: bool, out=sys.stdout) -> None:  # 
     if result.delivery:
         d = result.delivery
         out.write(f"emails: {d['sent']} sent, {d['deferred']} deferred, {d['failed']} failed\n")
+    if result.chat:
+        c = result.chat
+        out.write(f"chat notices: {c['sent']} sent, {c['deferred']} deferred,"
+                  f" {c['failed']} failed\n")
     if result.pruned:
         out.write(f"retention: {result.pruned} archived jobs dropped\n")
     for failure in result.failed:
@@ -99,5 +103,7 @@ def run_sync(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def exit_status(result: SyncResult) -> int:
-    """1 when a job stopped the run or failed, or an email failed: the unit shows failed."""
-    return 1 if result.error or result.failed or result.delivery["failed"] else 0
+    """1 when a job stopped the run or failed, or an email or a chat notice failed for
+    good: the unit shows failed."""
+    failed = result.delivery["failed"] or result.chat["failed"]
+    return 1 if result.error or result.failed or failed else 0

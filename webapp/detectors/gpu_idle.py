@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from webapp.detectors.gpu_input_bound import input_bound
 from webapp.detectors.measures import gpu_series, long_enough
-from webapp.formatting import format_percent
+from webapp.formatting import format_energy, format_percent
 from webapp.model import Finding, JobReport, Series, Severity
 from webapp.thresholds import Thresholds
 
@@ -17,6 +17,13 @@ def _sentence(allocated: int, idle: list[Series]) -> str:
     which = ", ".join(s.label for s in idle)
     return (f"{allocated} GPUs allocated; {len(idle)} of them ({which}) idle for the whole "
             f"job, never above {top} busy.")
+
+
+def _idle_energy(report: JobReport, idle: list[Series]) -> float | None:
+    """Joules the idle GPUs drew (their NVML counters); None without energy series."""
+    joules = dict(report.usage.gpu_energy)
+    found = [joules[s.label] for s in idle if s.label in joules]
+    return sum(found) if found else None
 
 
 class IdleGpuDetector:
@@ -59,6 +66,9 @@ class IdleGpuDetector:
                 if used + unseen
                 else f"Check that the program uses the GPUs, or {spread}."
             )
+        drew = _idle_energy(report, idle)
+        if drew is not None:
+            message += f" The idle GPU{'s' if len(idle) > 1 else ''} drew {format_energy(drew)}."
         return (
             Finding(
                 name=self.name,
@@ -71,6 +81,7 @@ class IdleGpuDetector:
                     "gpus_idle": len(idle),
                     "idle_gpus": labels,
                     "idle_max_utilization": max((s.max() or 0.0) for s in idle),
+                    **({"idle_gpus_energy_joules": drew} if drew is not None else {}),
                 },
             ),
         )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from webapp.archive.mail_state import MailState
 from webapp.archive.store import Archive
+from webapp.mail.chat import Notify, apprise_notify, deliver_chat
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
 from webapp.mail.owner import (
     ALREADY_QUEUED,
@@ -46,10 +47,14 @@ class SendResult:
     error: str | None = None
 
 
-def _deliver_locked(outbox: Outbox, connect: Connect) -> Counter | None:
+def _deliver_locked(outbox: Outbox, connect: Connect, notify: Notify) -> Counter | None:
+    """Deliver the due emails, then the chat notices (the owner's among them); the email
+    counts, or None when another process holds the outbox (it sends ours too)."""
     try:
         with outbox.lock():
-            return deliver(outbox, connect)
+            stats = deliver(outbox, connect)
+            deliver_chat(outbox, notify)
+            return stats
     except OutboxBusy:
         return None
 
@@ -63,7 +68,8 @@ def _queue_for_owner(report: JobReport, submit: int, settings: Settings, outbox:
 
 def send_one(job_id: JobId, settings: Settings, service: ReportService, *,
              to_addr: str | None = None, resend: bool = False,
-             connect: Connect | None = None) -> SendResult:
+             connect: Connect | None = None,
+             notify: Notify = apprise_notify) -> SendResult:
     """Build one job's report and send it to ``to_addr`` (default: the owner, by policy).
 
     Raises JobNotFound, SourceUnavailable, or NoAddress."""
@@ -90,7 +96,7 @@ def send_one(job_id: JobId, settings: Settings, service: ReportService, *,
             return SendResult(str(job_id), to_addr, "already sent")
         if row.status == "failed" or (resend and row.status == "sent"):
             outbox.requeue(key, message(report, to_addr, settings))
-        if _deliver_locked(outbox, connect or smtp_connect(settings)) is None:
+        if _deliver_locked(outbox, connect or smtp_connect(settings), notify) is None:
             return SendResult(str(job_id), to_addr, "queued")
         row = outbox.get(key)
         if row.status == "sent":

@@ -13,6 +13,10 @@ our commit of ``sent`` (one SQLite commit, milliseconds). Such a duplicate carri
 same Message-ID, so mail systems that de-duplicate (and humans) see it as one message.
 Only one process delivers at a time: ``lock()`` takes an fcntl lock on
 ``<outbox>.lock``, released by the kernel even when the holder is killed.
+
+Chat notices (``webapp.mail.chat``) share the table, its states and its backoff: kind
+``chat``, the message a small JSON document. ``deliver`` sends the emails, never those;
+``claim_next(chat=True)`` hands them to the chat sender.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ log = logging.getLogger(__name__)
 BACKOFF_BASE = 60.0  # seconds before the first retry; doubles each attempt
 BACKOFF_MAX = 6 * 3600.0
 MAX_ATTEMPTS = 10
+CHAT = "chat"  # the kind of a chat notice's row
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -88,6 +93,9 @@ class Row:
     last_error: str | None
     created_at: float
     sent_at: float | None
+
+
+_CHANNEL = {False: "!= ?", True: "= ?"}  # emails, chat notices: the one SQL that differs
 
 
 def backoff(attempts: int) -> float:
@@ -140,6 +148,16 @@ class Outbox:
              msg.as_bytes(policy=SMTP_POLICY), now, now))
         return cur.rowcount == 1
 
+    def enqueue_notice(self, key: str, job_id: str, to: str, data: bytes) -> bool:
+        """Record a chat notice (``to`` names its recipient for listings; the URL, which
+        may hold a token, stays in ``data``); False when the key is already there."""
+        now = self.clock()
+        cur = self.db.execute(
+            "INSERT OR IGNORE INTO outbox (key, job_id, kind, from_addr, to_addr, message_id,"
+            " message, next_attempt_at, created_at) VALUES (?, ?, ?, '', ?, ?, ?, ?, ?)",
+            (key, job_id, CHAT, to, key, data, now, now))
+        return cur.rowcount == 1
+
     def requeue(self, key: str, msg: EmailMessage) -> None:
         """Replace a row's message and make it due now (an explicit resend)."""
         now = self.clock()
@@ -150,16 +168,17 @@ class Outbox:
             (now, msg["To"], msg["From"], msg["Message-ID"], msg.as_bytes(policy=SMTP_POLICY),
              key))
 
-    def claim_next(self) -> Row | None:
-        """The oldest due row, marked 'sending'. Call only while holding ``lock()``:
-        a 'sending' row is then an orphan of a killed sender and is due again."""
+    def claim_next(self, chat: bool = False) -> Row | None:
+        """The oldest due email (or chat notice), marked 'sending'. Call only while holding
+        ``lock()``: a 'sending' row is then an orphan of a killed sender and is due again."""
         now = self.clock()
         with self.db:  # BEGIN ... COMMIT: the claim is durable before the send starts
             self.db.execute("BEGIN IMMEDIATE")
+            where = f"kind {_CHANNEL[chat]} AND (status = 'sending'"
             record = self.db.execute(
-                "SELECT * FROM outbox WHERE status = 'sending'"
-                " OR (status = 'pending' AND next_attempt_at <= ?) ORDER BY id LIMIT 1",
-                (now,)).fetchone()
+                f"SELECT * FROM outbox WHERE {where}"  # noqa: S608
+                " OR (status = 'pending' AND next_attempt_at <= ?)) ORDER BY id LIMIT 1",
+                (CHAT, now)).fetchone()
             if record is None:
                 return None
             self.db.execute("UPDATE outbox SET status = 'sending', attempts = attempts + 1"
@@ -197,10 +216,12 @@ class Outbox:
         sql = f"SELECT * FROM outbox WHERE status IN ({marks}) ORDER BY id"  # noqa: S608
         return [Row(**dict(r)) for r in self.db.execute(sql, statuses)]
 
-    def due_count(self) -> int:
+    def due_count(self, chat: bool = False) -> int:
+        where = f"kind {_CHANNEL[chat]} AND (status = 'sending'"
         return self.db.execute(
-            "SELECT count(*) FROM outbox WHERE status = 'sending'"
-            " OR (status = 'pending' AND next_attempt_at <= ?)", (self.clock(),)).fetchone()[0]
+            f"SELECT count(*) FROM outbox WHERE {where}"  # noqa: S608
+            " OR (status = 'pending' AND next_attempt_at <= ?))",
+            (CHAT, self.clock())).fetchone()[0]
 
 
 def _smtp_code(exc: Exception) -> int | None:

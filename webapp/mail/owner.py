@@ -1,13 +1,15 @@
 """The one policy path of a job's report email to its owner. The sync's email step and
 `jobreport email JOBID` both queue through ``queue_owner_email``, under one outbox key per
 (cluster, job id, submit time): whichever comes first queues it, the other finds it, so a
-job's owner gets its report once. Opt-outs and the daily cap apply to both alike."""
+job's owner gets its report once. Opt-outs and the daily cap apply to both alike, and to
+the chat notices (``webapp.mail.chat``) queued beside the email under keys of their own."""
 
 from __future__ import annotations
 
 import time
 
 from webapp.archive.mail_state import FOLDED, REPORT, MailState
+from webapp.mail.chat import queue_owner_chat
 from webapp.mail.outbox import Outbox
 from webapp.mail.policy import owner_address, read_opt_out, skip_reason
 from webapp.mail.sending import message
@@ -63,6 +65,7 @@ def queue_owner_email(report: JobReport, job_id: str, submit_time: int, settings
         return f"skipped: {reason}"
     if not within_cap(settings, mail, job_id, submit_time, report.user or ""):
         return FOLDED_INTO_DIGEST
+    queue_owner_chat(report, job_id, submit_time, settings, outbox)  # each URL's row once
     if outbox.get(key) is not None:  # queued before: no PDF to render again
         return ALREADY_QUEUED
     queued = outbox.enqueue(key, job_id, "ended", message(report, to_addr, settings))

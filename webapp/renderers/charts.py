@@ -17,6 +17,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from webapp.model import JobReport, Series
+from webapp.renderers.node_bands import MAX_LINES, bands
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -79,6 +80,7 @@ def _figure(title: str, size: tuple[float, float] = SIZE) -> tuple[Figure, objec
 
 
 def _lines(ax, report: JobReport, series: Sequence[Series], scale: float = 1.0, **kw) -> None:
+    series = bands(series)  # many nodes: quantile bands, not one line per node
     origin, div, unit = _time_axis(report, series)
     for i, s in enumerate(series):
         xs = [(t - origin) / div for t, _ in s.points]
@@ -120,11 +122,19 @@ def cpu_core_figure(report: JobReport,
         return None
     fig, ax = _figure("CPU: mean busy per core", size)
     nodes = sorted({label.rpartition("/")[0] for label, _ in cores})
-    colors = [f"C{nodes.index(label.rpartition('/')[0]) % 10}" for label, _ in cores]
-    ax.bar(range(len(cores)), [m * 100 for _, m in cores], color=colors, width=0.85)
+    if len(nodes) > MAX_LINES:  # thousands of bars: the cores sorted, as one area
+        ax.fill_between(range(len(cores)), sorted((m * 100 for _, m in cores), reverse=True),
+                        step="mid", color="C0")
+        cores_sorted = True
+    else:
+        index = {n: i for i, n in enumerate(nodes)}
+        colors = [f"C{index[label.rpartition('/')[0]] % 10}" for label, _ in cores]
+        ax.bar(range(len(cores)), [m * 100 for _, m in cores], color=colors, width=0.85)
+        cores_sorted = False
     ax.set_ylabel("% busy", fontsize=8)
     ax.set_ylim(0, 105)
-    ax.set_xlabel(f"cores ({len(nodes)} node{'s' if len(nodes) != 1 else ''}, one colour each)",
+    ax.set_xlabel(f"cores of {len(nodes)} nodes, busiest first" if cores_sorted else
+                  f"cores ({len(nodes)} node{'s' if len(nodes) != 1 else ''}, one colour each)",
                   fontsize=8)
     if len(cores) <= 32:
         ax.set_xticks(range(len(cores)), [label.rpartition("/")[2] for label, _ in cores])

@@ -123,6 +123,8 @@ def _gauges(doc: Document, c: dict[str, Any]) -> None:
              r"\end{tabularx}}", "\n")
     if c["wait"]:
         _raw(doc, r"{\small ", escaped(c["wait"]), r"\par}")
+    if c["energy"]:
+        _raw(doc, r"{\small ", escaped(c["energy"]), r"\par}")
 
 
 def _findings(doc: Document, c: dict[str, Any]) -> None:

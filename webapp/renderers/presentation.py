@@ -15,7 +15,9 @@ from webapp.formatting import (
     UNKNOWN,
     format_amount,
     format_bytes,
+    format_co2e,
     format_duration,
+    format_energy,
     format_percent,
     visible,
 )
@@ -110,9 +112,23 @@ def _summary_rows(report: JobReport) -> list[tuple[str, str]]:
         ("CPUs", "; ".join(cpus)),
         ("Memory", memory),
         ("GPUs", str(report.gpus) if report.gpus else None),
+        ("Energy", energy_text(report) if report.energy else None),
         ("Work directory", report.work_dir),
     ]
     return [(label, value) for label, value in rows if value]
+
+
+def energy_text(report: JobReport) -> str:
+    """``0.42 kWh (n1 0.3 kWh, n2 0.12 kWh); 155 g CO2e at 370 g/kWh (constant)``."""
+    e = report.energy
+    assert e is not None
+    text = format_energy(e.joules)
+    if len(e.by_node) > 1:
+        text += " (" + ", ".join(f"{n} {format_energy(j)}" for n, j in e.by_node) + ")"
+    if e.intensity_source and e.intensity_g_per_kwh is not None:
+        text += (f"; {format_co2e(e.co2e_grams)} at {e.intensity_g_per_kwh:.3g} g/kWh "
+                 f"({e.intensity_source})")
+    return text
 
 
 def array_rows(report: JobReport) -> list[tuple[str, str]]:
@@ -277,6 +293,7 @@ def context(report: JobReport, charts: list[Chart] | None = None,
         "headline": visible(headline(report)),
         "verdict": verdict(report),
         "wait": wait_line(report),
+        "energy": visible("Energy: " + energy_text(report)) if report.energy else None,
         "figures_from": figures_from(report),
         "array_summary": array_rows(report),
         "array_tasks": array_task_rows(report),

@@ -14,11 +14,13 @@ from webapp.formatting import (
     format_amount,
     format_bytes,
     format_duration,
+    format_energy,
     format_number,
     format_percent,
     visible,
 )
 from webapp.model import JobReport
+from webapp.renderers.node_bands import MAX_LINES
 
 # The one order of a report's sections in every format (text, HTML, PDF, email, JSON):
 # what a person needs first, the details after, the audit last.
@@ -111,7 +113,18 @@ def waste_sentence(report: JobReport) -> str | None:
         if w.core_hours_per_billing_unit:
             text += (f" ({format_amount(total * w.core_hours_per_billing_unit, 'core-hours')}"
                      " of the account's allocation)")
-    return text + "."
+    return text + "." + _unused_energy(report)
+
+
+def _unused_energy(report: JobReport) -> str:
+    """' The unused allocation drew 0.97 kWh (idle cores 0.39 kWh, idle GPUs 0.58 kWh).'"""
+    e = report.energy
+    if e is None or e.unused_joules is None:
+        return ""
+    parts = [f"{label} {format_energy(j)}" for label, j in
+             (("idle cores", e.unused_cores_joules), ("idle GPUs", e.unused_gpus_joules))
+             if j is not None]
+    return f" The unused allocation drew {format_energy(e.unused_joules)} ({', '.join(parts)})."
 
 
 def waste_note(report: JobReport) -> str | None:
@@ -136,7 +149,9 @@ def coverage_rows(report: JobReport) -> list[tuple[str, ...]]:
     if c is None:
         return []
     rows = []
-    for kind, parts in (("node", c.nodes), ("GPU", c.gpus)):
+    for kind, every in (("node", c.nodes), ("GPU", c.gpus)):
+        parts = sorted(every, key=lambda p: (p.fraction, p.label))[:MAX_LINES] \
+            if len(every) > MAX_LINES else every  # many nodes: the least covered
         for p in parts:
             gaps = ", ".join(f"{_when(a)}-{_when(b)}" for a, b in p.gaps[:3])
             if len(p.gaps) > 3:
@@ -144,6 +159,10 @@ def coverage_rows(report: JobReport) -> list[tuple[str, ...]]:
             rows.append((f"{kind} {_clean(p.label)}", str(p.samples),
                          format_duration(p.interval_seconds) if p.interval_seconds else "",
                          format_percent(p.fraction), gaps or "none"))
+        if len(parts) < len(every):
+            rest = min(p.fraction for p in every if p not in parts)
+            rows.append((f"{len(every) - len(parts)} more {kind}s", "", "",
+                         f"at least {format_percent(rest)}", ""))
     return rows
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from webapp.formatting import format_bytes, format_duration, format_percent, visible
 from webapp.model import JobReport, Series, SizingSuggestion
+from webapp.renderers.node_bands import TOP, extremes
 from webapp.renderers.presentation import Gauge, context, evidence_line, sizing_lines
 from webapp.renderers.sections import NO_FINDINGS
 from webapp.renderers.wording import cpu_source_text, peak_text, time_limit_text
@@ -124,6 +125,8 @@ def _figures(r: JobReport, c: dict[str, Any], details: bool) -> list[str]:
                    else f"  Time limit: {limit}")
     if c["wait"]:
         out += _wrapped(c["wait"])
+    if c["energy"]:
+        out += _wrapped(c["energy"])
     if details:
         out += _usage(r)
     return out
@@ -208,18 +211,29 @@ def _array_tasks(r: JobReport) -> list[str]:
     return out
 
 
+def _left_out(n: int, what: str) -> list[str]:
+    return [f"  ({n} {what} between the {TOP} busiest and {TOP} idlest left out)"] if n else []
+
+
 def _plots(r: JobReport) -> list[str]:
     u = r.usage
     out = []
     top = float(r.cpus or 0) or None
-    for s in u.cpu_cores:
+    # Many nodes: the busiest and idlest of each, and how many were left out.
+    cpus, cpus_left = extremes(u.cpu_cores)
+    for s in cpus:
         out.append(f"  CPU {s.label[:8]:<8} {sparkline(s, 48, top)} max {s.max() or 0.0:.2f} cores")
-    for s in u.memory_rss:
+    out += _left_out(cpus_left, "nodes")
+    rss, rss_left = extremes(u.memory_rss)
+    for s in rss:
         out.append(f"  RSS {_clean(s.label)[:8]:<8} {sparkline(s, 48)} "
                    f"max {format_bytes(s.max())}")
-    for s in u.gpu_utilization:
+    out += _left_out(rss_left, "nodes")
+    gpus, gpus_left = extremes(u.gpu_utilization)
+    for s in gpus:
         out.append(f"  GPU {_clean(s.label)[:8]:<8} {sparkline(s, 48, 1.0)} "
                    f"mean {format_percent(s.mean())}")
+    out += _left_out(gpus_left, "GPUs")
     return ["", HEADINGS["plots"], *out] if out else []
 
 

@@ -12,6 +12,7 @@ from jobreport_net.redact import redact
 from webapp.archive.store import Archive
 from webapp.detectors import detect_all
 from webapp.model import (
+    Energy,
     Gap,
     JobId,
     JobNotFound,
@@ -23,6 +24,7 @@ from webapp.report.archived import with_archive_fallback
 from webapp.report.arrays import summarize_array
 from webapp.report.build import build_report
 from webapp.report.coverage import audited
+from webapp.report.energy import Intensity, compute_energy, intensity_for
 from webapp.report.history import history
 from webapp.report.job_list import JobRow, ListSources, archived_report, list_jobs
 from webapp.report.jobstats_history import with_jobstats_summary
@@ -198,7 +200,20 @@ class ReportService:
                 log.info("partition %s: %s (%s)", report.partition, exc.reason, exc.detail)
         report = dataclasses.replace(report, step_lines=step_lines(report), coverage=coverage)
         waste = compute_waste(report, weights, self.settings.core_hours_per_billing_unit)
-        return dataclasses.replace(report, waste=waste)
+        return dataclasses.replace(report, waste=waste, energy=self._energy(report))
+
+    def _energy(self, report: JobReport) -> Energy | None:
+        """The job's energy and carbon; a site's intensity series that cannot be read
+        leaves the carbon figure unknown, the energy stands."""
+        if report.usage.energy_joules is None:
+            return None
+        try:
+            intensity = intensity_for(self.settings.carbon_intensity, report,
+                                      getattr(self.prometheus, "vector", None))
+        except SourceUnavailable as exc:
+            log.info("job %s: no carbon intensity: %s", report.job_id, exc.reason)
+            intensity = Intensity(None, "unavailable: " + exc.reason)
+        return compute_energy(report, intensity)
 
     def _sizing_lookup(self, source: HistorySource, user: str, name: str
                        ) -> Future[SizingSuggestion | None]:

@@ -18,6 +18,7 @@ from webapp.thresholds import StaffConfig, Thresholds
 
 GIB = 1024**3
 HOUR = 3600.0
+KWH = 3.6e6  # joules
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,12 @@ def _pct(x: float | None) -> str:
     return format_percent(x) if x is not None else "n/a"
 
 
-def user_efficiency(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds,
-                    notices: Mapping[str, int]) -> Table:
+# Per user: (core-seconds with a CPU time, CPU seconds, GPU-seconds, GPU-seconds with a
+# utilisation, GPU-seconds x utilisation). Summed here or by the archive's GROUP BY.
+EfficiencyTotals = Mapping[str, tuple[float, float, float, float, float]]
+
+
+def efficiency_totals(jobs: Iterable[StaffJob]) -> dict[str, tuple[float, ...]]:
     core, cpu, gpu, gpu_seen, gpu_used = (Counter() for _ in range(5))
     for j in jobs:
         core[j.user] += j.elapsed * j.cpus if j.cpu_seconds is not None else 0.0
@@ -73,7 +78,23 @@ def user_efficiency(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds,
         if j.gpus and j.gpu_utilization is not None:
             gpu_seen[j.user] += j.elapsed * j.gpus
             gpu_used[j.user] += j.elapsed * j.gpus * j.gpu_utilization
-    users = sorted(set(core) | set(gpu))
+    return {u: (core[u], cpu[u], gpu[u], gpu_seen[u], gpu_used[u])
+            for u in set(core) | set(gpu)}
+
+
+def user_efficiency(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds,
+                    notices: Mapping[str, int]) -> Table:
+    return efficiency_table(efficiency_totals(jobs), cfg, t, notices)
+
+
+def efficiency_table(totals: EfficiencyTotals, cfg: StaffConfig, t: Thresholds,
+                     notices: Mapping[str, int]) -> Table:
+    core = {u: v[0] for u, v in totals.items()}
+    cpu = {u: v[1] for u, v in totals.items()}
+    gpu = {u: v[2] for u, v in totals.items()}
+    gpu_seen = {u: v[3] for u, v in totals.items()}
+    gpu_used = {u: v[4] for u, v in totals.items()}
+    users = sorted(totals)
     rank_cpu = {u: i + 1 for i, u in enumerate(sorted(users, key=lambda u: (-core[u], u)))}
     rank_gpu = {u: i + 1 for i, u in enumerate(sorted(
         (u for u in users if gpu[u]), key=lambda u: (-gpu[u], u)))}
@@ -193,3 +214,31 @@ def longest_queued(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
     return _job_table("longest_queued", "Longest-queued jobs and why they waited",
                       "Start minus submit; reasons as slurm-exporter saw them while the job was "
                       "pending.", ("partition", "waited", "reasons"), jobs, cell, "wait", cfg)
+
+
+def energy_by(key: str, jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+    """kWh per account (``key="account"``) or per user, from the jobs with energy series."""
+    joules: Counter[str] = Counter()
+    count: Counter[str] = Counter()
+    for j in jobs:
+        if j.energy_joules is not None:
+            joules[getattr(j, key)] += j.energy_joules
+            count[getattr(j, key)] += 1
+    return energy_table(key, [(name, joules[name], count[name]) for name in joules], cfg)
+
+
+def energy_table(key: str, sums: list[tuple[str, float, int]], cfg: StaffConfig) -> Table:
+    """The energy table from (name, joules, jobs) sums: in memory or from the archive."""
+    kwh = {name: joules / KWH for name, joules, _ in sums}
+    count = {name: jobs for name, _, jobs in sums}
+    total = sum(kwh.values())
+    rows = [Row((name, f"{kwh[name]:,.3g}", _pct(kwh[name] / total if total else None),
+                 str(count[name])),
+                {key: name, "kwh": kwh[name], "share": kwh[name] / total if total else None,
+                 "jobs": count[name]}, user=name if key == "user" else None)
+            for name in sorted(kwh, key=lambda n: (-kwh[n], n))]
+    return Table(f"energy_{key}s", f"Energy by {key}",
+                 "kWh the exporter attributed to the jobs (CPU package by CPU time, memory, "
+                 "GPUs, the rest of the node meter by cores); jobs on nodes without an energy "
+                 "source are not counted.", (key, "kWh", "share", "jobs"),
+                 tuple(rows[: int(cfg.rows)]))

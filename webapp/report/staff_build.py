@@ -12,6 +12,7 @@ from webapp.report.staff import (
     Row,
     StaffReport,
     Table,
+    energy_by,
     fragmentation,
     idle_nodes,
     large_memory,
@@ -35,7 +36,8 @@ def _per_user(key: str, title: str, why: str, columns: tuple[str, ...],
     return Table(key, title, why, ("user", *columns), tuple(rows[: int(cfg.rows)]))
 
 
-def memory_unused(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+def memory_totals(jobs: list[StaffJob]) -> dict[str, tuple[float, float]]:
+    """Per user: (GiB-hours unused, GiB-hours requested), ``webapp.unused``'s figures."""
     totals: dict[str, tuple[float, float]] = {}
     for j in jobs:
         amount = unused(Held(j.elapsed, j.cpus, j.cpu_seconds, j.gpus, None, j.memory_requested,
@@ -44,6 +46,14 @@ def memory_unused(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
             continue
         u, a = totals.get(j.user, (0.0, 0.0))
         totals[j.user] = (u + amount.unused, a + amount.requested)
+    return totals
+
+
+def memory_unused(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+    return memory_table(memory_totals(jobs), cfg)
+
+
+def memory_table(totals: Mapping[str, tuple[float, float]], cfg: StaffConfig) -> Table:
     return _per_user("memory_unused", "Over-requested memory",
                      "Requested minus the busiest node's peak (sacct: MaxRSS x tasks per node) "
                      "times the nodes, times the run time: the report's own figure.",
@@ -51,7 +61,8 @@ def memory_unused(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
                      cfg)
 
 
-def time_unused(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+def time_totals(jobs: list[StaffJob]) -> dict[str, tuple[float, float]]:
+    """Per user: (core-hours of time limit unused, core-hours of time limit)."""
     totals: dict[str, tuple[float, float]] = {}
     for j in jobs:
         if j.time_limit is None:
@@ -59,6 +70,14 @@ def time_unused(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
         unused = max(0.0, j.time_limit - j.elapsed) * j.cpus / HOUR
         u, a = totals.get(j.user, (0.0, 0.0))
         totals[j.user] = (u + unused, a + j.time_limit * j.cpus / HOUR)
+    return totals
+
+
+def time_unused(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
+    return time_table(time_totals(jobs), cfg)
+
+
+def time_table(totals: Mapping[str, tuple[float, float]], cfg: StaffConfig) -> Table:
     return _per_user("time_unused", "Over-requested time",
                      "Time limit minus run time, times the cores held: core-hours the scheduler "
                      "had to keep free and did not need.",
@@ -100,6 +119,8 @@ def build_staff_report(cluster: str, jobs: list[StaffJob], since: float, until: 
         large_memory(long_enough, cfg, t),
         longest_queued(jobs, cfg),
         offenders(alerts, cfg),
+        energy_by("account", jobs, cfg),
+        energy_by("user", jobs, cfg),
     )
     return StaffReport(cluster, since, until, len(jobs), cfg, t, tables)
 

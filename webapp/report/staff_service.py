@@ -6,7 +6,10 @@ from __future__ import annotations
 import time
 
 from webapp.archive.alerts import AlertLog
+from webapp.archive.staff_rows import StaffRows
+from webapp.archive.store import Archive
 from webapp.report.staff import StaffReport
+from webapp.report.staff_archive import build_staff_report_sql, staff_row
 from webapp.report.staff_build import build_staff_report
 from webapp.settings import Settings
 from webapp.sources.from_settings import prometheus_from
@@ -15,21 +18,47 @@ from webapp.sources.staff_data import StaffDataSource
 DAY = 86400.0
 
 
+def _source(settings: Settings) -> StaffDataSource:
+    # A window of every user's jobs: slower answers than one report's are normal.
+    return StaffDataSource(settings.sacct, settings.cluster,
+                           prometheus_from(settings, min_timeout=30.0),
+                           timeout=max(settings.sacct_timeout, 120.0))
+
+
+def record_window(settings: Settings, since: float, until: float) -> int:
+    """Store the staff figures of the jobs that ended in [since, until] in the archive
+    (one sacct call and the bulk queries, as for a report); how many jobs. Jobs already
+    stored are kept."""
+    jobs = _source(settings).jobs(since, until)
+    archive = Archive(settings.archive_url)
+    try:
+        with archive.db.transaction():
+            StaffRows(archive.db).put(staff_row(settings.cluster, j) for j in jobs)
+    finally:
+        archive.close()
+    return len(jobs)
+
+
 def staff_report(settings: Settings, *, days: float | None = None,
-                 until: float | None = None) -> StaffReport:
-    """Raises SourceUnavailable (sacct, Prometheus)."""
+                 until: float | None = None, from_archive: bool = False) -> StaffReport:
+    """Raises SourceUnavailable (sacct, Prometheus).
+    ``from_archive``: the jobs recorded in the archive (``record_window``), summed and
+    ranked by the database: a week of a large site without reading it into memory."""
     cfg = settings.staff_report
     until = time.time() if until is None else until
     since = until - (cfg.days if days is None else days) * DAY
-    # A window of every user's jobs: slower answers than one report's are normal.
-    source = StaffDataSource(settings.sacct, settings.cluster,
-                             prometheus_from(settings, min_timeout=30.0),
-                             timeout=max(settings.sacct_timeout, 120.0))
-    jobs = source.jobs(since, until)
     log = AlertLog(settings.outbox)
     try:
         alerts = log.per_user(until - cfg.notice_days * DAY)
     finally:
         log.close()
+    if from_archive:
+        archive = Archive(settings.archive_url)
+        try:
+            return build_staff_report_sql(StaffRows(archive.db), settings.cluster, since,
+                                          until, cfg, settings.thresholds, alerts)
+        finally:
+            archive.close()
+    jobs = _source(settings).jobs(since, until)
     return build_staff_report(settings.cluster, jobs, since, until, cfg, settings.thresholds,
                               alerts)

@@ -37,6 +37,7 @@ from webapp.sources.prometheus_answers import parse_vector as parse_vector
 from webapp.sources.prometheus_coverage import COVERAGE_QUERIES, coverages
 from webapp.sources.prometheus_queries import (
     FIGURE_LABEL,
+    GPU_ENERGY_QUERY,
     MAYBE_ABSENT_FIGURES,
     combined,
     peak_query,
@@ -246,6 +247,10 @@ class PrometheusSource:
                   "time": next(iter(peaks.values()))[1]}
         calls.append(self._call("/api/v1/query", gauges, parse_labelled))
         sent.append(("window peaks", gauges["query"]))
+        gpu_energy = GPU_ENERGY_QUERY.format(node=node, sel=sel, span=span)
+        calls.append(self._call("/api/v1/query", {"query": gpu_energy, "time": at_end},
+                                parse_labelled))
+        sent.append(("GPU energy", gpu_energy))
         answers = iter(self._run(calls))
         ranges: dict[str, tuple[Series, ...]] = {
             name: merge_series([next(answers) for _ in range(n)]) for name, n in n_chunks.items()
@@ -253,6 +258,8 @@ class PrometheusSource:
         vectors = {name: tuple(next(answers)) for name in VECTOR_QUERIES}
         per_node = next(answers)
         scalars = _figures(next(answers))
+        per_gpu = tuple(sorted((f"{m.get(node, '?')}/{m.get('gpu', '?')}", v)
+                               for m, v in next(answers)))
         scalars.update(_tail_figures(per_node))
         # A node with series in the window but no last sample (its exporter stopped before
         # the job ended): those figures are computed over the whole window instead.
@@ -294,6 +301,11 @@ class PrometheusSource:
             cpu_wait_seconds=scalars.get("cpu_wait_seconds"),
             io_wait_seconds=scalars.get("io_wait_seconds"),
             busy_tasks_max=scalars.get("busy_tasks_max"),
+            energy_joules=scalars.get("energy_joules"),
+            energy_gpu_joules=scalars.get("energy_gpu_joules"),
+            energy_other_joules=scalars.get("energy_other_joules"),
+            energy_by_node=_by_node(per_node, "energy_joules"),
+            gpu_energy=per_gpu,
             queries=tuple(sent),
         )
 
@@ -423,6 +435,16 @@ def _tail_figures(per_node: list[tuple[dict[str, str], float]]) -> dict[str, flo
         found = values.get(name)
         out[name] = None if not found else (sum(found) if agg == "sum" else max(found))
     return out
+
+
+def _by_node(per_node: list[tuple[dict[str, str], float]], figure: str
+             ) -> tuple[tuple[str, float], ...]:
+    """One tail figure's value on each node, by node name."""
+    out = []
+    for labels, value in per_node:
+        if labels.get(FIGURE_LABEL) == figure:
+            out.append((next((v for k, v in labels.items() if k != FIGURE_LABEL), ""), value))
+    return tuple(sorted(out))
 
 
 def _nodes(ranges: Mapping[str, tuple[Series, ...]], *names: str) -> set[str]:

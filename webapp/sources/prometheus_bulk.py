@@ -64,6 +64,11 @@ PEAKS: dict[str, tuple[str, str]] = {
     "busy_tasks_max": ("jobs_busy_tasks", "max"),
 }
 PEAK_QUERY = "max by (jobid, {node}) (max_over_time({metric}{{{sel}}}[{step}s]))"
+# Counters split by a label (the energy's ``source``): summed over it per node, not maxed.
+SUM_PEAKS: dict[str, tuple[str, str]] = {
+    "energy_joules": ("jobs_energy_joules_total", "sum"),
+}
+SUM_PEAK_QUERY = "sum by (jobid, {node}) (max_over_time({metric}{{{sel}}}[{step}s]))"
 # A job's cpuacct counters start at zero with its cgroup: the last value / run time is the
 # mean per core (as the per-job query reads it).
 PER_CORE = "last_over_time(jobs_cpu_core_seconds_total{{{sel}}}[{span}s])"
@@ -180,6 +185,9 @@ class BulkMetrics:
         peaks = {name: self._get("/api/v1/query_range", {
                      "query": PEAK_QUERY.format(metric=metric, **fmt), **rng})
                  for name, (metric, _) in PEAKS.items()}
+        peaks.update({name: self._get("/api/v1/query_range", {
+                          "query": SUM_PEAK_QUERY.format(metric=metric, **fmt), **rng})
+                      for name, (metric, _) in SUM_PEAKS.items()})
         span = int(b.end - b.start + 2 * scrape)
         at = {"time": b.end}
         cores = self._get("/api/v1/query", {"query": PER_CORE.format(sel=sel, span=span), **at})
@@ -233,9 +241,9 @@ def split(b: Batch, ranges: Mapping[str, list], peaks: Mapping[str, list], cores
             return tuple(sorted(got, key=lambda s: s.label))
 
         peak: dict[str, float | None] = {}
-        for name, (_, combine) in PEAKS.items():
+        for name, (_, combine) in {**PEAKS, **SUM_PEAKS}.items():
             per_node = [max(v for _, v in pts)
-                        for metric, values in p[name].get(job.job_id, ())
+                        for metric, values in p.get(name, {}).get(job.job_id, ())
                         if node_matches(metric.get(node, ""), job.nodes)
                         and (pts := _points(values or [], lo, hi))]
             peak[name] = (sum(per_node) if combine == "sum" else max(per_node)) \
@@ -268,6 +276,7 @@ def split(b: Batch, ranges: Mapping[str, list], peaks: Mapping[str, list], cores
             open_files_limit_ratio_max=peak["open_files_limit_ratio_max"],
             scratch_in_use=None if peak["scratch_in_use"] is None
             else peak["scratch_in_use"] > 0,
+            energy_joules=peak["energy_joules"],
             step_seconds=b.step,
             cpu_wait_seconds=peak["cpu_wait_seconds"],
             io_wait_seconds=peak["io_wait_seconds"],

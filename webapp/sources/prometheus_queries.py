@@ -88,6 +88,15 @@ WINDOW_QUERIES: dict[str, str] = {
     "cpu_wait_seconds": "sum(max_over_time(jobs_cpu_wait_seconds_total{{{sel}}}[{window}]))",
     "io_wait_seconds": "sum(max_over_time(jobs_io_wait_seconds_total{{{sel}}}[{window}]))",
     "busy_tasks_max": "max(max_over_time(jobs_busy_tasks{{{sel}}}[{window}]))",
+    # Joules the exporter split to the job: counters from the job's start, summed over
+    # nodes and sources.
+    "energy_joules": "sum(max_over_time(jobs_energy_joules_total{{{sel}}}[{window}]))",
+    "energy_gpu_joules": (
+        'sum(max_over_time(jobs_energy_joules_total{{{sel},source="gpu"}}[{window}]))'
+    ),
+    "energy_other_joules": (
+        'sum(max_over_time(jobs_energy_joules_total{{{sel},source="other"}}[{window}]))'
+    ),
 }
 INSTANT_QUERIES = WINDOW_QUERIES  # the name earlier callers knew
 
@@ -110,6 +119,9 @@ TAIL_FIGURES: dict[str, tuple[str, str]] = {
     "memory_high_events": ("max", 'jobs_memory_events_total{event="high"}'),
     "cpu_wait_seconds": ("sum", "jobs_cpu_wait_seconds_total"),
     "io_wait_seconds": ("sum", "jobs_io_wait_seconds_total"),
+    "energy_joules": ("sum", "jobs_energy_joules_total"),
+    "energy_gpu_joules": ("sum", 'jobs_energy_joules_total{source="gpu"}'),
+    "energy_other_joules": ("sum", 'jobs_energy_joules_total{source="other"}'),
 }
 # Series only cgroup v2 nodes have: their absence at the end is no sign of a stopped
 # exporter (a v1 node never has them), so they never send a figure back to the window.
@@ -117,9 +129,12 @@ V2_ONLY_FIGURES = frozenset(
     {"cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
      "memory_high_events"}
 )
+# Series only nodes with an energy source have (and the gpu/other parts only some of
+# those): absent at the end for the same reason, so never sent back to the window.
+ENERGY_FIGURES = frozenset({"energy_joules", "energy_gpu_joules", "energy_other_joules"})
 # Likewise series an exporter may rightly lack: I/O wait while kernel delay accounting is
 # off, and the waits from exporters older than them.
-MAYBE_ABSENT_FIGURES = V2_ONLY_FIGURES | {"cpu_wait_seconds", "io_wait_seconds"}
+MAYBE_ABSENT_FIGURES = V2_ONLY_FIGURES | {"cpu_wait_seconds", "io_wait_seconds"} | ENERGY_FIGURES
 TAIL_TEMPLATE = "{agg} by ({node}) (last_over_time({metric}{{{sel}{extra}}}[{tail}]))"
 # Gauges whose peak can be anywhere: scanned over the whole window, all in one request,
 # as the largest of hour-long maxima (a subquery): the same samples, but Prometheus holds
@@ -138,6 +153,10 @@ PEAK_TEMPLATE = (
     "{agg}(max_over_time(max_over_time({metric}{{{sel}}}[{piece}s])[{window}s:{piece}s]))"
 )
 PIECE_SECONDS = 3600  # at least; grows past ~8 days so that at most 200 pieces are read
+
+# Each allocated GPU's joules over the job (its NVML counter runs from the driver's load,
+# so the increase, not the last value); few series, for the idle-GPU finding's figure.
+GPU_ENERGY_QUERY = "sum by ({node}, gpu) (increase(jobs_gpu_energy_joules_total{{{sel}}}[{span}]))"
 
 FIGURE_LABEL = "figure"  # names each figure in a combined answer
 

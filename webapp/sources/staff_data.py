@@ -31,6 +31,8 @@ JOB_QUERIES = {
     "gpu_utilization": "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio[{w}]))",
     "gpu_memory_used": "max by (jobid) (max_over_time(jobs_gpu_memory_used_bytes[{w}]))",
     "gpu_memory_total": "max by (jobid) (max_over_time(jobs_gpu_memory_total_bytes[{w}]))",
+    # counters from the job's start, per node and source: each series' last, summed
+    "energy_joules": "sum by (jobid) (max_over_time(jobs_energy_joules_total[{w}]))",
 }
 # Per node: the job's CPU seconds there (counters start at zero with the job's cgroup).
 NODE_CPU_QUERY = "sum by (jobid, {node}) (max_over_time(jobs_cpu_seconds_total[{w}]))"
@@ -63,6 +65,7 @@ class StaffJob:
     gpu_memory_total: float | None = None
     node_cpu_seconds: dict[str, float] = field(default_factory=dict)
     pending_reasons: tuple[tuple[str, float], ...] = ()  # (reason, seconds seen)
+    energy_joules: float | None = None  # what the exporter split to the job; None: no series
     # The parsed record, steps included: the report's peak is computed from it.
     sacct: SacctJob | None = field(default=None, repr=False, compare=False)
 
@@ -157,6 +160,7 @@ class StaffDataSource:
                 "gpu_memory_used": per_job["gpu_memory_used"].get(j.raw_id),
                 "gpu_memory_total": per_job["gpu_memory_total"].get(j.raw_id),
                 "node_cpu_seconds": dict(node_cpu.get(j.raw_id, {})),
+                "energy_joules": per_job["energy_joules"].get(j.raw_id),
                 "pending_reasons": tuple(sorted(reasons.get(j.job_id, []),
                                                 key=lambda r: -r[1])),
             }))

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from webapp.archive.mail_state import MailState
 from webapp.archive.store import Archive, ArchiveBusy
+from webapp.mail.chat import Notify, apprise_notify, deliver_chat
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
 from webapp.mail.owner import file_opt_outs, queue_owner_email
 from webapp.mail.sending import Connect, smtp_connect
@@ -68,6 +69,7 @@ class SyncResult:
     outcomes: dict[str, Counter] = field(default_factory=dict)
     watermarks: dict[str, int | None] = field(default_factory=dict)
     delivery: Counter = field(default_factory=Counter)
+    chat: Counter = field(default_factory=Counter)  # chat notices: sent, deferred, failed
     pruned: int = 0
     source: str = "accounting"
     busy: str | None = None
@@ -80,12 +82,14 @@ class Syncer:
     """The sync's parts wired from settings; each is injectable for tests."""
 
     def __init__(self, settings: Settings, service: ReportService | None = None,
-                 archive: Archive | None = None, connect: Connect | None = None) -> None:
+                 archive: Archive | None = None, connect: Connect | None = None,
+                 notify: Notify = apprise_notify) -> None:
         self.settings = settings
         self.cluster = settings.cluster
         self.archive = archive or Archive(settings.archive_url)
         self.service = service or ReportService(settings, archive=self.archive)
         self.connect = connect or smtp_connect(settings)
+        self.notify = notify
         self.sacct = SacctEnded(settings.sacct, settings.cluster, settings.sacct_timeout)
         self.mail = MailState(self.archive.db, self.archive.clock)
         self.comments = comment_writer_from(settings)  # None unless JOBREPORT_ADMIN_COMMENT
@@ -144,7 +148,8 @@ class Syncer:
                         break
                 bar.close()
                 if outbox is not None and not opts.no_deliver:
-                    result.delivery = _deliver(outbox, self.connect)
+                    result.delivery, result.chat = _deliver(outbox, self.connect,
+                                                            self.notify)
             finally:
                 if outbox is not None:
                     outbox.close()
@@ -251,9 +256,11 @@ class Syncer:
         return "archived" if self.archive.put(record) else "already archived"
 
 
-def _deliver(outbox: Outbox, connect: Connect) -> Counter:
+def _deliver(outbox: Outbox, connect: Connect, notify: Notify) -> tuple[Counter, Counter]:
+    """The emails, then the chat notices: (email counts, chat counts)."""
     try:
         with outbox.lock():
-            return deliver(outbox, connect)
+            return deliver(outbox, connect), deliver_chat(outbox, notify)
     except OutboxBusy:
-        return Counter()  # the run holding it (a sync, or a send by hand) sends ours too
+        # The run holding it (a sync, or a send by hand) sends ours too.
+        return Counter(), Counter()

@@ -1,0 +1,125 @@
+"""A week of a large site from the archive: the staff report summed by the database and a
+busy user's "my jobs" paged by it (not a test; needs no stack).
+
+For each size in ``--jobs`` (default 10,000, 100,000, 700,000 jobs of ``--users``
+users) it fills a fresh SQLite archive under a temporary directory with
+``scale_archive.fill`` (real captured shapes, see there; ``user0000`` gets 2,000 of the
+jobs), then in a fresh process per measurement (so peak RSS is that of the measurement
+alone: interpreter, imports and the query) times ``--runs`` rounds of:
+
+- the staff report over the 7 days (``build_staff_report_sql``), every table;
+- page 1 of user0000's list sorted by submit time, and page 20 sorted by CPU waste (an
+  expression the database computes per row), 50 rows a page;
+- with ``--in-memory`` up to 100,000 jobs: the same report built the old way, from the
+  jobs as Python objects (read back from the archive first, not timed).
+
+    .venv/bin/python bench/bench_scale.py [--jobs 10000,100000,700000] [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+UNTIL = 1_800_000_000
+
+
+def p95(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+
+
+def measure(url: str, what: str, runs: int) -> dict:
+    """Run in a child: ``what`` ``runs`` times on the archive at ``url``."""
+    from scale_archive import CLUSTER
+
+    from webapp.archive.staff_rows import StaffRows, Window
+    from webapp.archive.store import Archive
+    from webapp.report.job_list import ListQuery
+    from webapp.report.job_page import archive_page
+    from webapp.report.staff_archive import build_staff_report_sql, staff_job
+    from webapp.report.staff_build import build_staff_report
+    from webapp.thresholds import StaffConfig, Thresholds
+
+    archive = Archive(url)
+    rows = StaffRows(archive.db)
+    cfg, t = StaffConfig(large_memory_partitions=("debug",)), Thresholds()
+    since, now = UNTIL - 7 * 86400, datetime.fromtimestamp(UNTIL, UTC)
+    jobs = None
+    if what == "in_memory":
+        jobs = [staff_job(r) for r in rows.top(Window(CLUSTER, since, UNTIL), "1 = 1", (),
+                                                None, None)]
+    calls = {
+        "staff": lambda: build_staff_report_sql(rows, CLUSTER, since, UNTIL, cfg, t, {}),
+        "in_memory": lambda: build_staff_report(CLUSTER, jobs, since, UNTIL, cfg, t, {}),
+        "page_submit": lambda: archive_page(archive, CLUSTER, "user0000",
+                                            ListQuery(days=7), now, page=1),
+        "page_waste": lambda: archive_page(archive, CLUSTER, "user0000",
+                                           ListQuery(days=7, sort="cpu_waste"), now, page=20),
+    }
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        got = calls[what]()
+        times.append(time.perf_counter() - t)
+    archive.close()
+    extra = {"jobs": got.jobs} if what in ("staff", "in_memory") else {"total": got[1]}
+    return {"p50": statistics.median(times), "p95": p95(times), "runs": runs,
+            "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **extra}
+
+
+def child(url: str, what: str, runs: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", what, "--url", url,
+                          "--runs", str(runs)], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", default="10000,100000,700000")
+    ap.add_argument("--users", type=int, default=5000)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--in-memory", action="store_true")
+    ap.add_argument("--child")
+    ap.add_argument("--url")
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.url, args.child, args.runs)))
+        return 0
+    from scale_archive import fill
+
+    for n in (int(x) for x in args.jobs.split(",")):
+        with tempfile.TemporaryDirectory(prefix="jobreport-scale-") as tmp:
+            url = f"sqlite:///{Path(tmp) / 'archive.sqlite'}"
+            t = time.perf_counter()
+            fill(url, n, args.users, until=UNTIL)
+            filled = time.perf_counter() - t
+            size = os.path.getsize(Path(tmp) / "archive.sqlite") / 2**20
+            print(f"{n:,} jobs of {args.users:,} users: filled in {filled:.1f} s, "
+                  f"{size:.0f} MiB", flush=True)
+            whats = ["staff", "page_submit", "page_waste"]
+            if args.in_memory and n <= 100_000:
+                whats.append("in_memory")
+            for what in whats:
+                r = child(url, what, args.runs)
+                print(f"  {what}: p50 {r['p50'] * 1000:.1f} ms, p95 {r['p95'] * 1000:.1f} ms, "
+                      f"peak RSS {r['max_rss_mib']:.0f} MiB "
+                      f"({', '.join(f'{k} {v}' for k, v in r.items() if k in ('jobs', 'total'))})",
+                      flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""A week of a large site in the archive, made of the project's real captures.
+
+The job shapes are real ended jobs: the staff window the stack's sacct returned
+(``fixtures/sacct/local-staff-window.psv``, parsed by the staff report's own parser) and
+the six jobs of ``fixtures/prometheus/sync-shapes.json`` (their sacct record, and from
+their raw samples what the staff report's bulk queries read: GPU utilisation and memory,
+CPU seconds per node). ``staff_jobs(n, users)`` replays them as ``n`` jobs ending evenly
+over ``days``, renumbered, owned round-robin by ``users`` users (one user, ``user0000``,
+gets ``heavy`` of them: the "my jobs" of a busy user), run times scaled by a factor
+1..``stretch`` (a large site's jobs run hours, the stack's seconds: every figure of the
+job scales with it, so ratios stay as captured). A job's energy is DERIVED from its CPU
+time as the exporter's split would give it on the captured RAPL package
+(``fixtures/exporter/energy/powercap``: 95 W at most over the capture machine's 2 CPUs,
+so 47.5 J per busy CPU-second). ``fill`` writes them into an archive in batches, with a
+progress bar.
+
+    .venv/bin/python bench/scale_archive.py ARCHIVE_URL [--jobs 700000] [--users 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from tqdm import tqdm
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from webapp.archive.staff_rows import StaffRows  # noqa: E402
+from webapp.archive.store import Archive  # noqa: E402
+from webapp.report.staff import memory_peak  # noqa: E402
+from webapp.report.staff_archive import staff_row  # noqa: E402
+from webapp.sources.sacct import FIELDS, parse_sacct  # noqa: E402
+from webapp.sources.staff_data import StaffJob, parse_window  # noqa: E402
+from webapp.sources.staff_data import staff_job as staff_job_of  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+CLUSTER = "bench"
+DAY = 86400
+BATCH = 20_000
+JOULES_PER_CPU_SECOND = 95.0 / 2  # the captured package's max power over its 2 CPUs
+
+
+def _mean(samples: list) -> float | None:
+    return sum(float(v) for _, v in samples) / len(samples) if samples else None
+
+
+def shapes() -> list[StaffJob]:
+    """The real ended jobs every generated job is a copy of."""
+    text = (FIXTURES / "sacct/local-staff-window.psv").read_text()
+    out = [j for j in parse_window(text, 0, 2**40) if j.elapsed > 0]
+    for shape in json.loads((FIXTURES / "prometheus/sync-shapes.json").read_text()):
+        real = parse_sacct(shape["sacct"], shape.get("fields", FIELDS),
+                           delimiter=shape.get("delimiter", "|"))[0]
+        by_name: dict[str, list[dict]] = {}
+        for s in shape["series"]:
+            by_name.setdefault(s["labels"].get("__name__", ""), []).append(s)
+        util = [_mean(s["samples"]) for s in by_name.get("jobs_gpu_utilization_ratio", [])]
+        used = [float(v) for s in by_name.get("jobs_gpu_memory_used_bytes", [])
+                for _, v in s["samples"]]
+        total = [float(v) for s in by_name.get("jobs_gpu_memory_total_bytes", [])
+                 for _, v in s["samples"]]
+        cpu = [float(v) for s in by_name.get("jobs_cpu_seconds_total", [])
+               for _, v in s["samples"]]
+        j = staff_job_of(real, real.job_id, real.start_time.timestamp() - 1)
+        out.append(dataclasses.replace(
+            j, sacct=None, max_rss=j.max_rss,
+            gpu_utilization=(sum(u for u in util if u is not None) / len(util)) if util else None,
+            gpu_memory_used=max(used) if used else None,
+            gpu_memory_total=max(total) if total else None,
+            node_cpu_seconds={n: max(cpu) for n in j.nodes} if cpu else {}))
+    return out
+
+
+def staff_jobs(n: int, users: int, days: float = 7.0, until: int = 1_800_000_000,
+               heavy: int = 2000, stretch: int = 720) -> Iterator[StaffJob]:
+    """``n`` jobs that ended in the ``days`` before ``until`` (see the module's doc)."""
+    base = shapes()
+    heavy_every = max(1, n // heavy) if heavy else 0
+    for i in range(n):
+        s = base[i % len(base)]
+        f = 1 + (i * 7919) % stretch
+        end = until - days * DAY + (i + 1) * days * DAY / n
+        elapsed = s.elapsed * f
+        start = end - elapsed
+        wait = (s.start - s.submit) * f if s.start and s.submit else 0.0
+        user = "user0000" if heavy_every and i % heavy_every == 0 else \
+            f"user{1 + i % max(1, users - 1):04d}"
+        node = f"n{(i * 13) % 10_000:05d}"
+        yield dataclasses.replace(
+            s, job_id=str(5_000_000 + i), raw_id=str(5_000_000 + i), user=user,
+            account=f"acct{int(user[4:]) % 50:02d}",
+            submit=start - wait, start=start, end=end, elapsed=elapsed,
+            time_limit=s.time_limit * f if s.time_limit else None,
+            cpu_seconds=s.cpu_seconds * f if s.cpu_seconds is not None else None,
+            nodes=(node,) if len(s.nodes) == 1 else s.nodes,  # every captured job: 1 node
+            node_cpu_seconds={node: sum(s.node_cpu_seconds.values()) * f}
+            if s.node_cpu_seconds and len(s.nodes) == 1 else {},
+            pending_reasons=tuple((r, t * f) for r, t in s.pending_reasons),
+            sacct=None, max_rss=memory_peak(s),
+            energy_joules=s.cpu_seconds * f * JOULES_PER_CPU_SECOND
+            if s.cpu_seconds is not None else None)
+
+
+def fill(url: str, n: int, users: int, progress: bool = True, **kw: object) -> int:
+    """Write ``staff_jobs(n, users, **kw)`` into the archive at ``url``; rows written."""
+    archive = Archive(url)
+    rows = StaffRows(archive.db)
+    batch: list[dict] = []
+    try:
+        for j in tqdm(staff_jobs(n, users, **kw), total=n, disable=not progress,
+                      unit="job", desc="archive"):
+            batch.append(staff_row(CLUSTER, j))
+            if len(batch) >= BATCH:
+                with archive.db.transaction():
+                    rows.put(batch)
+                batch = []
+        with archive.db.transaction():
+            rows.put(batch)
+    finally:
+        archive.close()
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("url")
+    ap.add_argument("--jobs", type=int, default=700_000)
+    ap.add_argument("--users", type=int, default=5000)
+    args = ap.parse_args()
+    fill(args.url, args.jobs, args.users)
+
+
+if __name__ == "__main__":
+    main()

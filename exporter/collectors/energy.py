@@ -1,0 +1,254 @@
+"""Node energy (RAPL, hwmon, BMC, GPUs) and its split among the jobs (exporter/energy.py).
+
+Sources are detected once, at the first scrape; none found: no energy series at all (a
+missing source is absent, never 0). Counters are read once per scrape; the BMC is asked
+by its own thread (exporter/bmc.py) and the last reading is used with its age. The split
+needs the previous scrape, so the first one only takes the baseline.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from exporter import bmc, cgroupfs, energy, hwmon, powercap
+from exporter.collectors.context import CollectorContext
+from exporter.scrape import ScrapedJob, each
+
+log = logging.getLogger(__name__)
+_USER_HZ = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class _Sample:
+    """Cumulative readings of one scrape."""
+
+    at: float
+    zones: dict[str, int]  # zone path -> energy_uj
+    meter_uj: int | None  # hwmon power_meter energy counter
+    meter_watts: float | None  # hwmon power_meter or BMC power
+    gpus: dict[int, float]  # GPU index -> joules
+    busy_ticks: int
+    jobs_cpu: dict[str, float] = field(default_factory=dict)
+
+
+class EnergyCollector:
+    name = "energy"
+
+    def __init__(self, context: CollectorContext):
+        self.context = context
+        self.clock = time.monotonic
+        self.bmc: bmc.BmcPoller | None = None
+        self._started = False
+        self._zones: list[powercap.Zone] = []
+        self._meter: list[hwmon.Sensor] = []
+        self._previous: _Sample | None = None
+        self._node: dict[str, float] = {}  # source -> joules since the exporter started
+        self._jobs: dict[str, dict[str, float]] = {}
+        self._unattributed = 0.0
+        self._cores = 0
+        self._used_memory = 0
+
+    def _start(self) -> None:
+        self._started = True
+        settings = self.context.settings
+        if settings.energy == "off":
+            return
+        self._zones = powercap.discover_zones(settings.powercap_root)
+        sensors = hwmon.discover_sensors(settings.hwmon_root)
+        self._meter = [s for s in sensors if s.chip == hwmon.NODE_METER_CHIP][:1]
+        if self.bmc is None and settings.bmc != "off":
+            self.bmc = _make_poller(settings)
+            self.bmc.start()
+        log.info(
+            "energy sources: %d RAPL zone(s) %s, node meter %s",
+            len(self._zones),
+            sorted({z.kind for z in self._zones}),
+            "BMC " + settings.bmc if self.bmc else (self._meter[0].path if self._meter else "none"),
+        )
+
+    def _has_meter(self) -> bool:
+        return self.bmc is not None or bool(self._meter)
+
+    def collect(self, jobs: Iterable[ScrapedJob]) -> Iterator[Metric]:
+        if not self._started:
+            self._start()
+        gpus = dict(self.context.gpu_energy)
+        if not (self._zones or self._has_meter() or gpus):
+            return
+        jobs = [j for j in jobs if not j.gone]
+        sample = self._read_node(gpus)
+        shares: list[energy.JobInterval] = []
+        previous = self._previous
+        for job, (cpu, memory) in each(jobs, self._read_job):
+            seconds = cpu.user_seconds + cpu.system_seconds
+            sample.jobs_cpu[job.job_id] = seconds
+            if previous is None:
+                continue
+            before = previous.jobs_cpu.get(job.job_id, 0.0)  # new job: started in the interval
+            shares.append(
+                energy.JobInterval(
+                    job_id=job.job_id,
+                    cpu_seconds=max(seconds - before, 0.0),
+                    memory_bytes=float(memory.rss),
+                    cores=len(cpu.cpuset) if cpu.cpuset else 1,
+                    gpus=self.context.gpu_allocations.get(job.job_id, ()),
+                )
+            )
+        if previous is not None:
+            self._account(previous, sample, shares)
+        self._previous = sample
+        self._jobs = {j: v for j, v in self._jobs.items() if j in sample.jobs_cpu}
+        yield from self._families()
+
+    def _read_job(self, job: ScrapedJob) -> tuple[cgroupfs.CpuUsage, cgroupfs.MemoryUsage]:
+        """What the cpu and memory collectors read this scrape, else read here."""
+        cpu = self.context.cpu_usage.get(job.job_id) or cgroupfs.read_cpu(job.cgroup)
+        memory = self.context.memory_usage.get(job.job_id) or cgroupfs.read_memory(job.cgroup)
+        return cpu, memory
+
+    def _read_node(self, gpus: dict[int, float]) -> _Sample:
+        root = self.context.settings.proc_root
+        try:
+            with open(os.path.join(root, "stat")) as f:
+                busy, self._cores = energy.parse_proc_stat(f.read())
+            with open(os.path.join(root, "meminfo")) as f:
+                self._used_memory = energy.parse_meminfo_used(f.read())
+        except FileNotFoundError:  # a captured tree without them: shares among jobs only
+            busy, self._cores, self._used_memory = 0, 0, 0
+        meter_uj = meter_watts = None
+        if self.bmc is not None:
+            reading = self.bmc.latest()
+            meter_watts = reading.watts if reading else None
+        elif self._meter:
+            value = hwmon.read_micro(self._meter[0].path)
+            if self._meter[0].kind == "energy":
+                meter_uj = value
+            else:
+                meter_watts = value / 1e6
+        zones = {z.path: powercap.read_energy_uj(z.path) for z in self._zones}
+        return _Sample(self.clock(), zones, meter_uj, meter_watts, gpus, busy)
+
+    def _account(
+        self, before: _Sample, now: _Sample, shares: list[energy.JobInterval]
+    ) -> None:
+        joules = {"package": 0.0, "dram": 0.0}
+        for zone in self._zones:
+            delta = energy.counter_delta(
+                before.zones[zone.path], now.zones[zone.path], zone.max_range_uj
+            )
+            joules[zone.kind] += delta / 1e6
+        gpu = {i: max(j - before.gpus.get(i, j), 0.0) for i, j in now.gpus.items()}
+        meter = self._meter_joules(before, now)
+        node = energy.NodeInterval(
+            package_joules=joules["package"],
+            dram_joules=joules["dram"],
+            meter_joules=meter,
+            gpu_joules=gpu,
+            busy_cpu_seconds=(now.busy_ticks - before.busy_ticks) / _USER_HZ,
+            used_memory_bytes=self._used_memory,
+            cores=self._cores,
+        )
+        result = energy.attribute(node, shares)
+        present = self._present()
+        totals = {"package": node.package_joules, "dram": node.dram_joules,
+                  "gpu": sum(gpu.values()), "meter": meter or 0.0}
+        for source in present["node"]:
+            self._node[source] = self._node.get(source, 0.0) + totals[source]
+        for job_id, by_source in result.jobs.items():
+            mine = self._jobs.setdefault(job_id, {})
+            for source in present["job"]:
+                mine[source] = mine.get(source, 0.0) + by_source[source]
+        self._unattributed += result.unattributed_joules
+
+    def _meter_joules(self, before: _Sample, now: _Sample) -> float | None:
+        if not self._has_meter():
+            return None
+        if now.meter_uj is not None and before.meter_uj is not None:
+            return max(now.meter_uj - before.meter_uj, 0) / 1e6
+        if now.meter_watts is None:
+            return None  # no BMC answer yet: the parts stand for the node
+        watts = now.meter_watts
+        if before.meter_watts is not None and self.bmc is None:
+            watts = (watts + before.meter_watts) / 2  # trapezoid between two hwmon samples
+        return watts * (now.at - before.at)
+
+    def _present(self) -> dict[str, list[str]]:
+        kinds = {z.kind for z in self._zones}
+        node = [k for k in ("package", "dram") if k in kinds]
+        job = (["cpu"] if "package" in kinds else []) + (["dram"] if "dram" in kinds else [])
+        if self.context.gpu_energy:
+            node.append("gpu")
+            job.append("gpu")
+        if self._has_meter():
+            node.append("meter")
+            job.append("other")
+        return {"node": node, "job": job}
+
+    def _families(self) -> Iterator[Metric]:
+        jobs = CounterMetricFamily(
+            "jobs_energy_joules",
+            "Energy attributed to the job on this node by source (cpu: RAPL package by CPU "
+            "time share, dram: by memory share, gpu: its GPUs, other: the rest of the node "
+            "meter by allocated cores), in joules.",
+            labels=["jobid", "source"],
+        )
+        for job_id, by_source in sorted(self._jobs.items()):
+            for source, value in by_source.items():
+                jobs.add_metric([job_id, source], value)
+        node = CounterMetricFamily(
+            "jobs_node_energy_joules",
+            "Energy the node measured since the exporter started, by source (package, dram: "
+            "RAPL; gpu: all GPUs; meter: BMC or ACPI power meter), in joules.",
+            labels=["source"],
+        )
+        for source, value in sorted(self._node.items()):
+            node.add_metric([source], value)
+        idle = CounterMetricFamily(
+            "jobs_node_unattributed_energy_joules",
+            "Share of the node meter's energy falling to cores no job was allocated, in joules.",
+        )
+        if self._has_meter():
+            idle.add_metric([], self._unattributed)
+        yield from (jobs, node, idle)
+        if self.bmc is not None:
+            reading = self.bmc.latest()
+            power = GaugeMetricFamily(
+                "jobs_node_power_watts", "Last node power reading of the BMC, in watts.",
+                labels=["source"],
+            )
+            age = GaugeMetricFamily(
+                "jobs_node_power_reading_age_seconds",
+                "Seconds since the BMC gave the power reading served.",
+                labels=["source"],
+            )
+            if reading is not None:
+                power.add_metric(["bmc"], reading.watts)
+                age.add_metric(["bmc"], max(self.clock() - reading.at, 0.0))
+            yield from (power, age)
+
+
+
+
+def _make_poller(settings) -> bmc.BmcPoller:  # noqa: ANN001 - exporter.settings.Settings
+    if settings.bmc == "redfish":
+        auth = ""
+        if settings.redfish_auth_file:
+            with open(settings.redfish_auth_file) as f:
+                auth = f.read().strip()
+        url = settings.redfish_url
+
+        def ask() -> str:
+            return bmc.fetch_redfish(url, auth)
+    else:
+        argv = bmc.COMMANDS[settings.bmc]
+
+        def ask() -> str:
+            return bmc.run_command(argv)
+
+    return bmc.BmcPoller(ask, bmc.PARSERS[settings.bmc], settings.bmc_interval)

@@ -1,0 +1,86 @@
+"""Energy attribution on the real local stack: a real busy job's cgroup beside the node's
+other jobs, scraped in-process with a replayed RAPL tree (the captured node_exporter
+zone, its counter advanced here) and the captured FreeIPMI reading as the node meter.
+
+Needs root and the stack (conftest's ``stack_env``). Submits one job of its own.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from exporter import bmc
+from exporter.collectors.energy import EnergyCollector
+from exporter.registry import JobsCollector
+from exporter.settings import Settings
+from tests.helpers.exporter_scrape import FIXTURES, samples
+from tests.helpers.promtool import check_metrics
+from tests.helpers.stack import BUSY, StackJob, submit
+
+ENERGY = FIXTURES / "energy"
+ZONE = "intel-rapl:0/energy_uj"
+
+
+def _scrape(collector: JobsCollector) -> str:
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return generate_latest(registry).decode()
+
+
+def _energy(text: str) -> tuple[dict[str, float], float, float, float]:
+    """(job id -> joules, unattributed, meter, package) of one exposition."""
+    jobs: dict[str, float] = {}
+    values = samples(text)
+    for (name, labels), value in values.items():
+        if name == "jobs_energy_joules_total":
+            job = dict(labels)["jobid"]
+            jobs[job] = jobs.get(job, 0.0) + value
+    return (jobs, values[("jobs_node_unattributed_energy_joules_total", ())],
+            values[("jobs_node_energy_joules_total", (("source", "meter"),))],
+            values[("jobs_node_energy_joules_total", (("source", "package"),))])
+
+
+@pytest.mark.stack
+def test_real_job_energy_adds_up_to_the_meter(stack_env, tmp_path):
+    job_id = submit(StackJob("energy-busy", "alice", ("-c1", "--mem=200M", "--time=3"),
+                             BUSY.format(s=120)))
+    try:
+        deadline = time.monotonic() + 2700  # the shared stack may be busy (dozens queued)
+        while subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
+                             text=True).stdout.strip() != "RUNNING":
+            assert time.monotonic() < deadline, f"job {job_id} never ran"
+            time.sleep(2)
+        time.sleep(3)
+        powercap = shutil.copytree(ENERGY / "powercap", tmp_path / "powercap")
+        collector = JobsCollector(
+            Settings(gpus="off", powercap_root=str(powercap), hwmon_root=str(tmp_path / "none")),
+            user_name=lambda uid: f"uid{uid}")
+        energy = next(c for c in collector.collectors if isinstance(c, EnergyCollector))
+        text = (ENERGY / "bmc/freeipmi_ipmi-dcmi_get-system-power-statistics.txt").read_text()
+        energy.bmc = bmc.BmcPoller(lambda: text, bmc.parse_ipmi_dcmi, 30)
+        energy.bmc.poll_once()
+        counter = int((powercap / ZONE).read_text())
+        _scrape(collector)  # the baseline
+        scrapes = []
+        for _ in range(3):
+            time.sleep(2)
+            counter += 40_000_000  # 40 J of package energy per interval
+            (powercap / ZONE).write_text(f"{counter}\n")
+            scrapes.append(_scrape(collector))
+        for a, b in zip(scrapes, scrapes[1:], strict=False):
+            (jobs_a, idle_a, meter_a, _), (jobs_b, idle_b, meter_b, _) = _energy(a), _energy(b)
+            meter = meter_b - meter_a
+            assert meter == pytest.approx(332 * 2, rel=0.25)  # ~2 s at 332 W
+            jobs = sum(jobs_b.values()) - sum(jobs_a.get(j, 0.0) for j in jobs_b)
+            assert abs(jobs + (idle_b - idle_a) - meter) <= 0.01 * meter
+        last = samples(scrapes[-1])
+        busy_cpu = last[("jobs_energy_joules_total", (("jobid", job_id), ("source", "cpu")))]
+        assert 0 < busy_cpu <= 120  # its share of 3 x 40 J of package energy
+        assert check_metrics(scrapes[-1]) == (0, "")
+    finally:
+        subprocess.run(["scancel", job_id], check=False)

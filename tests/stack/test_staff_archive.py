@@ -1,0 +1,98 @@
+"""The staff report from the archive on the stack: the window's jobs recorded from the
+real sacct and Prometheus, then summed and ranked by the database, give the tables the
+in-memory report gives over the same window."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from webapp.archive.staff_rows import StaffRows, Window
+from webapp.archive.store import Archive
+from webapp.report.staff_service import record_window, staff_report
+from webapp.settings import Settings
+
+pytestmark = pytest.mark.stack
+DAYS = 1.0
+
+
+def test_archive_path_equals_the_in_memory_report(stack_env, tmp_path):
+    env = {**stack_env, "JOBREPORT_OUTBOX": str(tmp_path / "outbox"),
+           "JOBREPORT_STAFF_REPORT": "rows=100000",
+           "JOBREPORT_THRESHOLDS": ",".join(filter(None, (
+               stack_env.get("JOBREPORT_THRESHOLDS"), "min_core_hours=0,min_gpu_hours=0"))),
+           "JOBREPORT_ARCHIVE_URL": f"sqlite:///{tmp_path}/archive.sqlite"}
+    settings = Settings.from_env(env)
+    until = float(int(time.time()) - 60)  # every job that ended by then is in slurmdbd
+    since = until - DAYS * 86400
+    recorded = record_window(settings, since, until)
+    assert recorded > 0, "the stack ran no job in the last day"
+    assert record_window(settings, since, until) == recorded  # again: nothing doubled
+    with Archive(settings.archive_url) as a:
+        assert StaffRows(a.db).count(Window(settings.cluster, since, until)) == recorded
+
+    live = staff_report(settings, days=DAYS, until=until)
+    stored = staff_report(settings, days=DAYS, until=until, from_archive=True)
+    assert stored.jobs == live.jobs == recorded
+    assert any(t.rows for t in live.tables if t.key != "repeat_offenders")
+    for a, b in zip(live.tables, stored.tables, strict=True):
+        assert [r.cells[0] for r in a.rows] == [r.cells[0] for r in b.rows], a.key
+        for ra, rb in zip(a.rows, b.rows, strict=True):
+            for k, v in ra.values.items():
+                w = rb.values[k]
+                assert (math.isclose(v, w, rel_tol=1e-9) if isinstance(v, float) and
+                        isinstance(w, float) else v == w), (a.key, k, v, w)
+
+
+def test_mariadb_archive_ranks_and_pages_as_sqlite_does(stack_env, tmp_path):
+    """The same generated jobs in a MariaDB archive of its own (a fresh database, never
+    the accounting tables) and in SQLite: the same tables and the same pages."""
+    import sys
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from tests.helpers.sync import create_mariadb_archive, drop_mariadb_archive
+    from webapp.report.job_list import ListQuery
+    from webapp.report.job_page import archive_page
+    from webapp.report.staff_archive import build_staff_report_sql, staff_row
+    from webapp.thresholds import StaffConfig, Thresholds
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import scale_archive
+
+    until = 1_800_000_000
+    jobs = list(scale_archive.staff_jobs(3000, 40, until=until, heavy=300))
+    cfg = StaffConfig(rows=15, large_memory_partitions=("debug",))
+    t = Thresholds(large_memory_need_gib=1.0, small_gpu_util=0.5, cpu_efficiency_low=0.9)
+    now = datetime.fromtimestamp(until, UTC)
+    url = create_mariadb_archive("jobreport_scale_test")
+    try:
+        results = []
+        for archive_url in (url, f"sqlite:///{tmp_path}/archive.sqlite"):
+            with Archive(archive_url) as a:
+                rows = StaffRows(a.db)
+                with a.db.transaction():
+                    rows.put(staff_row("bench", j) for j in jobs)
+                report = build_staff_report_sql(rows, "bench", until - 7 * 86400, until, cfg,
+                                                t, {})
+                pages = [archive_page(a, "bench", "user0000", ListQuery(sort=s), now,
+                                      page=2, per_page=40)
+                         for s in ("submit", "cpu_waste", "mem_waste", "cpu_eff")]
+                results.append((report, pages))
+        (maria, maria_pages), (lite, lite_pages) = results
+        assert maria.jobs == lite.jobs == 3000
+        for a_, b in zip(maria.tables, lite.tables, strict=True):
+            assert [r.cells[0:2] for r in a_.rows] == [r.cells[0:2] for r in b.rows], a_.key
+            for ra, rb in zip(a_.rows, b.rows, strict=True):
+                for k, v in ra.values.items():
+                    w = rb.values[k]
+                    assert type(v) is type(w), (a_.key, k, v, w)  # JSON-ready alike
+                    assert (math.isclose(v, w, rel_tol=1e-9)
+                            if isinstance(w, float) else v == w), (a_.key, k, v, w)
+        assert [[r.job_id for r in p[0]] for p in maria_pages] == \
+            [[r.job_id for r in p[0]] for p in lite_pages]
+        assert all(p[1] == 300 for p in maria_pages)
+    finally:
+        drop_mariadb_archive("jobreport_scale_test")

@@ -1,0 +1,64 @@
+"""A user's ended jobs as one page of list rows, sorted, filtered by state and cut by the
+archive's database (``StaffRows.user_page``): a user with thousands of jobs costs one
+indexed query per page, not a report per job.
+
+The rows carry the report's own figures (``model.cpu_efficiency``, the stored peak,
+``webapp.unused`` through ``JobRow``); the job's name and findings come from its
+archived report when the sync archived one (one query for the page), else the row says
+they are missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from webapp.archive.staff_rows import PAGE_SORTS, StaffRows
+from webapp.archive.store import Archive
+from webapp.model import cpu_efficiency
+from webapp.report.job_list import JobRow, ListQuery
+
+PER_PAGE = 50
+NOT_ARCHIVED = "name and findings: open the report"
+
+
+def _utc(t: float | None) -> datetime | None:
+    return datetime.fromtimestamp(t, UTC) if t else None
+
+
+def row_of(r: Mapping[str, Any]) -> JobRow:
+    """One archived row as a list row."""
+    nodes = max(1, int(r["node_count"]))
+    asked = r["memory_requested"]
+    per_node = asked // nodes if asked else None
+    peak, gpus, util = r["memory_peak"], int(r["gpus"]), r["gpu_utilization"]
+    return JobRow(
+        r["cluster"], r["job_id"], "", r["user_name"], r["account"], r["state"],
+        _utc(r["submit"]), _utc(r["end_at"]), r["elapsed"], r["cpus"], nodes, gpus, per_node,
+        cpu_efficiency=cpu_efficiency(r["cpu_seconds"], r["elapsed"], r["cpus"]),
+        memory_peak=peak, memory_efficiency=peak / per_node if peak is not None and per_node
+        else None, gpu_utilization=util if gpus else None, source="archive",
+        missing=(NOT_ARCHIVED,), raw_id=r["raw_id"], cpu_seconds=r["cpu_seconds"],
+        gpus_busy=None if util is None or not gpus else util * gpus, memory_requested=asked)
+
+
+def archive_page(archive: Archive, cluster: str, user: str, q: ListQuery, now: datetime,
+                 page: int = 1, per_page: int = PER_PAGE) -> tuple[list[JobRow], int] | None:
+    """Page ``page`` (from 1) of ``user``'s jobs in the list's window and order, and how
+    many there are; None when the database cannot sort that way (the list sorts)."""
+    if q.sort not in PAGE_SORTS or q.name or q.findings_only:
+        return None
+    found, total = StaffRows(archive.db).user_page(
+        cluster, user, q.since(now).timestamp(), now.timestamp(), q.sort, q.order == "desc",
+        (max(1, page) - 1) * per_page, per_page, state=q.state or None)
+    summaries = archive.summaries(cluster, [(r["job_id"], r["submit_time"]) for r in found])
+    rows = []
+    for r in found:
+        row, summary = row_of(r), summaries.get((r["job_id"], r["submit_time"]))
+        if summary is not None:
+            row = replace(row, name=summary.get("job_name") or "",
+                          findings=len(summary.get("findings") or ()), missing=())
+        rows.append(row)
+    return rows, total

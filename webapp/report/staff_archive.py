@@ -1,0 +1,110 @@
+"""The staff report from the archive: the same tables as ``staff_build``, with the sums
+and the rankings done by the database (``webapp.archive.staff_rows``).
+
+Per-user tables read one GROUP BY row per user; each per-job table reads only the rows
+its filter keeps, largest first, ``rows`` of them, and hands them to the very function
+the in-memory path uses, so both paths filter, sort and format alike. ``staff_row`` is
+the one mapping of a ``StaffJob`` to its archived row and back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from webapp.archive.alerts import AlertRecord
+from webapp.archive.staff_rows import StaffRows, Window
+from webapp.report.staff import (
+    GIB,
+    HOUR,
+    StaffReport,
+    efficiency_table,
+    energy_table,
+    fragmentation,
+    idle_nodes,
+    large_memory,
+    longest_queued,
+    memory_peak,
+    smaller_gpu,
+)
+from webapp.report.staff_build import memory_table, offenders, time_table
+from webapp.sources.staff_data import StaffJob
+from webapp.thresholds import StaffConfig, Thresholds
+
+
+def staff_row(cluster: str, j: StaffJob) -> dict[str, Any]:
+    """The archived row of one ended job (the peak as the report computes it)."""
+    return {
+        "cluster": cluster, "job_id": j.job_id, "submit_time": int(j.submit or 0),
+        "end_time": int(j.end or 0), "raw_id": j.raw_id, "user_name": j.user,
+        "account": j.account, "partition_name": j.partition, "state": j.state,
+        "submit": j.submit, "start_time": j.start, "end_at": j.end, "elapsed": j.elapsed,
+        "time_limit": j.time_limit, "cpus": j.cpus, "node_count": len(j.nodes),
+        "nodes": ",".join(j.nodes), "memory_requested": j.memory_requested, "gpus": j.gpus,
+        "cpu_seconds": j.cpu_seconds, "memory_peak": memory_peak(j),
+        "gpu_utilization": j.gpu_utilization, "gpu_memory_used": j.gpu_memory_used,
+        "gpu_memory_total": j.gpu_memory_total,
+        "node_cpu": json.dumps(j.node_cpu_seconds) if j.node_cpu_seconds else None,
+        "pending_reasons": json.dumps(j.pending_reasons) if j.pending_reasons else None,
+        "energy_joules": j.energy_joules,
+    }
+
+
+def staff_job(r: Mapping[str, Any]) -> StaffJob:
+    """An archived row as the staff tables read it (the stored peak stands in for MaxRSS)."""
+    return StaffJob(
+        r["job_id"], r["raw_id"], r["user_name"], r["account"], r["partition_name"],
+        r["state"], r["submit"], r["start_time"], r["end_at"], float(r["elapsed"]),
+        r["time_limit"], int(r["cpus"]), tuple(filter(None, r["nodes"].split(","))),
+        r["memory_requested"], int(r["gpus"]), r["cpu_seconds"], r["memory_peak"],
+        r["gpu_utilization"], r["gpu_memory_used"], r["gpu_memory_total"],
+        json.loads(r["node_cpu"]) if r["node_cpu"] else {},
+        tuple(tuple(p) for p in json.loads(r["pending_reasons"] or "[]")),
+        energy_joules=r["energy_joules"])
+
+
+def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: float,
+                           cfg: StaffConfig, t: Thresholds,
+                           alerts: Mapping[str, list[AlertRecord]]) -> StaffReport:
+    """``staff_build.build_staff_report`` over the archived jobs that ended in
+    [since, until]."""
+    w = Window(cluster, since, until, cfg.partitions)
+    n = int(cfg.rows)
+    long_enough = f"elapsed >= {float(t.min_runtime_hours * HOUR)!r}"
+
+    def top(where: str, params: tuple = (), order: str | None = None,
+            limit: int | None = n) -> list[StaffJob]:
+        return [staff_job(r) for r in rows.top(w, where, params, order, limit)]
+
+    totals = rows.user_totals(w)
+    notices = {u: len(a) for u, a in alerts.items()}
+    efficiency = {t["user"]: (t["core_seconds"], t["cpu_seconds"], t["gpu_seconds"],
+                              t["gpu_seen_seconds"], t["gpu_used_seconds"]) for t in totals}
+    memory = {t["user"]: (t["memory_unused"], t["memory_requested"])
+              for t in totals if t["memory_jobs"]}
+    times = {t["user"]: (t["time_unused"], t["time_requested"]) for t in totals if t["time_jobs"]}
+    parts = cfg.large_memory_partitions
+    tables = (
+        efficiency_table(efficiency, cfg, t, notices),
+        smaller_gpu(top(f"{long_enough} AND gpus > 0 AND gpu_utilization IS NOT NULL AND"
+                        " gpu_memory_total > 0 AND gpu_utilization < ? AND"
+                        " COALESCE(gpu_memory_used, 0) <= ? * gpu_memory_total",
+                        (t.small_gpu_util, t.small_gpu_memory), "elapsed * gpus"), cfg, t),
+        fragmentation(top(f"{long_enough} AND node_count >= 2 AND gpus >= 2 AND"
+                          " gpus <= node_count", (), "elapsed * gpus"), cfg),
+        # Which nodes idled depends on each node's figure: every candidate, ranked here.
+        idle_nodes(top(f"{long_enough} AND node_count >= 2 AND elapsed > 0 AND"
+                       " node_cpu IS NOT NULL", limit=None), cfg, t),
+        memory_table(memory, cfg),
+        time_table(times, cfg),
+        large_memory(top(f"{long_enough} AND memory_peak IS NOT NULL AND memory_peak < ?"
+                         f" AND partition_name IN ({', '.join('?' for _ in parts)})",
+                         (t.large_memory_need_gib * GIB, *parts), "elapsed")
+                     if parts else [], cfg, t),
+        longest_queued(top("start_time > 0 AND submit > 0", (), "start_time - submit"), cfg),
+        offenders(alerts, cfg),
+        energy_table("account", rows.energy_totals(w, "account"), cfg),
+        energy_table("user", rows.energy_totals(w, "user"), cfg),
+    )
+    return StaffReport(cluster, since, until, rows.count(w), cfg, t, tables)

@@ -23,15 +23,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def stack_env() -> dict[str, str]:
-    """Start (or find running) the real stack; its JOBREPORT_* settings.
+def stack_env(tmp_path_factory) -> dict[str, str]:
+    """Start (or find running) the real stack; its JOBREPORT_* settings, with an archive
+    and outbox of the session's own: the stack's sync loop archives every ended job into
+    its archive, and a report falls back to that archive when a test takes Prometheus
+    away (what a test of the fallback sets up itself).
 
     Integration tests never skip: without root or the stack they fail, loudly.
     """
     if os.geteuid() != 0:
         pytest.fail("integration tests need root (they start Slurm, MariaDB, Prometheus)")
     stack.start_stack()  # idempotent: seconds when everything is up, restarts what is down
-    return stack.load_env()
+    own = tmp_path_factory.mktemp("stack-session")
+    return {**stack.load_env(), "JOBREPORT_ARCHIVE_URL": str(own / "archive.sqlite"),
+            "JOBREPORT_OUTBOX": str(own / "outbox.sqlite")}
 
 
 @pytest.fixture(scope="session")

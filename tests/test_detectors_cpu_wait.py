@@ -99,3 +99,24 @@ def test_io_wait_from_delay_accounting_makes_io_starved_on_v1():
     # delay accounting off: no I/O figure, so no verdict from it (and no false 0)
     r = report(20.0, 1, 4.0, Usage(cpu_wait_seconds=0.5, busy_tasks_max=1.0))
     assert "io_starved" not in names(r) and "cpu_efficiency_low" in names(r)
+
+
+# The stack's "two-cpus-one-used" job (one busy loop on 2 cores) as it ran during a full
+# test run on this 2-core machine beside other work: 20 s, 13.2 s of CPU, its one busy
+# thread waited 6 s for a CPU (the figures of its report, job 435).
+def test_one_busy_thread_slowed_by_outside_load_is_serial_not_starved():
+    r = report(20.0, 2, 13.2, Usage(cpu_wait_seconds=6.0, busy_tasks_max=1.0))
+    assert r.cpu_seconds / r.elapsed_seconds < 0.75  # under a core: the total alone says no
+    assert waiting_for(r, T) == "cpu"
+    assert names(r) - {"short_job"} == {"serial_on_many_cores"}  # 20 s: short, too
+
+
+# The stack's "steps" job: 2 cores for 20 s, busy 2 s then 8 s on both; 12 s of CPU and
+# 5 s of waiting under load. Its cores mostly sat idle: the CPU finding, not starved.
+def test_some_waiting_on_a_mostly_idle_job_is_low_efficiency_not_starved():
+    r = report(20.0, 2, 12.0, Usage(cpu_wait_seconds=5.0, busy_tasks_max=2.0))
+    assert waiting_for(r, T) == "cpu"
+    found = names(r)
+    assert "cpu_efficiency_low" in found and "cpu_starved" not in found
+    f = next(f for f in detect_all(r, T) if f.name == "cpu_efficiency_low")
+    assert "mostly idle, not starved" in f.message

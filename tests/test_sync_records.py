@@ -88,10 +88,12 @@ def test_pick_record_by_submit_time_else_the_latest():
 
 def test_stand_in_record_is_recognised():
     stand_in = source([STAND_IN]).jobs(["1240"])["1240"]
-    assert is_stand_in(stand_in.uid, stand_in.account, stand_in.job_name)
+    assert is_stand_in(stand_in.uid, stand_in.account, stand_in.job_name, stand_in.partition)
+    # A report joined with sacct's placeholder: an account, but no partition.
+    assert is_stand_in(0, "teaching", "allocation", None)
     busy = source([BUSY]).jobs(["1240"])["1240"]
-    assert not is_stand_in(busy.uid, busy.account, busy.job_name)
-    assert not is_stand_in(0, "root", "allocation")  # root's own job of that name
+    assert not is_stand_in(busy.uid, busy.account, busy.job_name, busy.partition)
+    assert not is_stand_in(0, "root", "allocation", "debug")  # root's own job of that name
 
 
 class StandInService:

@@ -47,6 +47,7 @@ def test_real_job_page_in_chromium(stack_jobs, driver):
     findings = browser.find_elements(By.CSS_SELECTOR, "#findings .finding")
     assert findings and all(f.is_displayed() for f in findings)
     assert any("idle" in f.text.lower() and "gpu" in f.text.lower() for f in findings)
+    browser.find_element(By.CSS_SELECTOR, "details#details > summary").click()  # the details
     plots = browser.find_elements(By.CSS_SELECTOR, "section.plot svg")
     assert len(plots) >= 3 and all(p.is_displayed() for p in plots)
     ARTIFACTS.mkdir(exist_ok=True)

@@ -144,7 +144,7 @@ def test_running_job_uses_prometheus_for_cpu(stack_env, service):
         # Until Prometheus holds enough scrapes for a rate (three, 5 s apart), no longer.
         deadline = time.monotonic() + 90
         report = service.build(job_id)
-        while report.cpu_efficiency is None and time.monotonic() < deadline:
+        while not report.cpu_efficiency and time.monotonic() < deadline:
             time.sleep(1)
             report = service.build(job_id)
         assert report.state == "RUNNING" and report.end_time is None

@@ -65,19 +65,19 @@ def test_this_checkout_is_what_bob_runs(stack_env):
     "JOBREPORT_CONFIG=/dev/null JOBREPORT_STAFF=bob",
 ])
 def test_bob_cannot_grant_himself_alices_usage(alices_job, env):
-    out = as_bob(env, f"show {alices_job}")
+    out = as_bob(env, f"show --details {alices_job}")
     assert out.returncode == 0, out.stderr
     text = out.stdout
-    assert re.search(r"^  Owner +alice ", text, re.M)
-    # Nothing from the job's nodes, and the note that says why.
-    assert "I/O and processes" not in text and "CPU usage over time" not in text
+    assert re.search(r"^  alice \(account ", text, re.M)
+    # Nothing from the job's nodes (no plots, no I/O), and the note that says why.
+    assert "\nPlots\n" not in text and "Read / written" not in text
     assert WITHHELD in " ".join(text.split())
     assert "ignored: for a caller who is not root" in out.stderr
 
 
 def test_alice_herself_sees_her_usage(alices_job):
     # The control: the figures bob is refused exist, for the owner.
-    out = subprocess.run(["su", "alice", "-c", f"{login_command()} show {alices_job}"],
+    out = subprocess.run(["su", "alice", "-c", f"{login_command()} show --details {alices_job}"],
                          capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0 and "CPU usage over time" in out.stdout, out.stderr
+    assert out.returncode == 0 and "\nPlots\n  CPU " in out.stdout, out.stderr
     assert WITHHELD not in " ".join(out.stdout.split())

@@ -87,6 +87,7 @@ def app_url(stack_env, tmp_path_factory) -> Iterator[str]:
 def test_the_web_page_shows_the_name(job_id, app_url, driver):
     login(driver, app_url, job_id)
     assert driver.find_element(By.CSS_SELECTOR, "h1 .jobname").text == SHOWN == visible(NAME)
+    driver.find_element(By.CSS_SELECTOR, "details#details > summary").click()  # the facts
     page = driver.find_element(By.TAG_NAME, "body").text
     assert "COMPLETED (exit code 0:0)" in page and "2 allocated" in page
 

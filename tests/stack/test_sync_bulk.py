@@ -13,7 +13,7 @@ from tests.helpers.sync import known
 from webapp.report.service import ReportService
 from webapp.settings import Settings
 from webapp.sources.ended import EndedJob
-from webapp.sources.prometheus_bulk import RANGE, BulkMetrics, plan
+from webapp.sources.prometheus_bulk import PEAKS, RANGE, SUM_PEAKS, BulkMetrics, plan
 from webapp.sync.bulk import prefetch, windows
 
 pytestmark = pytest.mark.stack
@@ -30,9 +30,16 @@ def _queue(report):
     q = report.queue
     if q is None:
         return None
-    reasons = tuple((r.reason, r.seconds) for r in q.reasons)
+    reasons = tuple(r.reason for r in q.reasons)  # their seconds: _same_waits
     blank = dict.fromkeys(SNAPSHOT)
     return dataclasses.replace(q, usual_time_limit_jobs=0, reasons=(), **blank), reasons
+
+
+def _same_waits(one, many, step: float) -> bool:
+    """Each pending reason's time alike, to one scrape: the bulk query reads the first
+    sighting on its window's step grid, the job's own query on its own."""
+    a, b = (r.queue.reasons if r.queue else () for r in (one, many))
+    return all(abs(x.seconds - y.seconds) <= step for x, y in zip(a, b, strict=True))
 
 
 def _snapshot_seen(service, report, bulk_queue) -> bool:
@@ -70,6 +77,7 @@ def test_bulk_reports_equal_per_job_reports(stack_env, stack_jobs):
         assert many.usage.memory_max_usage_bytes == one.usage.memory_max_usage_bytes, jid
         assert many.usage.read_bytes == one.usage.read_bytes, jid
         assert _queue(many) == _queue(one), jid
+        assert _same_waits(one, many, settings.scrape_interval), (jid, one.queue, many.queue)
         if one.queue and any(getattr(one.queue, f) != getattr(many.queue, f) for f in SNAPSHOT):
             assert _snapshot_seen(service, one, many.queue), (jid, one.queue, many.queue)
         if one.queue:
@@ -95,6 +103,7 @@ def test_bulk_request_count_is_per_window_not_per_job(stack_env, stack_jobs):
     usage = bulk.fetch(jobs)
     batches = plan(jobs, service.prometheus.scrape_interval)
     assert len(usage) == len(jobs) == len(ids)
-    per_window = len(RANGE) + 12 + 2  # range queries, peaks, per-core value and time
+    # range queries, peaks (per metric; energy summed over its sources), per-core value and time
+    per_window = len(RANGE) + len(PEAKS) + len(SUM_PEAKS) + 2
     assert bulk.requests == per_window * len(batches)
     assert len(batches) <= 3 < len(ids)  # ~15 short jobs of a session: one or two classes

@@ -11,6 +11,7 @@ from webapp.detectors.measures import (
     has_pressure,
     long_enough,
     responsible_step,
+    wait_explains_idle_cores,
     waiting_for,
 )
 from webapp.detectors.serial_on_many_cores import looks_serial
@@ -39,7 +40,10 @@ class LowCpuEfficiencyDetector:
             return ()
         if looks_serial(report, t) or input_bound(report, t):
             return ()  # serial_on_many_cores / gpu_input_bound say it more precisely
-        if waiting_for(report, t) or idle_beside_busy_gpus(report, t):
+        waited = waiting_for(report, t)
+        if waited == "cpu" and not wait_explains_idle_cores(report):
+            waited = None  # some waiting, but mostly idle cores: this finding's case
+        if waited or idle_beside_busy_gpus(report, t):
             return ()  # cpu_starved, io_starved, memory_thrashing, gpu_cores_idle: the cause
         if report.cpus > 1:
             cores = next_cpus(busy, 1.1)
@@ -61,6 +65,9 @@ class LowCpuEfficiencyDetector:
             " Pressure stayed low: idle, not starved."
             if has_pressure(report)
             else " Its threads seldom waited for a CPU: idle, not starved."
+            if can_tell_waiting(report) and waiting_for(report, t) is None
+            else " Its threads waited for a CPU at times, for far fewer core-seconds than "
+            "its cores left unused: mostly idle, not starved."
             if can_tell_waiting(report)
             else " Idle or starved (waiting for CPU, storage or memory) cannot be told "
             "without pressure data (cgroup v1)."

@@ -7,9 +7,11 @@ from webapp.detectors.measures import (
     cpu_efficiency_low,
     own_threads_outnumber_cores,
     stall_evidence,
+    wait_explains_idle_cores,
     wait_share,
     waiting_for,
 )
+from webapp.detectors.serial_on_many_cores import looks_serial
 from webapp.formatting import format_percent
 from webapp.model import Finding, JobReport, Severity
 from webapp.thresholds import Thresholds
@@ -23,6 +25,10 @@ class CpuStarvedDetector:
             return ()
         if own_threads_outnumber_cores(report, t):
             return ()  # its threads waited for each other: oversubscribed says so
+        if looks_serial(report, t):
+            return ()  # one busy thread on several cores: serial says what to change
+        if not wait_explains_idle_cores(report):
+            return ()  # it waited, but mostly its cores sat idle: the CPU finding says so
         eff, share = report.cpu_efficiency or 0.0, wait_share(report, "cpu") or 0.0
         return (
             Finding(

@@ -86,6 +86,18 @@ def thread_wait_of_run(report: JobReport, resource: str) -> float | None:
     return min(1.0, wait / report.elapsed_seconds)
 
 
+def wait_explains_idle_cores(report: JobReport) -> bool:
+    """Where the threads' CPU wait was measured: it covers at least half of the core-seconds
+    the job left unused (its threads were ready, the cores were not theirs), so "starved"
+    is the cause of the low efficiency and not a side note of a mostly idle job. Without
+    per-thread figures (PSI alone tells a share of time, not task-seconds): True."""
+    wait = report.usage.cpu_wait_seconds
+    if wait is None or report.cpu_seconds is None or not report.elapsed_seconds:
+        return True
+    idle = (report.cpus or 0) * report.elapsed_seconds - report.cpu_seconds
+    return idle <= 0 or wait >= 0.5 * idle
+
+
 def wait_share(report: JobReport, resource: str) -> float | None:
     """How much of the run the job waited for ``resource``: its PSI share (cgroup v2)
     where recorded, else its threads' (``thread_wait_of_run``; cpu and io only)."""

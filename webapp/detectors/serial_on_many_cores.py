@@ -14,15 +14,19 @@ def looks_serial(report: JobReport, t: Thresholds) -> bool:
     Judged on the total, not per core: the kernel migrates a serial process between the
     job's cores, so per-core series show several half-busy cores summing to one. The total
     alone also fits two busy threads slowed to one core's worth by load beside the job, so
-    where the exporter counted busy threads, a second one at any time rules serial out.
+    where the exporter counted busy threads they decide: a second one at any time rules
+    serial out, and one alone is serial even when load beside the job left it less than a
+    whole core (it waited for a CPU: the total then reads below one core).
     """
     if not report.cpus or report.cpus < 2:
         return False
     busy_tasks = report.usage.busy_tasks_max
-    if busy_tasks is not None and busy_tasks >= 2:
-        return False
     used = busy_cores(report)
-    return used is not None and 0.75 <= used <= t.serial_cores_max
+    if used is None or used > t.serial_cores_max:
+        return False
+    if busy_tasks is not None:
+        return busy_tasks == 1 and used >= 0.25
+    return used >= 0.75
 
 
 class SerialOnManyCoresDetector:

@@ -177,8 +177,7 @@ class ReportService:
             return report
         filled = self._derived(filled, jid)
         filled = dataclasses.replace(filled, findings=detect_all(filled, self.thresholds))
-        return audited(filled, self.thresholds, self.settings.thresholds,
-                       self.settings.min_coverage)
+        return audited(filled, self.thresholds, self.settings.min_coverage)
 
     def _derived(self, report: JobReport, jid: JobId) -> JobReport:
         """The steps table, the samples' coverage and the waste: computed once, here."""

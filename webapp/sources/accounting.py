@@ -365,9 +365,14 @@ def pick_record(rows: Sequence[Mapping[str, Any]],
     return max(rows, key=lambda r: int(r["submit_time"] or 0), default=None)
 
 
-def is_stand_in(uid: int | None, account: str | None, job_name: str | None) -> bool:
-    """Whether a record is slurmdbd's stand-in (see STAND_IN_NAME): no owner known yet."""
-    return job_name == STAND_IN_NAME and not uid and not account
+def is_stand_in(uid: int | None, account: str | None, job_name: str | None,
+                partition: str | None = None) -> bool:
+    """Whether a record is slurmdbd's stand-in (see STAND_IN_NAME): no owner known yet.
+
+    The view's stand-in has no account; joined with sacct's placeholder line a report may
+    show one (its association's) but then no partition. A job of root's named
+    "allocation" has both."""
+    return job_name == STAND_IN_NAME and not uid and (not account or not partition)
 
 
 def gpu_types(tres: Mapping[str, float]) -> tuple[str, ...]:

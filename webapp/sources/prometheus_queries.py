@@ -132,9 +132,10 @@ V2_ONLY_FIGURES = frozenset(
 # Series only nodes with an energy source have (and the gpu/other parts only some of
 # those): absent at the end for the same reason, so never sent back to the window.
 ENERGY_FIGURES = frozenset({"energy_joules", "energy_gpu_joules", "energy_other_joules"})
-# Likewise series an exporter may rightly lack: I/O wait while kernel delay accounting is
-# off, and the waits from exporters older than them.
-MAYBE_ABSENT_FIGURES = V2_ONLY_FIGURES | {"cpu_wait_seconds", "io_wait_seconds"} | ENERGY_FIGURES
+# Likewise a series an exporter may rightly lack: I/O wait while kernel delay accounting
+# is off. (CPU wait is exported on every layout: absent at the end, it is the exporter
+# that stopped, and the window tells; an exporter older than it has none either way.)
+MAYBE_ABSENT_FIGURES = V2_ONLY_FIGURES | {"io_wait_seconds"} | ENERGY_FIGURES
 TAIL_TEMPLATE = "{agg} by ({node}) (last_over_time({metric}{{{sel}{extra}}}[{tail}]))"
 # Gauges whose peak can be anywhere: scanned over the whole window, all in one request,
 # as the largest of hour-long maxima (a subquery): the same samples, but Prometheus holds

@@ -222,7 +222,7 @@ class Syncer:
         """Archive and/or email one job; ``finished`` collects the streams done with it."""
         service = service or self.service
         report = service.build(job.job_id, archive_fallback="archive" not in streams)
-        if is_stand_in(report.uid, report.account, report.job_name):
+        if is_stand_in(report.uid, report.account, report.job_name, report.partition):
             # slurmdbd has the job's end but not yet its start record (owner, name,
             # request): wait for it rather than archive and email a job of nobody's.
             # A start record lost for good is archived as it is, once the wait is over.

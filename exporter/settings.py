@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from jobreport_net.bind import parse_bind
-from jobreport_net.settings import SettingsError, choice, documented, load, setting
+from jobreport_net.settings import SettingsError, checked, choice, documented, load, setting
 
 __all__ = ["PREFIX", "SETTINGS_DOC", "Settings", "SettingsError", "parse_listen"]
 
@@ -26,12 +26,7 @@ def parse_listen(value: str) -> tuple[str, int]:
     return parse_bind(value, "0.0.0.0")
 
 
-def _listen(var: str, raw: str) -> str:
-    try:
-        parse_listen(raw)
-    except ValueError as exc:
-        raise SettingsError(f"{var}: {exc}") from None
-    return raw
+_listen = checked(parse_listen)
 
 
 def _dirs(var: str, raw: str) -> tuple[str, ...]:

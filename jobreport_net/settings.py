@@ -21,6 +21,18 @@ class SettingsError(ValueError):
     """A setting holds a value we cannot use; the message names the variable."""
 
 
+def checked(check: Callable[[str], object]) -> Parser:
+    """A parser that keeps the text as it is once ``check(text)`` accepts it; the
+    ValueError ``check`` raises becomes a SettingsError naming the variable."""
+    def parse(var: str, raw: str) -> str:
+        try:
+            check(raw)
+        except ValueError as exc:
+            raise SettingsError(f"{var}: {exc}") from None
+        return raw
+    return parse
+
+
 def text(var: str, raw: str) -> str:
     return raw
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobreport_net.bind import parse_bind
-from jobreport_net.settings import SettingsError, documented, load, setting
+from jobreport_net.settings import SettingsError, checked, documented, load, setting
 from slurm_exporter.commands import SOURCES
 
 __all__ = ["DEFAULT_PORT", "PREFIX", "SETTINGS_DOC", "SOURCES", "Settings", "SettingsError",
@@ -41,12 +41,7 @@ def parse_sources(name: str, value: str) -> tuple[str, ...]:
     return chosen
 
 
-def _listen(var: str, raw: str) -> str:
-    try:
-        parse_bind(raw)
-    except ValueError as exc:
-        raise SettingsError(f"{var}: {exc}") from None
-    return raw
+_listen = checked(parse_bind)
 
 
 @dataclass(frozen=True)

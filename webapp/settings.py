@@ -21,6 +21,7 @@ from jobreport_net.bind import parse_bind
 from jobreport_net.settings import (
     SettingsError,
     boolean,
+    checked,
     choice,
     documented,
     integer,
@@ -197,12 +198,7 @@ def parse_intensity_setting(text: str) -> float | str | None:
     return value
 
 
-def _carbon_intensity(var: str, raw: str) -> str:
-    try:
-        parse_intensity_setting(raw)
-    except ValueError as exc:
-        raise SettingsError(f"{var}={raw!r}: {exc}") from None
-    return raw
+_carbon_intensity = checked(parse_intensity_setting)
 
 
 def _at_least_one(var: str, raw: str) -> int:

@@ -249,7 +249,9 @@ def test_replay_gpu_energy_by_allocation(tmp_path):
     assert _get(last, "jobs_gpu_energy_joules_total", jobid="901", gpu="0") == pytest.approx(
         631.95 * t_last
     )
-    assert _get(last, "jobs_energy_joules_total", jobid="902", source="gpu") == 0
+    # Job 902 holds no GPU: no GPU energy series (absent, not 0 J); its CPU share stays.
+    assert _get(last, "jobs_energy_joules_total", jobid="902", source="gpu") is None
+    assert _get(last, "jobs_energy_joules_total", jobid="902", source="cpu") > 0
     node_gpu = _get(last, "jobs_node_energy_joules_total", source="gpu")
     assert node_gpu == pytest.approx((631.95 + 26.78) * (t_last - t_first))
     assert check_metrics(last) == (0, "")

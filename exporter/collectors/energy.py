@@ -160,9 +160,15 @@ class EnergyCollector:
                   "gpu": sum(gpu.values()), "meter": meter or 0.0}
         for source in present["node"]:
             self._node[source] = self._node.get(source, 0.0) + totals[source]
+        with_gpus = {j.job_id for j in shares if j.gpus}
         for job_id, by_source in result.jobs.items():
+            # A job without GPUs has no GPU energy, not 0 J of it: on a node whose only
+            # source is its GPUs, such a job's energy is unknown and its series absent.
+            sources = [s for s in present["job"] if s != "gpu" or job_id in with_gpus]
+            if not sources:
+                continue
             mine = self._jobs.setdefault(job_id, {})
-            for source in present["job"]:
+            for source in sources:
                 mine[source] = mine.get(source, 0.0) + by_source[source]
         self._unattributed += result.unattributed_joules
 

@@ -27,7 +27,7 @@ MIB = 1024**2
 MAX_LEGEND = 8
 SIZE = (7.5, 2.8)  # inches: a full-width web plot
 # Half an A4 text width at print size (so 8-point labels print at 8 points): the PDF grid.
-GRID_SIZE = (3.4, 1.8)
+GRID_SIZE = (3.4, 1.6)
 
 
 @dataclass(frozen=True)

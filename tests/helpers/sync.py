@@ -7,6 +7,7 @@ import os
 import secrets
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -60,6 +61,40 @@ def start_watermarks(env: dict[str, str], t0: int) -> None:
     with Archive(env["JOBREPORT_ARCHIVE_URL"]) as archive:
         for stream in ("archive", "email"):
             archive.advance("demo", stream, t0)
+
+
+# The command as installed, importing the checkout's code (PYTHONPATH beats the install).
+JOBREPORT = str(Path(sys.executable).parent / "jobreport")
+
+
+def own_jobs_ended(jobs: tuple[stack.StackJob, ...]) -> tuple[int, list[str]]:
+    """Submit a module's own jobs and wait for their end: (a time just before their
+    submission, their ids)."""
+    t0 = int(time.time()) - 2
+    ids = [stack.submit(job) for job in jobs]
+    stack.wait_until_done(ids)
+    return t0, ids
+
+
+def jobreport(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The installed `jobreport ARGS` with exactly ``env``."""
+    return subprocess.run([JOBREPORT, *args], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def sync_past_stand_ins(env: dict[str, str], *args: str) -> str:
+    """`jobreport sync ARGS`, run again while it stops at another suite's job that slurmdbd
+    holds only as a stand-in record so far (the next run starts there); its output."""
+    out = ""
+    for _ in range(20):
+        done = jobreport(env, "sync", *args)
+        assert done.returncode in (0, 1), done.stdout + done.stderr
+        out += done.stdout
+        if "stopped at" not in done.stdout:
+            assert done.returncode == 0, done.stdout + done.stderr
+            return out
+        time.sleep(3)
+    raise AssertionError(f"the sync kept stopping:\n{out}")
 
 
 def all_done(ids: list[str]) -> bool:

@@ -8,24 +8,20 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
 from collections import Counter
 from email import message_from_bytes
 from email.policy import default
-from pathlib import Path
 
 import pytest
 
 from tests.helpers import stack
-from tests.helpers.sync import mail_env
+from tests.helpers.sync import jobreport, mail_env, own_jobs_ended
+from tests.helpers.sync import sync_past_stand_ins as sync
 from webapp.archive.opt_out_link import read_token
 
 pytestmark = pytest.mark.stack
 
-# The command as installed, importing this checkout's code (PYTHONPATH beats the install).
-JOBREPORT = str(Path(sys.executable).parent / "jobreport")
 SECRET = "k" * 40
 PUBLIC_URL = "https://jobreport.cluster-support.example.org"
 JOBS = (  # idle for its whole run: a finding the policy emails, whatever the load
@@ -38,30 +34,8 @@ JOBS = (  # idle for its whole run: a finding the policy emails, whatever the lo
 @pytest.fixture(scope="module")
 def my_jobs(stack_env) -> tuple[int, list[str]]:
     """This module's own jobs, ended: (a time just before their submission, their ids)."""
-    t0 = int(time.time()) - 2
-    ids = [stack.submit(job) for job in JOBS]
-    stack.wait_until_done(ids)
-    return t0, ids
+    return own_jobs_ended(JOBS)
 
-
-def jobreport(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([JOBREPORT, *args], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
-
-
-def sync(env: dict[str, str], *args: str) -> str:
-    """`jobreport sync ARGS`, run again while it stops at another suite's job that slurmdbd
-    holds only as a stand-in record so far (the next run starts there); its output."""
-    out = ""
-    for _ in range(20):
-        done = jobreport(env, "sync", *args)
-        assert done.returncode in (0, 1), done.stdout + done.stderr
-        out += done.stdout
-        if "stopped at" not in done.stdout:
-            assert done.returncode == 0, done.stdout + done.stderr
-            return out
-        time.sleep(3)
-    raise AssertionError(f"the sync kept stopping:\n{out}")
 
 
 def test_by_hand_and_sync_back_to_back_email_each_job_once(stack_env, my_jobs, smtp,

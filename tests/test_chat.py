@@ -14,21 +14,20 @@ import pytest
 
 from tests.helpers.mail import email_args, free_port, mail_settings
 from tests.helpers.reports import HEADER_PAYLOAD, FakeService, sample_report
+from tests.helpers.sync import email_step
 from tests.helpers.webhook import Webhook
 from webapp.archive.mail_state import MailState
 from webapp.archive.store import Archive
 from webapp.cli import mail as mail_cli
 from webapp.mail.chat import ChatMapUnsafe, deliver_chat, owner_chat_urls, parse_chat_map
 from webapp.mail.outbox import BACKOFF_BASE, Outbox
-from webapp.mail.owner import file_opt_outs, submit_seconds
+from webapp.mail.owner import file_opt_outs
 from webapp.mail.sending import smtp_connect
 from webapp.model import Finding, Severity
 from webapp.renderers import chat as chat_renderer
 from webapp.renderers import wording
 from webapp.settings import Settings, caller_env
-from webapp.sources.ended import EndedJob
-from webapp.sync.options import SyncOptions
-from webapp.sync.run import Syncer, SyncResult, _deliver
+from webapp.sync.run import Syncer, _deliver
 
 
 @pytest.fixture
@@ -52,19 +51,13 @@ def _sync(settings: Settings, service: FakeService, job_ids: list[str],
     """The sync's email step for these jobs, then its delivery: (outcomes, chat counts)."""
     syncer = Syncer(settings, service=service, archive=Archive(settings.archive_url))
     outbox = Outbox(settings.outbox, clock=clock) if clock else Outbox(settings.outbox)
-    result = SyncResult(outcomes={"email": Counter()})
     try:
-        for job_id in job_ids:
-            report = service.reports[job_id]
-            job = EndedJob(int(report.end_time.timestamp()), job_id, submit_seconds(report),
-                           "demo")
-            syncer._process(job, ["email"], SyncOptions(direction="email"), outbox,
-                            file_opt_outs(settings), result)
+        outcomes = email_step(syncer, service.reports, job_ids, outbox, file_opt_outs(settings))
         _, chat = _deliver(outbox, smtp_connect(settings), syncer.notify)
     finally:
         outbox.close()
         syncer.close()
-    return result.outcomes["email"], chat
+    return outcomes, chat
 
 
 def _chat_rows(settings: Settings, statuses: tuple[str, ...] = ("pending", "sending", "failed",

@@ -30,6 +30,7 @@ from tests.helpers.reports import (
     gap_report,
     sample_report,
 )
+from tests.helpers.sync import email_step
 from webapp.archive.mail_state import MailState
 from webapp.archive.opt_out_link import OptOutToken, read_token
 from webapp.archive.store import Archive, ArchivedJob
@@ -43,9 +44,7 @@ from webapp.mail.owner import email_key, submit_seconds
 from webapp.mail.sending import smtp_connect
 from webapp.renderers import email as email_renderer
 from webapp.settings import Settings
-from webapp.sources.ended import EndedJob
-from webapp.sync.options import SyncOptions
-from webapp.sync.run import Syncer, SyncResult
+from webapp.sync.run import Syncer
 
 
 def test_render_mime_parts_with_real_pdf():
@@ -186,20 +185,14 @@ def _sync_email(settings: Settings, service: FakeService, job_ids: list[str]) ->
     syncer = Syncer(settings, service=service, archive=Archive(settings.archive_url),
                     connect=smtp_connect(settings))
     outbox = Outbox(settings.outbox)
-    result = SyncResult(outcomes={"email": Counter()})
     try:
-        for job_id in job_ids:
-            report = service.reports[job_id]
-            job = EndedJob(int(report.end_time.timestamp()), job_id, submit_seconds(report),
-                           "demo")
-            syncer._process(job, ["email"], SyncOptions(direction="email"), outbox,
-                            frozenset(), result)
+        outcomes = email_step(syncer, service.reports, job_ids, outbox, frozenset())
         with outbox.lock():
             deliver(outbox, smtp_connect(settings))
     finally:
         outbox.close()
         syncer.close()
-    return result.outcomes["email"]
+    return outcomes
 
 
 def test_by_hand_and_sync_email_each_job_once_whichever_runs_first(smtp, tmp_path, fast_pdf,

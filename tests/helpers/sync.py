@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pymysql
@@ -161,3 +162,20 @@ def wait_for(predicate, timeout: float, what: str, every: float = 1.0) -> None: 
         if time.monotonic() > deadline:
             raise TimeoutError(what)
         time.sleep(every)
+
+
+def email_step(syncer, reports, job_ids, outbox, opt_outs) -> Counter:  # noqa: ANN001
+    """The sync's email step for these jobs (as `jobreport sync --direction email` runs it
+    once it has selected them), each from its report in ``reports``: the outcomes."""
+    from webapp.mail.owner import submit_seconds
+    from webapp.sources.ended import EndedJob
+    from webapp.sync.options import SyncOptions
+    from webapp.sync.run import SyncResult
+
+    result = SyncResult(outcomes={"email": Counter()})
+    for job_id in job_ids:
+        report = reports[job_id]
+        job = EndedJob(int(report.end_time.timestamp()), job_id, submit_seconds(report), "demo")
+        syncer._process(job, ["email"], SyncOptions(direction="email"), outbox,  # noqa: SLF001
+                        opt_outs, result)
+    return result.outcomes["email"]

@@ -41,9 +41,9 @@ class LowCpuEfficiencyDetector:
         if looks_serial(report, t) or input_bound(report, t):
             return ()  # serial_on_many_cores / gpu_input_bound say it more precisely
         waited = waiting_for(report, t)
-        if waited == "cpu" and not wait_explains_idle_cores(report):
-            waited = None  # some waiting, but mostly idle cores: this finding's case
-        if waited or idle_beside_busy_gpus(report, t):
+        # Some waiting for a CPU, but mostly idle cores: this finding's case, not starved.
+        waited_a_little = waited == "cpu" and not wait_explains_idle_cores(report)
+        if (waited and not waited_a_little) or idle_beside_busy_gpus(report, t):
             return ()  # cpu_starved, io_starved, memory_thrashing, gpu_cores_idle: the cause
         if report.cpus > 1:
             cores = next_cpus(busy, 1.1)
@@ -65,7 +65,7 @@ class LowCpuEfficiencyDetector:
             " Pressure stayed low: idle, not starved."
             if has_pressure(report)
             else " Its threads seldom waited for a CPU: idle, not starved."
-            if can_tell_waiting(report) and waiting_for(report, t) is None
+            if can_tell_waiting(report) and not waited_a_little
             else " Its threads waited for a CPU at times, for far fewer core-seconds than "
             "its cores left unused: mostly idle, not starved."
             if can_tell_waiting(report)

@@ -12,6 +12,7 @@ import math
 from decimal import Decimal
 
 GIB = 1024**3
+JOULES_PER_KWH = 3.6e6  # the one conversion of energy every figure and table uses
 MIB = 1024**2
 UNKNOWN = "n/a"
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
@@ -100,7 +101,7 @@ def format_energy(joules: float | None) -> str:
     with an exponent."""
     if joules is None:
         return UNKNOWN
-    kwh = joules / 3.6e6
+    kwh = joules / JOULES_PER_KWH
     return format_amount(kwh, "kWh") if kwh >= 0.01 else format_amount(kwh * 1000, "Wh")
 
 

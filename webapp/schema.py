@@ -21,6 +21,7 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
+from webapp.formatting import JOULES_PER_KWH
 from webapp.model import (
     ArraySummary,
     ArrayTask,
@@ -213,7 +214,7 @@ def _waste_back(w: Json | None) -> Waste | None:
 
 
 def _kwh(joules: float | None) -> float | None:
-    return None if joules is None else joules / 3.6e6
+    return None if joules is None else joules / JOULES_PER_KWH
 
 
 def _energy(e: Energy | None) -> Json | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webapp.archive.store import ArchivedJob
+from webapp.formatting import JOULES_PER_KWH
 from webapp.unused import Held, gpus_busy, unused
 
 
@@ -99,7 +100,7 @@ def job_waste(job: ArchivedJob, folded: bool = False) -> JobWaste:
     return JobWaste(job.job_id, s.get("job_name"), job.state, job.end_time, elapsed,
                     left("cpu"), left("gpu"), left("memory"),
                     tuple(f["name"] for f in s.get("findings", [])), folded,
-                    s.get("account"), None if joules is None else joules / 3.6e6)
+                    s.get("account"), None if joules is None else joules / JOULES_PER_KWH)
 
 
 def build_digest(cluster: str, user: str, since: int, until: int, jobs: Iterable[ArchivedJob],

@@ -18,10 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from webapp.formatting import JOULES_PER_KWH
 from webapp.model import Energy, JobReport
 from webapp.settings import parse_intensity_setting
-
-JOULES_PER_KWH = 3.6e6
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from webapp.formatting import format_bytes, format_duration, format_percent
+from webapp.formatting import JOULES_PER_KWH, format_bytes, format_duration, format_percent
 from webapp.report.peak import sacct_peak
 from webapp.sources.staff_data import StaffJob
 from webapp.thresholds import StaffConfig, Thresholds
 
 GIB = 1024**3
 HOUR = 3600.0
-KWH = 3.6e6  # joules
 
 
 @dataclass(frozen=True)
@@ -229,7 +228,7 @@ def energy_by(key: str, jobs: list[StaffJob], cfg: StaffConfig) -> Table:
 
 def energy_table(key: str, sums: list[tuple[str, float, int]], cfg: StaffConfig) -> Table:
     """The energy table from (name, joules, jobs) sums: in memory or from the archive."""
-    kwh = {name: joules / KWH for name, joules, _ in sums}
+    kwh = {name: joules / JOULES_PER_KWH for name, joules, _ in sums}
     count = {name: jobs for name, _, jobs in sums}
     total = sum(kwh.values())
     rows = [Row((name, f"{kwh[name]:,.3g}", _pct(kwh[name] / total if total else None),

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from jobreport_net.settings import SettingsError
+from webapp.formatting import GIB
 
 T = TypeVar("T")
 
-GIB = 1024**3
 MIB = 1024**2
 
 # Which part reads a threshold.

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from webapp.archive.db import Database
+from webapp.formatting import GIB
 
-GIB = 1024**3
 COLUMNS = ("cluster", "job_id", "submit_time", "end_time", "raw_id", "user_name", "account",
            "partition_name", "state", "submit", "start_time", "end_at", "elapsed",
            "time_limit", "cpus", "node_count", "nodes", "memory_requested", "gpus",

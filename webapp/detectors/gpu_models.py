@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-GIB = 1024**3
+from webapp.formatting import GIB
 
 # Models by the word that names them, with their (smallest) memory in GiB.
 MODEL_GIB: tuple[tuple[str, float], ...] = (

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
+from webapp.formatting import GIB
 from webapp.model import JobReport, Series
 from webapp.renderers.node_bands import MAX_LINES, bands
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-GIB = 1024**3
 MIB = 1024**2
 MAX_LEGEND = 8
 SIZE = (7.5, 2.8)  # inches: a full-width web plot

@@ -11,12 +11,17 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from webapp.formatting import JOULES_PER_KWH, format_bytes, format_duration, format_percent
+from webapp.formatting import (
+    GIB,
+    JOULES_PER_KWH,
+    format_bytes,
+    format_duration,
+    format_percent,
+)
 from webapp.report.peak import sacct_peak
 from webapp.sources.staff_data import StaffJob
 from webapp.thresholds import StaffConfig, Thresholds
 
-GIB = 1024**3
 HOUR = 3600.0
 
 

@@ -15,7 +15,7 @@ import pytest
 from tests.helpers import stack
 
 ALICES = stack.StackJob("privilege", "alice", ("-c1", "--mem=200M", "--time=5"),
-                        stack.BUSY.format(s=8))
+                        stack.BUSY.format(s=15))  # three scrapes: a CPU rate to plot
 WITHHELD = "usage from the job's nodes is shown to the job's owner and staff only"
 
 

@@ -66,7 +66,7 @@ JOBS: dict[str, tuple[tuple[str, ...], str]] = {
         "  sh -c 'exit 0'; sleep 0.05\n"
         "done\nwait\n",
     ),
-    "gpu": (("--mem=100M", "--gres=gpu:1"), "#!/bin/bash\nsleep 8 & sleep 8\n"),
+    "gpu": (("--mem=100M", "-p", "gpu", "--gres=gpu:t4:1"), "#!/bin/bash\nsleep 8 & sleep 8\n"),
     "blink": (("--mem=100M",), "#!/bin/bash\nsleep 1\n"),
 }
 ROTATION = ("procs5000", "blink", "churn", "files10000", "blink", "gpu", "churn", "blink")

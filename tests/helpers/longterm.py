@@ -12,6 +12,7 @@ from pathlib import Path
 
 import requests
 
+from tests.helpers import stack
 from tests.helpers.mail import free_port
 
 SCRAPE = """global:
@@ -20,12 +21,9 @@ SCRAPE = """global:
 scrape_configs:
   - job_name: jobs
     static_configs:
-      - targets: ['127.0.0.1:9306']
-        labels: {{instance: 'vm'}}
-  - job_name: slurm
+{targets}  - job_name: slurm
     static_configs:
       - targets: ['127.0.0.1:9089']
-        labels: {{instance: 'vm'}}
 remote_write:
   - url: http://127.0.0.1:{vm_port}/api/v1/write
     queue_config: {{batch_send_deadline: 1s}}
@@ -72,7 +70,8 @@ def prometheus_with_victoriametrics(tmp: Path) -> Iterator[tuple[str, str]]:
                 stdout=log, stderr=subprocess.STDOUT, cwd=tmp))
         vm = f"http://127.0.0.1:{vm_port}"
         _ready(f"{vm}/health", procs[-1], tmp / "vm.log")
-        (tmp / "prometheus.yml").write_text(SCRAPE.format(vm_port=vm_port))
+        (tmp / "prometheus.yml").write_text(
+            SCRAPE.format(vm_port=vm_port, targets=stack.exporter_targets_yaml()))
         with open(tmp / "prometheus.log", "w") as log:
             procs.append(subprocess.Popen(
                 ["prometheus", f"--config.file={tmp / 'prometheus.yml'}",

@@ -24,6 +24,10 @@ FINAL_STATES = frozenset(ENDED_STATES)
 BUSY = "timeout {s} sh -c 'while :; do :; done'; exit 0"
 
 
+# One GPU of the stack's idle model (the replayed Tesla T4 of node gpu1; gpu2's H100
+# replays a reading under load): what a job that never touches its GPU asks for.
+IDLE_GPU = ("-p", "gpu", "--gres=gpu:t4:1")
+
 HOSTILE_MARKUP = "<script>alert(1)</script> \\input{/etc/passwd} $&%#_{}~^\\"
 HOSTILE_HEADER = "report\r\nBcc: evil@example.org"
 LATIN1_NAME = b"caf\xe9-latin1"  # one Latin-1 byte: not valid UTF-8
@@ -58,7 +62,7 @@ STACK_JOBS: tuple[StackJob, ...] = (
         "python3 -c 'b = [bytearray(2**20) for _ in range(400)]'",
     ),
     StackJob(
-        "gpu-untouched", "bob", ("-c1", "--mem=500M", "--gres=gpu:1", "--time=10"), "sleep 20"
+        "gpu-untouched", "bob", ("-c1", "--mem=500M", *IDLE_GPU, "--time=10"), "sleep 20"
     ),
     StackJob("short", "alice", ("-c1", "--mem=500M", "--time=10"), "sleep 1"),
     # Untrusted text: HTML and LaTeX in one name, a mail header in the other.
@@ -110,7 +114,7 @@ STACK_JOBS: tuple[StackJob, ...] = (
     StackJob(
         "gpu-input-bound",
         "bob",
-        ("-c1", "--mem=500M", "--gres=gpu:1", "--time=10"),
+        ("-c1", "--mem=500M", *IDLE_GPU, "--time=10"),
         BUSY.format(s=25),
     ),
     # Two srun steps: 20 s on two cores, one of them busy for the first 2 s only, then both
@@ -279,3 +283,41 @@ def jobreport(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
         env=full_env,
         timeout=120,
     )
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of the stack's cluster (dev-stack's ``var/dev-stack/nodes``)."""
+
+    name: str
+    partition: str
+    gpu_type: str  # "" on CPU nodes
+    exporter_port: int
+
+
+def nodes() -> tuple[Node, ...]:
+    rows = (line.split() for line in (STACK_ROOT / "var" / "dev-stack" / "nodes").read_text()
+            .splitlines() if line.strip())
+    return tuple(Node(name, part, "" if gpu == "-" else gpu, int(port))
+                 for name, part, gpu, port in rows)
+
+
+def exporter_targets_yaml(indent: int = 6) -> str:
+    """``static_configs`` entries scraping every node's jobs-exporter as the stack's own
+    Prometheus does (``instance`` = the node), for a test's Prometheus of its own."""
+    pad = " " * indent
+    return "".join(f"{pad}- targets: ['127.0.0.1:{n.exporter_port}']\n"
+                   f"{pad}  labels: {{instance: '{n.name}'}}\n" for n in nodes())
+
+
+def node_of(job_id: str, timeout: float = 600) -> str:
+    """The node a one-node job runs on, once it runs (polls squeue every 0.5 s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T %N"],
+                             capture_output=True, text=True).stdout.split()
+        if len(out) == 2 and out[0] == "RUNNING":
+            return out[1]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} did not start within {timeout}s: {out}")
+        time.sleep(0.5)

@@ -28,8 +28,7 @@ def prometheus(tmp_path_factory):
     port = free_port()
     (tmp / "prometheus.yml").write_text(
         "global:\n  scrape_interval: 5s\nscrape_configs:\n  - job_name: jobs\n"
-        "    static_configs:\n      - targets: ['127.0.0.1:9306']\n"
-        "        labels: {instance: 'vm'}\n")
+        "    static_configs:\n" + stack.exporter_targets_yaml())
     with open(tmp / "prometheus.log", "w") as log:
         proc = subprocess.Popen(
             ["prometheus", f"--config.file={tmp / 'prometheus.yml'}",

@@ -2,8 +2,8 @@
 two busy processes on two cores, both while processes outside Slurm load the node, and a
 one-core single-process job beside them as the true negative.
 
-This checkout's exporter is run in-process on the real cgroups and /proc while the jobs
-run (the stack's own exporter is the main checkout's), and its figures are put in the
+This checkout's exporter is run in-process on the real cgroups and /proc of each node the
+jobs run on (the stack's own exporters are the main checkout's), and its figures are put in the
 report the real sacct and Prometheus give for the job.
 """
 
@@ -44,6 +44,12 @@ def _figures(text: str, wanted: set[str]) -> dict[str, dict[str, float]]:
     return out
 
 
+def _nodes(job_ids: list[str]) -> set[str]:
+    out = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%N", "-j", ",".join(job_ids)],
+                         capture_output=True, text=True).stdout
+    return set(out.split())
+
+
 @pytest.fixture(scope="module")
 def measured(stack_env):
     """name -> (job id, last CPU wait total, most busy threads in one scrape)."""
@@ -53,8 +59,7 @@ def measured(stack_env):
     # Ahead of the session's other queued jobs: these take seconds, not the node.
     subprocess.run(["scontrol", "top", ",".join(ids.values())], check=False,
                    capture_output=True)
-    registry = CollectorRegistry()
-    registry.register(JobsCollector(ExporterSettings(gpus="off", scontrol="")))
+    registries: dict[str, CollectorRegistry] = {}  # node -> that node's exporter
     load: list[subprocess.Popen] = []
     wait, busy = {}, {}
     try:
@@ -64,7 +69,11 @@ def measured(stack_env):
             if not load and "RUNNING" in states.values():  # load only while ours run
                 load = [subprocess.Popen(["sh", "-c", "while :; do :; done"])
                         for _ in range(OUTSIDE_LOAD)]
-            text = generate_latest(registry).decode()
+            for node in _nodes(list(ids.values())) - registries.keys():
+                registries[node] = CollectorRegistry()
+                registries[node].register(JobsCollector(
+                    ExporterSettings(gpus="off", scontrol="", node_name=node)))
+            text = "".join(generate_latest(r).decode() for r in registries.values())
             for job, got in _figures(text, set(ids.values())).items():
                 if "jobs_cpu_wait_seconds_total" in got:
                     wait[job] = got["jobs_cpu_wait_seconds_total"]

@@ -20,7 +20,7 @@ from exporter.registry import JobsCollector
 from exporter.settings import Settings
 from tests.helpers.exporter_scrape import FIXTURES, samples
 from tests.helpers.promtool import check_metrics
-from tests.helpers.stack import BUSY, StackJob, submit
+from tests.helpers.stack import BUSY, StackJob, node_of, submit
 
 ENERGY = FIXTURES / "energy"
 ZONE = "intel-rapl:0/energy_uj"
@@ -50,15 +50,12 @@ def test_real_job_energy_adds_up_to_the_meter(stack_env, tmp_path):
     job_id = submit(StackJob("energy-busy", "alice", ("-c1", "--mem=200M", "--time=3"),
                              BUSY.format(s=120)))
     try:
-        deadline = time.monotonic() + 2700  # the shared stack may be busy (dozens queued)
-        while subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
-                             text=True).stdout.strip() != "RUNNING":
-            assert time.monotonic() < deadline, f"job {job_id} never ran"
-            time.sleep(2)
+        node = node_of(job_id, timeout=2700)  # the shared stack may be busy (dozens queued)
         time.sleep(3)
         powercap = shutil.copytree(ENERGY / "powercap", tmp_path / "powercap")
         collector = JobsCollector(
-            Settings(gpus="off", powercap_root=str(powercap), hwmon_root=str(tmp_path / "none")),
+            Settings(gpus="off", powercap_root=str(powercap), hwmon_root=str(tmp_path / "none"),
+                     node_name=node),
             user_name=lambda uid: f"uid{uid}")
         energy = next(c for c in collector.collectors if isinstance(c, EnergyCollector))
         text = (ENERGY / "bmc/freeipmi_ipmi-dcmi_get-system-power-statistics.txt").read_text()

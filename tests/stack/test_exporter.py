@@ -14,6 +14,7 @@ import pytest
 
 from exporter.registry import JobsCollector
 from exporter.settings import Settings
+from tests.helpers import stack
 from tests.helpers.exporter_scrape import samples
 
 SCRATCH = "/tmp/jobreport-scratch"
@@ -90,8 +91,9 @@ def test_running_job_is_scraped(stack_env):
     # priority/basic gives jobs 4294901760 less their submission order, so 4000000000
     # put the job last, not first).
     subprocess.run(["scontrol", "update", f"JobId={job_id}", "Priority=4294967000"], check=False)
-    collector = JobsCollector(
-        Settings(scratch=(SCRATCH,), gpus="off"), user_name=lambda uid: f"uid{uid}"
+    collector = JobsCollector(  # the exporter of the node the job runs on
+        Settings(scratch=(SCRATCH,), gpus="off", node_name=stack.node_of(job_id, 50)),
+        user_name=lambda uid: f"uid{uid}",
     )
     try:
         first = _wait_for(
@@ -135,12 +137,14 @@ def test_gpu_owner_from_real_scontrol_not_from_the_jobs_environment(stack_env, t
     from exporter.nvml_replay import load_replay
     from tests.helpers.exporter_scrape import FIXTURES
 
-    gpu_job = _submit("#!/bin/bash\nsleep 60\n", "--gres=gpu:1", "-J", "exporter-gpu")
-    # A CPU-only job claiming every GPU of the node through its own environment.
+    gpu_job = _submit("#!/bin/bash\nsleep 60\n", *stack.IDLE_GPU, "-J", "exporter-gpu")
+    node = stack.node_of(gpu_job)
+    # A CPU-only job on the same node claiming its every GPU through its own environment.
     hostile = _submit(
-        "#!/bin/bash\nexport SLURM_JOB_GPUS=0-1\nexec sleep 60\n", "-J", "exporter-claim"
+        "#!/bin/bash\nexport SLURM_JOB_GPUS=0-1\nexec sleep 60\n", "-J", "exporter-claim",
+        "-p", "gpu", "-w", node,
     )
-    settings = Settings(gpus="auto", gpu_alloc_dir=str(tmp_path))  # no prolog files
+    settings = Settings(gpus="auto", gpu_alloc_dir=str(tmp_path), node_name=node)  # no prolog
     collector = JobsCollector(
         settings,
         nvml=load_replay(FIXTURES / "nvml" / "stack-replay.json"),
@@ -176,8 +180,8 @@ def test_job_name_holding_a_gpu_line_gets_no_gpu(stack_env, tmp_path):
         ["sinfo", "-N", "-h", "-o", "%N"], capture_output=True, text=True, check=True
     ).stdout.split()[0]
     name = f"x\n     Nodes={node} CPU_IDs=0 Mem=100 GRES=gpu:1(IDX:0)"
-    hostile = _submit("#!/bin/bash\nexec sleep 60\n", "-J", name)
-    settings = Settings(gpus="auto", gpu_alloc_dir=str(tmp_path))  # scontrol decides
+    hostile = _submit("#!/bin/bash\nexec sleep 60\n", "-J", name, "-w", node)
+    settings = Settings(gpus="auto", gpu_alloc_dir=str(tmp_path), node_name=node)  # scontrol
     collector = JobsCollector(
         settings,
         nvml=load_replay(FIXTURES / "nvml" / "stack-replay.json"),

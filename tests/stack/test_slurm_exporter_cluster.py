@@ -17,13 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from slurm_exporter.registry import SlurmCollector, build_sources
 from slurm_exporter.settings import Settings
 from tests.helpers.slurm_wrappers import require_slurm
+from tests.helpers.stack import IDLE_GPU, node_of
 
 pytestmark = pytest.mark.stack
-
-
-def node_name() -> str:
-    return subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], check=True, capture_output=True,
-                          text=True).stdout.split()[0]
 
 
 def scrape() -> dict[str, list]:
@@ -59,13 +55,9 @@ def jobs() -> Iterator[list[str]]:
 
 
 def test_draining_a_node_under_a_job_shows_mixed_drain_and_no_available_gpu(jobs):
-    node = node_name()
-    jobs.append(sbatch("alice", "-J", "slurmexp-drain", "-c1", "--mem=100M", "--gres=gpu:1",
+    jobs.append(sbatch("alice", "-J", "slurmexp-drain", "-c1", "--mem=100M", *IDLE_GPU,
                        "--time=5", "--wrap", "sleep 120"))
-    deadline = time.monotonic() + 240
-    while squeue_state(jobs[0]) != "RUNNING":
-        assert time.monotonic() < deadline, "the job did not start"
-        time.sleep(1)
+    node = node_of(jobs[0], timeout=240)  # the T4 node: both of that type's GPUs are on it
     try:
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain",
                         "reason=slurm-exporter stack test"], check=True)
@@ -85,7 +77,8 @@ def test_draining_a_node_under_a_job_shows_mixed_drain_and_no_available_gpu(jobs
     drained = [s for s in metrics["slurm_gpus_idle"] if "drain" in s.labels["flags"]]
     assert sum(s.value for s in metrics["slurm_gpus"] if "drain" in s.labels["flags"]) == 2
     assert drained, "idle GPUs of the drained node are counted under its state"
-    assert all(s.value == 0 for s in metrics["slurm_gpus_available"])
+    assert [s.value for s in metrics["slurm_gpus_available"]
+            if s.labels["gpu_type"] == "t4"] == [0]
     after = scrape()  # resumed: its idle GPUs count as available again (unless all busy)
     (info,) = [s for s in after["slurm_node_state_info"] if s.labels["node"] == node]
     assert "drain" not in info.labels["flags"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.stack import BUSY, StackJob, submit, wait_until_done
+from tests.helpers.stack import BUSY, IDLE_GPU, StackJob, submit, wait_until_done
 from webapp.report.service import ReportService
 from webapp.sources.sacct import SacctSource
 from webapp.sources.slurmrestd import SlurmrestdSource
@@ -29,7 +29,7 @@ JOBS = (
              "srun -c2 -n1 sh -c 'timeout 8 sh -c \"while :; do :; done\"; exit 0'; sleep 2"),
     StackJob("restd-array", "bob", ("-c1", "--mem=200M", "--time=10", "--array=1-2"),
              "sleep 6"),
-    StackJob("restd-gpu", "alice", ("-c1", "--gres=gpu:1", "--mem=200M", "--time=10"),
+    StackJob("restd-gpu", "alice", ("-c1", *IDLE_GPU, "--mem=200M", "--time=10"),
              BUSY.format(s=8)),
 )
 

@@ -107,11 +107,21 @@ def _pgrep(*args: str) -> list[str]:
 def test_dev_stack_twice_leaves_one_of_each(stack_env):
     stack.start_stack()
     stack.start_stack()
-    for daemon in ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd"):
+    for daemon in ("munged", "mariadbd", "slurmdbd", "slurmctld"):
         assert len(_pgrep("-x", daemon)) == 1, daemon
+    nodes = stack.nodes()
+    assert len(nodes) >= 4 and {n.partition for n in nodes} == {"debug", "gpu"}
+    assert len({n.gpu_type for n in nodes if n.gpu_type}) == 2  # two GPU models
+    for node in nodes:  # one slurmd and one exporter per node
+        assert len(_pgrep("-f", f"slurmd -N {node.name}$")) == 1, node
+        assert len(_pgrep("-f", f"bin/jobs-exporter --listen 127.0.0.1:{node.exporter_port} "
+                                f"--node-name {node.name} ")) == 1, node
+    listed = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %P"], capture_output=True,
+                            text=True, check=True).stdout.split("\n")
+    assert sorted(filter(None, listed)) == sorted(
+        f"{n.name} {n.partition}{'*' if n.partition == 'debug' else ''}" for n in nodes)
     # Match on our own config/ports: a benchmark may run a second Prometheus elsewhere.
     assert len(_pgrep("-f", "prometheus --config.file=.*var/prometheus/prometheus.yml")) == 1
-    assert len(_pgrep("-f", "bin/jobs-exporter --listen 127.0.0.1:9306")) == 1
     assert _pgrep("-f", "gunicorn --bind 127.0.0.1:8000")
 
 

@@ -21,9 +21,9 @@ from webapp.archive.alerts import AlertLog
 
 WINDOW = 30  # seconds of idle GPU before an alert (1 h in production)
 IDLE_GPU = "sleep 240"
-BOB = stack.StackJob("watch-idle-gpu", "bob", ("-c1", "--mem=200M", "--gres=gpu:1",
+BOB = stack.StackJob("watch-idle-gpu", "bob", ("-c1", "--mem=200M", *stack.IDLE_GPU,
                                                "--time=10"), IDLE_GPU)
-ALICE = stack.StackJob("watch-idle-gpu", "alice", ("-c1", "--mem=200M", "--gres=gpu:1",
+ALICE = stack.StackJob("watch-idle-gpu", "alice", ("-c1", "--mem=200M", *stack.IDLE_GPU,
                                                    "--time=10"), IDLE_GPU)
 POLICY = """
 [[cancel]]

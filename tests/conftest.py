@@ -34,17 +34,23 @@ def stack_env(tmp_path_factory) -> dict[str, str]:
     if os.geteuid() != 0:
         pytest.fail("integration tests need root (they start Slurm, MariaDB, Prometheus)")
     stack.start_stack()  # idempotent: seconds when everything is up, restarts what is down
+    # The session's jobs start now, on every node, whichever stack test comes first; the
+    # tests that read them wait for them (``stack_jobs``) and the others run meanwhile.
+    _submitted.update(stack.submit_batch(stack.STACK_JOBS))
     own = tmp_path_factory.mktemp("stack-session")
     return {**stack.load_env(), "JOBREPORT_ARCHIVE_URL": str(own / "archive.sqlite"),
             "JOBREPORT_OUTBOX": str(own / "outbox.sqlite")}
 
 
+_submitted: dict[str, str] = {}  # the session batch: name -> job id
+
+
 @pytest.fixture(scope="session")
 def stack_jobs(stack_env: dict[str, str]) -> dict[str, str]:
-    """Submit every job of ``stack.STACK_JOBS`` together; name -> job id once all ended."""
-    ids = {job.name: stack.submit(job) for job in stack.STACK_JOBS}
-    stack.wait_until_done(list(ids.values()))
-    return ids
+    """Every job of ``stack.STACK_JOBS`` (submitted with the stack's start): name -> job
+    id, once all ended."""
+    stack.wait_until_done(list(_submitted.values()))
+    return dict(_submitted)
 
 
 @pytest.fixture(scope="session")

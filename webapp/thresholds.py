@@ -151,7 +151,7 @@ class Thresholds:
         WATCH)
     node_idle_cores: float = threshold(
         0.01, CORES, "A node below this many cores busy on average did nothing.",
-        WATCH, STAFF)
+        DETECTORS, WATCH, STAFF)
     memory_fit_seconds: float = threshold(
         1800.0, SECONDS, "Memory growth is fitted over this window, projected to the time "
         "limit.", WATCH)

@@ -15,7 +15,7 @@ the staff report all call ``unused``; each only gathers a ``Held`` from what it 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 GIB = 1024**3
@@ -74,3 +74,10 @@ def gpus_busy(means: Iterable[float | None]) -> float | None:
     """Each GPU's mean utilisation (None: no samples), summed: the GPUs busy on average."""
     known = [m for m in means if m is not None]
     return sum(known) if known else None
+
+
+def idle_nodes(cores_by_node: Mapping[str, float], below: float) -> tuple[str, ...]:
+    """The nodes of a multi-node job that did nothing: mean busy cores under ``below``
+    (the ``node_idle_cores`` threshold), sorted. The report's finding, the watch's rule and
+    the staff report's table each ask this of a job on two nodes or more."""
+    return tuple(sorted(node for node, cores in cores_by_node.items() if cores < below))

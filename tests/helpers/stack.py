@@ -42,6 +42,7 @@ class StackJob:
     args: tuple[str, ...]
     script: str
     job_name: str | None = None  # what -J gets, when not ``name`` (hostile names)
+    after: str | None = None  # a job of the same batch this one starts after (its end)
 
 
 # One entry per behaviour the report must recognise (issue tests name each of them).
@@ -186,8 +187,17 @@ def start_stack() -> None:
     subprocess.run([str(STACK_ROOT / "scripts" / "dev-stack"), "start"], check=True, env=env)
 
 
-def submit(job: StackJob) -> str:
-    """sbatch as the job's user; returns the job id."""
+def submit_batch(jobs: tuple[StackJob, ...]) -> dict[str, str]:
+    """Submit every job at once (in order, each ``after`` its named predecessor); name -> id."""
+    ids: dict[str, str] = {}
+    for job in jobs:
+        ids[job.name] = submit(job, *(("--dependency", f"afterany:{ids[job.after]}")
+                                      if job.after else ()))
+    return ids
+
+
+def submit(job: StackJob, *extra: str) -> str:
+    """sbatch as the job's user (``extra`` sbatch options first); returns the job id."""
     cmd = [
         "runuser",
         "-u",
@@ -201,6 +211,7 @@ def submit(job: StackJob) -> str:
         f"/home/{job.user}",
         "-o",
         "/dev/null",
+        *extra,
         *job.args,
         "--wrap",
         job.script,

@@ -40,10 +40,6 @@ def sbatch(user: str, *args: str) -> str:
     return out.strip().split(";")[0]
 
 
-def squeue_state(job_id: str) -> str:
-    return subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
-                          text=True).stdout.strip()
-
 
 @pytest.fixture()
 def jobs() -> Iterator[list[str]]:

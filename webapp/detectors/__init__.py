@@ -24,6 +24,7 @@ from webapp.detectors.memory_growth import MemoryGrowthDetector
 from webapp.detectors.memory_near_limit import MemoryNearLimitDetector
 from webapp.detectors.memory_over_requested import MemoryOverRequestedDetector
 from webapp.detectors.memory_thrashing import MemoryThrashingDetector
+from webapp.detectors.node_idle import NodeIdleDetector
 from webapp.detectors.open_files_near_limit import OpenFilesNearLimitDetector
 from webapp.detectors.out_of_memory import OutOfMemoryDetector
 from webapp.detectors.outcome import OutcomeDetector
@@ -67,6 +68,7 @@ DETECTORS: tuple[Detector, ...] = (
     MemoryThrashingDetector(),
     SerialOnManyCoresDetector(),
     OversubscribedDetector(),
+    NodeIdleDetector(),
     MemoryOverRequestedDetector(),
     TimeOverRequestedDetector(),
     ShortJobDetector(),

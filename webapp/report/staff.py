@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from webapp import unused
 from webapp.formatting import (
     GIB,
     JOULES_PER_KWH,
@@ -179,8 +180,8 @@ def idle_nodes(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds) -> Table:
     def cell(j: StaffJob):
         if len(j.nodes) < 2 or not j.elapsed or not j.node_cpu_seconds:
             return None
-        idle = sorted(n for n, s in j.node_cpu_seconds.items()
-                      if s / j.elapsed < t.node_idle_cores)
+        idle = unused.idle_nodes({n: s / j.elapsed for n, s in j.node_cpu_seconds.items()},
+                          t.node_idle_cores)
         if not idle:
             return None
         nh = len(idle) * j.elapsed

@@ -15,6 +15,7 @@ from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import AccountingJob, Series
 from webapp.sources.live import LiveSample, Measured
 from webapp.thresholds import Thresholds
+from webapp.unused import idle_nodes
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def node_idle(s: LiveSample, t: Thresholds) -> Alert | None:
     if len(s.job.nodes) < 2 or _ran(s) < w:
         return None
     seen = [m for m in s.node_cores if _covered(m, w, s, t)]
-    idle = [m for m in seen if m.value < t.node_idle_cores]
+    idle = idle_nodes({m.label: m.value for m in seen}, t.node_idle_cores)
     if not idle:
         return None
     rows = tuple((f"node {m.label}: cores busy, last {format_duration(w)}", f"{m.value:.2f}")

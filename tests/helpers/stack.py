@@ -158,6 +158,30 @@ STACK_JOBS += (
              job_name="two\nlines|pipe"),
 )
 
+# The cluster of several nodes (tests/stack/test_cluster_nodes.py, test_staff_report.py).
+# Each srun task holds (1 + its rank) x 100 MiB and keeps ~0.2 cores busy, or sleeps.
+RANKS = ("srun python3 -c 'import os, time\n"
+         "rank = int(os.environ[\"SLURM_PROCID\"])\n"
+         "b = b\"x\" * ((1 + rank) * 100 * 2**20)\n"
+         "end = time.time() + 20\n"
+         "while time.time() < end:\n"
+         "    if rank in ({idle}): time.sleep(1); continue\n"
+         "    sum(range(200000)); time.sleep(0.01)'")
+STACK_JOBS += (
+    StackJob("two-node", "alice", ("-N2", "--ntasks-per-node=1", "-c1", "--mem=500M",
+                                   "--time=5"), RANKS.format(idle="")),
+    StackJob("two-node-one-idle", "bob", ("-N2", "--ntasks-per-node=1", "-c1", "--mem=500M",
+                                          "--time=5"), RANKS.format(idle="1,")),
+    # A heterogeneous job: one core on one node, two on another; one srun over both.
+    StackJob("het", "alice", ("-c1", "--mem=100M", "--time=5", ":", "-c2", "--mem=200M",
+                              "--time=5"), "srun --het-group=0,1 sleep 12"),
+    # A GPU of the other model (its replayed H100 is busy), and one GPU on each GPU node.
+    StackJob("gpu-h100", "bob", ("-c1", "--mem=200M", "-p", "gpu", "--gres=gpu:h100:1",
+                                 "--time=5"), "sleep 20"),
+    StackJob("gpu-spread", "alice", ("-N2", "--ntasks-per-node=1", "-c1", "--mem=200M",
+                                     "-p", "gpu", "--gres=gpu:1", "--time=5"), "srun sleep 15"),
+)
+
 # History and right-sizing: ten jobs of one name (unique per test session, so the history
 # holds only these) whose peaks are 50, 100, ..., 500 MiB, each held for two scrapes.
 SIZING_NAME = f"sizing-{int(time.time())}"

@@ -1,6 +1,6 @@
 """`jobreport watch` on the real stack: two idle GPU jobs (the replayed NVML readings
 are an idle Tesla T4) watched over a 30 s window. Each gets exactly one alert, however
-many runs; with a policy on the `debug` partition that exempts account `research`,
+many runs; with a policy on the `gpu` partition that exempts account `research`,
 `--dry-run` cancels nothing, the next run cancels bob's job (account `teaching`) and
 names the rule in the log and the email, and alice's job is never cancelled."""
 
@@ -28,7 +28,7 @@ ALICE = stack.StackJob("watch-idle-gpu", "alice", ("-c1", "--mem=200M", *stack.I
 POLICY = """
 [[cancel]]
 rule = "gpu_idle"
-partitions = ["debug"]
+partitions = ["gpu"]
 grace_minutes = 0.05
 exempt_accounts = ["research"]
 """
@@ -118,5 +118,5 @@ def test_policy_cancels_after_grace_dry_run_does_not_and_exempt_never(watched):
     cancel = [s for s in alerts_by_job(watched["recorder"])[ids["bob"]] if "cancelled" in s]
     assert len(cancel) == 1 and "its GPUs are idle" in cancel[0]
     again = watch(watched, policy=True)
-    assert f"job {ids['alice']} (alice, research, debug) gpu_idle: sent before" in again
+    assert f"job {ids['alice']} (alice, research, gpu) gpu_idle: sent before" in again
     assert stack.states([ids["alice"]])[ids["alice"]] == "RUNNING"

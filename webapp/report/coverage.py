@@ -13,8 +13,8 @@ Which source each detector's verdict rests on (``RESTS_ON``):
 - the causes of idle cores (``cpu_starved``, ``io_starved``, ``memory_thrashing``) and
   ``memory_growth``: on the nodes' samples; the GPU feeding and memory verdicts
   (``gpu_input_bound``, ``gpu_cores_idle``, ``gpu_memory_low``): on the GPUs' samples.
-- processes and I/O (``oversubscribed``, ``io_not_on_scratch``, ``small_io``,
-  ``many_open_files``, ``open_files_near_limit``): on the nodes' samples.
+- processes, I/O and idle nodes (``oversubscribed``, ``io_not_on_scratch``, ``small_io``,
+  ``many_open_files``, ``open_files_near_limit``, ``node_idle``): on the nodes' samples.
 - the rest (outcome, OOM, time, queue): Slurm's accounting; coverage does not apply.
 
 A verdict rests on "too little" when the least-covered node (or GPU) is below
@@ -83,6 +83,7 @@ RESTS_ON: Mapping[str, Callable[[JobReport], tuple[str, str]]] = {
     "io_not_on_scratch": _nodes("jobs_*_bytes_total, jobs_scratch_in_use"),
     "small_io": _nodes("jobs_*_syscalls_total"),
     "many_open_files": _nodes("jobs_open_files"),
+    "node_idle": _nodes("jobs_cpu_seconds_total, per node"),
     "open_files_near_limit": _nodes("jobs_open_files_limit_ratio"),
     # why cores sat idle: the nodes' pressure counters (cgroup v2)
     **{name: _nodes("jobs_pressure_waiting_seconds_total, jobs_memory_events_total")

@@ -55,7 +55,10 @@ def with_queue(report: JobReport, cluster: ClusterReader | None,
 def _with_history(report: JobReport, queue: QueueContext, history: QueueHistoryReader,
                   gaps: list[Gap], now: datetime) -> QueueContext:
     try:
-        types = history.requested_gpu_types(JobId.parse(report.job_id)) if report.gpus else ()
+        # A pending job holds no GPU yet (its allocation is empty): its request still names
+        # the type it waits for.
+        asks = report.gpus or report.start_time is None
+        types = history.requested_gpu_types(JobId.parse(report.job_id)) if asks else ()
         limits = history.time_limits(report.partition, now - USUAL_WINDOW) \
             if report.partition else {}
     except (SourceUnavailable, LookupError) as exc:

@@ -117,6 +117,9 @@ STACK_JOBS: tuple[StackJob, ...] = (
         "bob",
         ("-c1", "--mem=500M", *IDLE_GPU, "--time=10"),
         BUSY.format(s=25),
+        # Not beside `busy`: the nodes share the machine's cores, and a one-core job's
+        # core is the first on every node: two one-core loops would halve each other.
+        after="busy",
     ),
     # Two srun steps: 20 s on two cores, one of them busy for the first 2 s only, then both
     # cores busy for 8 s. The report lists each step and the CPU finding names step 0,
@@ -356,3 +359,12 @@ def node_of(job_id: str, timeout: float = 600) -> str:
         if time.monotonic() > deadline:
             raise TimeoutError(f"job {job_id} did not start within {timeout}s: {out}")
         time.sleep(0.5)
+
+
+def runnable_share(cpu_seconds: float, wait_seconds: float | None, elapsed: float,
+                   cpus: int) -> float:
+    """Share of an allocation's core-seconds the job's threads were runnable: on a core
+    (TotalCPU) or waiting for one (CPU wait, summed over threads). The stack's nodes share
+    two physical cores, so a busy job's CPU efficiency depends on its neighbours; this
+    share does not, and it is what the detectors judge idle cores by."""
+    return (cpu_seconds + (wait_seconds or 0.0)) / (elapsed * cpus)

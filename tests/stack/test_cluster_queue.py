@@ -18,17 +18,30 @@ from webapp.renderers import text
 from webapp.report.service import ReportService
 from webapp.settings import SETTINGS_DOC, Settings
 
-# Both want the node's 2 CPUs: the second waits for the first (Resources, or Priority
-# behind other queued jobs). Its hour-long limit is far past the partition's minutes.
-FIRST = stack.StackJob("queue-first", "bob", ("-c2", "--mem=100M", "--time=5"), "sleep 20")
-SECOND = stack.StackJob("queue-second", "alice", ("-c2", "--mem=100M", "--time=60"), "sleep 1")
+
+# Both want every CPU of one node (the last CPU node): the second waits for the first
+# (Resources, or Priority behind other queued jobs). Its hour-long limit is far past the
+# partition's minutes.
+def first_and_second(node: str) -> tuple[stack.StackJob, stack.StackJob]:
+    return (stack.StackJob("queue-first", "bob", ("-c2", "-w", node, "--mem=100M", "--time=5"),
+                           "sleep 20"),
+            stack.StackJob("queue-second", "alice", ("-c2", "-w", node, "--mem=100M",
+                                                     "--time=60"), "sleep 1"))
+
+
+def partition_cpus(partition: str) -> int:
+    """sinfo's total CPUs of a partition (``%C``: allocated/idle/other/total)."""
+    out = subprocess.run(["sinfo", "-h", "-p", partition, "-o", "%C"], capture_output=True,
+                         text=True, check=True).stdout
+    return int(out.strip().split("/")[-1])
 
 
 @pytest.fixture(scope="module")
 def waited(stack_env, stack_jobs) -> Iterator[tuple[str, str]]:
     # After the session's jobs: "usual" needs 20 jobs in the partition, and a fresh
     # machine's accounting holds no others.
-    ids = (stack.submit(FIRST), stack.submit(SECOND))
+    node = [n.name for n in stack.nodes() if n.partition == "debug"][-1]
+    ids = tuple(stack.submit(job) for job in first_and_second(node))
     try:
         stack.wait_until_done(list(ids), timeout=300)
         yield ids
@@ -48,9 +61,10 @@ def test_a_job_that_waited_shows_its_wait_and_reason(waited, stack_env):
     assert q.pending_seconds >= 10
     reasons = {r.reason for r in q.reasons}
     assert reasons and reasons <= {"Resources", "Priority"}, reasons
-    assert q.cpus_total == 2 and q.queue_length is not None
+    total = partition_cpus("debug")
+    assert q.cpus_total == total and q.queue_length is not None
     out = text.render(report, details=True)
-    assert "Pending reasons" in out and "of 2 CPUs idle" in out
+    assert "Pending reasons" in out and f"of {total} CPUs idle" in out
     names = {f.name for f in report.findings}
     assert "time_limit_past_usual" in names  # 60 min against the partition's minutes
     assert "time_limit_past_usual" not in {f.name for f in service.build(first).findings}
@@ -69,25 +83,32 @@ def test_cluster_page_in_chromium(app_url, driver):
     driver.find_element(By.CSS_SELECTOR, "form.login button[type=submit]").click()
     wait_for_url(driver, lambda url: url.endswith("/cluster"))
 
-    def base_state() -> str:
-        out = subprocess.run(["scontrol", "show", "node", "vm"], capture_output=True,
+    def base_states() -> dict[str, str]:
+        out = subprocess.run(["sinfo", "-N", "-h", "-o", "%N %T"], capture_output=True,
                              text=True, check=True).stdout
-        return out.split("State=", 1)[1].split()[0].split("+")[0].lower()
+        return {n: s.rstrip("*~#!%$@^-").split("+")[0].lower()
+                for n, s in (line.split() for line in out.splitlines())}
 
     # Jobs of other tests start and end meanwhile, and the page shows what the last scrape
-    # saw (5 s ago at most): compare with the node's states around the page load.
+    # saw (5 s ago at most): compare with each node's states around the page load.
     deadline = time.monotonic() + 30
     while True:
-        before = base_state()
-        states = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#nodes td.state")]
-        seen = {before, base_state()}
-        if len(states) == 1 and states[0].split("+")[0] in seen:
+        before = base_states()
+        rows = driver.find_elements(By.CSS_SELECTOR, "#nodes tr")[1:]
+        shown = {r.find_elements(By.TAG_NAME, "td")[0].text:
+                 r.find_element(By.CSS_SELECTOR, "td.state").text.split("+")[0] for r in rows}
+        after = base_states()
+        if set(shown) == set(before) and all(
+                shown[n] in {before[n], after.get(n)} for n in shown):
             break
-        assert time.monotonic() < deadline, (states, seen)
+        assert time.monotonic() < deadline, (shown, before, after)
         time.sleep(2)
         driver.refresh()
-    gpu_rows = driver.find_elements(By.CSS_SELECTOR, "#gpus tr")
-    assert any(r.text.startswith("untyped") and r.text.endswith(" 2") for r in gpu_rows)
+    assert len(shown) >= 4
+    gpu_rows = {r.text.split()[0]: r.text for r in
+                driver.find_elements(By.CSS_SELECTOR, "#gpus tr")[1:]}
+    assert set(gpu_rows) == {"t4", "h100"}  # a row per model, two GPUs each
+    assert all(row.endswith(" 2") for row in gpu_rows.values())
     assert driver.find_element(By.CSS_SELECTOR, "#usage svg").is_displayed()
     ARTIFACTS.mkdir(exist_ok=True)
     shot = Path(ARTIFACTS) / "browser-cluster-page.png"

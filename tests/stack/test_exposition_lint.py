@@ -1,4 +1,4 @@
-"""promtool check metrics on what the stack's two exporters serve, scraped from the URLs
+"""promtool check metrics on what the stack's exporters serve, scraped from the URLs
 the stack's Prometheus scrapes, while a job of this test runs (so the per-job families are
 there too)."""
 
@@ -30,10 +30,11 @@ def running_job(stack_env: dict[str, str]) -> Iterator[str]:
         subprocess.run(["scancel", job_id], check=True)
 
 
-def scrape_urls(prometheus_url: str) -> dict[str, str]:
-    """Scrape job -> the URL the stack's Prometheus scrapes it at."""
+def scrape_urls(prometheus_url: str) -> dict[tuple[str, str], str]:
+    """(scrape job, instance) -> the URL the stack's Prometheus scrapes it at."""
     answer = requests.get(f"{prometheus_url}/api/v1/targets", timeout=10).json()
-    return {t["labels"]["job"]: t["scrapeUrl"] for t in answer["data"]["activeTargets"]}
+    return {(t["labels"]["job"], t["labels"]["instance"]): t["scrapeUrl"]
+            for t in answer["data"]["activeTargets"]}
 
 
 def scrape_showing(url: str, marker: str) -> str:
@@ -50,7 +51,10 @@ def scrape_showing(url: str, marker: str) -> str:
 @pytest.mark.parametrize("exporter", ["jobs", "slurm"])
 def test_running_exporter_passes_promtool(stack_env: dict[str, str], running_job: str,
                                           exporter: str):
-    url = scrape_urls(stack_env["JOBREPORT_PROMETHEUS_URL"])[exporter]
+    urls = scrape_urls(stack_env["JOBREPORT_PROMETHEUS_URL"])
+    # The jobs-exporter of the node the job runs on; the one slurm-exporter.
+    (url,) = [u for (job, instance), u in urls.items() if job == exporter and (
+        exporter == "slurm" or instance == stack.node_of(running_job))]
     cluster = stack_env["JOBREPORT_CLUSTER"]
     marker = {"jobs": f'jobs_info{{jobid="{running_job}"',
               "slurm": f'slurm_user_jobs{{cluster="{cluster}",state="RUNNING",user="alice"}}'}

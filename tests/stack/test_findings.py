@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from tests.helpers import stack
 from webapp.report.service import ReportService
 from webapp.settings import Settings
 from webapp.sources.sacct import parse_memory, parse_sacct_duration
@@ -91,9 +92,16 @@ def test_efficiencies_match_seff(reports, stack_jobs, name):
     assert abs(report.memory_efficiency - max_rss / req) <= 0.02
 
 
+def _runnable(report) -> float:
+    return stack.runnable_share(report.cpu_seconds, report.usage.cpu_wait_seconds,
+                                report.elapsed_seconds, report.cpus)
+
+
 def test_seff_values_are_plausible(reports):
-    assert reports["busy"].cpu_efficiency >= 0.85
-    assert 0.4 <= reports["two-cpus-one-used"].cpu_efficiency <= 0.55
+    # One busy thread on one core, one on two: runnable all along, whatever the
+    # neighbours on the stack's shared cores took from it (its CPU wait).
+    assert _runnable(reports["busy"]) >= 0.85 and reports["busy"].cpu_efficiency >= 0.5
+    assert 0.4 <= _runnable(reports["two-cpus-one-used"]) <= 0.55
     assert 0.05 <= reports["mem-over-request"].memory_efficiency <= 0.1  # 300M of 4G
 
 
@@ -101,11 +109,12 @@ def _service_with(settings: Settings, **changes) -> ReportService:
     return ReportService(dataclasses.replace(settings, **changes))
 
 
-def test_prometheus_down_is_a_named_gap(stack_jobs, settings):
+def test_prometheus_down_is_a_named_gap(stack_jobs, settings, service):
     report = _service_with(settings, prometheus_url="http://127.0.0.1:9").build(stack_jobs["busy"])
     # The queue context reads slurm-exporter's series from the same Prometheus.
     assert [g.source for g in report.gaps] == ["prometheus", "cluster"]
-    assert report.user == "alice" and report.cpu_efficiency >= 0.85  # the rest still there
+    assert report.user == "alice"  # the rest still there: sacct's CPU figure unchanged
+    assert report.cpu_efficiency == service.build(stack_jobs["busy"]).cpu_efficiency
 
 
 def test_database_down_is_a_named_gap(stack_jobs, settings):

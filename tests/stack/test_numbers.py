@@ -29,7 +29,7 @@ def multi_task(stack_jobs, service):
 
 def test_two_tasks_peak_is_the_cgroups_not_one_tasks(multi_task, service):
     peak = multi_task.memory_peak
-    assert peak.source == PeakSource.PROMETHEUS and peak.node == "vm"
+    assert peak.source == PeakSource.PROMETHEUS and (peak.node,) == multi_task.nodes
     # two tasks x 200 MiB (+ two Python interpreters), never one task's 200 MiB
     assert 400 * MIB <= peak.bytes <= 460 * MIB
     sacct = sacct_peak(service.sacct.job(multi_task.job_id))
@@ -52,7 +52,8 @@ def test_one_peak_in_every_format_and_in_the_finding(multi_task, tmp_path):
     assert data["memory_peak"]["source"] == "prometheus"
     assert next(f for f in data["findings"]
                 if f["name"] == "memory_over_requested")["evidence"]["memory_peak_bytes"] == peak
-    assert f"{shown} ({pct}) peak; largest RSS Prometheus sampled on vm" in one_line(
+    node = multi_task.nodes[0]
+    assert f"{shown} ({pct}) peak; largest RSS Prometheus sampled on {node}" in one_line(
         html.render(multi_task))
     path = tmp_path / "report.pdf"
     path.write_bytes(pdf.render(multi_task))

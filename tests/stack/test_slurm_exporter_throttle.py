@@ -18,7 +18,14 @@ from slurm_exporter.registry import SlurmCollector, build_sources
 from slurm_exporter.runner import CommandFailed, run_command
 from slurm_exporter.settings import Settings
 from slurm_exporter.throttle import ThrottledSource
+from tests.helpers import stack
 from tests.helpers.slurm_wrappers import Wrappers, require_slurm
+
+CPUS = os.cpu_count()  # every node of the stack declares this machine's CPUs
+
+
+def NODE() -> str:  # noqa: N802 - reads like the constant it stands for
+    return stack.nodes()[0].name
 
 
 def alive(pid: int) -> bool:
@@ -86,7 +93,7 @@ def test_twenty_concurrent_scrapes_run_each_command_once(exporter):
     for name in ("sinfo", "squeue", "sshare", "sdiag"):
         assert wrappers.runs(name) == 1, name
         assert all(value(t, "slurm_up", source=name) == 1 for t in texts)
-    assert all(value(t, "slurm_node_cpus", node="vm") == 2 for t in texts)
+    assert all(value(t, "slurm_node_cpus", node=NODE()) == CPUS for t in texts)
     assert value(texts[0], "slurm_scrape_runs_total", source="squeue") == 1
 
 
@@ -103,7 +110,7 @@ def test_a_hanging_sinfo_is_killed_and_the_last_snapshot_served(exporter):
     assert value(text, "slurm_scrape_errors_total", source="sinfo", kind="timeout") == 1
     assert value(text, "slurm_up", source="sinfo") == 0
     assert value(text, "slurm_up", source="squeue") == 1  # the others are unaffected
-    assert value(text, "slurm_node_cpus", node="vm") == 2  # last snapshot served
+    assert value(text, "slurm_node_cpus", node=NODE()) == CPUS  # last snapshot served
     assert value(text, "slurm_scrape_snapshot_age_seconds", source="sinfo") >= 1.0
     assert not alive(wrappers.child_pid("sinfo"))  # the wrapper's child died with its group
 
@@ -126,7 +133,7 @@ def test_slurmctld_unreachable_drops_series_after_three_poll_limits_then_back(ex
     assert value(text, "slurm_up", source="squeue") == 0
     assert value(text, "slurm_jobs") is None  # dropped
     assert value(text, "slurm_scrape_snapshot_age_seconds", source="squeue") is None
-    assert value(text, "slurm_node_cpus", node="vm") == 2  # sinfo still fine
+    assert value(text, "slurm_node_cpus", node=NODE()) == CPUS  # sinfo still fine
     wrappers.set("squeue", "fail", on=False)
     time.sleep(poll + 0.1)
     text = requests.get(url, timeout=30).text

@@ -15,6 +15,7 @@ from jobreport_net.mysql_url import mysql_params
 from webapp.model import AccountingJob, JobId, JobNotFound, SourceUnavailable, TimeLimitKind
 from webapp.sources.ended import EndedJob
 from webapp.sources.sacct import parse_nodelist
+from webapp.sources.sacct_values import gpus_from_tres
 
 # enum job_states in slurm/slurm.h; the high bits are flags and are masked off.
 JOB_STATES = {
@@ -182,7 +183,7 @@ def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> Accounti
         nodes=nodes,
         node_list=row["nodelist"] or "",
         work_dir=row["work_dir"] or None,
-        gpus=int(sum(v for k, v in alloc.items() if k == "gres/gpu" or k.startswith("gres/gpu:"))),
+        gpus=gpus_from_tres(alloc),
         billing=alloc.get("billing"),
     )
 

@@ -12,6 +12,7 @@ daylight-saving guess is ever needed; text in ISO form is read as local time (or
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 
@@ -144,12 +145,14 @@ def parse_tres(text: str) -> dict[str, str]:
     return out
 
 
-def gpus_from_tres(tres: dict[str, str]) -> int:
-    """GPU count: ``gres/gpu`` if present, else the sum of typed ``gres/gpu:<type>``."""
+def gpus_from_tres(tres: Mapping[str, str | float]) -> int:
+    """GPU count: ``gres/gpu`` if present, else the sum of typed ``gres/gpu:<type>`` (a
+    typed entry repeats the untyped total: ``gres/gpu:t4=1,gres/gpu=1`` is one GPU). From
+    sacct's text and from the accounting database's TRES ids alike."""
     if "gres/gpu" in tres:
-        return int(tres["gres/gpu"])
+        return int(float(tres["gres/gpu"]))
     # gres/gpumem and gres/gpuutil (usage TRES) share the prefix but have no ':'.
-    return sum(int(v) for k, v in tres.items() if k.startswith("gres/gpu:"))
+    return sum(int(float(v)) for k, v in tres.items() if k.startswith("gres/gpu:"))
 
 
 @lru_cache(maxsize=1024)

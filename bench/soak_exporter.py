@@ -23,7 +23,6 @@ import argparse
 import collections
 import os
 import pathlib
-import socket
 import statistics
 import subprocess
 import sys
@@ -66,9 +65,12 @@ JOBS: dict[str, tuple[tuple[str, ...], str]] = {
         "  sh -c 'exit 0'; sleep 0.05\n"
         "done\nwait\n",
     ),
-    "gpu": (("--mem=100M", "-p", "gpu", "--gres=gpu:t4:1"), "#!/bin/bash\nsleep 8 & sleep 8\n"),
+    "gpu": (("--mem=100M", "--gres=gpu:t4:1"), "#!/bin/bash\nsleep 8 & sleep 8\n"),
     "blink": (("--mem=100M",), "#!/bin/bash\nsleep 1\n"),
 }
+# Every soak job runs on the stack's T4 node, which the exporter under test reads (the GPU
+# jobs need one of its GPUs; the rest fit beside them).
+NODE = "gpu1"
 ROTATION = ("procs5000", "blink", "churn", "files10000", "blink", "gpu", "churn", "blink")
 
 
@@ -106,7 +108,8 @@ class JobDriver(threading.Thread):
     def _submit(self, kind: str) -> None:
         options, script = JOBS[kind]
         done = subprocess.run(
-            ["runuser", "-u", self.user, "--", "sbatch", "--parsable", "-c1", "--time=3"]
+            ["runuser", "-u", self.user, "--", "sbatch", "--parsable", "-c1", "--time=3",
+             "-p", "gpu", "-w", NODE]
             + ["--chdir=/tmp", "-o", "/dev/null", "-J", f"soak-{kind}", *options],
             input=script,
             capture_output=True,
@@ -127,9 +130,8 @@ class JobDriver(threading.Thread):
 
 def start_exporter(port: int) -> subprocess.Popen:
     exe = pathlib.Path(sys.executable).parent / "jobs-exporter"
-    node = socket.gethostname().split(".", 1)[0]
     proc = subprocess.Popen(
-        [str(exe), "--listen", f"127.0.0.1:{port}", "--node-name", node]
+        [str(exe), "--listen", f"127.0.0.1:{port}", "--node-name", NODE]
         + ["--nvml-replay", str(REPLAY), "--scratch", "/scratch"],
         stderr=subprocess.PIPE,
     )

@@ -267,9 +267,10 @@ def states(job_ids: list[str]) -> dict[str, str]:
 
 
 def _done(job_id: str, current: dict[str, str]) -> bool:
-    """An array counts as done when every task (``123_4`` lines) is in a final state."""
+    """An array counts as done when every task (``123_4`` lines) is in a final state, a
+    heterogeneous job when every component (``123+1``) is."""
     mine = [state for jid, state in current.items()
-            if jid == job_id or jid.startswith(job_id + "_")]
+            if jid == job_id or jid.startswith((job_id + "_", job_id + "+"))]
     return bool(mine) and all(state in FINAL_STATES for state in mine)
 
 

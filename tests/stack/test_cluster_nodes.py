@@ -132,7 +132,7 @@ def test_a_job_on_a_node_set_down_ends_node_fail_with_its_finding(node_failure, 
     assert state == "NODE_FAIL"
     report = service.build(job_id)
     (finding,) = [f for f in report.findings if f.name == "node_failure"]
-    assert report.nodes == (node,) and node in finding.message
+    assert report.nodes == (node,) and node in finding.evidence_text
     up = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True,
                         text=True).stdout.strip()
     assert not up.startswith("down")  # the test gave the node back

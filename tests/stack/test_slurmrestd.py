@@ -17,7 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.stack import BUSY, IDLE_GPU, StackJob, submit, wait_until_done
+from tests.helpers.stack import (
+    BUSY,
+    IDLE_GPU,
+    StackJob,
+    submit,
+    wait_for_scrape_after,
+    wait_until_done,
+)
 from webapp.report.service import ReportService
 from webapp.sources.sacct import SacctSource
 from webapp.sources.slurmrestd import SlurmrestdSource
@@ -62,6 +69,8 @@ def restd():
 def ended(stack_env):
     ids = {job.name: submit(job) for job in JOBS}
     wait_until_done(list(ids.values()), timeout=3600)  # a shared stack queues for long
+    # Their last samples in: two builds a moment apart must read the same series.
+    wait_for_scrape_after(stack_env["JOBREPORT_PROMETHEUS_URL"], time.time())
     return ids
 
 

@@ -76,7 +76,7 @@ def prom(query: str, t: float) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def both(stack_env, tmp_path_factory):
+def both(stack_env, stack_jobs, tmp_path_factory):
     until = int(time.time()) - 5
     since = until - int(DAYS * 86400)
     base = stack.load_env()
@@ -160,6 +160,34 @@ def test_smaller_gpu_jobs_equal_prometheus(both):
     assert {r["job"] for r in tables["smaller_gpu"]["rows"]} == expected
 
 
-def test_one_node_stack_has_no_fragmentation_or_idle_node_rows(both):
-    tables, *_ = both
-    assert tables["gpu_fragmentation"]["rows"] == [] and tables["idle_nodes"]["rows"] == []
+def test_gpu_fragmentation_rows_equal_sacct(both):
+    tables, jobs, *_ = both
+    spread = {j: v for j, v in jobs.items() if v["nodes"] >= 2 and 2 <= v["gpus"] <= v["nodes"]}
+    assert spread  # the session's gpu-spread: one GPU on each of the two GPU nodes
+    rows = {r["job"]: r for r in tables["gpu_fragmentation"]["rows"]}
+    assert set(rows) == set(spread)
+    for jid, j in spread.items():
+        assert (rows[jid]["nodes"], rows[jid]["gpus"]) == (j["nodes"], j["gpus"])
+        assert rows[jid]["gpu_hours"] == pytest.approx(j["elapsed"] * j["gpus"] / H, rel=1e-6)
+
+
+def test_idle_node_rows_equal_sacct_and_prometheus(both):
+    """Per node, the job's CPU seconds (its counters' last value in the window) over its
+    elapsed time (sacct): under ``node_idle_cores`` it is idle."""
+    tables, jobs, since, until = both
+    cut, expected = Thresholds().node_idle_cores, {}
+    for jid, j in jobs.items():
+        if j["nodes"] < 2 or not j["elapsed"]:
+            continue
+        per_node = {r["metric"]["instance"]: float(r["value"][1]) for r in prom(
+            f'sum by (instance) (max_over_time(jobs_cpu_seconds_total{{jobid="{j["raw"]}"}}'
+            f"[{until - since}s]))", until)}
+        idle = sorted(n for n, seconds in per_node.items() if seconds / j["elapsed"] < cut)
+        if idle:
+            expected[jid] = (",".join(idle), len(idle) * j["elapsed"] / H)
+    assert expected  # the session's two-node-one-idle
+    rows = {r["job"]: (r["idle_nodes"], r["node_hours_idle"])
+            for r in tables["idle_nodes"]["rows"]}
+    assert set(rows) == set(expected)
+    for jid, (idle, hours) in expected.items():
+        assert rows[jid][0] == idle and rows[jid][1] == pytest.approx(hours, rel=1e-6)

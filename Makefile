@@ -9,7 +9,7 @@ demo: stack ## install and start the local stack, run sample jobs, print their r
 
 test: stack ## lint, then every test (unit and integration on the real stack)
 	$(MAKE) lint
-	$(VENV)/bin/pytest -q --durations=15
+	$(VENV)/bin/pytest -q -n 3 --dist loadfile --durations=15
 
 stack:
 	scripts/dev-stack start

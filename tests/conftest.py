@@ -20,6 +20,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "stack_env" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.stack)
+    # Modules whole, in this order: stack modules with jobs of their own, the unit tests,
+    # then the modules that read the session's jobs, which the cluster ran meanwhile.
+    def group(module: str) -> int:
+        mine = [i for i in items if i.module.__name__ == module]
+        if any("stack_jobs" in i.fixturenames for i in mine):
+            return 2
+        return 0 if any("stack_env" in i.fixturenames for i in mine) else 1
+    groups = {m: group(m) for m in {i.module.__name__ for i in items}}
+    items.sort(key=lambda i: groups[i.module.__name__])
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +45,8 @@ def stack_env(tmp_path_factory) -> dict[str, str]:
     stack.start_stack()  # idempotent: seconds when everything is up, restarts what is down
     # The session's jobs start now, on every node, whichever stack test comes first; the
     # tests that read them wait for them (``stack_jobs``) and the others run meanwhile.
-    _submitted.update(stack.submit_batch(stack.STACK_JOBS))
+    # Parallel workers (pytest -n) share one batch.
+    _submitted.update(stack.session_batch())
     own = tmp_path_factory.mktemp("stack-session")
     return {**stack.load_env(), "JOBREPORT_ARCHIVE_URL": str(own / "archive.sqlite"),
             "JOBREPORT_OUTBOX": str(own / "outbox.sqlite")}

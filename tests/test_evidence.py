@@ -15,6 +15,7 @@ import pytest
 from tests import test_detectors_causes as causes
 from tests.helpers.reports import sample_report
 from tests.test_detectors import CASES, HB, flat, report_for
+from tests.test_node_idle import two_node_report
 from tests.test_queue import WAIT_ONLY, job_146, two_types
 from tests.test_queue import report as queue_report
 from webapp.archive.codec import report_from_record
@@ -42,6 +43,7 @@ def triggering_reports():
         job_146(), time_limit_seconds=3600.0, state="COMPLETED", elapsed_seconds=16.0), WAIT_ONLY
     q = replace(job_146(), requested_gpu_types=("A100",), gpus_available_max=two_types())
     yield "gpu-type-unavailable", queue_report(q, gpus=1), WAIT_ONLY
+    yield "node-idle", two_node_report(0.0), Thresholds()
     yield from causes.triggering_reports()
 
 

@@ -13,7 +13,8 @@ from webapp.unused import idle_nodes
 T = Thresholds()
 
 
-def _report(node02_cores: float | None, nodes=("node01", "node02")):
+def two_node_report(node02_cores: float | None, nodes=("node01", "node02")):
+    """A two-node job: node01 busy, node02 at ``node02_cores`` (None: no samples)."""
     busy = _series("node01", 60, lambda i: 1.5)
     cores = (busy,) if node02_cores is None else (busy, _series("node02", 60,
                                                                 lambda i: node02_cores))
@@ -22,22 +23,23 @@ def _report(node02_cores: float | None, nodes=("node01", "node02")):
 
 
 def test_a_node_that_did_nothing_is_named_with_its_figure():
-    (f,) = NodeIdleDetector().detect(_report(0.0), T)
+    (f,) = NodeIdleDetector().detect(two_node_report(0.0), T)
     assert f.name == "node_idle" and "1 of the job's 2 nodes did nothing" in f.message
-    assert "node02 (0.00 cores)" in f.message and "node01" not in f.message
+    assert "(node02: 0.00 cores busy on average), yet the job held it whole" in f.message
+    assert "node01" not in f.message
     assert f.evidence["idle_nodes"] == "node02" and f.evidence["cores_busy_node01"] == 1.5
 
 
 def test_a_node_that_worked_a_little_is_not_idle():
-    assert NodeIdleDetector().detect(_report(0.2), T) == ()
+    assert NodeIdleDetector().detect(two_node_report(0.2), T) == ()
 
 
 def test_a_node_without_samples_is_unknown_not_idle():
-    assert NodeIdleDetector().detect(_report(None), T) == ()
+    assert NodeIdleDetector().detect(two_node_report(None), T) == ()
 
 
 def test_a_single_node_job_gets_none():
-    one = _report(0.0, nodes=("node01",))
+    one = two_node_report(0.0, nodes=("node01",))
     assert NodeIdleDetector().detect(replace(one, usage=replace(
         one.usage, cpu_cores=one.usage.cpu_cores[1:])), T) == ()
 

@@ -126,10 +126,11 @@ def test_prometheus_source_reads_a_real_busy_job(stack_jobs, settings, service):
     peak = max(s.max() for s in usage.cpu_cores)
     assert 0.8 <= peak <= 1.2  # one busy core
     assert usage.memory_rss and usage.threads_max >= 1
-    # whole-job mean per core, from the last counter sample, and the time the thread waited
-    # for its core (neighbours share the stack's cores): they add up to one busy core
+    # whole-job mean per core, from the last counter sample (up to one 5 s scrape before
+    # the end of a 30 s run), and the time the thread waited for its core (neighbours share
+    # the stack's cores): they add up to about one busy core
     elapsed = (acct.end_time - acct.start_time).total_seconds()
-    assert 0.8 <= sum(s.mean() for s in usage.cpu_per_core) + (
+    assert 0.65 <= sum(s.mean() for s in usage.cpu_per_core) + (
         (usage.cpu_wait_seconds or 0.0) / elapsed) <= 1.15
     assert usage.memory_limit_bytes == 500 * 2**20
 

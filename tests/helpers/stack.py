@@ -187,7 +187,9 @@ STACK_JOBS += (
 
 # History and right-sizing: ten jobs of one name (unique per test session, so the history
 # holds only these) whose peaks are 50, 100, ..., 500 MiB, each held for two scrapes.
-SIZING_NAME = f"sizing-{int(time.time())}"
+# One test session: pytest-xdist's run id, shared by its workers; else this process's start.
+SESSION = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"{int(time.time())}-{os.getpid()}"
+SIZING_NAME = f"sizing-{SESSION[:12]}"
 SIZING_MIB = tuple(50 * n for n in range(1, 11))
 STACK_JOBS += tuple(
     StackJob(f"sizing-{mib}", "alice", ("-c1", "--mem=1G", "--time=5"),
@@ -212,6 +214,25 @@ def start_stack() -> None:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("JOBREPORT_TEST_") and k != "JOBREPORT_CONFIG"}
     subprocess.run([str(STACK_ROOT / "scripts" / "dev-stack"), "start"], check=True, env=env)
+
+
+def session_batch() -> dict[str, str]:
+    """``STACK_JOBS`` submitted once per test session, whichever worker asks first (the
+    others read the ids it wrote, under a lock); name -> job id."""
+    import fcntl
+    import json
+
+    state = STACK_ROOT / "var" / "dev-stack"
+    ids_file = state / f"test-batch-{SESSION}.json"
+    with open(state / "test-batch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ids_file.exists():
+            return json.loads(ids_file.read_text())
+        for old in state.glob("test-batch-*.json"):
+            old.unlink()  # earlier sessions'
+        ids = submit_batch(STACK_JOBS)
+        ids_file.write_text(json.dumps(ids))
+        return ids
 
 
 def submit_batch(jobs: tuple[StackJob, ...]) -> dict[str, str]:

@@ -69,7 +69,7 @@ def test_a_two_node_job_with_an_idle_node_gets_the_finding_on_that_node(stack_jo
     assert set(seconds) == set(report.nodes)
     idle = [n for n, s in seconds.items() if s / report.elapsed_seconds < 0.01]
     assert len(idle) == 1 and finding.evidence["idle_nodes"] == idle[0]
-    assert f"{idle[0]} (0.0" in finding.message
+    assert f"({idle[0]}: 0.0" in finding.message
 
 
 def test_the_watch_flags_the_idle_node_while_the_job_ran(stack_jobs, service):

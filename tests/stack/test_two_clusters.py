@@ -37,10 +37,14 @@ def _root() -> pymysql.connections.Connection:
     return pymysql.connect(unix_socket=SOCKET, user="root", database=ACCT_DB, autocommit=True)
 
 
-def _remove_second() -> None:
-    """Delete the second cluster, then the tables slurmdbd keeps of a cluster that had jobs
-    (a re-added cluster would find its old rows again)."""
+def _remove_second(stack_env: dict[str, str]) -> None:
+    """Delete the second cluster, rebuild the view without it, then drop the tables
+    slurmdbd keeps of a cluster that had jobs (a re-added cluster would find its old rows
+    again). In that order: the view never names a dropped table, so the reports other
+    tests build meanwhile never fail."""
     _sacctmgr("delete", "cluster", SECOND, check=False)
+    subprocess.run([str(stack.ROOT / ".venv" / "bin" / "jobreport"), "db-setup"],
+                   env={**os.environ, **stack_env}, capture_output=True, check=False)
     conn = _root()
     try:
         with conn.cursor() as cur:
@@ -87,7 +91,7 @@ def _copy_job(first: str, job_id: str) -> None:
 def two_clusters(stack_env, stack_jobs) -> Iterator[str]:
     """The second cluster with a copy of the busy job; yields the shared job id."""
     first, job_id = stack_env["JOBREPORT_CLUSTER"], stack_jobs["busy"]
-    _remove_second()
+    _remove_second(stack_env)
     try:
         _sacctmgr("add", "cluster", SECOND)
         _sacctmgr("add", "account", "research", f"cluster={SECOND}")
@@ -98,9 +102,7 @@ def two_clusters(stack_env, stack_jobs) -> Iterator[str]:
         assert SECOND in run.stdout and first in run.stdout
         yield job_id
     finally:
-        _remove_second()
-        subprocess.run([str(stack.ROOT / ".venv" / "bin" / "jobreport"), "db-setup"],
-                       env={**os.environ, **stack_env}, capture_output=True, check=False)
+        _remove_second(stack_env)
 
 
 def test_the_view_covers_every_registered_cluster(two_clusters, stack_env):

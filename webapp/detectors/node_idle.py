@@ -27,14 +27,15 @@ class NodeIdleDetector:
         idle = idle_nodes(cores, t.node_idle_cores)
         if not idle:
             return ()
-        shown = ", ".join(f"{n} ({cores[n]:.2f} cores)" for n in idle)
+        shown = ", ".join(f"{n}: {cores[n]:.2f} cores" for n in idle)
         return (
             Finding(
                 name=self.name,
                 severity=Severity.WARNING,
                 message=(
-                    f"{len(idle)} of the job's {len(report.nodes)} nodes did nothing: "
-                    f"{shown} busy on average. The whole node was held for the job."
+                    f"{len(idle)} of the job's {len(report.nodes)} nodes did nothing ({shown} "
+                    f"busy on average), yet the job held {'it' if len(idle) == 1 else 'them'} "
+                    "whole."
                 ),
                 advice=(
                     "Check that every node gets work: srun starts tasks on all nodes, "

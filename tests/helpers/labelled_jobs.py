@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The stack runs cgroup v1: no pressure stall data, so no job may get a waiting verdict
-# (those are checked on captured cgroup v2 files in tests/test_detectors_causes.py).
+# No job of the set waits on purpose: a waiting verdict is wrong unless the job measurably
+# waited for a core (its neighbours on the stack's shared cores: the test lets
+# `cpu_starved` pass then); the causes are checked on captured cgroup v2 files
+# (tests/test_detectors_causes.py) and on a loaded node (tests/stack/test_cpu_wait_verdicts.py).
 WAITING = frozenset({"cpu_starved", "io_starved", "memory_thrashing"})
 # The stack's replayed GPUs are 16 GiB Tesla T4s at 0 %: never busy, never "large".
 GPU_NEVER = frozenset({"gpu_cores_idle", "gpu_memory_low", "gpu_util_low"})

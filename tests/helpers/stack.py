@@ -383,6 +383,15 @@ def node_of(job_id: str, timeout: float = 600) -> str:
         time.sleep(0.5)
 
 
+def waited_for_cpu(report, thresholds) -> bool:
+    """The job's threads waited for a core a fifth of its run or more (the CPU wait the
+    exporter measures, ``pressure_high``): the stack's nodes share the machine's two
+    cores with each other and with the tests, so a busy job may be starved, and
+    ``cpu_starved`` is then the right verdict, never an idle one."""
+    wait, elapsed = report.usage.cpu_wait_seconds, report.elapsed_seconds
+    return bool(wait and elapsed and wait >= thresholds.pressure_high * elapsed)
+
+
 def runnable_share(cpu_seconds: float, wait_seconds: float | None, elapsed: float,
                    cpus: int) -> float:
     """Share of an allocation's core-seconds the job's threads were runnable: on a core

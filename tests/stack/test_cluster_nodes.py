@@ -59,7 +59,11 @@ def test_a_two_node_job_has_figures_per_node_and_the_busiest_nodes_peak(stack_jo
 def test_a_two_node_job_with_an_idle_node_gets_the_finding_on_that_node(stack_jobs, service):
     job_id = stack_jobs["two-node-one-idle"]
     report = service.build(job_id)
-    (finding,) = [f for f in report.findings if f.name == "node_idle"]
+    found = [f for f in report.findings if f.name == "node_idle"]
+    verdict = {v.detector: v for v in report.audit.verdicts}.get("node_idle")
+    assert len(found) == 1, (verdict, report.coverage,
+                             [(s.label, s.mean()) for s in report.usage.cpu_cores])
+    (finding,) = found
     # The idle node by the test's own reading of Prometheus: CPU seconds per node.
     end = report.end_time.timestamp()
     rows = prom(service.settings.prometheus_url,

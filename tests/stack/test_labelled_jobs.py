@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from tests.helpers.labelled_jobs import EVERYTHING, LABELLED
-from tests.helpers.stack import STACK_JOBS
+from tests.helpers.stack import STACK_JOBS, waited_for_cpu
 from webapp.sources.sacct import parse_sacct_duration
 
 ROWS = {r.job: r for r in LABELLED}
@@ -29,9 +29,11 @@ def labelled(stack_jobs, service):
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))
-def test_labelled_job_has_its_findings_and_not_the_forbidden(labelled, name):
+def test_labelled_job_has_its_findings_and_not_the_forbidden(labelled, service, name):
     row, report = ROWS[name], labelled[name]
     found = {f.name for f in report.findings}
+    if waited_for_cpu(report, service.thresholds):
+        found.discard("cpu_starved")  # starved by its neighbours on the shared cores: right
     shown = [(f.name, f.message) for f in report.findings]
     assert row.must <= found, (row.why, shown)
     forbidden = found if row.must_not == EVERYTHING else found & row.must_not

@@ -102,6 +102,16 @@ class StaffRows:
                 f"{self.db.dialect.insert_ignore} INTO archive_staff_jobs ({_SELECT})"
                 f" VALUES ({', '.join('?' for _ in COLUMNS)})", values)
 
+    def replace(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Write rows over any of the same key (a job archived again by hand)."""
+        rows = list(rows)
+        with self.db.transaction():
+            for r in rows:
+                self.db.execute("DELETE FROM archive_staff_jobs WHERE cluster = ? AND"
+                                " job_id = ? AND submit_time = ?",
+                                (r["cluster"], r["job_id"], r["submit_time"]))
+            self.put(rows)
+
     def count(self, w: Window) -> int:
         return int(self.db.query(f"SELECT COUNT(*) FROM archive_staff_jobs WHERE {w.sql}",  # noqa: S608
                                  w.params)[0][0])

@@ -112,16 +112,19 @@ class NoQueue:
         raise SourceUnavailable("cluster", "no slurm-exporter series")
 
 
-def fill(tmp: Path, n: int, users: int, clients: int) -> tuple[dict[str, list[str]], Path]:
-    """The archive and the view's rows; each client's job ids, newest last."""
+def fill(tmp: Path, n: int, users: int, clients: int,
+         heavy: int = 2000) -> tuple[dict[str, list[str]], Path]:
+    """The archive and the view's rows; each client's job ids, newest last (``user0000``
+    has ``heavy`` jobs)."""
     from webapp.archive.store import Archive
 
     until = int(time.time()) - 60
     archive = tmp / "archive.sqlite"
-    scale_archive.fill(str(archive), n, users, until=until)
+    scale_archive.fill(str(archive), n, users, until=until, heavy=heavy)
     chosen = {"user0000", *(f"user{i:04d}" for i in range(1, clients))}
     templates = scale_archive._templates()
-    mine = [j for j in scale_archive.staff_jobs(n, users, until=until) if j.user in chosen]
+    mine = [j for j in scale_archive.staff_jobs(n, users, until=until, heavy=heavy)
+            if j.user in chosen]
     with Archive(str(archive)) as a:
         with a.db.transaction():
             for j in mine:

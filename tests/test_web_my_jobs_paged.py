@@ -200,3 +200,30 @@ def test_before_the_first_sync_the_list_is_read_unpaged(tmp_path, client):
         page = client.get("/").get_data(as_text=True)
     assert 'class="pager"' not in page and set(_ids(page, "jobs")) == {"7001", "7002", "7003"}
 
+
+
+def test_the_load_benchs_app_serves_its_generated_site(tmp_path, monkeypatch):
+    """``bench/bench_web_scale.py`` at small scale, without gunicorn: its archive, its view
+    rows and its app serve each person's pages, report pages rebuilt from the archive."""
+    import bench_web_scale
+
+    per_user, view = bench_web_scale.fill(tmp_path, 3000, 100, 3, heavy=300)
+    assert sorted(per_user) == ["user0000", "user0001", "user0002"]
+    (tmp_path / "pw").write_text(f"user0001:{generate_password_hash('pw')}\n")
+    for key, value in {"BENCH_VIEW": str(view), "JOBREPORT_CLUSTER": CLUSTER,
+                       "JOBREPORT_ARCHIVE_URL": str(tmp_path / "archive.sqlite"),
+                       "JOBREPORT_PROMETHEUS_URL": "", "JOBREPORT_SECRET_KEY": "x" * 40,
+                       "JOBREPORT_PASSWORD_FILE": str(tmp_path / "pw"),
+                       "JOBREPORT_SESSION_COOKIE_SECURE": "0",
+                       "JOBREPORT_WEB_STATE": str(tmp_path / "s.sqlite"),
+                       "JOBREPORT_OUTBOX": str(tmp_path / "o.sqlite")}.items():
+        monkeypatch.setenv(key, value)
+    client = bench_web_scale.app().test_client()
+    _login(client, "user0001")
+    page = client.get("/").get_data(as_text=True)
+    assert len(_ids(page, "recent")) == bench_web_scale.RUNNING
+    mine = per_user["user0001"]
+    assert sorted(_ids(page, "jobs")) == sorted(mine)
+    report = client.get(f"/jobs/{mine[-1]}")
+    assert report.status_code == 200 and "archive" in report.get_data(as_text=True)
+    assert client.get(f"/jobs/{per_user['user0000'][0]}").status_code == 403

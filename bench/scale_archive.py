@@ -152,20 +152,22 @@ def fill_reports(url: str, n: int, users: int, progress: bool = True, **kw: obje
     reports (``archived_report``); rows written."""
     templates = _templates()
     archive = Archive(url)
+    jobs = iter(staff_jobs(n, users, **kw))
+    bar = tqdm(total=n, disable=not progress, unit="job", desc="reports")
+    written = 0
     try:
-        jobs = tqdm(staff_jobs(n, users, **kw), total=n, disable=not progress, unit="job",
-                    desc="reports")
         while True:
             batch = [archived_report(j, templates[j.gpus > 0])
                      for _, j in zip(range(BATCH), jobs, strict=False)]
             if not batch:
                 break
             with archive.db.transaction():
-                for record in batch:
-                    archive.put(record)
+                written += sum(archive.put(record) for record in batch)
+            bar.update(len(batch))
     finally:
+        bar.close()
         archive.close()
-    return n
+    return written
 
 
 def fill(url: str, n: int, users: int, progress: bool = True, **kw: object) -> int:

@@ -9,11 +9,12 @@ real ``AccountingSource`` SQL on an SQLite table (``tests/helpers/view_sqlite.py
 those people's jobs, plus two running jobs each (they lead "my jobs" page 1). Prometheus
 holds nothing of these jobs (a gap; the reports come from the archive), sacct lists none.
 
-Then gunicorn (``--workers``, this checkout's code) serves the app on a free loopback
-port and ``--clients`` threads each log in as their own user and, for ``--duration``
-seconds (at most ``--max-requests`` each), ask with a think time of ``--think`` seconds
-(uniform 0.5x-1.5x): 10 % a PDF of one of their 5 newest jobs, else HTML: "my jobs" page 1
-(30 %), a later page or another sort (30 %), a report page of one of their jobs (30 %).
+Then gunicorn (``--workers``, sync or ``--threads`` gthread; this checkout's code)
+serves the app on a free loopback port and ``--clients`` threads each log in as their
+own user and, for ``--duration`` seconds (at most ``--max-requests`` each), ask with a
+think time of ``--think`` seconds (uniform 0.5x-1.5x): 10 % a PDF of one of their 5
+newest jobs, else HTML: "my jobs" page 1 (30 %), a later page or another sort (30 %), a
+report page of one of their jobs (30 %).
 Prints p50/p95/p99 per kind and every error. Targets: HTML p95 <= 500 ms, no error.
 
     .venv/bin/python bench/bench_web_scale.py [--jobs 700000] [--clients 50] [--duration 120]
@@ -144,7 +145,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(tmp: Path, port: int, workers: int, users: list[str], view: Path):  # noqa: ANN201
+def start(tmp: Path, port: int, workers: int, threads: int, users: list[str],
+          view: Path):  # noqa: ANN201
     pw = tmp / "passwords"
     hashed = generate_password_hash(PASSWORD)
     pw.write_text("".join(f"{u}:{hashed}\n" for u in users))
@@ -156,9 +158,10 @@ def start(tmp: Path, port: int, workers: int, users: list[str], view: Path):  # 
                JOBREPORT_WEB_STATE=str(tmp / "web-state.sqlite"),
                JOBREPORT_OUTBOX=str(tmp / "outbox.sqlite"),
                BENCH_VIEW=str(view), PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'bench'}")
-    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-w", str(workers), "-b",
-                             f"127.0.0.1:{port}", "--log-level", "warning", "--timeout", "60",
-                             "bench_web_scale:app()"], cwd=ROOT, env=env)
+    kind = ["-k", "gthread", "--threads", str(threads)] if threads else []
+    proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-w", str(workers), *kind,
+                             "-b", f"127.0.0.1:{port}", "--log-level", "warning",
+                             "--timeout", "60", "bench_web_scale:app()"], cwd=ROOT, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -230,6 +233,8 @@ def main() -> int:
     ap.add_argument("--users", type=int, default=5000)
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads per worker (gunicorn's gthread); 0: sync workers")
     ap.add_argument("--duration", type=float, default=120.0)
     ap.add_argument("--max-requests", type=int, default=200)
     ap.add_argument("--think", type=float, default=2.0)
@@ -245,7 +250,7 @@ def main() -> int:
         base = f"http://127.0.0.1:{port}"
         out: list[tuple[str, float, int, str]] = []
         lock = threading.Lock()
-        proc = start(tmp, port, args.workers, sorted(per_user), view)
+        proc = start(tmp, port, args.workers, args.threads, sorted(per_user), view)
         try:
             load0 = os.getloadavg()
             stop = time.monotonic() + args.duration
@@ -269,7 +274,8 @@ def main() -> int:
         else:
             errors[f"{kind} {status} {why[:80]}"] += 1
     html = [s for k, v in by_kind.items() if k != "pdf" for s in v]
-    print(f"{len(threads)} people, {args.workers} gunicorn workers, {took:.0f} s, think "
+    print(f"{len(threads)} people, {args.workers} gunicorn workers"
+          f"{f' of {args.threads} threads' if args.threads else ''}, {took:.0f} s, think "
           f"{args.think} s; {len(out)} requests ({len(out) / took:.1f}/s); load average "
           f"{load0[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
     for kind in ("my jobs p1", "my jobs other", "report", "pdf"):

@@ -14,6 +14,13 @@ time as the exporter's split would give it on the captured RAPL package
 so 47.5 J per busy CPU-second). ``fill`` writes them into an archive in batches, with a
 progress bar.
 
+``fill_reports`` writes the same jobs as archived reports (``archive_jobs``, what the sync
+stores and the weekly digest reads): the archived form of the tests' sample reports (a
+busy CPU job; a two-GPU job with one GPU idle and every finding) given each generated
+job's identity, times and figures (request, run time, CPU time, peak, energy). Of their
+series only the GPUs' use and the CPU cores are kept (3-9 KB a record; the full plotted
+series add 20-35 KB a job that nothing timed here reads).
+
     .venv/bin/python bench/scale_archive.py ARCHIVE_URL [--jobs 700000] [--users 5000]
 """
 
@@ -25,6 +32,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tqdm import tqdm
@@ -32,7 +40,7 @@ from tqdm import tqdm
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from webapp.archive.staff_rows import StaffRows  # noqa: E402
-from webapp.archive.store import Archive  # noqa: E402
+from webapp.archive.store import Archive, ArchivedJob  # noqa: E402
 from webapp.report.staff import memory_peak  # noqa: E402
 from webapp.report.staff_archive import staff_row  # noqa: E402
 from webapp.sources.sacct import FIELDS, parse_sacct  # noqa: E402
@@ -107,6 +115,61 @@ def staff_jobs(n: int, users: int, days: float = 7.0, until: int = 1_800_000_000
             if s.cpu_seconds is not None else None)
 
 
+def _templates() -> dict[bool, dict]:
+    """Archived summary and series of a CPU and of a GPU sample report, by "has GPUs"."""
+    from tests.helpers.reports import busy_cpu_report, many_findings_report
+    from webapp.report.archived import archive_record
+
+    out = {}
+    for gpus, report in ((False, busy_cpu_report()), (True, many_findings_report())):
+        record = archive_record(report)
+        keep = ("cpu_cores", "gpu_utilization") if gpus else ("cpu_cores",)
+        out[gpus] = {"summary": record.summary,
+                     "series": {k: v for k, v in record.series.items() if k in keep}}
+    return out
+
+
+def _iso(t: float | None) -> str | None:
+    return datetime.fromtimestamp(t, UTC).isoformat() if t else None
+
+
+def archived_report(j: StaffJob, template: dict) -> ArchivedJob:
+    """The generated job ``j`` as an archived report shaped like ``template``'s."""
+    summary = dict(template["summary"])
+    summary.update(
+        cluster=CLUSTER, job_id=j.job_id, user=j.user, account=j.account, state=j.state,
+        partition=j.partition, cpus=j.cpus, gpus=j.gpus, nodes=list(j.nodes),
+        elapsed_seconds=j.elapsed, cpu_seconds=j.cpu_seconds,
+        memory_requested_bytes=j.memory_requested, memory_peak_bytes=j.max_rss,
+        submit_time=_iso(j.submit), start_time=_iso(j.start), end_time=_iso(j.end),
+        usage={**summary["usage"], "energy_joules": j.energy_joules})
+    return ArchivedJob(CLUSTER, j.job_id, int(j.submit or 0), int(j.end or 0), j.user,
+                       j.state, 30.0, summary, template["series"], float(j.end or 0))
+
+
+def fill_reports(url: str, n: int, users: int, progress: bool = True, **kw: object) -> int:
+    """Write ``staff_jobs(n, users, **kw)`` into the archive at ``url`` as archived
+    reports (``archived_report``); rows written."""
+    templates = _templates()
+    archive = Archive(url)
+    jobs = iter(staff_jobs(n, users, **kw))
+    bar = tqdm(total=n, disable=not progress, unit="job", desc="reports")
+    written = 0
+    try:
+        while True:
+            batch = [archived_report(j, templates[j.gpus > 0])
+                     for _, j in zip(range(BATCH), jobs, strict=False)]
+            if not batch:
+                break
+            with archive.db.transaction():
+                written += sum(archive.put(record) for record in batch)
+            bar.update(len(batch))
+    finally:
+        bar.close()
+        archive.close()
+    return written
+
+
 def fill(url: str, n: int, users: int, progress: bool = True, **kw: object) -> int:
     """Write ``staff_jobs(n, users, **kw)`` into the archive at ``url``; rows written."""
     archive = Archive(url)
@@ -132,8 +195,10 @@ def main() -> None:
     ap.add_argument("url")
     ap.add_argument("--jobs", type=int, default=700_000)
     ap.add_argument("--users", type=int, default=5000)
+    ap.add_argument("--reports", action="store_true",
+                    help="archived reports (the digest's input) instead of staff rows")
     args = ap.parse_args()
-    fill(args.url, args.jobs, args.users)
+    (fill_reports if args.reports else fill)(args.url, args.jobs, args.users)
 
 
 if __name__ == "__main__":

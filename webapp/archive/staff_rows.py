@@ -65,6 +65,10 @@ PAGE_SORTS = {
     "cpu_eff": "CASE WHEN cpu_seconds = 0 AND elapsed > 0 THEN 0 WHEN cpu_seconds > 0"
                " AND elapsed > 0 AND cpus > 0 THEN cpu_seconds / (elapsed * cpus) END",
     "gpu_util": "CASE WHEN gpus > 0 THEN gpu_utilization END",
+    # the peak over the request per node (``JobRow.memory_efficiency``)
+    "mem_eff": "CASE WHEN memory_peak IS NOT NULL AND memory_requested >= node_count"
+               " AND memory_requested > 0 THEN memory_peak * 1.0 / (memory_requested"
+               " / (CASE WHEN node_count > 1 THEN node_count ELSE 1 END)) END",
     "cpu_waste": f"CASE WHEN {_CPU_KNOWN} THEN (CASE WHEN elapsed * cpus > cpu_seconds"
                  " THEN (elapsed * cpus - cpu_seconds) / 3600.0 ELSE 0 END) END",
     "mem_waste": f"CASE WHEN {_MEM_KNOWN} THEN (CASE WHEN {_MEM_ASKED} > {_MEM_USED}"
@@ -97,6 +101,16 @@ class StaffRows:
             self.db.execute_many(
                 f"{self.db.dialect.insert_ignore} INTO archive_staff_jobs ({_SELECT})"
                 f" VALUES ({', '.join('?' for _ in COLUMNS)})", values)
+
+    def replace(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Write rows over any of the same key (a job archived again by hand)."""
+        rows = list(rows)
+        with self.db.transaction():
+            for r in rows:
+                self.db.execute("DELETE FROM archive_staff_jobs WHERE cluster = ? AND"
+                                " job_id = ? AND submit_time = ?",
+                                (r["cluster"], r["job_id"], r["submit_time"]))
+            self.put(rows)
 
     def count(self, w: Window) -> int:
         return int(self.db.query(f"SELECT COUNT(*) FROM archive_staff_jobs WHERE {w.sql}",  # noqa: S608
@@ -131,6 +145,17 @@ class StaffRows:
             sql += f" LIMIT {int(limit)}"
         return [dict(zip(COLUMNS, r, strict=True))
                 for r in self.db.query(sql, [*w.params, *params])]
+
+    def archived(self, cluster: str, job_ids: Sequence[str]) -> set[str]:
+        """The ids among ``job_ids`` that have a row (what a list need not show twice)."""
+        found: set[str] = set()
+        ids = list(dict.fromkeys(job_ids))
+        for i in range(0, len(ids), 500):  # bound the placeholders of one statement
+            chunk = ids[i : i + 500]
+            found.update(r[0] for r in self.db.query(
+                f"SELECT job_id FROM archive_staff_jobs WHERE cluster = ?"  # noqa: S608
+                f" AND job_id IN ({', '.join('?' for _ in chunk)})", [cluster, *chunk]))
+        return found
 
     def user_page(self, cluster: str, user: str, since: float, until: float,
                   sort: str = "submit", descending: bool = True, offset: int = 0,

@@ -133,6 +133,30 @@ class Archive:
         for row in self.db.query(sql + " ORDER BY end_time, job_id", params):
             yield _job(row)
 
+    def users(self, cluster: str, since: int, until: int) -> list[str]:
+        """The users with archived jobs that ended in [since, until], sorted."""
+        rows = self.db.query("SELECT DISTINCT user_name FROM archive_jobs WHERE cluster = ?"
+                             " AND end_time >= ? AND end_time <= ? AND user_name IS NOT NULL",
+                             (cluster, since, until))
+        return sorted(r[0] for r in rows)
+
+    def digest_jobs(self, cluster: str, user: str, since: int,
+                    until: int) -> list[ArchivedJob]:
+        """One user's archived jobs that ended in [since, until], oldest first, with only
+        the series a digest reads (the GPUs' use, of jobs with GPUs): the database cuts
+        them out of the stored series, which are most of a record's bytes."""
+        rows = self.db.query(
+            "SELECT cluster, job_id, submit_time, end_time, user_name, state, resolution,"
+            " summary, CASE WHEN JSON_EXTRACT(summary, '$.gpus') > 0 THEN"
+            " JSON_EXTRACT(series, '$.gpu_utilization') END, archived_at FROM archive_jobs"
+            " WHERE cluster = ? AND user_name = ?"
+            " AND end_time >= ? AND end_time <= ? ORDER BY end_time, job_id",
+            (cluster, user, since, until))
+        return [ArchivedJob(c, j, int(sub), int(end), u, st, float(res or 0),
+                            json.loads(summary), {"gpu_utilization": json.loads(gpu or "[]")},
+                            float(at))
+                for c, j, sub, end, u, st, res, summary, gpu, at in rows]
+
     def count(self, cluster: str) -> int:
         return int(self.db.query("SELECT count(*) FROM archive_jobs WHERE cluster = ?",
                                  (cluster,))[0][0])

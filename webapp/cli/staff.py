@@ -36,7 +36,8 @@ def add_staff_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE, not stdout")
     parser.add_argument("--record", action="store_true",
-                        help="first store the window's jobs' figures in the archive")
+                        help="first store the window's jobs' figures in the archive (the "
+                        "sync stores each job's as it archives it: for older jobs)")
     parser.add_argument("--from-archive", action="store_true",
                         help="rank the jobs recorded in the archive, summed by the database "
                         "(large sites: nothing read into memory)")

@@ -3,14 +3,14 @@ durable outbox, keyed ``cluster:digest:user:first-day`` so a re-run queues none 
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import make_msgid
 
 from webapp.archive.digest import Digest, build_digest
 from webapp.archive.mail_state import MailState
-from webapp.archive.store import Archive, ArchivedJob
+from webapp.archive.store import Archive
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
 from webapp.mail.policy import owner_address, read_opt_out
 from webapp.mail.sending import Connect, owner_opt_out_url
@@ -41,18 +41,20 @@ class DigestRun:
 
 def digests(settings: Settings, archive: Archive, since: int, until: int,
             users: frozenset[str] = frozenset()) -> tuple[list[Digest], Counter]:
-    """Each user's digest of the week (only ``users`` when given), and who was skipped."""
+    """Each user's digest of the week (only ``users`` when given), and who was skipped.
+
+    One user's jobs at a time, read without the series a digest does not use: a week of
+    a large site (hundreds of thousands of jobs) never sits in memory at once."""
     mail = MailState(archive.db)
     opted = read_opt_out(settings.mail_opt_out) | mail.opted_out(settings.cluster).keys()
-    per_user: dict[str, list[ArchivedJob]] = defaultdict(list)
-    for job in archive.jobs(settings.cluster, since, until - 1):
-        if job.user and (not users or job.user in users):
-            per_user[job.user].append(job)
     out, skipped = [], Counter()
-    for user, jobs in sorted(per_user.items()):
+    for user in archive.users(settings.cluster, since, until - 1):
+        if users and user not in users:
+            continue
         if user in opted:
             skipped["opted out"] += 1
             continue
+        jobs = archive.digest_jobs(settings.cluster, user, since, until - 1)
         out.append(build_digest(settings.cluster, user, since, until, jobs,
                                 mail.folded(settings.cluster, user)))
     return out, skipped

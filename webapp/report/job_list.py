@@ -36,6 +36,7 @@ from webapp.unused import Held, gpus_busy, unused
 DEFAULT_DAYS = 7
 MAX_DAYS = 90  # a bounded window: the queries grow with it
 MAX_NAME = 200
+MAX_PAGE = 100_000  # pages of a database-paged list (50 rows each): bounded, like days
 STATES = LIST_STATES
 # Mean GPU utilisation of each job, one query for all of them (the staff report's too).
 RUNNING_NOTE = "not ended: the report has the live figures"
@@ -116,7 +117,7 @@ WASTE_KEYS = ("cpu_waste", "gpu_waste", "mem_waste")
 @dataclass(frozen=True)
 class ListQuery:
     """A job list's validated parameters: ``?days=7&state=FAILED&name=train&findings=1
-    &sort=cpu_eff&order=asc``."""
+    &sort=cpu_eff&order=asc&page=2`` (``page``: lists the database pages)."""
 
     days: int = DEFAULT_DAYS
     state: str = ""
@@ -125,6 +126,7 @@ class ListQuery:
     sort: str = "submit"
     order: str = "desc"
     cluster: str = ""  # one of several clusters, "" for all
+    page: int = 1
 
     @classmethod
     def parse(cls, args: Mapping[str, str], clusters: Iterable[str] = (),
@@ -138,21 +140,25 @@ class ListQuery:
         order = params.choice(args, "order", ("asc", "desc"),
                               "asc" if sort in ("job", "name", "user") else "desc")
         cluster = params.choice(args, "cluster", clusters)
-        return cls(days, state, name, findings, sort, order, cluster)
+        page = params.whole_number(args, "page", 1, MAX_PAGE, 1)
+        return cls(days, state, name, findings, sort, order, cluster, page)
 
     def args(self, **changes: object) -> dict[str, str]:
         """The query string of this list with ``changes`` (for links), defaults left out."""
         q = replace(self, **changes)  # type: ignore[arg-type]
         out = {"days": str(q.days) if q.days != DEFAULT_DAYS else "", "state": q.state,
                "name": q.name, "findings": "1" if q.findings_only else "",
-               "sort": q.sort, "order": q.order, "cluster": q.cluster}
+               "sort": q.sort, "order": q.order, "cluster": q.cluster,
+               "page": str(q.page) if q.page != 1 else ""}
         return {k: v for k, v in out.items() if v}
 
     def sort_link(self, key: str) -> dict[str, str]:
-        """The column header's link: this column, the other order when it is the current."""
+        """The column header's link: this column, the other order when it is the current;
+        back to the first page (another order is another list)."""
         if key == self.sort:
-            return self.args(order="asc" if self.order == "desc" else "desc")
-        return self.args(sort=key, order="asc" if key in ("job", "name", "user") else "desc")
+            return self.args(order="asc" if self.order == "desc" else "desc", page=1)
+        return self.args(sort=key, order="asc" if key in ("job", "name", "user") else "desc",
+                         page=1)
 
     def since(self, now: datetime) -> datetime:
         return now - timedelta(days=self.days)

@@ -56,9 +56,12 @@ class StaffReport:
 
 def memory_peak(j: StaffJob) -> int | None:
     """The report's peak of the job's busiest node (sacct's side of ``webapp.report.peak``:
-    MaxRSS x tasks per node), else the largest task's MaxRSS."""
-    peak = sacct_peak(j.sacct) if j.sacct is not None else None
-    return peak.bytes if peak is not None else j.max_rss
+    MaxRSS x tasks per node; None where the report has none, as for a MaxRSS of 0), else,
+    for a job without its sacct record (an archived row), the peak stored with it."""
+    if j.sacct is None:
+        return j.max_rss
+    peak = sacct_peak(j.sacct)
+    return peak.bytes if peak is not None else None
 
 
 def _h(seconds: float) -> str:

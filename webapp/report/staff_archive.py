@@ -4,7 +4,8 @@ and the rankings done by the database (``webapp.archive.staff_rows``).
 Per-user tables read one GROUP BY row per user; each per-job table reads only the rows
 its filter keeps, largest first, ``rows`` of them, and hands them to the very function
 the in-memory path uses, so both paths filter, sort and format alike. ``staff_row`` is
-the one mapping of a ``StaffJob`` to its archived row and back.
+the one mapping of a ``StaffJob`` to its archived row and back; ``report_staff_job`` is
+the staff figures of a job the sync archives, read off the report it built.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from webapp.archive.alerts import AlertRecord
 from webapp.archive.staff_rows import StaffRows, Window
+from webapp.model import JobReport
 from webapp.report.staff import (
     GIB,
     HOUR,
@@ -49,6 +51,39 @@ def staff_row(cluster: str, j: StaffJob) -> dict[str, Any]:
         "pending_reasons": json.dumps(j.pending_reasons) if j.pending_reasons else None,
         "energy_joules": j.energy_joules,
     }
+
+
+def _ts(t: Any) -> float | None:
+    return t.timestamp() if t is not None else None
+
+
+def report_staff_job(report: JobReport, submit_time: int, end_time: int) -> StaffJob:
+    """The staff figures of an ended job from its report, keyed as the sync archives it.
+
+    The sacct side is the report's (after precedence, as the staff window's sacct call
+    reads it); the Prometheus side is what the window's bulk queries ask, taken from
+    the report's series: the GPUs' mean use and highest memory, each node's CPU seconds
+    (its mean cores busy x elapsed), the energy counters, the pending reasons. The peak
+    is the report's own (the busiest node's; sacct's estimate when Prometheus has none).
+    """
+    u = report.usage
+    elapsed = report.elapsed_seconds or 0.0
+    gpu_memory = [m for s in u.gpu_memory_used if (m := s.max()) is not None]
+    node_cpu = {s.label: mean * elapsed for s in u.cpu_cores
+                if (mean := s.mean()) is not None} if elapsed else {}
+    reasons = report.queue.reasons if report.queue is not None else ()
+    return StaffJob(
+        report.job_id, report.metrics_id or report.job_id, report.user or "",
+        report.account or "", report.partition or "", report.state or "",
+        float(submit_time) if submit_time else _ts(report.submit_time),
+        _ts(report.start_time), float(end_time) if end_time else _ts(report.end_time),
+        elapsed, report.time_limit_seconds, report.cpus or 0, report.nodes,
+        report.memory_requested_bytes, report.gpus, report.cpu_seconds,
+        report.memory_peak_bytes, report.gpu_utilization,
+        max(gpu_memory) if gpu_memory else None,
+        float(u.gpu_memory_total_bytes) if u.gpu_memory_total_bytes is not None else None,
+        node_cpu, tuple((r.reason, r.seconds) for r in reasons),
+        energy_joules=u.energy_joules)
 
 
 def staff_job(r: Mapping[str, Any]) -> StaffJob:

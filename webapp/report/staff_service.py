@@ -25,11 +25,13 @@ def _source(settings: Settings) -> StaffDataSource:
                            timeout=max(settings.sacct_timeout, 120.0))
 
 
-def record_window(settings: Settings, since: float, until: float) -> int:
+def record_window(settings: Settings, since: float, until: float,
+                  source: StaffDataSource | None = None) -> int:
     """Store the staff figures of the jobs that ended in [since, until] in the archive
     (one sacct call and the bulk queries, as for a report); how many jobs. Jobs already
-    stored are kept."""
-    jobs = _source(settings).jobs(since, until)
+    stored are kept (``jobreport sync`` writes each job's row as it archives it: this
+    fills in jobs archived before it did)."""
+    jobs = (source or _source(settings)).jobs(since, until)
     archive = Archive(settings.archive_url)
     try:
         with archive.db.transaction():

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from webapp.archive.mail_state import MailState
+from webapp.archive.staff_rows import StaffRows
 from webapp.archive.store import Archive, ArchiveBusy
 from webapp.mail.chat import Notify, apprise_notify, deliver_chat
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
@@ -31,6 +32,7 @@ from webapp.mail.sending import Connect, smtp_connect
 from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
 from webapp.report.archived import archive_record
 from webapp.report.service import ReportService
+from webapp.report.staff_archive import report_staff_job, staff_row
 from webapp.settings import Settings
 from webapp.sources.accounting import is_stand_in
 from webapp.sources.admin_comment import comment_writer_from
@@ -250,10 +252,20 @@ class Syncer:
                 finished.append(stream)
 
     def _archive(self, job: EndedJob, report: JobReport, replace: bool) -> str:
+        """The report, and the job's staff row (``staff-report --from-archive`` reads
+        those, so no daily ``--record`` is needed); both keyed as the job was selected."""
         record = archive_record(report, job.submit_time, job.end_time)
+        row = staff_row(report.cluster, report_staff_job(report, job.submit_time,
+                                                         job.end_time))
+        rows = StaffRows(self.archive.db)
         if replace:
+            rows.replace([row])
             return "archived again" if self.archive.replace(record) else "archived"
-        return "archived" if self.archive.put(record) else "already archived"
+        # Written even when the report was there already: a run killed between the two
+        # leaves the row to the next one.
+        outcome = "archived" if self.archive.put(record) else "already archived"
+        rows.put([row])
+        return outcome
 
 
 def _deliver(outbox: Outbox, connect: Connect, notify: Notify) -> tuple[Counter, Counter]:

@@ -3,7 +3,9 @@ or account's (``/accounts/<name>``) jobs and their top waste for the staff.
 
 Server-rendered tables sorted through links (``?sort=cpu_eff&order=asc``); every
 parameter is validated (``query_params``: 400 naming it), every SQL value bound by the
-sources.
+sources. The home page of one cluster is paged by the archive's database
+(``report.my_jobs``: ``?page=2``) whenever the sync has run and the sort is one it
+indexes; otherwise, and on the staff pages, the list is read whole and sorted here.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from webapp.report.job_list import (
     top_waste,
     totals,
 )
+from webapp.report.my_jobs import MyJobs, paged
 from webapp.report.query_params import slurm_name
+from webapp.report.service import ReportService
 from webapp.web import auth
 from webapp.web.reports import get_service
 
@@ -70,9 +74,29 @@ def _page(template: str, q: ListQuery, rows: list[JobRow], gaps: list[str], **ex
                            **extra)
 
 
+def _paged(q: ListQuery) -> MyJobs | None:
+    """The database's page of the user's jobs, when one cluster is listed and it can."""
+    s = auth.settings()
+    if s.multi_cluster and not q.cluster:
+        return None  # one page across clusters would need one archive for all of them
+    service = get_service(q.cluster or None)
+    if not isinstance(service, ReportService):
+        return None
+    return paged(service, g.user, q, datetime.now(UTC))
+
+
 def my_jobs():
     """The signed-in user's jobs of the last days (the home page), with the lookup form."""
     q = _query()
+    mine = _paged(q)
+    if mine is not None:
+        s = auth.settings()
+        gaps = [f"{gap[0].upper()}{gap[1:]}." for gap in mine.gaps]
+        return render_template("index.html", q=q, rows=mine.rows, total=mine.total,
+                               paged=mine, gaps=gaps, states=STATES,
+                               clusters=s.cluster_names if s.multi_cluster else (),
+                               endpoint=request.endpoint, view_args=request.view_args or {},
+                               title="My jobs", who=g.user)
     rows, gaps = _rows(q, user=g.user)
     return _page("index.html", q, rows, gaps, title="My jobs", who=g.user)
 

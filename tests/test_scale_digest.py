@@ -1,0 +1,45 @@
+"""The weekly digests at small scale, from archived reports made by the scale generator
+(``bench/scale_archive.fill_reports``): read one user at a time without the series a
+digest does not use, they equal the digests built from every full record of the week, GPU
+waste included; so ``bench/bench_digest.py``'s generator and query cannot rot."""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+import scale_archive  # noqa: E402
+
+from webapp.archive.digest import build_digest  # noqa: E402
+from webapp.archive.store import Archive  # noqa: E402
+from webapp.mail.digest import digests  # noqa: E402
+from webapp.settings import Settings  # noqa: E402
+
+UNTIL = 1_800_000_000
+SINCE = UNTIL - 7 * 86400
+
+
+def test_digests_read_per_user_equal_those_of_the_whole_week(tmp_path):
+    url = str(tmp_path / "archive.sqlite")
+    assert scale_archive.fill_reports(url, 1600, 30, progress=False, until=UNTIL,
+                                      heavy=200) == 1600
+    settings = Settings.from_env({"JOBREPORT_CLUSTER": scale_archive.CLUSTER,
+                                  "JOBREPORT_ARCHIVE_URL": url,
+                                  "JOBREPORT_OUTBOX": str(tmp_path / "outbox.sqlite")})
+    with Archive(url) as archive:
+        got, skipped = digests(settings, archive, SINCE, UNTIL + 1)
+        per_user = defaultdict(list)
+        for job in archive.jobs(scale_archive.CLUSTER, SINCE, UNTIL):
+            assert job.series.keys() >= {"cpu_cores"}  # the full record, as stored
+            per_user[job.user].append(job)
+    want = [build_digest(scale_archive.CLUSTER, u, SINCE, UNTIL + 1, jobs)
+            for u, jobs in sorted(per_user.items())]
+    assert not skipped and len(got) == len(want) == 30
+    assert got == want
+    heavy = next(d for d in got if d.user == "user0000")
+    assert len(heavy.jobs) == 200 and heavy.top_finding is not None
+    assert sum(d.gpu_hours for d in got) > 0  # GPU jobs' series were read, and used
+    assert sum(d.energy_kwh or 0 for d in got) > 0

@@ -1,0 +1,229 @@
+"""The home page's job list paged by the archive's database, through the Flask test
+client: a real SQLite archive filled by the scale generator (``bench/scale_archive.py``),
+the real report service, and the accounting view's own SQL on captured rows (SQLite,
+``tests/helpers/view_sqlite.py``) for the jobs the archive does not hold yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from werkzeug.security import generate_password_hash
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+
+import scale_archive  # noqa: E402
+
+from tests.helpers.view_sqlite import SqliteView  # noqa: E402
+from webapp import create_app  # noqa: E402
+from webapp.archive.staff_rows import StaffRows  # noqa: E402
+from webapp.archive.store import Archive  # noqa: E402
+from webapp.report.job_list import ListQuery, select  # noqa: E402
+from webapp.report.job_page import row_of  # noqa: E402
+from webapp.report.service import ReportService  # noqa: E402
+from webapp.report.staff_archive import staff_row  # noqa: E402
+from webapp.settings import Settings  # noqa: E402
+from webapp.sources.accounting import AccountingSource  # noqa: E402
+from webapp.sources.no_metrics import NoMetrics  # noqa: E402
+from webapp.sources.sacct import SacctSource  # noqa: E402
+
+CLUSTER = scale_archive.CLUSTER
+NOW = int(time.time())
+SYNCED = NOW - 120  # the sync's watermark: two minutes ago
+ROWS = json.loads((Path(__file__).resolve().parent.parent / "fixtures" / "accounting"
+                   / "local-jobs-view-rows.json").read_text())
+HEAVY = 300  # alice's archived jobs: six pages of 50
+
+
+def _view_rows() -> list[dict]:
+    """DERIVED from the captured rows of alice's job 1240 and bob's 1241: renumbered and
+    moved to now. 7001 runs, 7002 ended after the watermark (not archived), 7003 ended
+    after it and was archived in the same second (listed once), bob's 7004 runs."""
+    busy = next(r for r in ROWS if r["job_id"] == 1240)
+    idle = next(r for r in ROWS if r["job_id"] == 1241)
+    at = {"cluster": CLUSTER, "submit_time": NOW - 600, "start_time": NOW - 590}
+    return [
+        {**busy, **at, "job_id": 7001, "state": 1, "end_time": 0, "job_name": "running"},
+        {**busy, **at, "job_id": 7002, "end_time": NOW - 30, "job_name": "just-ended"},
+        {**busy, **at, "job_id": 7003, "end_time": SYNCED, "job_name": "archived-now"},
+        {**idle, **at, "job_id": 7004, "state": 1, "end_time": 0},
+    ]
+
+
+def _jobs() -> list:
+    """The generator's week ending now; its busy user is alice, and one more job is 7003."""
+    jobs = [dataclasses.replace(j, user="alice") if j.user == "user0000" else j
+            for j in scale_archive.staff_jobs(1800, 20, until=SYNCED, heavy=HEAVY)]
+    last = next(j for j in reversed(jobs) if j.user == "alice")
+    return [*jobs, dataclasses.replace(last, job_id="7003", raw_id="7003", end=SYNCED)]
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    path = tmp_path_factory.mktemp("paged") / "archive.sqlite"
+    with Archive(str(path)) as a:
+        with a.db.transaction():
+            StaffRows(a.db).put(staff_row(CLUSTER, j) for j in _jobs())
+        a.advance(CLUSTER, "archive", SYNCED)
+    return str(path)
+
+
+@pytest.fixture
+def client(tmp_path, archive):
+    pw = tmp_path / "pw"
+    pw.write_text("".join(f"{u}:{generate_password_hash('pw')}\n" for u in ("alice", "bob")))
+    settings = Settings(secret_key="x" * 40, password_file=str(pw), cluster=CLUSTER,
+                        session_cookie_secure=False, web_state=str(tmp_path / "s.sqlite"),
+                        archive_url=archive)
+    view = SqliteView(_view_rows())
+    service = ReportService(
+        settings, accounting=AccountingSource("mysql://unused", CLUSTER, connect=lambda: view),
+        sacct=SacctSource("sacct", cluster=CLUSTER, runner=lambda argv: ""),
+        prometheus=NoMetrics(CLUSTER), archive=Archive(archive))
+    return create_app(settings, service).test_client()
+
+
+def _login(client, user: str = "alice") -> None:
+    client.get("/login")
+    with client.session_transaction() as s:
+        token = s["csrf"]
+    r = client.post("/login", data={"username": user, "password": "pw", "csrf_token": token})
+    assert r.status_code == 302
+
+
+def _ids(page: str, table: str) -> list[str]:
+    body = re.search(rf'<table class="jobs" id="{table}">(.*?)</table>', page, re.S)
+    assert body, f"no table {table}"
+    return re.findall(r'data-job="([^"]+)"', body.group(1))
+
+
+def _links(page: str) -> dict[str, str]:
+    """The pager's links: rel -> the page it goes to."""
+    return {rel: (re.findall(r"page=(\d+)", href) or ["1"])[0]
+            for rel, href in re.findall(r'rel="(first|prev|next|last)" href="([^"]*)"', page)}
+
+
+def _expected(q: ListQuery) -> list[str]:
+    """alice's archived jobs in the list's own order (Python's sort of the same rows)."""
+    mine = [row_of(staff_row(CLUSTER, j)) for j in _jobs() if j.user == "alice"]
+    return [r.job_id for r in select(mine, q)]
+
+
+def test_first_page_lists_the_jobs_not_archived_yet_then_fifty_archived_ones(client):
+    _login(client)
+    page = client.get("/").get_data(as_text=True)
+    # Running and ended since the sync, from the view; 7003 is archived: listed once.
+    assert sorted(_ids(page, "recent")) == ["7001", "7002"]
+    archived = _ids(page, "jobs")
+    assert archived == _expected(ListQuery())[:50]
+    assert "7003" in archived and "7004" not in page  # bob's running job is his
+    assert "page 1 of 7" in page  # 301 archived jobs
+    assert _links(page) == {"next": "2", "last": "7"}
+    assert "Archived: 1–50 of 301 jobs" in page
+
+
+def test_later_pages_are_cut_by_the_database_and_link_both_ways(client):
+    _login(client)
+    page = client.get("/?page=3").get_data(as_text=True)
+    assert _ids(page, "jobs") == _expected(ListQuery())[100:150]
+    assert 'id="recent"' not in page  # the live jobs lead page 1 only
+    assert _links(page) == {"first": "1", "prev": "2", "next": "4", "last": "7"}
+    last = client.get("/?page=7").get_data(as_text=True)
+    assert _ids(last, "jobs") == _expected(ListQuery())[300:]
+    assert "Archived: 301–301 of 301 jobs" in last
+    assert _links(last) == {"first": "1", "prev": "6"}
+
+
+@pytest.mark.parametrize(("sort", "order"), [("cpu_eff", "asc"), ("mem_eff", "desc"),
+                                             ("elapsed", "desc"), ("gpu_util", "desc")])
+def test_a_sort_the_page_offers_is_done_by_the_database(client, sort, order):
+    _login(client)
+    q = ListQuery(sort=sort, order=order, page=2)
+    page = client.get(f"/?sort={sort}&order={order}&page=2").get_data(as_text=True)
+    got, want = _ids(page, "jobs"), _expected(q)
+    assert len(got) == 50
+    # Equal values may tie in another order; the sort key's values must match row by row.
+    from webapp.report.job_list import SORT_KEYS
+
+    rows = {r.job_id: r for r in (row_of(staff_row(CLUSTER, j)) for j in _jobs())}
+    assert [SORT_KEYS[sort](rows[i]) for i in got] == \
+        [SORT_KEYS[sort](rows[i]) for i in want[50:100]]
+    # The column headers start the other order (or column) from the first page.
+    assert f'href="/?sort={sort}&amp;order={"desc" if order == "asc" else "asc"}"' in page
+
+
+def test_state_filter_is_applied_by_the_database(client):
+    _login(client)
+    page = client.get("/?state=OUT_OF_MEMORY").get_data(as_text=True)
+    oom = _expected(ListQuery(state="OUT_OF_MEMORY"))
+    assert 0 < len(oom) < 50
+    assert _ids(page, "jobs") == oom
+    assert f"Archived: 1–{len(oom)} of {len(oom)} jobs, page 1 of 1" in page
+    assert _ids(page, "recent") == []  # the view's jobs are running or COMPLETED
+
+
+def test_sorts_the_archive_does_not_index_list_the_jobs_unpaged(client):
+    _login(client)
+    page = client.get("/?sort=name").get_data(as_text=True)
+    assert 'class="pager"' not in page and 'id="recent"' not in page
+    assert {"7001", "7002"} <= set(_ids(page, "jobs"))  # the view's jobs, as before
+
+
+def test_bad_pages_are_refused_and_a_page_past_the_end_links_back(client):
+    _login(client)
+    for bad in ("0", "-1", "abc", "1e3", "100001"):
+        assert client.get(f"/?page={bad}").status_code == 400
+    page = client.get("/?page=40").get_data(as_text=True)
+    assert _ids(page, "jobs") == [] and _links(page)["prev"] == "7"
+
+
+def test_another_user_sees_only_their_own_jobs(client):
+    _login(client, "bob")
+    page = client.get("/").get_data(as_text=True)
+    assert _ids(page, "recent") == ["7004"]
+    assert _ids(page, "jobs") == [] and "page 1 of 1" in page
+
+
+def test_before_the_first_sync_the_list_is_read_unpaged(tmp_path, client):
+    with Archive(str(tmp_path / "fresh.sqlite")) as a:  # no watermark: never synced
+        service = client.application.extensions["jobreport.service"]
+        fresh = ReportService(service.settings, accounting=service.accounting,
+                              sacct=service.sacct, prometheus=service.prometheus, archive=a)
+        client.application.extensions["jobreport.service"] = fresh
+        _login(client)
+        page = client.get("/").get_data(as_text=True)
+    assert 'class="pager"' not in page and set(_ids(page, "jobs")) == {"7001", "7002", "7003"}
+
+
+
+def test_the_load_benchs_app_serves_its_generated_site(tmp_path, monkeypatch):
+    """``bench/bench_web_scale.py`` at small scale, without gunicorn: its archive, its view
+    rows and its app serve each person's pages, report pages rebuilt from the archive."""
+    import bench_web_scale
+
+    per_user, view = bench_web_scale.fill(tmp_path, 3000, 100, 3, heavy=300)
+    assert sorted(per_user) == ["user0000", "user0001", "user0002"]
+    (tmp_path / "pw").write_text(f"user0001:{generate_password_hash('pw')}\n")
+    for key, value in {"BENCH_VIEW": str(view), "JOBREPORT_CLUSTER": CLUSTER,
+                       "JOBREPORT_ARCHIVE_URL": str(tmp_path / "archive.sqlite"),
+                       "JOBREPORT_PROMETHEUS_URL": "", "JOBREPORT_SECRET_KEY": "x" * 40,
+                       "JOBREPORT_PASSWORD_FILE": str(tmp_path / "pw"),
+                       "JOBREPORT_SESSION_COOKIE_SECURE": "0",
+                       "JOBREPORT_WEB_STATE": str(tmp_path / "s.sqlite"),
+                       "JOBREPORT_OUTBOX": str(tmp_path / "o.sqlite")}.items():
+        monkeypatch.setenv(key, value)
+    client = bench_web_scale.app().test_client()
+    _login(client, "user0001")
+    page = client.get("/").get_data(as_text=True)
+    assert len(_ids(page, "recent")) == bench_web_scale.RUNNING
+    mine = per_user["user0001"]
+    assert sorted(_ids(page, "jobs")) == sorted(mine)
+    report = client.get(f"/jobs/{mine[-1]}")
+    assert report.status_code == 200 and "archive" in report.get_data(as_text=True)
+    assert client.get(f"/jobs/{per_user['user0000'][0]}").status_code == 403

@@ -40,6 +40,8 @@ bench: stack ## every benchmark; the web one on the newest completed job of the 
 bench-scale: ## a week of a large site (700,000 jobs) and jobs of 10-1,000 nodes; no stack needed
 	$(PY) bench/bench_scale.py --jobs 10000,100000,700000 --in-memory
 	$(PY) bench/bench_many_nodes.py --nodes 10,100,1000 --per-node
+	$(PY) bench/bench_digest.py --jobs 10000,100000 --runs 3
+	$(PY) bench/bench_web_scale.py --jobs 700000 --clients 50 --duration 60
 
 clean:
 	rm -rf $(VENV) var test-artifacts

@@ -20,7 +20,7 @@ from webapp.formatting import JOULES_PER_KWH
 from webapp.unused import Held, gpus_busy, unused
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per job of the week: no dict each
 class JobWaste:
     job_id: str
     job_name: str | None

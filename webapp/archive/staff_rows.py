@@ -157,6 +157,12 @@ class StaffRows:
                 f" AND job_id IN ({', '.join('?' for _ in chunk)})", [cluster, *chunk]))
         return found
 
+    def user_count(self, cluster: str, user: str, since: float, until: float) -> int:
+        """How many of ``user``'s rows ended in [since, until]."""
+        return int(self.db.query("SELECT COUNT(*) FROM archive_staff_jobs WHERE cluster = ?"
+                                 " AND user_name = ? AND end_time >= ? AND end_time <= ?",
+                                 (cluster, user, int(since), int(until)))[0][0])
+
     def user_page(self, cluster: str, user: str, since: float, until: float,
                   sort: str = "submit", descending: bool = True, offset: int = 0,
                   limit: int = 50, state: str | None = None) -> tuple[list[dict[str, Any]], int]:

@@ -133,6 +133,12 @@ class Archive:
         for row in self.db.query(sql + " ORDER BY end_time, job_id", params):
             yield _job(row)
 
+    def user_count(self, cluster: str, user: str, since: int, until: int) -> int:
+        """How many of ``user``'s archived jobs ended in [since, until]."""
+        return int(self.db.query("SELECT COUNT(*) FROM archive_jobs WHERE cluster = ? AND"
+                                 " user_name = ? AND end_time >= ? AND end_time <= ?",
+                                 (cluster, user, since, until))[0][0])
+
     def users(self, cluster: str, since: int, until: int) -> list[str]:
         """The users with archived jobs that ended in [since, until], sorted."""
         rows = self.db.query("SELECT DISTINCT user_name FROM archive_jobs WHERE cluster = ?"

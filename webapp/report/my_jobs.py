@@ -40,14 +40,20 @@ class MyJobs:
 def paged(service: ReportService, user: str, q: ListQuery, now: datetime,
           per_page: int = PER_PAGE) -> MyJobs | None:
     """The page ``q.page`` of ``user``'s jobs on the service's cluster; None when the
-    database cannot serve this list (no archive, no sync yet, or a name, findings or sort
-    the archive does not index): the caller lists the jobs the unpaged way."""
+    database cannot serve this list (no archive, no sync yet, archived jobs without their
+    row, or a name, findings or sort the archive does not index): the caller lists the
+    jobs the unpaged way."""
     archive = service.archive
     if archive is None:
         return None
     cluster = service.settings.cluster
     mark = archive.watermark(cluster, STREAM)
     if mark is None:
+        return None
+    # Jobs archived before the sync wrote staff rows would be missing from the page.
+    since, until = int(q.since(now).timestamp()), int(now.timestamp())
+    if StaffRows(archive.db).user_count(cluster, user, since, until) < \
+            archive.user_count(cluster, user, since, until):
         return None
     found = archive_page(archive, cluster, user, q, now, q.page, per_page)
     if found is None:

@@ -81,7 +81,7 @@ def _paged(q: ListQuery) -> MyJobs | None:
         return None  # one page across clusters would need one archive for all of them
     service = get_service(q.cluster or None)
     if not isinstance(service, ReportService):
-        return None
+        return None  # a stand-in service (the tests' reports) has no archive to page
     return paged(service, g.user, q, datetime.now(UTC))
 
 

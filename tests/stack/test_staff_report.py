@@ -62,8 +62,9 @@ def sacct_jobs(since: int, until: int) -> dict[str, dict]:
                          "mem": size(tres.get("mem", "")), "gpus": int(tres.get("gres/gpu", 0)),
                          "cpu": cpu_time(p[8]), "rss": None, "nodes": int(p[14] or 1),
                          "wait": float(p[11]) - float(p[10]) if p[10].isdigit() else None}
-        elif jid in jobs and size(p[9]) is not None:
-            # The report's peak: MaxRSS x the step's tasks per node, for the largest step.
+        elif jid in jobs and (size(p[9]) or 0) > 0:
+            # The report's peak: MaxRSS x the step's tasks per node, for the largest step
+            # (a MaxRSS of 0, a step over before its first sample, is an unknown peak).
             per_node = math.ceil(int(p[13] or 1) / max(1, int(p[14] or 1)))
             jobs[jid]["rss"] = max(jobs[jid]["rss"] or 0.0, size(p[9]) * per_node)
     return jobs

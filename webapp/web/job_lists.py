@@ -11,6 +11,7 @@ indexes; otherwise, and on the staff pages, the list is read whole and sorted he
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from flask import Blueprint, abort, g, render_template, request
@@ -67,8 +68,14 @@ def _rows(q: ListQuery, user: str | None = None,
 
 
 def _page(template: str, q: ListQuery, rows: list[JobRow], gaps: list[str], **extra):
+    """A list read whole: filtered, sorted and cut here."""
+    return _render(template, q, select(rows, q), len(rows), gaps, **extra)
+
+
+def _render(template: str, q: ListQuery, rows: Sequence[JobRow], total: int, gaps: list[str],
+            **extra):
     s = auth.settings()
-    return render_template(template, q=q, rows=select(rows, q), total=len(rows), gaps=gaps,
+    return render_template(template, q=q, rows=rows, total=total, gaps=gaps,
                            states=STATES, clusters=s.cluster_names if s.multi_cluster else (),
                            endpoint=request.endpoint, view_args=request.view_args or {},
                            **extra)
@@ -89,14 +96,10 @@ def my_jobs():
     """The signed-in user's jobs of the last days (the home page), with the lookup form."""
     q = _query()
     mine = _paged(q)
-    if mine is not None:
-        s = auth.settings()
+    if mine is not None:  # already filtered, sorted and cut by the database
         gaps = [f"{gap[0].upper()}{gap[1:]}." for gap in mine.gaps]
-        return render_template("index.html", q=q, rows=mine.rows, total=mine.total,
-                               paged=mine, gaps=gaps, states=STATES,
-                               clusters=s.cluster_names if s.multi_cluster else (),
-                               endpoint=request.endpoint, view_args=request.view_args or {},
-                               title="My jobs", who=g.user)
+        return _render("index.html", q, mine.rows, mine.total, gaps, paged=mine,
+                       title="My jobs", who=g.user)
     rows, gaps = _rows(q, user=g.user)
     return _page("index.html", q, rows, gaps, title="My jobs", who=g.user)
 

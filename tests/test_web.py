@@ -25,7 +25,8 @@ def web_settings(tmp_path) -> Settings:
     pw.write_text(f"# user:hash\nalice:{hashed}\nbob:{hashed}\nstaffer:{hashed}\n")
     return Settings(secret_key=SECRET, password_file=str(pw),
                     staff=frozenset({"staffer"}), outbox=str(tmp_path / "outbox.sqlite"),
-                    web_state=str(tmp_path / "web-state.sqlite"))
+                    web_state=str(tmp_path / "web-state.sqlite"),
+                    pdf_cache_dir=str(tmp_path / "pdf-cache"))
 
 
 @pytest.fixture

@@ -1,9 +1,13 @@
-"""PDF builds: a bounded number at once per worker (503 + Retry-After beyond), finished
-PDFs of ended jobs kept within a byte budget; error pages keep their headers."""
+"""PDF builds: a bounded number at once per host, whichever worker asks (503 +
+Retry-After beyond), finished PDFs of ended jobs kept on disk for every worker within a
+byte budget; error pages keep their headers."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -11,6 +15,7 @@ import pytest
 from tests.helpers.reports import default_service, sample_report
 from tests.helpers.sessions import password_settings, sign_in
 from webapp import create_app
+from webapp.renderers.pdf_store import NoSlot, PdfStore, pdf_key
 from webapp.web.pdfs import PdfBuilds, PdfBusy
 
 
@@ -38,7 +43,7 @@ def test_builds_beyond_the_bound_get_503_with_retry_after(app, monkeypatch):
         return b"%PDF-1.5 slow"
 
     monkeypatch.setattr("webapp.renderers.pdf.render", slow_render)
-    app.extensions["jobreport.pdfs"].wait = 0.2
+    app.extensions["jobreport.pdfs"].store.wait = 0.2
     first = threading.Thread(target=lambda: staff_client(app).get("/jobs/4242.pdf"))
     first.start()
     assert started.wait(10)
@@ -70,22 +75,88 @@ def test_a_kept_pdf_is_still_only_for_its_owner(app, monkeypatch):
     assert alice.get("/jobs/5000.pdf").status_code == 403
 
 
-def test_the_cache_stays_within_its_budget():
-    builds = PdfBuilds(limit=1, cache_mb=1)  # 1 MiB
+def store(tmp_path, wait: float = 5.0, budget: int = 2**20) -> PdfStore:
+    return PdfStore(tmp_path / "pdfs", budget, slots=1, wait=wait, version="v1")
+
+
+def test_the_store_stays_within_its_budget(tmp_path):
+    pdfs = store(tmp_path)  # 1 MiB
     for n in range(5):
-        builds.build(sample_report(str(n)), lambda report: b"x" * 300_000)
-    kept = [n for n in range(5) if builds.cached(str(n))]
-    assert kept == [2, 3, 4]  # the least recently used went first
+        pdfs.build(sample_report(str(n)), lambda report: b"x" * 300_000, key=str(n))
+        time.sleep(0.01)  # distinct mtimes: least recently read goes first
+    assert [n for n in range(5) if pdfs.get(str(n))] == [2, 3, 4]
     running = replace(sample_report("9"), state="RUNNING", end_time=None)
-    builds.build(running, lambda report: b"y")
-    assert builds.cached("9") is None
+    pdfs.build(running, lambda report: b"y", key="9")
+    assert pdfs.get("9") is None  # a running job's PDF will change: not kept
+    assert sorted(p.name for p in (tmp_path / "pdfs").iterdir())[-1] == "v1"
+    assert oct((tmp_path / "pdfs").stat().st_mode & 0o777) == "0o700"
 
 
-def test_a_busy_slot_raises_pdf_busy():
-    builds = PdfBuilds(limit=1, cache_mb=1, wait=0.05)
-    assert builds.slots.acquire()
-    with pytest.raises(PdfBusy):
-        builds.build(sample_report(), lambda report: b"never")
+def test_a_pdf_built_by_one_worker_is_served_by_another(tmp_path):
+    """Two workers (two stores on one directory): one build, then file reads."""
+    renders: list[str] = []
+    first, second = store(tmp_path), store(tmp_path)
+    body = first.build(sample_report("4242"), lambda r: renders.append("1") or b"%PDF 1",
+                       key=pdf_key("demo", "4242"))
+    assert second.get(pdf_key("demo", "4242")) == body == b"%PDF 1"
+    assert second.build(sample_report("4242"), lambda r: renders.append("2") or b"%PDF 2",
+                        key=pdf_key("demo", "4242")) == b"%PDF 1"
+    assert renders == ["1"]
+    assert second.get(pdf_key("other", "4242")) is None  # ids repeat across clusters
+
+
+def test_two_requests_for_one_pdf_build_it_once(tmp_path):
+    first, second = store(tmp_path), store(tmp_path)
+    started, release, renders = threading.Event(), threading.Event(), []
+
+    def slow(report):
+        renders.append(report.job_id)
+        started.set()
+        release.wait(10)
+        return b"%PDF once"
+
+    bodies = []
+    one = threading.Thread(target=lambda: bodies.append(first.build(sample_report("7"), slow,
+                                                                    key="7")))
+    one.start()
+    assert started.wait(10)
+    two = threading.Thread(target=lambda: bodies.append(second.build(sample_report("7"), slow,
+                                                                     key="7")))
+    two.start()
+    time.sleep(0.2)
+    release.set()
+    one.join(10), two.join(10)
+    assert renders == ["7"] and bodies == [b"%PDF once", b"%PDF once"]
+
+
+def test_a_build_in_another_process_holds_the_hosts_slot(tmp_path):
+    """The slot is the host's, not the worker's: a process holding it keeps this one out
+    (PdfBusy through the web's side), and its death frees it (the kernel drops the lock)."""
+    pdfs = store(tmp_path, wait=0.3)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time;"
+         f"fd = os.open({str(tmp_path / 'pdfs' / 'slot-0.lock')!r}, os.O_RDWR | os.O_CREAT);"
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(NoSlot):
+            pdfs.build(sample_report("1"), lambda r: b"never", key="1")
+        with pytest.raises(PdfBusy):
+            PdfBuilds(pdfs).build(sample_report("1"), lambda r: b"never", key="1")
+        assert pdfs.build(sample_report("2"), lambda r: b"%PDF sync", key="2",
+                          slot=False) == b"%PDF sync"  # the sync's build takes no slot
+    finally:
+        holder.kill()
+        holder.wait()
+    assert pdfs.build(sample_report("1"), lambda r: b"%PDF now", key="1") == b"%PDF now"
+
+
+def test_a_new_release_starts_an_empty_folder(tmp_path):
+    old = store(tmp_path)
+    old.put("1", b"%PDF old")
+    assert PdfStore(tmp_path / "pdfs", 2**20, 1, 1.0, version="v2").get("1") is None
+    assert (tmp_path / "pdfs" / "v1").exists()  # within the hour a rolling update takes
 
 
 def test_405_keeps_its_allow_header(app):

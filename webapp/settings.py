@@ -368,12 +368,15 @@ class Settings:
         "Reverse proxies in front of the app whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed (1 behind one nginx).",
         integer)
     pdf_builds: int = setting(
-        "2",
-        "PDF builds at once per worker process; more answer 503 with Retry-After.",
+        "1",
+        "PDF builds at once on the host, among all processes sharing `JOBREPORT_PDF_CACHE_DIR` (each ~0.7 s of one core); a request that finds none free within 5 s gets 503 with Retry-After.",
         _at_least_one)
+    pdf_cache_dir: str = setting(
+        "var/pdf-cache",
+        "Directory of finished jobs' PDFs and the build slots' lock files, shared by the web workers and the sync (which renders the same PDF for the email); mode 0700.")
     pdf_cache_mb: float = setting(
-        "64",
-        "Memory per worker process for finished PDFs of ended jobs.",
+        "512",
+        "Disk kept for finished jobs' PDFs in `JOBREPORT_PDF_CACHE_DIR` (least recently read removed first).",
         number)
     bind: str = setting(
         "127.0.0.1:8000",

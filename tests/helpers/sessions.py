@@ -20,7 +20,8 @@ def password_settings(tmp: Path, **changes) -> Settings:
     (tmp / "passwords").write_text(
         "".join(f"{u}:{hashed}\n" for u in ("alice", "bob", "carol", "staffer")))
     values = dict(secret_key=SECRET, password_file=str(tmp / "passwords"),
-                  staff=frozenset({"staffer"}), web_state=str(tmp / "web-state.sqlite"))
+                  staff=frozenset({"staffer"}), web_state=str(tmp / "web-state.sqlite"),
+                  pdf_cache_dir=str(tmp / "pdf-cache"))
     return Settings(**(values | changes))
 
 

@@ -16,6 +16,7 @@ from webapp.mail.outbox import Sender
 from webapp.mail.smtp import SmtpSender
 from webapp.model import JobReport
 from webapp.renderers import email
+from webapp.renderers.pdf_store import pdf_key, pdf_store
 from webapp.settings import Settings
 
 Connect = Callable[[], Sender]
@@ -23,9 +24,15 @@ Connect = Callable[[], Sender]
 
 def message(report: JobReport, to_addr: str, settings: Settings) -> EmailMessage:
     domain = settings.mail_from.rpartition("@")[2] or None
+    from webapp.renderers import pdf  # LaTeX's modules only where a PDF is drawn
+
+    # The attachment is the PDF the web page links to: built once, kept for both (a web
+    # request building the same one holds it up to a minute).
+    attachment = pdf_store(settings, wait=60).build(
+        report, pdf.render, pdf_key(report.cluster, report.job_id), slot=False)
     return email.render(report, to_addr, settings.mail_from, message_id=make_msgid(domain=domain),
                         unsubscribe_url=owner_opt_out_url(settings, report.cluster, report.user),
-                        report_url=report_page_url(settings, report))
+                        report_url=report_page_url(settings, report), pdf=attachment)
 
 
 def report_page_url(settings: Settings, report: JobReport) -> str:

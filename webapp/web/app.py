@@ -7,6 +7,7 @@ from datetime import timedelta
 from flask import Flask, g
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+from webapp.renderers.pdf_store import pdf_store
 from webapp.renderers.templates import TEMPLATES, install_filters
 from webapp.report.service import ReportService
 from webapp.settings import Settings, SettingsError
@@ -63,7 +64,7 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     app.extensions["jobreport.service"] = service
     app.extensions["jobreport.constants"] = cluster.constants_at_start(settings)
     app.extensions["jobreport.reports"] = ReportCache()
-    app.extensions["jobreport.pdfs"] = PdfBuilds(settings.pdf_builds, settings.pdf_cache_mb)
+    app.extensions["jobreport.pdfs"] = PdfBuilds(pdf_store(settings))
     app.extensions["jobreport.state"] = WebState(settings.web_state)
     app.extensions["jobreport.slurm_config"] = SlurmConfigSource(
         settings.scontrol, timeout=settings.sacct_timeout)

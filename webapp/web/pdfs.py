@@ -1,28 +1,23 @@
-"""PDF builds per worker process: a bounded number at once, finished ones of ended jobs kept.
-
-A PDF runs latexmk (~1 s of CPU, two pdflatex passes): without a bound, a burst of PDF
-requests starts as many LaTeX runs as there are request threads and starves the host.
-A request that cannot start a build within ``WAIT_SECONDS`` gets 503 with Retry-After.
-A finished job's report does not change, so its PDF is kept (least recently used first
-out, within a byte budget) unless the report has gaps, which a later request may fill.
-"""
+"""PDF requests: a finished job's PDF from the host's store, else a build in one of the
+host's slots (``webapp.renderers.pdf_store``); 503 with Retry-After when no slot frees up
+within ``WAIT_SECONDS``, so a burst of PDF requests never starts more LaTeX runs than the
+host allows, however many workers and threads take requests."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 from werkzeug.exceptions import ServiceUnavailable
 
 from webapp.model import JobReport
+from webapp.renderers.pdf_store import NoSlot, PdfStore
 
 WAIT_SECONDS = 5.0
 RETRY_AFTER = 10  # seconds: a couple of PDF builds
 
 
 class PdfBusy(ServiceUnavailable):
-    """Every PDF slot of this worker stayed busy for WAIT_SECONDS."""
+    """Every PDF slot of the host stayed busy for WAIT_SECONDS."""
 
     description = ("Too many PDF reports are being built right now. Try again in a few "
                    "seconds.")
@@ -32,49 +27,16 @@ class PdfBusy(ServiceUnavailable):
 
 
 class PdfBuilds:
-    """At most ``limit`` concurrent builds; up to ``cache_mb`` MB of finished PDFs."""
+    """The web's side of the store: kept PDFs, or a build that may answer 503."""
 
-    def __init__(self, limit: int, cache_mb: float, wait: float = WAIT_SECONDS) -> None:
-        self.slots = threading.BoundedSemaphore(limit)
-        self.max_bytes = int(cache_mb * 2**20)
-        self.wait = wait
-        self._cache: OrderedDict[str, bytes] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+    def __init__(self, store: PdfStore) -> None:
+        self.store = store
 
-    def cached(self, job_id: str) -> bytes | None:
-        with self._lock:
-            body = self._cache.get(job_id)
-            if body is not None:
-                self._cache.move_to_end(job_id)
-            return body
+    def cached(self, key: str) -> bytes | None:
+        return self.store.get(key)
 
-    def build(self, report: JobReport, render: Callable[[JobReport], bytes],
-              key: str | None = None) -> bytes:
-        """``render(report)`` in a free slot (PdfBusy if none frees up), cached if final
-        under ``key`` (the job id; the cluster too when ids repeat across clusters)."""
-        if not self.slots.acquire(timeout=self.wait):
-            raise PdfBusy()
+    def build(self, report: JobReport, render: Callable[[JobReport], bytes], key: str) -> bytes:
         try:
-            body = render(report)
-        finally:
-            self.slots.release()
-        if final(report):
-            self._keep(key or report.job_id, body)
-        return body
-
-    def _keep(self, job_id: str, body: bytes) -> None:
-        if len(body) > self.max_bytes:
-            return
-        with self._lock:
-            old = self._cache.pop(job_id, None)
-            self._bytes += len(body) - (len(old) if old else 0)
-            self._cache[job_id] = body
-            while self._bytes > self.max_bytes:
-                _, dropped = self._cache.popitem(last=False)
-                self._bytes -= len(dropped)
-
-
-def final(report: JobReport) -> bool:
-    """Ended, with every source answering: its PDF will not change."""
-    return report.end_time is not None and not report.unfinished and not report.gaps
+            return self.store.build(report, render, key)
+        except NoSlot:
+            raise PdfBusy() from None

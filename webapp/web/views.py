@@ -57,13 +57,15 @@ def job(job_id: str, cluster: str | None = None):
 @bp.get("/jobs/<job_id>.pdf")
 @bp.get("/c/<cluster>/jobs/<job_id>.pdf")
 def job_pdf(job_id: str, cluster: str | None = None):
-    """The report as a PDF, one section per page (kept once the job has ended)."""
+    """The report as a PDF, one section per page (kept on the host once the job has ended:
+    ``webapp.renderers.pdf_store``)."""
     from webapp.renderers import pdf
+    from webapp.renderers.pdf_store import pdf_key
 
     canonical = JobId.parse(job_id)
     authorize(canonical, cluster)
     builds = current_app.extensions["jobreport.pdfs"]
-    key = str(canonical) if cluster is None else f"{cluster}/{canonical}"
+    key = pdf_key(cluster or auth.settings().cluster, str(canonical))
     body = builds.cached(key)
     if body is None:
         body = builds.build(load_report(canonical, authorized=True, cluster=cluster),

@@ -1,0 +1,197 @@
+"""Finished PDFs of ended jobs, kept on disk for every process of a host, and the host's
+bound on PDF builds at once.
+
+A PDF runs latexmk (~0.7 s of CPU, two pdflatex passes). Each web worker kept its own
+PDFs, so with four workers one job's PDF was built up to four times, and each worker
+bounded only its own builds: under 50 people the TeX runs took the CPU the HTML pages
+needed. Here every worker (and the sync, which renders the same PDF for the job's email)
+shares one directory:
+
+- ``<dir>/<version>/<sha256 of cluster/job>.pdf``: a finished job's report does not
+  change, so its PDF is kept; written under a temporary name and renamed, so a reader never
+  sees half a file. Least recently read first out (a read touches the file's mtime) once
+  the directory holds more than the byte budget. A new version starts an empty folder and
+  the old ones are removed, so a PDF never outlives the code that drew it.
+- ``<dir>/slot-<n>.lock``: ``slots`` builds at once on the host, whichever worker asks
+  (``flock``, released by the kernel if a worker dies mid-build).
+- ``<dir>/key-<n>.lock``: two requests for one job's PDF build it once; the second waits
+  for the first and reads its file.
+
+Clear the directory if the accounting database is recreated (job ids start again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from webapp.model import JobReport
+from webapp.settings import Settings
+
+KEY_LOCKS = 64  # stripes: two jobs rarely share one, and the lock files stay few
+POLL_SECONDS = 0.05
+OLD_RELEASE_SECONDS = 3600
+
+
+@functools.cache
+def code_version() -> str:
+    """A digest of the code and templates that draw a PDF: the same on every host that
+    runs the same release, new with any change (a version number can stay the same)."""
+    root = Path(__file__).resolve().parent.parent.parent
+    digest = hashlib.sha256()
+    for path in sorted([*(root / "webapp").rglob("*.py"), *(root / "templates").rglob("*")]):
+        if path.is_file():
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+class NoSlot(Exception):
+    """Every build slot of the host stayed busy for the wait."""
+
+
+def final(report: JobReport) -> bool:
+    """Ended, with every source answering: its PDF will not change."""
+    return report.end_time is not None and not report.unfinished and not report.gaps
+
+
+class PdfStore:
+    """PDFs of ended jobs under ``directory`` within ``budget_bytes``; ``slots`` builds at
+    once among all processes using the directory."""
+
+    def __init__(self, directory: str | os.PathLike, budget_bytes: int, slots: int,
+                 wait: float, version: str | None = None) -> None:
+        self.root = Path(directory)
+        self.budget = budget_bytes
+        self.slots = slots
+        self.wait = wait
+        self.folder = self.root / (version or code_version())
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.root, 0o700)  # users' reports: the service's eyes only
+        for old in self.root.iterdir():  # an earlier release's (an hour: a rolling update)
+            if (old.is_dir() and old != self.folder
+                    and time.time() - old.stat().st_mtime > OLD_RELEASE_SECONDS):
+                shutil.rmtree(old, ignore_errors=True)
+
+    def _path(self, key: str) -> Path:
+        return self.folder / (hashlib.sha256(key.encode()).hexdigest() + ".pdf")
+
+    def get(self, key: str) -> bytes | None:
+        path = self._path(key)
+        try:
+            body = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(path)  # recently read: the last to go
+        return body
+
+    def put(self, key: str, body: bytes) -> None:
+        """Keep ``body`` (a finished job's PDF) under ``key``, then trim to the budget."""
+        if len(body) > self.budget:
+            return
+        fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(body)
+            os.replace(tmp, self._path(key))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._trim()
+
+    def _trim(self) -> None:
+        files = []
+        for entry in os.scandir(self.folder):
+            if entry.name.endswith(".pdf"):
+                with contextlib.suppress(FileNotFoundError):
+                    st = entry.stat()
+                    files.append((st.st_mtime_ns, st.st_size, entry.path))
+        total = sum(size for _, size, _ in files)
+        for _, size, path in sorted(files):
+            if total <= self.budget:
+                break
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            total -= size
+
+    def build(self, report: JobReport, render: Callable[[JobReport], bytes], key: str,
+              slot: bool = True) -> bytes:
+        """The PDF of ``report``: another process' build of the same key if one finished
+        while we waited, else ``render(report)`` in a host slot (NoSlot if none frees up
+        within the wait; ``slot=False``: the sync's own build at nice 19, which must not
+        hold a slot the web's requests wait for); kept when final."""
+        deadline = time.monotonic() + self.wait
+        stripe = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % KEY_LOCKS
+        with self._lock(f"key-{stripe}.lock", deadline):
+            body = self.get(key)
+            if body is not None:
+                return body
+            with self._slot(deadline) if slot else contextlib.nullcontext():
+                body = render(report)
+            if final(report):
+                self.put(key, body)
+        return body
+
+    @contextlib.contextmanager
+    def _slot(self, deadline: float) -> Iterator[None]:
+        """The first free ``slot-<n>.lock`` of the host; NoSlot at ``deadline``."""
+        while True:
+            for n in range(self.slots):
+                fd = self._try(f"slot-{n}.lock")
+                if fd is not None:
+                    try:
+                        yield
+                    finally:
+                        os.close(fd)  # closing releases the lock
+                    return
+            if time.monotonic() >= deadline:
+                raise NoSlot()
+            time.sleep(POLL_SECONDS)
+
+    @contextlib.contextmanager
+    def _lock(self, name: str, deadline: float) -> Iterator[None]:
+        """``<dir>/name`` held; NoSlot at ``deadline``."""
+        while (fd := self._try(name)) is None:
+            if time.monotonic() >= deadline:
+                raise NoSlot()
+            time.sleep(POLL_SECONDS)
+        try:
+            yield
+        finally:
+            os.close(fd)
+
+    def _try(self, name: str) -> int | None:
+        """An open descriptor holding ``flock`` on ``<dir>/name``, or None when another
+        holds it."""
+        fd = os.open(self.root / name, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return fd
+
+
+def pdf_key(cluster: str, job_id: str) -> str:
+    """One job's key, whoever asks (the web page's link, the email's attachment)."""
+    return f"{cluster}/{job_id}"
+
+
+def pdf_store(settings: Settings, wait: float = 5.0) -> PdfStore:
+    """The host's store as ``settings`` place it (one per process and directory)."""
+    return _store(settings.pdf_cache_dir, int(settings.pdf_cache_mb * 2**20),
+                  settings.pdf_builds, wait)
+
+
+@functools.cache
+def _store(directory: str, budget: int, slots: int, wait: float) -> PdfStore:
+    return PdfStore(directory, budget, slots, wait)

@@ -81,7 +81,7 @@ def measure(url: str, what: str, runs: int) -> dict:
             if what == "before":
                 done = _before(settings, archive)
             elif what == "build":
-                done = len(digests(settings, archive, SINCE, UNTIL + 1)[0])
+                done = sum(1 for _ in digests(settings, archive, SINCE, UNTIL + 1))
             else:
                 run = send_digests(settings, archive, outbox, None,  # type: ignore[arg-type]
                                    SINCE, UNTIL + 1, no_deliver=True)

@@ -55,8 +55,8 @@ def run_digest(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> 
                                frozenset(args.user), args.dry_run, args.no_deliver)
         finally:
             outbox.close()
-    for d, to_addr in run.digests:
-        out.write(f"{d.user} <{to_addr}>: {len(d.jobs)} jobs, {d.cpu_hours:.2f} CPU-h, "
+    for d in run.digests:
+        out.write(f"{d.user} <{d.to_addr}>: {d.jobs} jobs, {d.cpu_hours:.2f} CPU-h, "
                   f"{d.gpu_hours:.2f} GPU-h, {d.memory_gb_hours:.2f} GiB-h unused; "
                   f"top finding {d.top_finding or 'none'}\n")
     counts = ", ".join(f"{n} {what}" for what, n in sorted(run.counts.items())) or "nothing"

@@ -4,6 +4,7 @@ durable outbox, keyed ``cluster:digest:user:first-day`` so a re-run queues none 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import make_msgid
@@ -32,22 +33,45 @@ def digest_key(d: Digest) -> str:
     return f"{d.cluster}:digest:{d.user}:{digest_renderer.day(d.since)}"
 
 
+@dataclass(frozen=True, slots=True)
+class DigestLine:
+    """What the run says of one digest (``jobreport digest`` prints it): its totals, not
+    its jobs, so a run over every user keeps no week in memory."""
+
+    user: str
+    to_addr: str
+    jobs: int
+    cpu_hours: float
+    gpu_hours: float
+    memory_gb_hours: float
+    top_finding: str | None
+
+    @classmethod
+    def of(cls, d: Digest, to_addr: str) -> DigestLine:
+        return cls(d.user, to_addr, len(d.jobs), d.cpu_hours, d.gpu_hours, d.memory_gb_hours,
+                   d.top_finding)
+
+
 @dataclass
 class DigestRun:
-    digests: list[tuple[Digest, str]] = field(default_factory=list)  # with its address
+    digests: list[DigestLine] = field(default_factory=list)
     counts: Counter = field(default_factory=Counter)
     delivery: Counter = field(default_factory=Counter)
 
 
 def digests(settings: Settings, archive: Archive, since: int, until: int,
-            users: frozenset[str] = frozenset()) -> tuple[list[Digest], Counter]:
-    """Each user's digest of the week (only ``users`` when given), and who was skipped.
+            users: frozenset[str] = frozenset(),
+            skipped: Counter | None = None) -> Iterator[Digest]:
+    """Each user's digest of the week (only ``users`` when given), one at a time; who was
+    skipped, and why, counted in ``skipped``.
 
-    One user's jobs at a time, read without the series a digest does not use: a week of
-    a large site (hundreds of thousands of jobs) never sits in memory at once."""
+    One user's jobs at a time, read without the series a digest does not use, each digest
+    dropped once the caller is done with it: a week of a large site (hundreds of thousands
+    of jobs) never sits in memory at once, nor do 5,000 digests (keeping them made
+    Python's garbage collector walk them all, again and again: a fifth of the run)."""
+    skipped = Counter() if skipped is None else skipped
     mail = MailState(archive.db)
     opted = read_opt_out(settings.mail_opt_out) | mail.opted_out(settings.cluster).keys()
-    out, skipped = [], Counter()
     for user in archive.users(settings.cluster, since, until - 1):
         if users and user not in users:
             continue
@@ -55,24 +79,22 @@ def digests(settings: Settings, archive: Archive, since: int, until: int,
             skipped["opted out"] += 1
             continue
         jobs = archive.digest_jobs(settings.cluster, user, since, until - 1)
-        out.append(build_digest(settings.cluster, user, since, until, jobs,
-                                mail.folded(settings.cluster, user)))
-    return out, skipped
+        yield build_digest(settings.cluster, user, since, until, jobs,
+                           mail.folded(settings.cluster, user))
 
 
 def send_digests(settings: Settings, archive: Archive, outbox: Outbox, connect: Connect,
                  since: int, until: int, users: frozenset[str] = frozenset(),
                  dry_run: bool = False, no_deliver: bool = False) -> DigestRun:
     run = DigestRun()
-    found, run.counts = digests(settings, archive, since, until, users)
     domain = settings.mail_from.rpartition("@")[2] or None
-    for d in found:
+    for d in digests(settings, archive, since, until, users, run.counts):
         to_addr = owner_address(JobReport(job_id="digest", cluster=d.cluster, user=d.user),
                                 settings)
         if to_addr is None:
             run.counts["no address"] += 1
             continue
-        run.digests.append((d, to_addr))
+        run.digests.append(DigestLine.of(d, to_addr))
         if dry_run:
             continue
         msg = digest_renderer.render(d, to_addr, settings.mail_from, make_msgid(domain=domain),

@@ -6,7 +6,8 @@ fixtures/exporter/nvml/replay.json, derived from real nvidia-smi captures) throu
 same calls the exporter makes on the real module, with the same units (percent, bytes,
 milliwatts), raising its own NVMLError like pynvml does. Readings are constant; the
 energy counter (millijoules) is the recorded power times the time since ``nvmlInit``, as
-a board drawing that power would count it.
+a board drawing that power would count it, added to the device's recorded counter
+(``energy_millijoules``, real recordings only; 0 when absent).
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ class ReplayNvml:
         # A device recorded with "energy_counter": false is a pre-Volta board without one.
         if handle.get("power_milliwatts") is None or handle.get("energy_counter") is False:
             raise NVMLError_NotSupported("Not Supported")
-        return round(handle["power_milliwatts"] * (self.clock() - self.started))
+        counted = handle["power_milliwatts"] * (self.clock() - self.started)
+        return round(handle.get("energy_millijoules", 0) + counted)
 
 
 def load_replay(path: str | pathlib.Path) -> ReplayNvml:

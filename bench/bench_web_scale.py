@@ -9,7 +9,7 @@ real ``AccountingSource`` SQL on an SQLite table (``tests/helpers/view_sqlite.py
 those people's jobs, plus two running jobs each (they lead "my jobs" page 1). Prometheus
 holds nothing of these jobs (a gap; the reports come from the archive), sacct lists none.
 
-Then gunicorn (``--workers``, sync or ``--threads`` gthread; this checkout's code)
+Then gunicorn (each of ``--servers``: workers, threads and PDF builds; this checkout's code)
 serves the app on a free loopback port and ``--clients`` threads each log in as their
 own user and, for ``--duration`` seconds (at most ``--max-requests`` each), ask with a
 think time of ``--think`` seconds (uniform 0.5x-1.5x): 10 % a PDF of one of their 5
@@ -146,7 +146,7 @@ def free_port() -> int:
 
 
 def start(tmp: Path, port: int, workers: int, threads: int, users: list[str],
-          view: Path):  # noqa: ANN201
+          view: Path, pdf_builds: int, pdf_cache: Path):  # noqa: ANN201
     pw = tmp / "passwords"
     hashed = generate_password_hash(PASSWORD)
     pw.write_text("".join(f"{u}:{hashed}\n" for u in users))
@@ -157,6 +157,8 @@ def start(tmp: Path, port: int, workers: int, threads: int, users: list[str],
                JOBREPORT_ARCHIVE_URL=str(tmp / "archive.sqlite"),
                JOBREPORT_WEB_STATE=str(tmp / "web-state.sqlite"),
                JOBREPORT_OUTBOX=str(tmp / "outbox.sqlite"),
+               JOBREPORT_PDF_CACHE_DIR=str(pdf_cache),
+               JOBREPORT_PDF_BUILDS=str(pdf_builds),
                BENCH_VIEW=str(view), PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'bench'}")
     kind = ["-k", "gthread", "--threads", str(threads)] if threads else []
     proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-w", str(workers), *kind,
@@ -227,45 +229,30 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--jobs", type=int, default=700_000)
-    ap.add_argument("--users", type=int, default=5000)
-    ap.add_argument("--clients", type=int, default=50)
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--threads", type=int, default=0,
-                    help="threads per worker (gunicorn's gthread); 0: sync workers")
-    ap.add_argument("--duration", type=float, default=120.0)
-    ap.add_argument("--max-requests", type=int, default=200)
-    ap.add_argument("--think", type=float, default=2.0)
-    args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="jobreport-web-scale-") as name:
-        tmp = Path(name)
-        t = time.perf_counter()
-        per_user, view = fill(tmp, args.jobs, args.users, args.clients)
-        print(f"{args.jobs:,} jobs of {args.users:,} users, the reports of "
-              f"{sum(map(len, per_user.values())):,} of them archived: "
-              f"{time.perf_counter() - t:.0f} s", flush=True)
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        out: list[tuple[str, float, int, str]] = []
-        lock = threading.Lock()
-        proc = start(tmp, port, args.workers, args.threads, sorted(per_user), view)
-        try:
-            load0 = os.getloadavg()
-            stop = time.monotonic() + args.duration
-            threads = [threading.Thread(target=client, args=(
-                i, base, user, per_user[user], stop, args.think, args.max_requests, out, lock))
-                for i, user in enumerate(sorted(per_user))]
-            began = time.monotonic()
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-            took = time.monotonic() - began
-        finally:
-            proc.terminate()
-            proc.wait(30)
+def load(args: argparse.Namespace, tmp: Path, per_user: dict, view: Path, workers: int,
+         threads: int, pdf_builds: int) -> bool:
+    """One server, ``--clients`` people for ``--duration`` s: print the figures; met?"""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    out: list[tuple[str, float, int, str]] = []
+    lock = threading.Lock()
+    pdf_cache = Path(tempfile.mkdtemp(prefix="pdf-cache-", dir=tmp))
+    proc = start(tmp, port, workers, threads, sorted(per_user), view, pdf_builds, pdf_cache)
+    try:
+        load0 = os.getloadavg()
+        stop = time.monotonic() + args.duration
+        people = [threading.Thread(target=client, args=(
+            i, base, user, per_user[user], stop, args.think, args.max_requests, out, lock))
+            for i, user in enumerate(sorted(per_user))]
+        began = time.monotonic()
+        for th in people:
+            th.start()
+        for th in people:
+            th.join()
+        took = time.monotonic() - began
+    finally:
+        proc.terminate()
+        proc.wait(30)
     by_kind: dict[str, list[float]] = defaultdict(list)
     errors = Counter()
     for kind, secs, status, why in out:
@@ -274,10 +261,11 @@ def main() -> int:
         else:
             errors[f"{kind} {status} {why[:80]}"] += 1
     html = [s for k, v in by_kind.items() if k != "pdf" for s in v]
-    print(f"{len(threads)} people, {args.workers} gunicorn workers"
-          f"{f' of {args.threads} threads' if args.threads else ''}, {took:.0f} s, think "
-          f"{args.think} s; {len(out)} requests ({len(out) / took:.1f}/s); load average "
-          f"{load0[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+    print(f"{len(people)} people, {workers} gunicorn workers"
+          f"{f' of {threads} threads' if threads else ' (sync)'}, JOBREPORT_PDF_BUILDS="
+          f"{pdf_builds}, {took:.0f} s, think {args.think} s; {len(out)} requests "
+          f"({len(out) / took:.1f}/s); load average {load0[0]:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after")
     for kind in ("my jobs p1", "my jobs other", "report", "pdf"):
         v = by_kind.get(kind, [])
         print(f"  {kind:14} n={len(v):5}  p50 {pct(v, .5) * 1000:7.0f} ms  p95 "
@@ -288,7 +276,34 @@ def main() -> int:
                                                          for e, n in errors.items()))
     ok = bool(html) and pct(html, .95) <= HTML_P95_TARGET and not errors
     print(f"  HTML median {statistics.median(html) * 1000:.0f} ms; targets "
-          f"{'met' if ok else 'NOT met'}")
+          f"{'met' if ok else 'NOT met'}", flush=True)
+    return ok
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=700_000)
+    ap.add_argument("--users", type=int, default=5000)
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--servers", default="4:4:1",
+                    help="comma-separated WORKERS:THREADS:PDF_BUILDS, one load run each on "
+                    "the same archive (THREADS 0: sync workers, else gthread; PDF_BUILDS: "
+                    "JOBREPORT_PDF_BUILDS, the host's); each run starts with no kept PDF")
+    ap.add_argument("--duration", type=float, default=120.0)
+    ap.add_argument("--max-requests", type=int, default=200)
+    ap.add_argument("--think", type=float, default=2.0)
+    args = ap.parse_args()
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="jobreport-web-scale-") as name:
+        tmp = Path(name)
+        t = time.perf_counter()
+        per_user, view = fill(tmp, args.jobs, args.users, args.clients)
+        print(f"{args.jobs:,} jobs of {args.users:,} users, the reports of "
+              f"{sum(map(len, per_user.values())):,} of them archived: "
+              f"{time.perf_counter() - t:.0f} s", flush=True)
+        for server in args.servers.split(","):
+            workers, threads, builds = (int(x) for x in server.split(":"))
+            ok = load(args, tmp, per_user, view, workers, threads, builds) and ok
     return 0 if ok else 1
 
 

@@ -166,10 +166,19 @@ def test_temporary_directory_removed_even_on_failure(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_two_pdflatex_passes_without_latexmk(monkeypatch, tmp_path):
-    monkeypatch.setattr(pdf.shutil, "which", lambda name: None)
+def test_two_pdflatex_passes_give_the_page_total(monkeypatch, tmp_path):
+    """The label of the last page is read back on the second pass; the log then asks for
+    no third."""
+    real, passes = pdf.subprocess.run, []
+
+    def counted(argv, **kw):
+        passes.append(argv[-1])
+        return real(argv, **kw)
+
+    monkeypatch.setattr(pdf.subprocess, "run", counted)
     path = write(pdf.render(gpu_report()), tmp_path)
-    assert "Page 1 of 2" in page_text(path, 1)
+    assert passes == ["report.tex", "report.tex"]
+    assert "Page 1 of 2" in page_text(path, 1) and "Page 2 of 2" in page_text(path, 2)
 
 
 def test_work_dir_of_13000_backslashes_is_cut_and_says_so(tmp_path):

@@ -176,3 +176,28 @@ def test_pdf_of_a_job_with_a_13000_backslash_work_dir_is_served(tmp_path):
     resp = staff_client(app).get("/jobs/7000.pdf")
     assert resp.status_code == 200
     assert resp.mimetype == "application/pdf" and resp.data.startswith(b"%PDF")
+
+
+def test_a_final_reports_plots_are_drawn_once_for_every_worker(tmp_path, monkeypatch):
+    """The page's SVG plots of an ended job are kept beside its PDF: a second worker (a
+    second app on the same directory, its own LRU empty) serves them without matplotlib."""
+    from webapp.renderers.presentation import CHARTS
+
+    settings = password_settings(tmp_path)
+    first = staff_client(create_app(settings, default_service()))
+    page = first.get("/jobs/4242").get_data(as_text=True)
+    assert "<svg" in page
+    assert list((tmp_path / "pdf-cache").rglob("*.svg.json"))
+    CHARTS._items.clear()
+
+    def no_matplotlib(report):
+        raise AssertionError("drawn again")
+
+    monkeypatch.setattr("webapp.renderers.charts.svg_charts", no_matplotlib)
+    again = staff_client(create_app(settings, default_service())).get("/jobs/4242")
+    assert again.status_code == 200
+    assert again.get_data(as_text=True).count("<svg") == page.count("<svg")
+    monkeypatch.undo()
+    gap = staff_client(create_app(settings, default_service())).get("/jobs/4243")
+    assert gap.status_code == 200
+    assert len(list((tmp_path / "pdf-cache").rglob("*.svg.json"))) == 1  # a gap: not kept

@@ -96,3 +96,49 @@ def test_mariadb_archive_ranks_and_pages_as_sqlite_does(stack_env, tmp_path):
         assert all(p[1] == 300 for p in maria_pages)
     finally:
         drop_mariadb_archive("jobreport_scale_test")
+
+
+def test_mariadb_archive_gives_the_digests_sqlite_gives(stack_env, tmp_path):
+    """The weekly digest's query (the summary's figures and the GPUs' use extracted by the
+    database, ``Archive.digest_jobs``) on a MariaDB archive of its own: the same digests,
+    GPU waste, findings and energy included, as on SQLite and as from the full records."""
+    import sys
+    from collections import Counter
+    from pathlib import Path
+
+    from tests.helpers.sync import create_mariadb_archive, drop_mariadb_archive
+    from tests.test_scale_digest import rounded
+    from webapp.archive.digest import build_digest
+    from webapp.mail.digest import digests
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import scale_archive
+
+    until = 1_800_000_000
+    url = create_mariadb_archive("jobreport_digest_test")
+    try:
+        got = {}
+        for name, archive_url in (("maria", url),
+                                  ("lite", f"sqlite:///{tmp_path}/archive.sqlite")):
+            scale_archive.fill_reports(archive_url, 400, 12, progress=False, until=until,
+                                       heavy=60)
+            settings = Settings.from_env({"JOBREPORT_CLUSTER": scale_archive.CLUSTER,
+                                          "JOBREPORT_ARCHIVE_URL": archive_url,
+                                          "JOBREPORT_OUTBOX": str(tmp_path / "o.sqlite")})
+            with Archive(archive_url) as a:
+                skipped = Counter()
+                got[name] = list(digests(settings, a, until - 7 * 86400, until + 1,
+                                         skipped=skipped))
+                full = [build_digest(scale_archive.CLUSTER, d.user, d.since, d.until,
+                                     a.jobs(scale_archive.CLUSTER, d.since, until, d.user))
+                        for d in got[name]]
+            assert not skipped and len(got[name]) == 12
+            assert rounded(got[name]) == rounded(full), name
+        assert rounded(got["maria"]) == rounded(got["lite"])
+        heavy = next(d for d in got["maria"] if d.user == "user0000")
+        assert len(heavy.jobs) == 60 and heavy.top_finding and heavy.top_message
+        assert sum(d.gpu_hours for d in got["maria"]) > 0
+        assert sum(d.energy_kwh or 0 for d in got["maria"]) > 0
+        assert any(j.job_name for d in got["maria"] for j in d.jobs)
+    finally:
+        drop_mariadb_archive("jobreport_digest_test")

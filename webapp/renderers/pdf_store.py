@@ -1,17 +1,19 @@
-"""Finished PDFs of ended jobs, kept on disk for every process of a host, and the host's
-bound on PDF builds at once.
+"""Finished PDFs of ended jobs (and their web page's plots), kept on disk for every
+process of a host, and the host's bound on PDF builds at once.
 
-A PDF runs latexmk (~0.7 s of CPU, two pdflatex passes). Each web worker kept its own
-PDFs, so with four workers one job's PDF was built up to four times, and each worker
-bounded only its own builds: under 50 people the TeX runs took the CPU the HTML pages
-needed. Here every worker (and the sync, which renders the same PDF for the job's email)
-shares one directory:
+A PDF costs ~1.7 s of CPU (its plots drawn by matplotlib, two pdflatex passes). Each
+web worker kept its own PDFs, so with four workers one job's PDF was built up to four
+times, and each worker bounded only its own builds: under 50 people the TeX runs took
+the CPU the HTML pages needed. Here every worker (and the sync, which renders the same
+PDF for the job's email) shares one directory:
 
 - ``<dir>/<version>/<sha256 of cluster/job>.pdf``: a finished job's report does not
-  change, so its PDF is kept; written under a temporary name and renamed, so a reader never
-  sees half a file. Least recently read first out (a read touches the file's mtime) once
-  the directory holds more than the byte budget. A new version starts an empty folder and
-  the old ones are removed, so a PDF never outlives the code that drew it.
+  change, so its PDF is kept (and ``.svg.json``, the page's SVG plots: a matplotlib run
+  of ~130 ms a page view otherwise, each worker's own LRU holding only 64 reports);
+  written under a temporary name and renamed, so a reader never sees half a file. Least
+  recently read first out (a read touches the file's mtime) once the directory holds
+  more than the byte budget. A new version starts an empty folder and the old ones are
+  removed, so a PDF never outlives the code that drew it.
 - ``<dir>/slot-<n>.lock``: ``slots`` builds at once on the host, whichever worker asks
   (``flock``, released by the kernel if a worker dies mid-build).
 - ``<dir>/key-<n>.lock``: two requests for one job's PDF build it once; the second waits
@@ -80,11 +82,11 @@ class PdfStore:
                     and time.time() - old.stat().st_mtime > OLD_RELEASE_SECONDS):
                 shutil.rmtree(old, ignore_errors=True)
 
-    def _path(self, key: str) -> Path:
-        return self.folder / (hashlib.sha256(key.encode()).hexdigest() + ".pdf")
+    def _path(self, key: str, suffix: str) -> Path:
+        return self.folder / (hashlib.sha256(key.encode()).hexdigest() + suffix)
 
-    def get(self, key: str) -> bytes | None:
-        path = self._path(key)
+    def get(self, key: str, suffix: str = ".pdf") -> bytes | None:
+        path = self._path(key, suffix)
         try:
             body = path.read_bytes()
         except FileNotFoundError:
@@ -93,15 +95,16 @@ class PdfStore:
             os.utime(path)  # recently read: the last to go
         return body
 
-    def put(self, key: str, body: bytes) -> None:
-        """Keep ``body`` (a finished job's PDF) under ``key``, then trim to the budget."""
+    def put(self, key: str, body: bytes, suffix: str = ".pdf") -> None:
+        """Keep ``body`` (a finished job's PDF, or what ``suffix`` names) under ``key``,
+        then trim to the budget."""
         if len(body) > self.budget:
             return
         fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(body)
-            os.replace(tmp, self._path(key))
+            os.replace(tmp, self._path(key, suffix))
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
@@ -111,7 +114,7 @@ class PdfStore:
     def _trim(self) -> None:
         files = []
         for entry in os.scandir(self.folder):
-            if entry.name.endswith(".pdf"):
+            if not entry.name.endswith(".tmp"):
                 with contextlib.suppress(FileNotFoundError):
                     st = entry.stat()
                     files.append((st.st_mtime_ns, st.st_size, entry.path))

@@ -5,15 +5,20 @@ host allows, however many workers and threads take requests."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from dataclasses import asdict
 
 from werkzeug.exceptions import ServiceUnavailable
 
 from webapp.model import JobReport
-from webapp.renderers.pdf_store import NoSlot, PdfStore
+from webapp.renderers.charts import Chart
+from webapp.renderers.pdf_store import NoSlot, PdfStore, final
+from webapp.renderers.presentation import CHARTS
 
 WAIT_SECONDS = 5.0
 RETRY_AFTER = 10  # seconds: a couple of PDF builds
+CHARTS_SUFFIX = ".svg.json"
 
 
 class PdfBusy(ServiceUnavailable):
@@ -40,3 +45,15 @@ class PdfBuilds:
             return self.store.build(report, render, key)
         except NoSlot:
             raise PdfBusy() from None
+
+    def charts(self, report: JobReport, key: str) -> list[Chart]:
+        """The page's SVG plots: kept with the PDF once the job is final, else this
+        worker's LRU (``presentation.CHARTS``)."""
+        if not final(report):
+            return CHARTS.get(report)
+        kept = self.store.get(key, CHARTS_SUFFIX)
+        if kept is not None:
+            return [Chart(**c) for c in json.loads(kept)]
+        charts = CHARTS.get(report)
+        self.store.put(key, json.dumps([asdict(c) for c in charts]).encode(), CHARTS_SUFFIX)
+        return charts

@@ -46,12 +46,17 @@ def index():
 @bp.get("/c/<cluster>/jobs/<job_id>")
 def job(job_id: str, cluster: str | None = None):
     """The report as an HTML page with findings and inline SVG plots."""
-    report = load_report(JobId.parse(job_id), cluster=cluster)
+    from webapp.renderers.pdf_store import pdf_key
+
+    canonical = JobId.parse(job_id)
+    report = load_report(canonical, cluster=cluster)
     links = [(fmt.upper(), job_url(report.cluster, report.job_id, fmt))
              for fmt in ("pdf", "json", "txt")]
+    charts = current_app.extensions["jobreport.pdfs"].charts(
+        report, pdf_key(cluster or auth.settings().cluster, str(canonical)))
     # Staff also see each gap's technical detail (driver errors); users the plain reason.
     return render_template("report.html", links=links,
-                           **context(report, staff=auth.is_staff(g.user)))
+                           **context(report, charts=charts, staff=auth.is_staff(g.user)))
 
 
 @bp.get("/jobs/<job_id>.pdf")

@@ -99,6 +99,48 @@ def replay(url: str, db: Path, acct: FixedAccounting, v0: float, last_end: int,
     return [at + wall_to_virtual - end for end, at in rows], runs
 
 
+def measure(minutes: float, gap: float, modes: list[float], process_start: bool,
+            say=print) -> dict[float, tuple[list[float], list[float]]]:  # noqa: ANN001
+    """Jobs ending every ``gap`` s for ``minutes``, archived by runs every ``mode`` s (0:
+    back to back) on the virtual clock: per mode, (each job's lag, each run's length)."""
+    n = int(minutes * 60 / gap)
+    shapes = json.loads(SHAPES.read_text())
+    t0 = int(time.time() - n * gap - 3600) // 60 * 60
+    jobs = replays(shapes, n, t0, gap)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-sync-lag-"))
+    proc = None
+    out = {}
+    try:
+        t = time.perf_counter()
+        samples = write_openmetrics(tmp / "history.om", jobs)
+        subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics",
+                        str(tmp / "history.om"), str(tmp / "data")], check=True,
+                       capture_output=True)
+        say(f"{n} jobs, one every {gap:g} s, {samples} samples backfilled in "
+            f"{time.perf_counter() - t:.0f} s")
+        port = free_port()
+        proc = start_prometheus(tmp, tmp / "data", port=port)
+        url = f"http://127.0.0.1:{port}"
+        acct = FixedAccounting(jobs)
+        ends = sorted(int(a.end_time.timestamp()) for a in acct.records.values())
+        say(f"load average before: {os.getloadavg()}")
+        for every in modes:
+            lags, runs = replay(url, tmp / f"archive-{every:g}.sqlite", acct, float(t0),
+                                ends[-1], every, process_start)
+            assert len(lags) == n, f"archived {len(lags)} of {n}"
+            how = "back to back (nudged)" if not every else f"every {every:g} s (timer)"
+            say(f"runs {how}: {len(runs)} runs, run length p50 "
+                f"{statistics.median(runs):.1f} s, max {max(runs):.1f} s; lag p50 "
+                f"{pct(lags, .5):.1f} s, p95 {pct(lags, .95):.1f} s, p99 "
+                f"{pct(lags, .99):.1f} s, max {max(lags):.1f} s (target p99 <= "
+                f"{TARGET_P99:.0f} s); load average {os.getloadavg()[0]:.1f}")
+            out[every] = (lags, runs)
+    finally:
+        stop(proc)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=10.0)
@@ -107,40 +149,8 @@ def main() -> int:
                     help="seconds between run starts (0: back to back); repeatable")
     ap.add_argument("--no-process-start", action="store_true")
     args = ap.parse_args()
-    modes = args.every or [0.0, 60.0]
-    n = int(args.minutes * 60 / args.gap)
-    shapes = json.loads(SHAPES.read_text())
-    t0 = int(time.time() - n * args.gap - 3600) // 60 * 60
-    jobs = replays(shapes, n, t0, args.gap)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-sync-lag-"))
-    proc = None
-    try:
-        t = time.perf_counter()
-        samples = write_openmetrics(tmp / "history.om", jobs)
-        subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics",
-                        str(tmp / "history.om"), str(tmp / "data")], check=True,
-                       capture_output=True)
-        print(f"{n} jobs, one every {args.gap:g} s, {samples} samples backfilled in "
-              f"{time.perf_counter() - t:.0f} s", flush=True)
-        port = free_port()
-        proc = start_prometheus(tmp, tmp / "data", port=port)
-        url = f"http://127.0.0.1:{port}"
-        acct = FixedAccounting(jobs)
-        ends = sorted(int(a.end_time.timestamp()) for a in acct.records.values())
-        print(f"load average before: {os.getloadavg()}", flush=True)
-        for every in modes:
-            lags, runs = replay(url, tmp / f"archive-{every:g}.sqlite", acct, float(t0),
-                                ends[-1], every, not args.no_process_start)
-            assert len(lags) == n, f"archived {len(lags)} of {n}"
-            how = "back to back (nudged)" if not every else f"every {every:g} s (timer)"
-            print(f"runs {how}: {len(runs)} runs, run length p50 "
-                  f"{statistics.median(runs):.1f} s, max {max(runs):.1f} s; lag p50 "
-                  f"{pct(lags, .5):.1f} s, p95 {pct(lags, .95):.1f} s, p99 "
-                  f"{pct(lags, .99):.1f} s, max {max(lags):.1f} s (target p99 <= "
-                  f"{TARGET_P99:.0f} s); load average {os.getloadavg()[0]:.1f}", flush=True)
-    finally:
-        stop(proc)
-        shutil.rmtree(tmp, ignore_errors=True)
+    measure(args.minutes, args.gap, args.every or [0.0, 60.0], not args.no_process_start,
+            say=lambda line: print(line, flush=True))
     return 0
 
 

@@ -26,7 +26,7 @@ def web_settings(tmp_path) -> Settings:
     return Settings(secret_key=SECRET, password_file=str(pw),
                     staff=frozenset({"staffer"}), outbox=str(tmp_path / "outbox.sqlite"),
                     web_state=str(tmp_path / "web-state.sqlite"),
-                    pdf_cache_dir=str(tmp_path / "pdf-cache"))
+                    pdf_cache_dir=str(tmp_path / "pdf-cache"), pdf_process=False)
 
 
 @pytest.fixture

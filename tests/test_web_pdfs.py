@@ -201,3 +201,21 @@ def test_a_final_reports_plots_are_drawn_once_for_every_worker(tmp_path, monkeyp
     gap = staff_client(create_app(settings, default_service())).get("/jobs/4243")
     assert gap.status_code == 200
     assert len(list((tmp_path / "pdf-cache").rglob("*.svg.json"))) == 1  # a gap: not kept
+
+
+def test_the_web_builds_a_pdf_in_a_process_of_its_own_at_a_lower_priority(tmp_path):
+    """``JOBREPORT_PDF_PROCESS=1`` (the default): the real PDF comes from a spawned
+    builder process at nice 10, not from the request's thread."""
+    import os
+
+    from webapp.web.pdfs import PDF_NICE
+
+    app = create_app(password_settings(tmp_path, pdf_process=True), default_service())
+    resp = staff_client(app).get("/jobs/4242.pdf")
+    assert resp.status_code == 200 and resp.data.startswith(b"%PDF")
+    builds = app.extensions["jobreport.pdfs"]
+    pool = builds._pool
+    assert pool is not None  # the builder process was used
+    assert pool.submit(os.getpid).result() != os.getpid()
+    assert pool.submit(os.nice, 0).result() == os.nice(0) + PDF_NICE
+    pool.shutdown()

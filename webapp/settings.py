@@ -371,6 +371,10 @@ class Settings:
         "1",
         "PDF builds at once on the host, among all processes sharing `JOBREPORT_PDF_CACHE_DIR` (each ~0.7 s of one core); a request that finds none free within 5 s gets 503 with Retry-After.",
         _at_least_one)
+    pdf_process: bool = setting(
+        "1",
+        "`1`: the web app builds PDFs in a process of its own at nice 10 (one per worker, started at the first PDF), so a page request never waits behind a PDF's CPU or Python's lock; `0`: in the request's thread.",
+        boolean)
     pdf_cache_dir: str = setting(
         "var/pdf-cache",
         "Directory of finished jobs' PDFs and the build slots' lock files, shared by the web workers and the sync (which renders the same PDF for the email); mode 0700.")

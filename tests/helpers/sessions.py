@@ -21,7 +21,7 @@ def password_settings(tmp: Path, **changes) -> Settings:
         "".join(f"{u}:{hashed}\n" for u in ("alice", "bob", "carol", "staffer")))
     values = dict(secret_key=SECRET, password_file=str(tmp / "passwords"),
                   staff=frozenset({"staffer"}), web_state=str(tmp / "web-state.sqlite"),
-                  pdf_cache_dir=str(tmp / "pdf-cache"))
+                  pdf_cache_dir=str(tmp / "pdf-cache"), pdf_process=False)
     return Settings(**(values | changes))
 
 

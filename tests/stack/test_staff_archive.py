@@ -136,7 +136,7 @@ def test_mariadb_archive_gives_the_digests_sqlite_gives(stack_env, tmp_path):
             assert rounded(got[name]) == rounded(full), name
         assert rounded(got["maria"]) == rounded(got["lite"])
         heavy = next(d for d in got["maria"] if d.user == "user0000")
-        assert len(heavy.jobs) == 60 and heavy.top_finding and heavy.top_message
+        assert len(heavy.jobs) >= 60 and heavy.top_finding and heavy.top_message
         assert sum(d.gpu_hours for d in got["maria"]) > 0
         assert sum(d.energy_kwh or 0 for d in got["maria"]) > 0
         assert any(j.job_name for d in got["maria"] for j in d.jobs)

@@ -64,7 +64,7 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     app.extensions["jobreport.service"] = service
     app.extensions["jobreport.constants"] = cluster.constants_at_start(settings)
     app.extensions["jobreport.reports"] = ReportCache()
-    app.extensions["jobreport.pdfs"] = PdfBuilds(pdf_store(settings))
+    app.extensions["jobreport.pdfs"] = PdfBuilds(pdf_store(settings), settings.pdf_process)
     app.extensions["jobreport.state"] = WebState(settings.web_state)
     app.extensions["jobreport.slurm_config"] = SlurmConfigSource(
         settings.scontrol, timeout=settings.sacct_timeout)

@@ -204,18 +204,42 @@ def test_a_final_reports_plots_are_drawn_once_for_every_worker(tmp_path, monkeyp
 
 
 def test_the_web_builds_a_pdf_in_a_process_of_its_own_at_a_lower_priority(tmp_path):
-    """``JOBREPORT_PDF_PROCESS=1`` (the default): the real PDF comes from a spawned
-    builder process at nice 10, not from the request's thread."""
+    """``JOBREPORT_PDF_PROCESS=1`` (the default): an ended job's real PDF is built in the
+    background by a spawned builder process at nice 10; until it is kept the request gets
+    202 and a page that reloads itself, then the PDF."""
     import os
 
     from webapp.web.pdfs import PDF_NICE
 
     app = create_app(password_settings(tmp_path, pdf_process=True), default_service())
-    resp = staff_client(app).get("/jobs/4242.pdf")
-    assert resp.status_code == 200 and resp.data.startswith(b"%PDF")
-    builds = app.extensions["jobreport.pdfs"]
-    pool = builds._pool
+    client = staff_client(app)
+    answers = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        resp = client.get("/jobs/4242.pdf")
+        answers.append(resp.status_code)
+        if resp.status_code != 202:
+            break
+        page = resp.get_data(as_text=True)
+        assert resp.headers["Retry-After"] == "3" and 'http-equiv="refresh"' in page
+        assert "The PDF of job 4242 is being built" in page and 'href="/jobs/4242"' in page
+        time.sleep(0.5)
+    assert answers[-1] == 200 and set(answers[:-1]) <= {202}
+    assert resp.data.startswith(b"%PDF")
+    assert app.extensions["jobreport.pdfs"].cached(pdf_key("demo", "4242")) == resp.data
+    pool = app.extensions["jobreport.pdfs"]._pool
     assert pool is not None  # the builder process was used
     assert pool.submit(os.getpid).result() != os.getpid()
     assert pool.submit(os.nice, 0).result() == os.nice(0) + PDF_NICE
     pool.shutdown()
+
+
+def test_a_report_from_the_archive_is_final_a_report_with_a_source_down_is_not():
+    from webapp.model import ARCHIVE_SOURCE, Gap
+    from webapp.renderers.pdf_store import final
+
+    ended = sample_report("4242")
+    assert final(ended)
+    assert final(replace(ended, gaps=(Gap(ARCHIVE_SOURCE, "Usage from the archive"),)))
+    assert not final(replace(ended, gaps=(Gap("prometheus", "Connection refused"),)))
+    assert not final(replace(ended, state="RUNNING", end_time=None))

@@ -126,6 +126,11 @@ class Finding:
     evidence_text: str | None = None
 
 
+# The gap of a report rebuilt from the archive once Prometheus no longer holds the job's
+# series: a lower resolution that no later request can improve, not a source down.
+ARCHIVE_SOURCE = "archive"
+
+
 @dataclass(frozen=True)
 class Gap:
     """A source that failed or had no data for this job: why, in plain words for anyone

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from webapp.model import JobReport
+from webapp.model import ARCHIVE_SOURCE, JobReport
 from webapp.settings import Settings
 
 KEY_LOCKS = 64  # stripes: two jobs rarely share one, and the lock files stay few
@@ -60,8 +60,10 @@ class NoSlot(Exception):
 
 
 def final(report: JobReport) -> bool:
-    """Ended, with every source answering: its PDF will not change."""
-    return report.end_time is not None and not report.unfinished and not report.gaps
+    """Ended, with every source answering (or its usage from the archive, which no later
+    request can improve): its PDF will not change."""
+    return (report.end_time is not None and not report.unfinished
+            and all(gap.source == ARCHIVE_SOURCE for gap in report.gaps))
 
 
 class PdfStore:

@@ -10,12 +10,10 @@ from collections.abc import Callable
 
 from webapp.archive.codec import downsample_all, report_from_record
 from webapp.archive.store import Archive, ArchivedJob
-from webapp.model import Gap, JobReport
+from webapp.model import ARCHIVE_SOURCE, Gap, JobReport
 from webapp.renderers.json import to_dict
 
 log = logging.getLogger(__name__)
-
-ARCHIVE_SOURCE = "archive"
 
 
 def archive_record(report: JobReport, submit_time: int | None = None,

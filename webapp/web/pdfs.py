@@ -5,7 +5,10 @@ host allows, however many workers and threads take requests.
 
 A build runs in a process of the worker's own at nice ``PDF_NICE`` (``JOBREPORT_PDF_
 PROCESS``): its ~1 s of matplotlib holds Python's lock, so in the worker it stalled every
-other request thread of that worker, and at nice 0 it took the CPU the pages needed."""
+other request thread of that worker, and at nice 0 it took the CPU the pages needed.
+There, an ended job's PDF is built in the background: the request waits ``INLINE_WAIT``
+seconds for it, then answers 202 with a page that reloads itself until the PDF is kept
+(a request thread never sits waiting for a build slot while pages queue behind it)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict
 
 from werkzeug.exceptions import ServiceUnavailable
@@ -28,6 +32,8 @@ WAIT_SECONDS = 5.0
 RETRY_AFTER = 10  # seconds: a couple of PDF builds
 CHARTS_SUFFIX = ".svg.json"
 PDF_NICE = 10
+INLINE_WAIT = 0.5  # seconds a request waits for a background build before answering 202
+BACKGROUND_WAIT = 600.0  # seconds a background build waits for the host's slot
 
 
 class PdfBusy(ServiceUnavailable):
@@ -50,6 +56,14 @@ def _render(report: JobReport) -> bytes:  # in the builder process
     return pdf.render(report)
 
 
+def _build_and_keep(store: PdfStore, report: JobReport, key: str) -> bytes:
+    """In the builder process: wait for a host slot, build, keep (the report is final)."""
+    from webapp.renderers import pdf
+
+    store.wait = BACKGROUND_WAIT
+    return store.build(report, pdf.render, key)
+
+
 class PdfBuilds:
     """The web's side of the store: kept PDFs, or a build that may answer 503."""
 
@@ -58,13 +72,24 @@ class PdfBuilds:
         self.in_process = in_process
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._pending: dict[str, Future] = {}  # background builds of this worker, by key
 
     def cached(self, key: str) -> bytes | None:
         return self.store.get(key)
 
-    def build(self, report: JobReport, render: Callable[[JobReport], bytes], key: str) -> bytes:
+    def build(self, report: JobReport, render: Callable[[JobReport], bytes],
+              key: str) -> bytes | None:
         """``render(report)`` (``pdf.render``) in a host slot; with ``in_process`` the
-        builder process renders it instead."""
+        builder process renders it instead, an ended job's in the background: None when
+        it is not done within ``INLINE_WAIT`` (the caller answers 202)."""
+        if self.in_process and final(report):
+            future = self._background(report, key)
+            try:
+                return future.result(timeout=INLINE_WAIT)
+            except FutureTimeout:
+                return None
+            except NoSlot:
+                raise PdfBusy() from None
         if self.in_process:
             render = self._in_builder
         try:
@@ -72,13 +97,31 @@ class PdfBuilds:
         except NoSlot:
             raise PdfBusy() from None
 
-    def _in_builder(self, report: JobReport) -> bytes:
+    def _builder(self) -> ProcessPoolExecutor:
         with self._lock:
             if self._pool is None:  # spawned, not forked: the worker has threads
                 self._pool = ProcessPoolExecutor(
                     self.store.slots, multiprocessing.get_context("spawn"),
                     initializer=_lower_priority)
-        return self._pool.submit(_render, report).result()
+            return self._pool
+
+    def _in_builder(self, report: JobReport) -> bytes:
+        return self._builder().submit(_render, report).result()
+
+    def _background(self, report: JobReport, key: str) -> Future:
+        """The build of ``key`` under way in this worker, or a new one."""
+        pool = self._builder()
+        with self._lock:
+            future = self._pending.get(key)
+            if future is None:
+                future = pool.submit(_build_and_keep, self.store, report, key)
+                self._pending[key] = future
+                future.add_done_callback(lambda _f: self._forget(key))
+        return future
+
+    def _forget(self, key: str) -> None:
+        with self._lock:
+            self._pending.pop(key, None)
 
     def charts(self, report: JobReport, key: str) -> list[Chart]:
         """The page's SVG plots: kept with the PDF once the job is final, else this

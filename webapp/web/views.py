@@ -21,6 +21,8 @@ from webapp.web import auth
 from webapp.web.job_lists import my_jobs
 from webapp.web.reports import authorize, load_report
 
+PDF_RELOAD_SECONDS = 3  # the "being built" page's reload
+
 bp = Blueprint("views", __name__)
 
 
@@ -75,6 +77,11 @@ def job_pdf(job_id: str, cluster: str | None = None):
     if body is None:
         body = builds.build(load_report(canonical, authorized=True, cluster=cluster),
                             pdf.render, key=key)
+    if body is None:  # built in the background: this page reloads until it is kept
+        return render_template("pdf_building.html", job=str(canonical),
+                               page=job_url(cluster, str(canonical)),
+                               retry=PDF_RELOAD_SECONDS), 202, {
+            "Retry-After": str(PDF_RELOAD_SECONDS), "Cache-Control": "no-store"}
     return Response(body, mimetype="application/pdf", headers={
         "Content-Disposition": f'inline; filename="job-{canonical}.pdf"'})
 

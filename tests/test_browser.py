@@ -6,6 +6,7 @@ service is injectable (``make_service``); the integration copy points it at a re
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -27,13 +28,19 @@ def test_job_page_in_a_real_browser(driver, base_url):
     assert len(findings) == 3 and all(f.is_displayed() for f in findings)
     assert "GPU gpu1 was idle for the whole job." in findings[0].text
     assert "Request --gres=gpu:1." in findings[0].text
-    plots = driver.find_elements(By.CSS_SELECTOR, "section.plot svg")
+    plots = driver.find_elements(By.CSS_SELECTOR, "section.plot img")
     assert len(plots) == 5
-    # The plots are details: folded until the reader opens them (no JavaScript needed).
-    assert not any(svg.is_displayed() for svg in plots)
+    # The plots are details: folded until the reader opens them (no JavaScript needed),
+    # each an image the browser asks for then.
+    assert not any(img.is_displayed() for img in plots)
     driver.find_element(By.CSS_SELECTOR, "details#details > summary").click()
-    for svg in plots:
-        assert svg.is_displayed() and svg.size["width"] > 300 and svg.size["height"] > 100
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(
+            img.get_property("complete") and img.get_property("naturalWidth") for img in plots):
+        time.sleep(0.2)
+    for img in plots:
+        assert img.is_displayed() and img.size["width"] > 300 and img.size["height"] > 100
+        assert img.get_property("naturalWidth") > 300  # the SVG arrived and was drawn
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "browser-job-4242.png"
     assert driver.save_screenshot(str(shot))

@@ -155,7 +155,15 @@ def test_job_page(client):
     assert findings.index("GPU gpu1 was idle") < findings.index("21% of its 8")  # critical first
     for plot in ("cpu", "cpu-cores", "memory", "gpu", "io"):
         assert f'id="plot-{plot}"' in page
-    assert page.count("<svg") == 5
+        # Each plot an image of its own, loaded when the details are opened.
+        assert f'<img src="/jobs/4242/plots/{plot}.svg" alt="' in page
+        svg = client.get(f"/jobs/4242/plots/{plot}.svg")
+        assert svg.status_code == 200 and svg.mimetype == "image/svg+xml"
+        assert svg.get_data(as_text=True).startswith("<svg") and "xmlns=" in svg.get_data(
+            as_text=True)
+    assert "<svg" not in page and 'loading="lazy"' in page
+    missing = client.get("/jobs/4242/plots/nope.svg")
+    assert missing.status_code == 404 and "no plot named" in missing.get_data(as_text=True)
     assert "<script" not in page  # works with JavaScript off: there is none
     for fmt in ("pdf", "json", "txt"):
         assert f'href="/jobs/4242.{fmt}"' in page

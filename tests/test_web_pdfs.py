@@ -179,14 +179,18 @@ def test_pdf_of_a_job_with_a_13000_backslash_work_dir_is_served(tmp_path):
 
 
 def test_a_final_reports_plots_are_drawn_once_for_every_worker(tmp_path, monkeypatch):
-    """The page's SVG plots of an ended job are kept beside its PDF: a second worker (a
-    second app on the same directory, its own LRU empty) serves them without matplotlib."""
+    """The page lists its plots without drawing them; the plots, drawn at the first
+    image request, are kept beside the PDF: a second worker (a second app on the same
+    directory, its own LRU empty) lists and serves them without matplotlib."""
     from webapp.renderers.presentation import CHARTS
 
     settings = password_settings(tmp_path)
     first = staff_client(create_app(settings, default_service()))
     page = first.get("/jobs/4242").get_data(as_text=True)
-    assert "<svg" in page
+    assert page.count('<img src="/jobs/4242/plots/') == 5
+    assert not list((tmp_path / "pdf-cache").rglob("*.svg.json"))  # listed, not drawn
+    cpu = first.get("/jobs/4242/plots/cpu.svg").get_data(as_text=True)
+    assert cpu.startswith("<svg")
     assert list((tmp_path / "pdf-cache").rglob("*.svg.json"))
     CHARTS._items.clear()
 
@@ -194,44 +198,14 @@ def test_a_final_reports_plots_are_drawn_once_for_every_worker(tmp_path, monkeyp
         raise AssertionError("drawn again")
 
     monkeypatch.setattr("webapp.renderers.charts.svg_charts", no_matplotlib)
-    again = staff_client(create_app(settings, default_service())).get("/jobs/4242")
-    assert again.status_code == 200
-    assert again.get_data(as_text=True).count("<svg") == page.count("<svg")
+    monkeypatch.setattr("webapp.web.pdfs.chart_refs", no_matplotlib)
+    second = staff_client(create_app(settings, default_service()))
+    assert second.get("/jobs/4242").get_data(as_text=True).count("<img src=") == 5
+    assert second.get("/jobs/4242/plots/cpu.svg").get_data(as_text=True) == cpu
     monkeypatch.undo()
     gap = staff_client(create_app(settings, default_service())).get("/jobs/4243")
     assert gap.status_code == 200
     assert len(list((tmp_path / "pdf-cache").rglob("*.svg.json"))) == 1  # a gap: not kept
-
-
-def test_the_web_builds_a_pdf_in_a_process_of_its_own_at_a_lower_priority(tmp_path):
-    """``JOBREPORT_PDF_PROCESS=1`` (the default): an ended job's real PDF is built in the
-    background by a spawned builder process at nice 10; until it is kept the request gets
-    202 and a page that reloads itself, then the PDF."""
-    import os
-
-    from webapp.web.pdfs import PDF_NICE
-
-    app = create_app(password_settings(tmp_path, pdf_process=True), default_service())
-    client = staff_client(app)
-    answers = []
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        resp = client.get("/jobs/4242.pdf")
-        answers.append(resp.status_code)
-        if resp.status_code != 202:
-            break
-        page = resp.get_data(as_text=True)
-        assert resp.headers["Retry-After"] == "3" and 'http-equiv="refresh"' in page
-        assert "The PDF of job 4242 is being built" in page and 'href="/jobs/4242"' in page
-        time.sleep(0.5)
-    assert answers[-1] == 200 and set(answers[:-1]) <= {202}
-    assert resp.data.startswith(b"%PDF")
-    assert app.extensions["jobreport.pdfs"].cached(pdf_key("demo", "4242")) == resp.data
-    pool = app.extensions["jobreport.pdfs"]._pool
-    assert pool is not None  # the builder process was used
-    assert pool.submit(os.getpid).result() != os.getpid()
-    assert pool.submit(os.nice, 0).result() == os.nice(0) + PDF_NICE
-    pool.shutdown()
 
 
 def test_a_report_from_the_archive_is_final_a_report_with_a_source_down_is_not():

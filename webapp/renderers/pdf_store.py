@@ -129,7 +129,7 @@ class PdfStore:
             total -= size
 
     def build(self, report: JobReport, render: Callable[[JobReport], bytes], key: str,
-              slot: bool = True) -> bytes:
+              slot: bool = True, suffix: str = ".pdf") -> bytes:
         """The PDF of ``report``: another process' build of the same key if one finished
         while we waited, else ``render(report)`` in a host slot (NoSlot if none frees up
         within the wait; ``slot=False``: the sync's own build at nice 19, which must not
@@ -137,13 +137,13 @@ class PdfStore:
         deadline = time.monotonic() + self.wait
         stripe = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % KEY_LOCKS
         with self._lock(f"key-{stripe}.lock", deadline):
-            body = self.get(key)
+            body = self.get(key, suffix)
             if body is not None:
                 return body
             with self._slot(deadline) if slot else contextlib.nullcontext():
                 body = render(report)
             if final(report):
-                self.put(key, body)
+                self.put(key, body, suffix)
         return body
 
     @contextlib.contextmanager

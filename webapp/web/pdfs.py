@@ -24,7 +24,7 @@ from dataclasses import asdict
 from werkzeug.exceptions import ServiceUnavailable
 
 from webapp.model import JobReport
-from webapp.renderers.charts import Chart
+from webapp.renderers.charts import Chart, chart_refs
 from webapp.renderers.pdf_store import NoSlot, PdfStore, final
 from webapp.renderers.presentation import CHARTS
 
@@ -124,13 +124,22 @@ class PdfBuilds:
             self._pending.pop(key, None)
 
     def charts(self, report: JobReport, key: str) -> list[Chart]:
-        """The page's SVG plots: kept with the PDF once the job is final, else this
+        """The page's SVG plots, drawn: kept with the PDF once the job is final (drawn
+        once for every worker: a second request waits for the first's), else this
         worker's LRU (``presentation.CHARTS``)."""
         if not final(report):
             return CHARTS.get(report)
-        kept = self.store.get(key, CHARTS_SUFFIX)
+        kept = self.store.build(report, _charts_json, key, slot=False, suffix=CHARTS_SUFFIX)
+        return [Chart(**c) for c in json.loads(kept)]
+
+    def chart_refs(self, report: JobReport, key: str) -> list[Chart]:
+        """The page's list of plots (name, title, summary), each loaded as an image of its
+        own: the kept ones', else built without drawing."""
+        kept = self.store.get(key, CHARTS_SUFFIX) if final(report) else None
         if kept is not None:
-            return [Chart(**c) for c in json.loads(kept)]
-        charts = CHARTS.get(report)
-        self.store.put(key, json.dumps([asdict(c) for c in charts]).encode(), CHARTS_SUFFIX)
-        return charts
+            return [Chart(c["name"], c["title"], c["summary"], "") for c in json.loads(kept)]
+        return chart_refs(report)
+
+
+def _charts_json(report: JobReport) -> bytes:
+    return json.dumps([asdict(c) for c in CHARTS.get(report)]).encode()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import (
     Blueprint,
     Response,
+    abort,
     current_app,
     g,
     redirect,
@@ -54,11 +55,30 @@ def job(job_id: str, cluster: str | None = None):
     report = load_report(canonical, cluster=cluster)
     links = [(fmt.upper(), job_url(report.cluster, report.job_id, fmt))
              for fmt in ("pdf", "json", "txt")]
-    charts = current_app.extensions["jobreport.pdfs"].charts(
+    # The plots are folded into the details: each an image loaded when they are opened.
+    charts = current_app.extensions["jobreport.pdfs"].chart_refs(
         report, pdf_key(cluster or auth.settings().cluster, str(canonical)))
     # Staff also see each gap's technical detail (driver errors); users the plain reason.
     return render_template("report.html", links=links,
+                           plot_base=job_url(report.cluster, report.job_id) + "/plots/",
                            **context(report, charts=charts, staff=auth.is_staff(g.user)))
+
+
+@bp.get("/jobs/<job_id>/plots/<name>.svg")
+@bp.get("/c/<cluster>/jobs/<job_id>/plots/<name>.svg")
+def job_plot(job_id: str, name: str, cluster: str | None = None):
+    """One plot of the report as an SVG image (the page's details load them lazily)."""
+    from webapp.renderers.pdf_store import final, pdf_key
+
+    canonical = JobId.parse(job_id)
+    report = load_report(canonical, cluster=cluster)
+    charts = current_app.extensions["jobreport.pdfs"].charts(
+        report, pdf_key(cluster or auth.settings().cluster, str(canonical)))
+    chart = next((c for c in charts if c.name == name), None)
+    if chart is None:
+        abort(404, description=f"Job {canonical} has no plot named {name!r}.")
+    return Response(chart.svg, mimetype="image/svg+xml", headers={
+        "Cache-Control": "private, max-age=86400" if final(report) else "no-store"})
 
 
 @bp.get("/jobs/<job_id>.pdf")

@@ -107,3 +107,28 @@ def smtp():
 def fast_pdf(monkeypatch):
     """Batch tests check delivery, not LaTeX: attach a small constant PDF."""
     monkeypatch.setattr("webapp.renderers.pdf.render", lambda report: FAKE_PDF)
+
+
+@pytest.fixture(autouse=True)
+def _own_pdf_store(tmp_path_factory, monkeypatch):
+    """Settings built in a test with the default PDF directory (``var/pdf-cache``, the demo
+    stack's own) keep their PDFs and plots in one of the test's instead: a test's fake PDF
+    must never be served to another test, or by the stack's web app."""
+    import dataclasses
+
+    from webapp.renderers import pdf_store
+    from webapp.settings import Settings
+
+    default = Settings.__dataclass_fields__["pdf_cache_dir"].default
+    real = pdf_store.pdf_store
+    own: list = []
+
+    def per_test(settings, wait=5.0):  # noqa: ANN001, ANN202
+        if settings.pdf_cache_dir == default:
+            if not own:
+                own.append(str(tmp_path_factory.mktemp("pdf-cache")))
+            settings = dataclasses.replace(settings, pdf_cache_dir=own[0])
+        return real(settings, wait)
+
+    for where in ("webapp.renderers.pdf_store", "webapp.web.app", "webapp.mail.sending"):
+        monkeypatch.setattr(f"{where}.pdf_store", per_test)

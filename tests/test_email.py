@@ -362,3 +362,22 @@ def test_a_url_past_the_line_limit_is_folded_inside_the_brackets_not_encoded():
     assert re.sub(r"\s", "", value) == f"<{url}>"
     with pytest.raises(ValueError):
         email_renderer.list_unsubscribe(msg, "https://x.org/a>\r\nBcc: evil@example.org")
+
+
+def test_an_unusable_pdf_store_still_sends_the_pdf_and_a_usable_one_keeps_it(
+        smtp, tmp_path, fast_pdf):
+    """The attachment is the web page's PDF, kept in the host's store; a caller who cannot
+    write there (staff sending by hand on another host) still sends it."""
+    from webapp.renderers.pdf_store import pdf_key, pdf_store
+
+    recorder, port = smtp
+    (tmp_path / "a-file").write_text("")
+    broken = mail_settings(tmp_path, port, pdf_cache_dir=str(tmp_path / "a-file" / "pdf"))
+    service = FakeService({"4242": sample_report("4242")})
+    assert mail_cli.run_email(email_args("4242"), broken, service) == 0
+    raw = recorder.messages[-1][1]
+    attachment = next(message_from_bytes(raw, policy=default).iter_attachments())
+    assert attachment.get_content() == FAKE_PDF
+    kept = mail_settings(tmp_path, port, pdf_cache_dir=str(tmp_path / "pdf"))
+    assert mail_cli.run_email(email_args("4242", "--resend"), kept, service) == 0
+    assert pdf_store(kept).get(pdf_key("demo", "4242")) == FAKE_PDF

@@ -163,7 +163,7 @@ def test_job_page(client):
             as_text=True)
     assert "<svg" not in page and 'loading="lazy"' in page
     missing = client.get("/jobs/4242/plots/nope.svg")
-    assert missing.status_code == 404 and "no plot named" in missing.get_data(as_text=True)
+    assert missing.status_code == 404 and "No such plot" in missing.get_data(as_text=True)
     assert "<script" not in page  # works with JavaScript off: there is none
     for fmt in ("pdf", "json", "txt"):
         assert f'href="/jobs/4242.{fmt}"' in page

@@ -19,7 +19,7 @@ LIST = ("days", "state", "name", "findings", "sort", "order", "cluster")
 # below fails on an endpoint it does not know), so its parameters get the same checks.
 QUERY: dict[str, tuple[str, ...]] = {
     "views.index": ("job", *LIST),
-    "views.job": (), "views.job_pdf": (), "views.job_txt": (),
+    "views.job": (), "views.job_pdf": (), "views.job_txt": (), "views.job_plot": (),
     "views.job_json": ("resolution", "pretty"),
     "views.healthz": (),
     "job_lists.user": LIST, "job_lists.account": LIST,
@@ -49,9 +49,10 @@ BAD: dict[str, tuple[str, ...]] = {
 # Path parts: a malformed one is a 400, a well-formed unknown one a 404; each page names
 # what it refused.
 PATH_BAD = {"job_id": ("\x00", "abc", "1;2"), "name": ("\x00", "a b", "x" * 65),
-            "cluster": ("\x00", "elsewhere"), "token": ("\x00", "forged")}
-PATH_GOOD = {"job_id": "4242", "name": "alice", "token": "forged"}
-PATH_WORDS = {"job_id": "job id", "cluster": "cluster", "token": "link"}
+            "cluster": ("\x00", "elsewhere"), "token": ("\x00", "forged"),
+            "plot": ("\x00", "a b", "cpu;rm", "x" * 65)}
+PATH_GOOD = {"job_id": "4242", "name": "alice", "token": "forged", "plot": "cpu"}
+PATH_WORDS = {"job_id": "job id", "cluster": "cluster", "token": "link", "plot": "plot"}
 
 
 @pytest.fixture

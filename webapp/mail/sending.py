@@ -7,6 +7,7 @@ place, ``webapp.mail.owner``, for the sync and a send by hand alike.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from email.message import EmailMessage
 from email.utils import make_msgid
@@ -20,6 +21,7 @@ from webapp.renderers.pdf_store import pdf_key, pdf_store
 from webapp.settings import Settings
 
 Connect = Callable[[], Sender]
+log = logging.getLogger(__name__)
 
 
 def message(report: JobReport, to_addr: str, settings: Settings) -> EmailMessage:
@@ -27,9 +29,17 @@ def message(report: JobReport, to_addr: str, settings: Settings) -> EmailMessage
     from webapp.renderers import pdf  # LaTeX's modules only where a PDF is drawn
 
     # The attachment is the PDF the web page links to: built once, kept for both (a web
-    # request building the same one holds it up to a minute).
-    attachment = pdf_store(settings, wait=60).build(
-        report, pdf.render, pdf_key(report.cluster, report.job_id), slot=False)
+    # request building the same one holds it up to a minute). A caller who cannot write
+    # the store (staff sending one by hand elsewhere) still sends it, unkept.
+    try:
+        store = pdf_store(settings, wait=60)
+    except OSError as exc:
+        log.warning("PDF store %s not usable (%s): the PDF is not kept",
+                    settings.pdf_cache_dir, exc)
+        attachment = pdf.render(report)
+    else:
+        attachment = store.build(report, pdf.render, pdf_key(report.cluster, report.job_id),
+                                 slot=False)
     return email.render(report, to_addr, settings.mail_from, message_id=make_msgid(domain=domain),
                         unsubscribe_url=owner_opt_out_url(settings, report.cluster, report.user),
                         report_url=report_page_url(settings, report), pdf=attachment)

@@ -64,19 +64,23 @@ def job(job_id: str, cluster: str | None = None):
                            **context(report, charts=charts, staff=auth.is_staff(g.user)))
 
 
-@bp.get("/jobs/<job_id>/plots/<name>.svg")
-@bp.get("/c/<cluster>/jobs/<job_id>/plots/<name>.svg")
-def job_plot(job_id: str, name: str, cluster: str | None = None):
+@bp.get("/jobs/<job_id>/plots/<plot>.svg")
+@bp.get("/c/<cluster>/jobs/<job_id>/plots/<plot>.svg")
+def job_plot(job_id: str, plot: str, cluster: str | None = None):
     """One plot of the report as an SVG image (the page's details load them lazily)."""
+    from webapp.renderers.charts import FIGURES
     from webapp.renderers.pdf_store import final, pdf_key
 
     canonical = JobId.parse(job_id)
+    if plot not in {name for name, _, _ in FIGURES}:
+        abort(404, description="No such plot: the plots are "
+              + ", ".join(name for name, _, _ in FIGURES) + ".")
     report = load_report(canonical, cluster=cluster)
     charts = current_app.extensions["jobreport.pdfs"].charts(
         report, pdf_key(cluster or auth.settings().cluster, str(canonical)))
-    chart = next((c for c in charts if c.name == name), None)
+    chart = next((c for c in charts if c.name == plot), None)
     if chart is None:
-        abort(404, description=f"Job {canonical} has no plot named {name!r}.")
+        abort(404, description=f"Job {canonical} has no {plot} plot (no such series).")
     return Response(chart.svg, mimetype="image/svg+xml", headers={
         "Cache-Control": "private, max-age=86400" if final(report) else "no-store"})
 

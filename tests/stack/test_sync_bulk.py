@@ -25,10 +25,12 @@ SNAPSHOT = ("cpus_idle", "cpus_total", "gpus_available", "queue_length")
 
 
 def _lasting(report, step: float) -> tuple:
-    """The pending reasons seen longer than one step: a reason Slurm gave for a single
-    scrape may fall between the bulk query's grid points (the job's own query reads
-    every scrape)."""
-    return tuple(r for r in report.queue.reasons if r.seconds > step) if report.queue else ()
+    """The pending reasons seen longer than two steps: a reason Slurm gave for a scrape
+    or two may fall between the bulk query's grid points (the job's own query reads
+    every scrape; on a loaded machine two scrapes of a reason can be a step and a bit
+    apart, and the grid catch neither)."""
+    return (tuple(r for r in report.queue.reasons if r.seconds > 2 * step)
+            if report.queue else ())
 
 
 def _queue(report, step: float):

@@ -98,7 +98,7 @@ def job_pdf(job_id: str, cluster: str | None = None):
     builds = current_app.extensions["jobreport.pdfs"]
     key = pdf_key(cluster or auth.settings().cluster, str(canonical))
     body = builds.cached(key)
-    if body is None:
+    if body is None and not builds.pending(key):
         body = builds.build(load_report(canonical, authorized=True, cluster=cluster),
                             pdf.render, key=key)
     if body is None:  # built in the background: this page reloads until it is kept

@@ -54,6 +54,15 @@ def test_parent_directory_created_and_key_unique(box):
     assert [r.to_addr for r in box.rows()] == ["u1@example.org"]
 
 
+def test_enqueue_many_records_all_in_one_transaction_each_key_once(box):
+    assert box.enqueue("1:ended", "1", "ended", message(1))
+    assert box.enqueue_many([("1:ended", "1", "ended", message(9)),
+                             ("2:ended", "2", "ended", message(2)),
+                             ("3:ended", "3", "ended", message(3))]) == [False, True, True]
+    assert [r.to_addr for r in box.rows()] == [f"u{n}@example.org" for n in (1, 2, 3)]
+    assert box.enqueue_many([]) == []
+
+
 def test_sent_only_after_the_server_accepts(box):
     box.enqueue("1:ended", "1", "ended", message(1))
     sender = FakeSender()

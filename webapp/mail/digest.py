@@ -20,6 +20,7 @@ from webapp.renderers import digest as digest_renderer
 from webapp.settings import Settings
 
 WEEK = timedelta(days=7)
+QUEUE_BATCH = 200  # digests recorded in the outbox per transaction
 
 
 def last_week(now: datetime) -> tuple[int, int]:
@@ -88,6 +89,13 @@ def send_digests(settings: Settings, archive: Archive, outbox: Outbox, connect: 
                  dry_run: bool = False, no_deliver: bool = False) -> DigestRun:
     run = DigestRun()
     domain = settings.mail_from.rpartition("@")[2] or None
+    batch: list = []
+
+    def flush() -> None:
+        for queued in outbox.enqueue_many(batch):
+            run.counts["queued" if queued else "already queued"] += 1
+        batch.clear()
+
     for d in digests(settings, archive, since, until, users, run.counts):
         to_addr = owner_address(JobReport(job_id="digest", cluster=d.cluster, user=d.user),
                                 settings)
@@ -99,8 +107,10 @@ def send_digests(settings: Settings, archive: Archive, outbox: Outbox, connect: 
             continue
         msg = digest_renderer.render(d, to_addr, settings.mail_from, make_msgid(domain=domain),
                                      owner_opt_out_url(settings, d.cluster, d.user))
-        queued = outbox.enqueue(digest_key(d), f"digest:{d.user}", "digest", msg)
-        run.counts["queued" if queued else "already queued"] += 1
+        batch.append((digest_key(d), f"digest:{d.user}", "digest", msg))
+        if len(batch) >= QUEUE_BATCH:
+            flush()
+    flush()
     if not dry_run and not no_deliver:
         try:
             with outbox.lock():

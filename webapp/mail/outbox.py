@@ -148,6 +148,13 @@ class Outbox:
              msg.as_bytes(policy=SMTP_POLICY), now, now))
         return cur.rowcount == 1
 
+    def enqueue_many(self, items: list[tuple[str, str, str, EmailMessage]]) -> list[bool]:
+        """``enqueue`` each of ``items`` in one transaction: one sync to disk, not one
+        a message (5,000 digests: 29 s of fsyncs on their own here)."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            return [self.enqueue(*item) for item in items]
+
     def enqueue_notice(self, key: str, job_id: str, to: str, data: bytes) -> bool:
         """Record a chat notice (``to`` names its recipient for listings; the URL, which
         may hold a token, stays in ``data``); False when the key is already there."""

@@ -51,7 +51,11 @@ import scale_archive  # noqa: E402
 PASSWORD = secrets.token_hex(8)
 RUNNING = 2  # running jobs of each client in the view
 HTML_P95_TARGET = 0.5
-ACCESS_LOG = ([f"--access-logfile={os.environ['BENCH_ACCESS_LOG']}", "--access-logformat=%(t)s %(U)s %(s)s %(L)s"] if os.environ.get("BENCH_ACCESS_LOG") else [])
+# BENCH_ACCESS_LOG=FILE: gunicorn's access log there, each request's time in the server
+# (what a slow request spent inside, against what the client waited).
+ACCESS_LOG = ([f"--access-logfile={os.environ['BENCH_ACCESS_LOG']}",
+               "--access-logformat=%(t)s %(U)s %(s)s %(L)s"]
+              if os.environ.get("BENCH_ACCESS_LOG") else [])
 
 
 def view_rows(jobs: list, running_from: int) -> list[dict]:
@@ -165,7 +169,8 @@ def start(tmp: Path, port: int, workers: int, threads: int, users: list[str],
     kind = ["-k", "gthread", "--threads", str(threads)] if threads else []
     proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-w", str(workers), *kind,
                              "-b", f"127.0.0.1:{port}", "--log-level", "warning",
-                             "--timeout", "60", *ACCESS_LOG, "bench_web_scale:app()"], cwd=ROOT, env=env)
+                             "--timeout", "60", *ACCESS_LOG, "bench_web_scale:app()"],
+                            cwd=ROOT, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

@@ -49,6 +49,7 @@ class Nvml:
         self.clock = clock
         # index -> (joules, time) integrated from power on boards without an energy counter
         self._integrated: dict[int, tuple[float, float]] = {}
+        self._memory_v2 = True  # until the driver or binding refuses the second form
 
     def start(self) -> bool:
         try:
@@ -79,7 +80,7 @@ class Nvml:
         if handle is None:
             return None
         util = self.nvml.nvmlDeviceGetUtilizationRates(handle)
-        mem = self.nvml.nvmlDeviceGetMemoryInfo(handle)
+        mem = self._memory(handle)
         try:
             power: float | None = self.nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0  # mW
         except self.nvml.NVMLError:
@@ -92,6 +93,20 @@ class Nvml:
             power_watts=power,
         )
 
+
+    def _memory(self, handle: Any) -> Any:
+        """``nvmlDeviceGetMemoryInfo`` in its second form where the driver has it (R510+):
+        its ``used`` leaves out the driver's own reserve, as nvidia-smi's memory.used
+        does. The first form's ``used`` is total - free, the reserve included: 615 MiB on
+        an idle H200 (recorded: fixtures/exporter/nvml/real_h200_*_memory_v1_v2.json),
+        which no job used."""
+        version = getattr(self.nvml, "nvmlMemory_v2", None)
+        if version is not None and self._memory_v2:
+            try:
+                return self.nvml.nvmlDeviceGetMemoryInfo(handle, version=version)
+            except (self.nvml.NVMLError, TypeError):  # an older driver or binding
+                self._memory_v2 = False
+        return self.nvml.nvmlDeviceGetMemoryInfo(handle)
 
     def energy_joules(self, index: int) -> float | None:
         """GPU ``index``'s energy counter in joules (nvmlDeviceGetTotalEnergyConsumption:

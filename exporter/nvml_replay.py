@@ -35,6 +35,7 @@ class ReplayNvml:
     """Serves ``devices`` (dicts as in replay.json) in NVML index order."""
 
     NVMLError = NVMLError
+    nvmlMemory_v2 = 0x02000028  # pynvml's value: the second form of the memory info
 
     def __init__(
         self,
@@ -72,9 +73,17 @@ class ReplayNvml:
         self.calls.append("nvmlDeviceGetUtilizationRates")
         return SimpleNamespace(gpu=handle["utilization_gpu_percent"], memory=0)
 
-    def nvmlDeviceGetMemoryInfo(self, handle: dict) -> SimpleNamespace:  # noqa: N802
+    def nvmlDeviceGetMemoryInfo(self, handle: dict,  # noqa: N802
+                                version: int | None = None) -> SimpleNamespace:
+        """The first form: used = total - free. The second (``version``): the recorded
+        driver reserve (``memory_reserved_bytes``) apart from used; a recording without
+        one (nvidia-smi's memory.used, which already leaves it out) serves its figure."""
         used, total = handle["memory_used_bytes"], handle["memory_total_bytes"]
-        return SimpleNamespace(used=used, total=total, free=total - used)
+        if version is None:
+            return SimpleNamespace(used=used, total=total, free=total - used)
+        reserved = handle.get("memory_reserved_bytes", 0)
+        return SimpleNamespace(used=used - reserved, total=total, free=total - used,
+                               reserved=reserved)
 
     def nvmlDeviceGetPowerUsage(self, handle: dict) -> int:  # noqa: N802
         if handle.get("power_milliwatts") is None:

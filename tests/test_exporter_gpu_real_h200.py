@@ -166,3 +166,32 @@ def test_nvidia_smi_agrees_with_nvml_power():
             assert row["name"] == "NVIDIA H200" and row["pci.bus_id"] == "00000000:00:06.0"
             drawn = float(row["power.draw [W]"].split()[0])
             assert drawn == pytest.approx(device["power_usage_mw"] / 1000, abs=0.05)
+
+
+def test_memory_used_leaves_out_the_drivers_reserve_as_nvidia_smi_does():
+    """Recorded on the same H200 later (``*_nvml_memory_v1_v2.json``): the first form of
+    nvmlDeviceGetMemoryInfo counts the driver's 615 MiB reserve as used, the second keeps
+    it apart, as nvidia-smi's memory.used (0 MiB idle) does. The exporter asks for the
+    second where the binding has it, and falls back to the first."""
+    from exporter.nvml_replay import ReplayNvml
+
+    rec = json.loads((NVML / f"{PREFIX}nvml_memory_v1_v2.json").read_text())
+    assert rec["v1"]["used"] == rec["v2"]["used"] + rec["v2"]["reserved"]
+    idle = json.loads((NVML / f"{PREFIX}nvml_replay_idle.json").read_text())["devices"][0]
+    for v1_used, v2_used in ((rec["v1"]["used"], rec["v2"]["used"]),
+                             (rec["with_4GiB"]["v1_used"], rec["with_4GiB"]["v2_used"])):
+        device = {**idle, "memory_used_bytes": v1_used,
+                  "memory_reserved_bytes": rec["v2"]["reserved"]}
+        nvml = gpu.Nvml(ReplayNvml([device]))
+        assert nvml.start()
+        assert nvml.read(0).memory_used_bytes == v2_used
+        old_binding = ReplayNvml([device])
+        old_binding.nvmlMemory_v2 = None  # a binding without the second form
+        nvml = gpu.Nvml(old_binding)
+        assert nvml.start()
+        assert nvml.read(0).memory_used_bytes == v1_used
+    assert rec["v2"]["used"] == 0 and rec["v2"]["reserved"] == 644939776
+    # 4 GiB allocated by one process: the second form counts what it holds (plus the
+    # context's own), not the reserve beside it.
+    procs = dict(rec["with_4GiB"]["procs"])
+    assert abs(rec["with_4GiB"]["v2_used"] - sum(procs.values())) < 16 * MIB

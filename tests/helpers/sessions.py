@@ -35,3 +35,17 @@ def sign_in(client: FlaskClient, user: str) -> None:
     with client.session_transaction() as sess:
         sess.update(values)
         sess.permanent = True
+
+
+def pdf_of(get, url: str, limit: float = 120.0):  # noqa: ANN001, ANN201 - a response
+    """The PDF at ``url`` as a browser gets it: an ended job's is built in the background,
+    and its "being built" page (202, Retry-After) is reloaded until the PDF is there.
+    ``get``: a requests session's or a Flask test client's ``get``."""
+    import time
+
+    deadline = time.monotonic() + limit
+    while True:
+        resp = get(url)
+        if resp.status_code != 202 or time.monotonic() > deadline:
+            return resp
+        time.sleep(float(resp.headers.get("Retry-After", "3")))

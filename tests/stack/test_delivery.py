@@ -14,7 +14,7 @@ from selenium.webdriver.common.by import By
 
 from tests.helpers.browser import ARTIFACTS, severe, wait_for_url
 from tests.helpers.mail import free_port
-from tests.helpers.sessions import sign_in
+from tests.helpers.sessions import pdf_of, sign_in
 from tests.helpers.stack import ROOT
 from webapp import create_app
 from webapp.report.service import ReportService
@@ -70,7 +70,8 @@ def test_owner_sees_own_job_and_not_others(stack_jobs):
 def test_real_job_pdf(stack_jobs, tmp_path):
     with requests.Session() as staff:
         _login(staff, "staff")
-        resp = staff.get(f"{WEB}/jobs/{stack_jobs['mem-over-request']}.pdf", timeout=60)
+        resp = pdf_of(lambda url: staff.get(url, timeout=60),
+                      f"{WEB}/jobs/{stack_jobs['mem-over-request']}.pdf")
     assert resp.status_code == 200 and resp.content.startswith(b"%PDF")
     pdf = tmp_path / "report.pdf"
     pdf.write_bytes(resp.content)
@@ -153,7 +154,8 @@ def test_hostile_names_are_inert_in_html_pdf_and_email(stack_jobs, service, sett
     with requests.Session() as staff:
         _login(staff, "staff")
         page = staff.get(f"{WEB}/jobs/{markup_job}", timeout=60).text
-        pdf = staff.get(f"{WEB}/jobs/{markup_job}.pdf", timeout=60).content
+        pdf = pdf_of(lambda url: staff.get(url, timeout=60),
+                     f"{WEB}/jobs/{markup_job}.pdf").content
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     (tmp_path / "hostile.pdf").write_bytes(pdf)

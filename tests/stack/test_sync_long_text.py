@@ -18,7 +18,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from tests.helpers.mail import Recorder, free_port
-from tests.helpers.sessions import sign_in
+from tests.helpers.sessions import pdf_of, sign_in
 from tests.helpers.stack import wait_until_done
 from tests.helpers.sync import mail_env, sbatch, start_watermarks
 from webapp import create_app
@@ -157,7 +157,7 @@ def test_web_page_and_pdf_of_the_job(synced, stack_env, tmp_path):
     page = client.get(f"/jobs/{synced['deep']}")
     assert page.status_code == 200
     assert "\\" * PER_LEVEL in page.get_data(as_text=True)
-    pdf = client.get(f"/jobs/{synced['deep']}.pdf")
+    pdf = pdf_of(client.get, f"/jobs/{synced['deep']}.pdf")
     assert pdf.status_code == 200 and pdf.mimetype == "application/pdf"
     text = _pdf_text(pdf.data, tmp_path, "web.pdf")
     assert f"(cut, {len(synced['work_dir']):,} characters)" in text

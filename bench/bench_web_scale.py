@@ -316,7 +316,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=700_000)
     ap.add_argument("--users", type=int, default=5000)
     ap.add_argument("--clients", type=int, default=50)
-    ap.add_argument("--servers", default="4:4:1",
+    ap.add_argument("--servers", default="4:0:1",
                     help="comma-separated WORKERS:THREADS:PDF_BUILDS, one load run each on "
                     "the same archive (THREADS 0: sync workers, else gthread; PDF_BUILDS: "
                     "JOBREPORT_PDF_BUILDS, the host's); each run starts with no kept PDF")

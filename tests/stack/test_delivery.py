@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import email
 import subprocess
+import time
 from email import policy
 
 import requests
@@ -48,8 +49,13 @@ def test_real_job_page_in_chromium(stack_jobs, driver):
     assert findings and all(f.is_displayed() for f in findings)
     assert any("idle" in f.text.lower() and "gpu" in f.text.lower() for f in findings)
     browser.find_element(By.CSS_SELECTOR, "details#details > summary").click()  # the details
-    plots = browser.find_elements(By.CSS_SELECTOR, "section.plot svg")
+    plots = browser.find_elements(By.CSS_SELECTOR, "section.plot img")  # loaded on opening
     assert len(plots) >= 3 and all(p.is_displayed() for p in plots)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(
+            p.get_property("complete") and p.get_property("naturalWidth") for p in plots):
+        time.sleep(0.3)
+    assert all(p.get_property("naturalWidth") > 300 for p in plots)  # each SVG drawn
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / f"browser-real-job-{job}.png"
     assert browser.save_screenshot(str(shot))

@@ -217,3 +217,22 @@ def test_a_report_from_the_archive_is_final_a_report_with_a_source_down_is_not()
     assert final(replace(ended, gaps=(Gap(ARCHIVE_SOURCE, "Usage from the archive"),)))
     assert not final(replace(ended, gaps=(Gap("prometheus", "Connection refused"),)))
     assert not final(replace(ended, state="RUNNING", end_time=None))
+
+
+def test_a_failed_background_build_is_told_to_the_next_request(tmp_path):
+    """A reload of the 'being built' page after the builder failed gets the failure (an
+    error page, or 503 when no slot freed up), not another 202 for ever."""
+    from concurrent.futures import Future
+
+    builds = PdfBuilds(store(tmp_path), in_process=True)
+    broken: Future = Future()
+    broken.set_exception(RuntimeError("pdflatex failed"))
+    builds._forget("demo/1", broken)
+    assert not builds.pending("demo/1")
+    with pytest.raises(RuntimeError, match="pdflatex failed"):
+        builds.build(sample_report("1"), lambda r: b"never", key="demo/1")
+    busy: Future = Future()
+    busy.set_exception(NoSlot())
+    builds._forget("demo/2", busy)
+    with pytest.raises(PdfBusy):
+        builds.build(sample_report("2"), lambda r: b"never", key="demo/2")

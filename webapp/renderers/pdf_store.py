@@ -38,7 +38,9 @@ from pathlib import Path
 from webapp.model import ARCHIVE_SOURCE, JobReport
 from webapp.settings import Settings
 
-KEY_LOCKS = 64  # stripes: two jobs rarely share one, and the lock files stay few
+# Stripes: a background build holds its key's while it waits for a slot, so two jobs (or
+# a job's PDF and its plots) sharing one would wait on each other; 1,024 keep that rare.
+KEY_LOCKS = 1024
 POLL_SECONDS = 0.05
 OLD_RELEASE_SECONDS = 3600
 
@@ -135,7 +137,7 @@ class PdfStore:
         within the wait; ``slot=False``: the sync's own build at nice 19, which must not
         hold a slot the web's requests wait for); kept when final."""
         deadline = time.monotonic() + self.wait
-        stripe = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % KEY_LOCKS
+        stripe = int(hashlib.sha256((key + suffix).encode()).hexdigest()[:8], 16) % KEY_LOCKS
         with self._lock(f"key-{stripe}.lock", deadline):
             body = self.get(key, suffix)
             if body is not None:

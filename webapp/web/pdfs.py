@@ -75,6 +75,7 @@ class PdfBuilds:
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self._pending: dict[str, Future] = {}  # background builds of this worker, by key
+        self._failed: dict[str, BaseException] = {}  # a background build's error, told once
 
     def cached(self, key: str) -> bytes | None:
         return self.store.get(key)
@@ -91,6 +92,12 @@ class PdfBuilds:
         builder process renders it instead, an ended job's in the background: None when
         it is not done within ``INLINE_WAIT`` (the caller answers 202)."""
         if self.in_process and final(report):
+            with self._lock:
+                failed = self._failed.pop(key, None)
+            if isinstance(failed, NoSlot):  # the reload after a failed build hears of it
+                raise PdfBusy() from failed
+            if failed is not None:
+                raise failed
             future = self._background(report, key)
             try:
                 return future.result(timeout=INLINE_WAIT)
@@ -124,12 +131,14 @@ class PdfBuilds:
             if future is None:
                 future = pool.submit(_build_and_keep, self.store, report, key)
                 self._pending[key] = future
-                future.add_done_callback(lambda _f: self._forget(key))
+                future.add_done_callback(lambda done: self._forget(key, done))
         return future
 
-    def _forget(self, key: str) -> None:
+    def _forget(self, key: str, done: Future) -> None:
         with self._lock:
             self._pending.pop(key, None)
+            if done.exception() is not None:
+                self._failed[key] = done.exception()
 
     def charts(self, report: JobReport, key: str) -> list[Chart]:
         """The page's SVG plots, drawn: kept with the PDF once the job is final (drawn
@@ -137,7 +146,11 @@ class PdfBuilds:
         worker's LRU (``presentation.CHARTS``)."""
         if not final(report):
             return CHARTS.get(report)
-        kept = self.store.build(report, _charts_json, key, slot=False, suffix=CHARTS_SUFFIX)
+        try:
+            kept = self.store.build(report, _charts_json, key, slot=False,
+                                    suffix=CHARTS_SUFFIX)
+        except NoSlot:  # another request drew them for longer than the wait
+            raise PdfBusy() from None
         return [Chart(**c) for c in json.loads(kept)]
 
     def chart_refs(self, report: JobReport, key: str) -> list[Chart]:

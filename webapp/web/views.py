@@ -35,6 +35,14 @@ def job_url(cluster: str | None, job_id: str, fmt: str = "") -> str:
                    cluster=named or s.cluster if s.multi_cluster else None)
 
 
+def _kept_key(cluster: str | None, job_id: JobId) -> str:
+    """The job's key in the host's store of PDFs and plots (this deployment's cluster
+    when the URL names none), as the sync's email attachment keys it too."""
+    from webapp.renderers.pdf_store import pdf_key
+
+    return pdf_key(cluster or auth.settings().cluster, str(job_id))
+
+
 @bp.get("/")
 def index():
     """The user's recent jobs and the lookup form; ?job=ID redirects to that job's page."""
@@ -49,15 +57,13 @@ def index():
 @bp.get("/c/<cluster>/jobs/<job_id>")
 def job(job_id: str, cluster: str | None = None):
     """The report as an HTML page with findings and inline SVG plots."""
-    from webapp.renderers.pdf_store import pdf_key
-
     canonical = JobId.parse(job_id)
     report = load_report(canonical, cluster=cluster)
     links = [(fmt.upper(), job_url(report.cluster, report.job_id, fmt))
              for fmt in ("pdf", "json", "txt")]
     # The plots are folded into the details: each an image loaded when they are opened.
     charts = current_app.extensions["jobreport.pdfs"].chart_refs(
-        report, pdf_key(cluster or auth.settings().cluster, str(canonical)))
+        report, _kept_key(cluster, canonical))
     # Staff also see each gap's technical detail (driver errors); users the plain reason.
     return render_template("report.html", links=links,
                            plot_base=job_url(report.cluster, report.job_id) + "/plots/",
@@ -69,7 +75,7 @@ def job(job_id: str, cluster: str | None = None):
 def job_plot(job_id: str, plot: str, cluster: str | None = None):
     """One plot of the report as an SVG image (the page's details load them lazily)."""
     from webapp.renderers.charts import FIGURES
-    from webapp.renderers.pdf_store import final, pdf_key
+    from webapp.renderers.pdf_store import final
 
     canonical = JobId.parse(job_id)
     if plot not in {name for name, _, _ in FIGURES}:
@@ -77,7 +83,7 @@ def job_plot(job_id: str, plot: str, cluster: str | None = None):
               + ", ".join(name for name, _, _ in FIGURES) + ".")
     report = load_report(canonical, cluster=cluster)
     charts = current_app.extensions["jobreport.pdfs"].charts(
-        report, pdf_key(cluster or auth.settings().cluster, str(canonical)))
+        report, _kept_key(cluster, canonical))
     chart = next((c for c in charts if c.name == plot), None)
     if chart is None:
         abort(404, description=f"Job {canonical} has no {plot} plot (no such series).")
@@ -91,12 +97,10 @@ def job_pdf(job_id: str, cluster: str | None = None):
     """The report as a PDF, one section per page (kept on the host once the job has ended:
     ``webapp.renderers.pdf_store``)."""
     from webapp.renderers import pdf
-    from webapp.renderers.pdf_store import pdf_key
-
     canonical = JobId.parse(job_id)
     authorize(canonical, cluster)
     builds = current_app.extensions["jobreport.pdfs"]
-    key = pdf_key(cluster or auth.settings().cluster, str(canonical))
+    key = _kept_key(cluster, canonical)
     body = builds.cached(key)
     if body is None and not builds.pending(key):
         body = builds.build(load_report(canonical, authorized=True, cluster=cluster),

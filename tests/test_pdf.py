@@ -166,9 +166,7 @@ def test_temporary_directory_removed_even_on_failure(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_two_pdflatex_passes_give_the_page_total(monkeypatch, tmp_path):
-    """The label of the last page is read back on the second pass; the log then asks for
-    no third."""
+def _counted_passes(monkeypatch) -> list[str]:
     real, passes = pdf.subprocess.run, []
 
     def counted(argv, **kw):
@@ -176,9 +174,23 @@ def test_two_pdflatex_passes_give_the_page_total(monkeypatch, tmp_path):
         return real(argv, **kw)
 
     monkeypatch.setattr(pdf.subprocess, "run", counted)
+    return passes
+
+
+def test_a_two_page_report_compiles_in_one_pass(monkeypatch, tmp_path):
+    """The .aux starts out saying two pages, as the finished run's would: the first pass
+    prints the total and its log asks for no second."""
+    passes = _counted_passes(monkeypatch)
     path = write(pdf.render(gpu_report()), tmp_path)
-    assert passes == ["report.tex", "report.tex"]
+    assert passes == ["report.tex"]
     assert "Page 1 of 2" in page_text(path, 1) and "Page 2 of 2" in page_text(path, 2)
+
+
+def test_a_longer_report_takes_a_second_pass_for_its_total(monkeypatch, tmp_path):
+    passes = _counted_passes(monkeypatch)
+    path = write(pdf.render(array_report()), tmp_path)
+    assert passes == ["report.tex", "report.tex"]
+    assert [f"Page {n} of 3" in page_text(path, n) for n in (1, 2, 3)] == [True] * 3
 
 
 def test_work_dir_of_13000_backslashes_is_cut_and_says_so(tmp_path):

@@ -41,6 +41,14 @@ def since(stack_jobs, service) -> datetime:
     return min(submitted) - MARGIN
 
 
+@pytest.fixture(scope="module")
+def pdf_cache(tmp_path_factory) -> str:
+    """One PDF store for the module, as a site's sync processes share one: the second
+    test's sync (another process) attaches the PDFs the first one built and kept, rather
+    than compiling every job's again (a real PDF each, ~120 jobs in a full run's window)."""
+    return str(tmp_path_factory.mktemp("pdf-cache"))
+
+
 def span(since: datetime) -> float:
     """The first sync's --max-span, reaching back to ``since`` from now."""
     return int((datetime.now(UTC) - since).total_seconds()) + 1
@@ -104,12 +112,13 @@ def assert_each_once(recorder: Recorder, outbox: str, stack_policy: dict[str, bo
 
 
 def test_smtp_down_then_up_delivers_each_once(stack_policy, settings, service, since,
-                                               tmp_path):
+                                               pdf_cache, tmp_path):
     port = free_port()  # nothing listens yet: connection refused
     mail = dataclasses.replace(
         settings, smtp_host="127.0.0.1", smtp_port=port, smtp_starttls=False, smtp_user="",
         mail_to=MAIL_TO, mail_map="", mail_opt_out="", mail_min_runtime=0, mail_daily_cap=0,
-        outbox=str(tmp_path / "outbox.sqlite"), archive_url=str(tmp_path / "archive.sqlite"))
+        outbox=str(tmp_path / "outbox.sqlite"), archive_url=str(tmp_path / "archive.sqlite"),
+        pdf_cache_dir=pdf_cache)
     result = sync_email(mail, since)
     assert result.error is None and result.delivery == Counter(deferred=1), result
     rows = outbox_rows(mail.outbox)
@@ -132,7 +141,7 @@ def test_smtp_down_then_up_delivers_each_once(stack_policy, settings, service, s
 
 
 def test_killed_sync_restarted_loses_and_duplicates_nothing(stack_policy, service, since,
-                                                            tmp_path):
+                                                            pdf_cache, tmp_path):
     recorder = Recorder()
     recorder.hold_after = 1  # accept the first email, then hold the second in DATA
     controller = Controller(recorder, hostname="127.0.0.1", port=free_port())
@@ -142,7 +151,7 @@ def test_killed_sync_restarted_loses_and_duplicates_nothing(stack_policy, servic
            "JOBREPORT_SMTP_HOST": "127.0.0.1", "JOBREPORT_SMTP_PORT": str(controller.port),
            "JOBREPORT_OUTBOX": outbox, "JOBREPORT_ARCHIVE_URL": str(tmp_path / "archive.sqlite"),
            "JOBREPORT_MAIL_MIN_RUNTIME": "0", "JOBREPORT_MAIL_DAILY_CAP": "0",
-           "JOBREPORT_MAIL_TO": MAIL_TO}
+           "JOBREPORT_MAIL_TO": MAIL_TO, "JOBREPORT_PDF_CACHE_DIR": pdf_cache}
     argv = [JOBREPORT, "sync", "--direction", "email", "--max-span", f"{span(since)}s"]
     try:
         with open(tmp_path / "killed.log", "wb") as log:

@@ -58,7 +58,11 @@ def test_gap_note_and_hostile_name(driver, base_url):
 
 
 def test_lookup_form_and_logout(driver, base_url):
-    driver.get(f"{base_url}/")
+    # A session of its own: under `pytest -n` this test may not share the browser that
+    # logged in above.
+    driver.get(f"{base_url}/login")
+    driver.delete_all_cookies()
+    login(driver, base_url, "")
     box = driver.find_element(By.ID, "job")
     box.send_keys("6002+1")
     box.submit()

@@ -71,9 +71,12 @@ def test_a_two_node_job_with_an_idle_node_gets_the_finding_on_that_node(stack_jo
                 f"[{int(report.elapsed_seconds) + 30}s]))", end + 10)
     seconds = {r["metric"]["instance"]: float(r["value"][1]) for r in rows}
     assert set(seconds) == set(report.nodes)
-    idle = [n for n, s in seconds.items() if s / report.elapsed_seconds < 0.01]
-    assert len(idle) == 1 and finding.evidence["idle_nodes"] == idle[0]
-    assert f"({idle[0]}: 0.0" in finding.message
+    # The counter includes the idle rank's start (Python, its 200 MiB filled): a few tenths
+    # of a second on a loaded node, so "idle" here is a tenth of the busy node's seconds.
+    idle, busy = sorted(seconds, key=seconds.get)
+    assert seconds[idle] < 0.1 * seconds[busy], seconds
+    assert finding.evidence["idle_nodes"] == idle
+    assert f"({idle}: 0.0" in finding.message
 
 
 def test_the_watch_flags_the_idle_node_while_the_job_ran(stack_jobs, service):

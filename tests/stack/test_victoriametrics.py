@@ -137,7 +137,8 @@ def test_victoriametrics_gives_the_same_report(stack_env, tmp_path):
         from_prometheus, from_vm = report(stack_env, prom), report(stack_env, vm)
     assert from_prometheus["usage"]["memory_max_usage_bytes"]  # the job was seen
     # A minute of 5 s points: most compared point by point, past the first rate window.
-    assert len(from_prometheus["series"]["cpu_cores"][0]["points"]) >= 12
+    # (12 scrapes; two missed on a loaded node still leave 10.)
+    assert len(from_prometheus["series"]["cpu_cores"][0]["points"]) >= 10
     # (A job that started at once has no queue context in either: the same gap.)
     assert not [g for g in from_prometheus["gaps"] + from_vm["gaps"]
                 if g["source"] == "prometheus"]

@@ -9,7 +9,9 @@ demo: stack ## install and start the local stack, run sample jobs, print their r
 
 test: stack ## lint, then every test (unit and integration on the real stack)
 	$(MAKE) lint
-	$(VENV)/bin/pytest -q -n 3 --dist loadfile --durations=15
+	# Whole modules in tests/conftest.py's order (stack modules with jobs of their own
+	# first): xdist would otherwise start with the modules holding the most tests.
+	$(VENV)/bin/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 
 stack:
 	scripts/dev-stack start

@@ -92,8 +92,12 @@ def test_same_report_from_either_source(restd, ended, settings):
     assert isinstance(b.sacct, SlurmrestdSource)
     for job_id in (*ended.values(), f"{ended['restd-array']}_1"):
         ra, rb = a.build(job_id), b.build(job_id)
+        # Not the queue context: it is read from Prometheus alone (the slurm-exporter's
+        # series over the wait), whichever source lists the job, and a late scrape of the
+        # wait's last moment may land between the two builds; its inputs (partition,
+        # submit and start) are compared here with the rest.
         differ = [f.name for f in dataclasses.fields(ra)
-                  if getattr(ra, f.name) != getattr(rb, f.name)]
+                  if f.name != "queue" and getattr(ra, f.name) != getattr(rb, f.name)]
         assert differ == [], (job_id, differ)
     steps = b.build(ended["restd-steps"])
     assert steps.cpu_seconds and len(steps.steps) >= 2  # figures really came from it

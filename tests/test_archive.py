@@ -43,6 +43,36 @@ def test_put_is_idempotent_by_cluster_job_and_submit_time(archive):
     assert archive.get("demo", "4242").submit_time == again.submit_time
 
 
+def test_summaries_are_those_of_the_submissions_asked_for(archive):
+    """A page's summaries in one query each 500 ids: the submission asked for (the same
+    id twice is two jobs), nothing for a job not archived; the query uses the primary
+    key, not a scan of the cluster's rows."""
+    record = archive_record(sample_report("4242", n=20))
+    again = replace(record, submit_time=record.submit_time + 86400,
+                    summary={**record.summary, "job_name": "second"})
+    others = [replace(record, job_id=str(5000 + i)) for i in range(600)]
+    for r in (record, again, *others):
+        archive.put(r)
+    keys = [("4242", again.submit_time), ("9999", 1), *((r.job_id, r.submit_time)
+                                                         for r in others)]
+    seen: list[tuple[str, list]] = []
+    query = archive.db.query
+    archive.db.query = lambda sql, params=(): seen.append((sql, list(params))) or query(
+        sql, params)
+    found = archive.summaries("demo", keys)
+    archive.db.query = query
+    assert len(seen) == 2  # 601 ids: two statements
+    for sql, params in seen:  # each a search of the primary key, not a scan
+        plan = str(query("EXPLAIN QUERY PLAN " + sql, params))
+        assert "cluster=? AND job_id=?" in plan, plan
+    assert set(found) == {("4242", again.submit_time), *((r.job_id, r.submit_time)
+                                                         for r in others)}
+    assert found[("4242", again.submit_time)]["job_name"] == "second"
+    assert archive.summaries("demo", [("4242", record.submit_time)])[
+        ("4242", record.submit_time)]["job_name"] == record.summary["job_name"]
+    assert archive.summaries("other-cluster", keys) == {}
+
+
 def test_series_are_downsampled_to_max_points_and_keep_their_mean(archive):
     report = sample_report("4242", n=2000)  # 2,000 points at 30 s
     record = archive_record(report)

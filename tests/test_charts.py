@@ -26,7 +26,7 @@ def test_no_data_no_plot():
 
 
 def test_memory_summary_names_the_request():
-    _, summary = charts.memory_figure(sample_report())
+    summary = charts.PLOTS["memory"].summary(sample_report())
     assert "of 8.0 GiB requested per node" in summary
 
 
@@ -52,3 +52,18 @@ def test_cache_hits_by_content():
     assert cache.get(sample_report(n=10)) is not first
     cache.get(sample_report(n=11))
     assert cache.get(sample_report()) is not first  # evicted (LRU of 2)
+
+
+def test_a_pages_list_of_plots_builds_no_figure(monkeypatch):
+    """The page lists each plot's title and summary (its image loads on its own): the
+    same as the drawn plots', computed without building a figure."""
+    drawn = [(c.name, c.title, c.summary) for c in charts.svg_charts(sample_report())]
+
+    def no_figure(*args, **kwargs):
+        raise AssertionError("a figure was built for a page's list of plots")
+
+    monkeypatch.setattr(charts, "_figure", no_figure)
+    listed = charts.chart_refs(sample_report())
+    assert [(c.name, c.title, c.summary) for c in listed] == drawn
+    assert {c.svg for c in listed} == {""}
+    assert charts.chart_refs(gap_report()) == []

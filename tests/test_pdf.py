@@ -85,8 +85,8 @@ def test_page_two_has_every_plot(ordinary):
     second = page_text(ordinary[0], 2)
     for title in PLOT_TITLES:
         assert title in second, title
-    for _, heading, _ in FIGURES:
-        assert f"{heading}." in second  # the caption under each plot
+    for plot in FIGURES:
+        assert f"{plot.title}." in second  # the caption under each plot
     assert "Page 2 of 2" in second
     # Each plot is an embedded PDF of its own (a form XObject), not a raster image.
     assert _run("pdfimages", "-list", "-f", "2", "-l", "2", str(ordinary[0])).count("\n") == 2

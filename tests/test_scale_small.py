@@ -165,7 +165,7 @@ def test_a_job_on_many_nodes_renders_bands_and_the_busiest_and_idlest():
     assert len(rows) == 2 * (16 + 1)
     assert rows[16][0] == "24 more nodes" and rows[-1][0] == "64 more GPUs"
     assert rows[0][0] == "node n0002"  # the least covered first (n0002 covers 99.8 %)
-    fig, _ = charts.cpu_figure(report)
+    fig, _ = charts.PLOTS["cpu"].build(report)
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     assert "max of 40 nodes" in labels and "median of 40 nodes" in labels
     assert not any(label.startswith("n00") for label in labels)

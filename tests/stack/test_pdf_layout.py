@@ -61,7 +61,7 @@ def test_real_job_pdf_is_two_pages_with_findings_block_and_plots(rendered, name)
         assert line in first
     for label in ("CPU efficiency", "Memory peak of requested", "Time used of requested"):
         assert label in first
-    plotted = [key for key, _, build in FIGURES if build(report) is not None]
+    plotted = [p.name for p in FIGURES if p.summary(report) is not None]
     assert "memory" in plotted  # a 6-second array task may end before its first CPU rate
     for key in plotted:
         assert PLOT_TITLES[key] in second, key

@@ -187,11 +187,11 @@ def _queue(doc: Document, c: dict[str, Any]) -> None:
 def _plots(doc: Document, report: JobReport, tmp: str) -> None:
     """Every plot with data, two to a row, each with its heading and summary below."""
     cells = []
-    for name, heading, build in FIGURES:
-        built = build(report, size=GRID_SIZE)
+    for plot in FIGURES:
+        built = plot.build(report, size=GRID_SIZE)
         if built is None:
             continue
-        fig, summary = built
+        (fig, summary), name, heading = built, plot.name, plot.title
         to_file(fig, os.path.join(tmp, f"plot-{name}.pdf"))
         cells.append(
             r"\begin{minipage}[t]{0.485\textwidth}\centering"

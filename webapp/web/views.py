@@ -74,13 +74,12 @@ def job(job_id: str, cluster: str | None = None):
 @bp.get("/c/<cluster>/jobs/<job_id>/plots/<plot>.svg")
 def job_plot(job_id: str, plot: str, cluster: str | None = None):
     """One plot of the report as an SVG image (the page's details load them lazily)."""
-    from webapp.renderers.charts import FIGURES
+    from webapp.renderers.charts import PLOTS
     from webapp.renderers.pdf_store import final
 
     canonical = JobId.parse(job_id)
-    if plot not in {name for name, _, _ in FIGURES}:
-        abort(404, description="No such plot: the plots are "
-              + ", ".join(name for name, _, _ in FIGURES) + ".")
+    if plot not in PLOTS:
+        abort(404, description="No such plot: the plots are " + ", ".join(PLOTS) + ".")
     report = load_report(canonical, cluster=cluster)
     charts = current_app.extensions["jobreport.pdfs"].charts(
         report, _kept_key(cluster, canonical))

@@ -120,7 +120,7 @@ def scale_archive_window():
 
 @pytest.mark.parametrize(("sort", "order"), [
     ("submit", "desc"), ("elapsed", "asc"), ("cpu_eff", "asc"), ("cpu_waste", "desc"),
-    ("mem_waste", "desc"), ("gpu_util", "desc"), ("state", "asc"),
+    ("mem_waste", "desc"), ("gpu_waste", "desc"), ("gpu_util", "desc"), ("state", "asc"),
 ])
 def test_user_page_is_sorted_and_cut_by_the_database_as_the_list_sorts(filled, sort, order):
     jobs, archive = filled
@@ -147,7 +147,9 @@ def test_user_page_filters_by_state_and_leaves_other_sorts_to_the_list(filled):
     assert 0 < total and all(r.state == "COMPLETED" for r in done)
     assert archive_page(archive, "bench", "user0000", ListQuery(sort="name"), now) is None
     with pytest.raises(KeyError):
-        StaffRows(archive.db).user_page("bench", "user0000", 0, 1, "user_name; DROP")
+        StaffRows(archive.db).owner_page("bench", "user", "user0000", 0, 1, "user_name; DROP")
+    with pytest.raises(KeyError):
+        StaffRows(archive.db).owner_page("bench", "user_name; DROP", "x", 0, 1)
 
 
 def test_a_job_on_many_nodes_renders_bands_and_the_busiest_and_idlest():

@@ -24,7 +24,13 @@ from tests.helpers.view_sqlite import SqliteView  # noqa: E402
 from webapp import create_app  # noqa: E402
 from webapp.archive.staff_rows import StaffRows  # noqa: E402
 from webapp.archive.store import Archive  # noqa: E402
-from webapp.report.job_list import ListQuery, select  # noqa: E402
+from webapp.report.job_list import (  # noqa: E402
+    WASTE_KEYS,
+    ListQuery,
+    select,
+    top_waste,
+    totals,
+)
 from webapp.report.job_page import row_of  # noqa: E402
 from webapp.report.service import ReportService  # noqa: E402
 from webapp.report.staff_archive import staff_row  # noqa: E402
@@ -86,10 +92,11 @@ def archive(tmp_path_factory):
 @pytest.fixture
 def client(tmp_path, archive):
     pw = tmp_path / "pw"
-    pw.write_text("".join(f"{u}:{generate_password_hash('pw')}\n" for u in ("alice", "bob")))
+    pw.write_text("".join(f"{u}:{generate_password_hash('pw')}\n"
+                          for u in ("alice", "bob", "staff")))
     settings = Settings(secret_key="x" * 40, password_file=str(pw), cluster=CLUSTER,
                         session_cookie_secure=False, web_state=str(tmp_path / "s.sqlite"),
-                        archive_url=archive)
+                        archive_url=archive, staff=frozenset({"staff"}))
     view = SqliteView(_view_rows())
     service = ReportService(
         settings, accounting=AccountingSource("mysql://unused", CLUSTER, connect=lambda: view),
@@ -256,3 +263,40 @@ def test_jobs_archived_without_their_row_send_the_list_back_to_unpaged(client, a
         finally:
             a.db.execute("DELETE FROM archive_jobs WHERE job_id = '6999'")
     assert 'class="pager"' in client.get("/").get_data(as_text=True)
+
+
+def _waste_tables(page: str) -> dict[str, list[str]]:
+    return {key: re.findall(r'<a href="[^"]*">([^<]+)</a>', body)
+            for key, body in re.findall(r'id="waste-(\w+)">(.*?)</table>', page, re.S)}
+
+
+@pytest.mark.parametrize(("path", "who"), [("/users/alice", "user"),
+                                           ("/accounts/acct00", "account")])
+def test_staff_pages_are_paged_ranked_and_summed_by_the_database(client, path, who):
+    """A user's and an account's page over the archive: one page of the jobs, and the
+    waste tables and sums over all of them, as the list ranks and sums them in Python."""
+    _login(client, "staff")
+    page = client.get(f"{path}?sort=cpu_waste").get_data(as_text=True)
+    mine = [row_of(staff_row(CLUSTER, j)) for j in _jobs()
+            if (j.user if who == "user" else j.account) == path.rsplit("/", 1)[1]]
+    assert len(mine) > 250
+    q = ListQuery(sort="cpu_waste")
+    assert _ids(page, "jobs") == [r.job_id for r in select(mine, q)][:50]
+    assert _links(page)["next"] == "2" and 'id="archived-title"' in page
+    if who == "user":  # alice's running job and the one ended since the sync
+        assert sorted(_ids(page, "recent")) == ["7001", "7002"]
+    tables = _waste_tables(page)
+    assert set(tables) == set(WASTE_KEYS)
+    for key in WASTE_KEYS:
+        assert tables[key] == [r.job_id for r in top_waste(mine, key, 10)], key
+    assert tables["cpu_waste"] and tables["mem_waste"]
+    sums = totals(mine)  # the two not archived have no figures: nothing to add
+    shown = re.search(r"Unused over the (\d+) jobs of the window: ([\d.]+) CPU-hours,\s+"
+                      r"([\d.]+) GPU-hours, ([\d.]+) memory GiB-hours", page)
+    assert shown, "no sums"
+    assert shown.groups() == (str(len(mine) + (2 if who == "user" else 0)),
+                              *(f"{sums[k]:.2f}" for k in WASTE_KEYS))
+    later = client.get(f"{path}?sort=cpu_waste&page=3").get_data(as_text=True)
+    assert _ids(later, "jobs") == [r.job_id for r in select(mine, q)][100:150]
+    assert _waste_tables(later) == tables  # the tables rank the window, on every page
+    assert client.get(f"{path}?sort=name").status_code == 200  # read whole, as before

@@ -121,6 +121,14 @@ MIGRATIONS: dict[int, dict[str, tuple[str, ...]]] = {
             " KEY archive_staff_user (cluster, user_name, end_time)) CHARACTER SET utf8mb4",
         ),
     },
+    # An account's jobs of a window, paged and ranked by the database (the staff pages,
+    # webapp.report.my_jobs), as a user's are by archive_staff_user.
+    5: {
+        "sqlite": ("CREATE INDEX archive_staff_account ON archive_staff_jobs"
+                   " (cluster, account, end_time)",),
+        "mysql": ("CREATE INDEX archive_staff_account ON archive_staff_jobs"
+                  " (cluster, account, end_time)",),
+    },
 }
 
 LATEST = max(MIGRATIONS)

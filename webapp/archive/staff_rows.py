@@ -73,7 +73,14 @@ PAGE_SORTS = {
                  " THEN (elapsed * cpus - cpu_seconds) / 3600.0 ELSE 0 END) END",
     "mem_waste": f"CASE WHEN {_MEM_KNOWN} THEN (CASE WHEN {_MEM_ASKED} > {_MEM_USED}"
                  f" THEN {_MEM_ASKED} - {_MEM_USED} ELSE 0 END) END",
+    # 0 without GPUs, as JobRow.gpu_hours_unused; unknown without a run or a mean use
+    "gpu_waste": "CASE WHEN gpus = 0 THEN 0 WHEN elapsed > 0 AND cpus > 0 AND"
+                 " gpu_utilization IS NOT NULL THEN (CASE WHEN gpu_utilization < 1 THEN"
+                 f" gpus * (1 - gpu_utilization) * {_HOURS} ELSE 0 END) END",
 }
+WASTE_SORTS = ("cpu_waste", "gpu_waste", "mem_waste")  # report.job_list.WASTE_KEYS
+# Whose jobs a list shows: the page's kind -> its column.
+OWNERS = {"user": "user_name", "account": "account"}
 
 class Window:
     """The WHERE clause of one report window: a cluster's jobs that ended in
@@ -157,22 +164,30 @@ class StaffRows:
                 f" AND job_id IN ({', '.join('?' for _ in chunk)})", [cluster, *chunk]))
         return found
 
-    def user_count(self, cluster: str, user: str, since: float, until: float) -> int:
-        """How many of ``user``'s rows ended in [since, until]."""
-        return int(self.db.query("SELECT COUNT(*) FROM archive_staff_jobs WHERE cluster = ?"
-                                 " AND user_name = ? AND end_time >= ? AND end_time <= ?",
-                                 (cluster, user, int(since), int(until)))[0][0])
-
-    def user_page(self, cluster: str, user: str, since: float, until: float,
-                  sort: str = "submit", descending: bool = True, offset: int = 0,
-                  limit: int = 50, state: str | None = None) -> tuple[list[dict[str, Any]], int]:
-        """One page of a user's jobs that ended in [since, until], sorted and cut by the
-        database; (rows, how many in all). KeyError for a sort not in ``PAGE_SORTS``."""
-        w = "cluster = ? AND user_name = ? AND end_time >= ? AND end_time <= ?"
-        params: list[Any] = [cluster, user, int(since), int(until)]
+    def _owned(self, cluster: str, owner: str, name: str, since: float, until: float,
+               state: str | None) -> tuple[str, list[Any]]:
+        """The WHERE clause of one user's or account's jobs that ended in [since, until]."""
+        w = f"cluster = ? AND {OWNERS[owner]} = ? AND end_time >= ? AND end_time <= ?"
+        params: list[Any] = [cluster, name, int(since), int(until)]
         if state is not None:
             w += " AND state = ?"
             params.append(state)
+        return w, params
+
+    def owner_count(self, cluster: str, owner: str, name: str, since: float,
+                    until: float) -> int:
+        """How many rows of ``owner`` ("user" or "account") ``name`` ended in [since, until]."""
+        w, params = self._owned(cluster, owner, name, since, until, None)
+        return int(self.db.query(f"SELECT COUNT(*) FROM archive_staff_jobs WHERE {w}",  # noqa: S608
+                                 params)[0][0])
+
+    def owner_page(self, cluster: str, owner: str, name: str, since: float, until: float,
+                   sort: str = "submit", descending: bool = True, offset: int = 0,
+                   limit: int = 50, state: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        """One page of a user's or an account's jobs that ended in [since, until], sorted
+        and cut by the database; (rows, how many in all). KeyError for a sort not in
+        ``PAGE_SORTS`` or an owner not in ``OWNERS``."""
+        w, params = self._owned(cluster, owner, name, since, until, state)
         total = int(self.db.query(f"SELECT COUNT(*) FROM archive_staff_jobs WHERE {w}",  # noqa: S608
                                   params)[0][0])
         way, key = "DESC" if descending else "ASC", PAGE_SORTS[sort]
@@ -181,3 +196,28 @@ class StaffRows:
             f" ORDER BY ({key}) IS NULL, {key} {way}, job_id {way}"
             f" LIMIT {int(limit)} OFFSET {int(offset)}", params)
         return [dict(zip(COLUMNS, r, strict=True)) for r in rows], total
+
+    def owner_top_waste(self, cluster: str, owner: str, name: str, since: float,
+                        until: float, key: str, limit: int,
+                        state: str | None = None) -> list[dict[str, Any]]:
+        """The ``limit`` rows that left most of ``key`` (``WASTE_SORTS``) unused, more
+        than none, largest first and then by job id (``job_list.top_waste``'s order)."""
+        if key not in WASTE_SORTS:
+            raise KeyError(key)
+        w, params = self._owned(cluster, owner, name, since, until, state)
+        expr = PAGE_SORTS[key]
+        rows = self.db.query(
+            f"SELECT {_SELECT} FROM archive_staff_jobs WHERE {w} AND ({expr}) > 0"  # noqa: S608
+            f" ORDER BY {expr} DESC, job_id LIMIT {int(limit)}", params)
+        return [dict(zip(COLUMNS, r, strict=True)) for r in rows]
+
+    def owner_waste_totals(self, cluster: str, owner: str, name: str, since: float,
+                           until: float, state: str | None = None) -> dict[str, float]:
+        """Each kind of waste (``WASTE_SORTS``) summed over the rows that have it
+        (``job_list.totals``)."""
+        w, params = self._owned(cluster, owner, name, since, until, state)
+        sums = ", ".join(f"SUM({PAGE_SORTS[k]})" for k in WASTE_SORTS)
+        row = self.db.query(f"SELECT {sums} FROM archive_staff_jobs WHERE {w}",  # noqa: S608
+                            params)[0]
+        # MariaDB sums BIGINT products as DECIMAL: floats here, as SQLite gives them.
+        return {k: float(v or 0) for k, v in zip(WASTE_SORTS, row, strict=True)}

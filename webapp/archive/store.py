@@ -147,6 +147,12 @@ class Archive:
                                  " user_name = ? AND end_time >= ? AND end_time <= ?",
                                  (cluster, user, since, until))[0][0])
 
+    def ended_count(self, cluster: str, since: int, until: int) -> int:
+        """How many archived jobs ended in [since, until]."""
+        return int(self.db.query("SELECT COUNT(*) FROM archive_jobs WHERE cluster = ? AND"
+                                 " end_time >= ? AND end_time <= ?",
+                                 (cluster, since, until))[0][0])
+
     def users(self, cluster: str, since: int, until: int) -> list[str]:
         """The users with archived jobs that ended in [since, until], sorted."""
         rows = self.db.query("SELECT DISTINCT user_name FROM archive_jobs WHERE cluster = ?"

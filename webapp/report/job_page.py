@@ -1,6 +1,7 @@
 """A user's ended jobs as one page of list rows, sorted, filtered by state and cut by the
-archive's database (``StaffRows.user_page``): a user with thousands of jobs costs one
-indexed query per page, not a report per job.
+archive's database (``StaffRows.owner_page``): a user or an account with thousands of
+jobs costs one indexed query per page, not a report per job; the staff pages' waste
+tables and sums likewise (``archive_waste``).
 
 The rows carry the report's own figures (``model.cpu_efficiency``, the stored peak,
 ``webapp.unused`` through ``JobRow``); the job's name and findings come from its
@@ -15,7 +16,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from webapp.archive.staff_rows import PAGE_SORTS, StaffRows
+from webapp.archive.staff_rows import PAGE_SORTS, WASTE_SORTS, StaffRows
 from webapp.archive.store import Archive
 from webapp.model import cpu_efficiency
 from webapp.report.job_list import JobRow, ListQuery
@@ -44,15 +45,9 @@ def row_of(r: Mapping[str, Any]) -> JobRow:
         gpus_busy=None if util is None or not gpus else util * gpus, memory_requested=asked)
 
 
-def archive_page(archive: Archive, cluster: str, user: str, q: ListQuery, now: datetime,
-                 page: int = 1, per_page: int = PER_PAGE) -> tuple[list[JobRow], int] | None:
-    """Page ``page`` (from 1) of ``user``'s jobs in the list's window and order, and how
-    many there are; None when the database cannot sort that way (the list sorts)."""
-    if q.sort not in PAGE_SORTS or q.name or q.findings_only:
-        return None
-    found, total = StaffRows(archive.db).user_page(
-        cluster, user, q.since(now).timestamp(), now.timestamp(), q.sort, q.order == "desc",
-        (max(1, page) - 1) * per_page, per_page, state=q.state or None)
+def named(archive: Archive, cluster: str, found: list[dict[str, Any]]) -> list[JobRow]:
+    """Archived rows as list rows, with the name and findings of each job's archived
+    report (one query for them all)."""
     summaries = archive.summaries(cluster, [(r["job_id"], r["submit_time"]) for r in found])
     rows = []
     for r in found:
@@ -61,4 +56,31 @@ def archive_page(archive: Archive, cluster: str, user: str, q: ListQuery, now: d
             row = replace(row, name=summary.get("job_name") or "",
                           findings=len(summary.get("findings") or ()), missing=())
         rows.append(row)
-    return rows, total
+    return rows
+
+
+def archive_page(archive: Archive, cluster: str, name: str, q: ListQuery, now: datetime,
+                 page: int = 1, per_page: int = PER_PAGE,
+                 owner: str = "user") -> tuple[list[JobRow], int] | None:
+    """Page ``page`` (from 1) of the jobs of ``owner`` ("user" or "account") ``name`` in
+    the list's window and order, and how many there are; None when the database cannot
+    sort that way (the list sorts)."""
+    if q.sort not in PAGE_SORTS or q.name or q.findings_only:
+        return None
+    found, total = StaffRows(archive.db).owner_page(
+        cluster, owner, name, q.since(now).timestamp(), now.timestamp(), q.sort,
+        q.order == "desc", (max(1, page) - 1) * per_page, per_page, state=q.state or None)
+    return named(archive, cluster, found), total
+
+
+def archive_waste(archive: Archive, cluster: str, name: str, q: ListQuery, now: datetime,
+                  owner: str, limit: int) -> tuple[dict[str, list[JobRow]], dict[str, float]]:
+    """The ``limit`` archived jobs that left most of each kind of waste unused, and each
+    kind's sum, over the window and state the list shows: ranked and summed by the
+    database (``job_list.top_waste`` and ``job_list.totals`` on the archived rows)."""
+    rows = StaffRows(archive.db)
+    since, until, state = q.since(now).timestamp(), now.timestamp(), q.state or None
+    top = {key: named(archive, cluster, rows.owner_top_waste(cluster, owner, name, since,
+                                                             until, key, limit, state))
+           for key in WASTE_SORTS}
+    return top, rows.owner_waste_totals(cluster, owner, name, since, until, state)

@@ -1,6 +1,7 @@
-"""A user's "my jobs" as the database pages it: the archived jobs of the window, one page
-sorted and cut by the archive (``job_page.archive_page``), and, on the first page, the
-jobs the archive cannot hold yet: those still running and those ended since the sync's
+"""A user's "my jobs" (and the staff pages of a user's or an account's jobs) as the
+database pages it: the archived jobs of the window, one page sorted and cut by the
+archive (``job_page.archive_page``), and, on the first page, the jobs the archive cannot
+hold yet: those still running and those ended since the sync's
 last archived job (its watermark). Those come from the accounting view as the unpaged
 list reads them (``ReportService.job_list``), over that short span only, and are left
 out once archived, so no job is listed twice and none is missing between two syncs.
@@ -12,9 +13,10 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from webapp.archive.staff_rows import StaffRows
-from webapp.report.job_list import JobRow, ListQuery, select
-from webapp.report.job_page import PER_PAGE, archive_page
+from webapp.archive.staff_rows import StaffRows, Window
+from webapp.archive.store import Archive
+from webapp.report.job_list import JobRow, ListQuery, select, top_waste, totals
+from webapp.report.job_page import PER_PAGE, archive_page, archive_waste
 from webapp.report.service import ReportService
 
 STREAM = "archive"  # the sync stream whose watermark says what is archived
@@ -37,12 +39,27 @@ class MyJobs:
     gaps: list[str]
 
 
-def paged(service: ReportService, user: str, q: ListQuery, now: datetime,
-          per_page: int = PER_PAGE) -> MyJobs | None:
-    """The page ``q.page`` of ``user``'s jobs on the service's cluster; None when the
-    database cannot serve this list (no archive, no sync yet, archived jobs without their
-    row, or a name, findings or sort the archive does not index): the caller lists the
-    jobs the unpaged way."""
+def _rows_complete(archive: Archive, cluster: str, owner: str, name: str, since: int,
+                   until: int) -> bool:
+    """Every archived job of the window has its row (jobs archived before the sync wrote
+    rows would be missing from the pages): the user's own, or the whole window's for an
+    account (the archive's records do not name the account)."""
+    rows = StaffRows(archive.db)
+    if owner == "user":
+        return rows.owner_count(cluster, owner, name, since, until) >= \
+            archive.user_count(cluster, name, since, until)
+    return rows.count(Window(cluster, since, until)) >= archive.ended_count(cluster, since,
+                                                                            until)
+
+
+def paged(service: ReportService, name: str, q: ListQuery, now: datetime,
+          per_page: int = PER_PAGE, owner: str = "user", recent_on_every_page: bool = False
+          ) -> MyJobs | None:
+    """The page ``q.page`` of the jobs of ``owner`` ("user" or "account") ``name`` on the
+    service's cluster; None when the database cannot serve this list (no archive, no sync
+    yet, archived jobs without their row, or a name, findings or sort the archive does not
+    index): the caller lists the jobs the unpaged way. ``recent``, the jobs not archived
+    yet, on page 1, or on every page when asked (the staff pages rank them too)."""
     archive = service.archive
     if archive is None:
         return None
@@ -50,12 +67,10 @@ def paged(service: ReportService, user: str, q: ListQuery, now: datetime,
     mark = archive.watermark(cluster, STREAM)
     if mark is None:
         return None
-    # Jobs archived before the sync wrote staff rows would be missing from the page.
     since, until = int(q.since(now).timestamp()), int(now.timestamp())
-    if StaffRows(archive.db).user_count(cluster, user, since, until) < \
-            archive.user_count(cluster, user, since, until):
+    if not _rows_complete(archive, cluster, owner, name, since, until):
         return None
-    found = archive_page(archive, cluster, user, q, now, q.page, per_page)
+    found = archive_page(archive, cluster, name, q, now, q.page, per_page, owner)
     if found is None:
         return None
     rows, total = found
@@ -63,10 +78,25 @@ def paged(service: ReportService, user: str, q: ListQuery, now: datetime,
     synced = datetime.fromtimestamp(mark, UTC)
     recent: list[JobRow] = []
     gaps: list[str] = []
-    if q.page == 1:
+    if q.page == 1 or recent_on_every_page:
         # Raises SourceUnavailable as the unpaged list does: the view decides who sees what.
-        listed, gaps = service.job_list(max(q.since(now), synced - OVERLAP), now, user=user)
+        listed, gaps = service.job_list(max(q.since(now), synced - OVERLAP), now,
+                                        **{owner: name})
         done = StaffRows(archive.db).archived(cluster, [r.job_id for r in listed])
         recent = select([r for r in listed if r.job_id not in done], q)
     return MyJobs(rows, total, q.page, (q.page - 1) * per_page + 1, pages, recent, synced,
                   gaps)
+
+
+def waste(service: ReportService, name: str, q: ListQuery, now: datetime, owner: str,
+          recent: list[JobRow], limit: int) -> tuple[dict[str, list[JobRow]], dict[str, float]]:
+    """The staff page's top ``limit`` jobs of each kind of waste and each kind's sum over
+    the window: the archive's ranking and sums (``job_page.archive_waste``) with the jobs
+    not archived yet (``recent``, already filtered) ranked and summed in, by the list's own
+    ``top_waste`` and ``totals``: the same tables as ranking every job here."""
+    archive = service.archive
+    assert archive is not None  # noqa: S101 - only after paged() answered
+    top, sums = archive_waste(archive, service.settings.cluster, name, q, now, owner, limit)
+    live = totals(recent)
+    return ({key: top_waste([*rows, *recent], key, limit) for key, rows in top.items()},
+            {key: sums[key] + live[key] for key in sums})

@@ -26,7 +26,7 @@ from webapp.report.job_list import (
     top_waste,
     totals,
 )
-from webapp.report.my_jobs import MyJobs, paged
+from webapp.report.my_jobs import MyJobs, paged, waste
 from webapp.report.query_params import slurm_name
 from webapp.report.service import ReportService
 from webapp.web import auth
@@ -81,22 +81,27 @@ def _render(template: str, q: ListQuery, rows: Sequence[JobRow], total: int, gap
                            **extra)
 
 
-def _paged(q: ListQuery) -> MyJobs | None:
-    """The database's page of the user's jobs, when one cluster is listed and it can."""
+def _paged(q: ListQuery, name: str, owner: str = "user", now: datetime | None = None,
+           every_page: bool = False) -> tuple[ReportService, MyJobs] | None:
+    """The database's page of a user's (or an account's) jobs, when one cluster is listed
+    and it can; with the service that paged it."""
     s = auth.settings()
     if s.multi_cluster and not q.cluster:
         return None  # one page across clusters would need one archive for all of them
     service = get_service(q.cluster or None)
     if not isinstance(service, ReportService):
         return None  # a stand-in service (the tests' reports) has no archive to page
-    return paged(service, g.user, q, datetime.now(UTC))
+    mine = paged(service, name, q, now or datetime.now(UTC), owner=owner,
+                 recent_on_every_page=every_page)
+    return None if mine is None else (service, mine)
 
 
 def my_jobs():
     """The signed-in user's jobs of the last days (the home page), with the lookup form."""
     q = _query()
-    mine = _paged(q)
-    if mine is not None:  # already filtered, sorted and cut by the database
+    found = _paged(q, g.user)
+    if found is not None:  # already filtered, sorted and cut by the database
+        mine = found[1]
         gaps = [f"{gap[0].upper()}{gap[1:]}." for gap in mine.gaps]
         return _render("index.html", q, mine.rows, mine.total, gaps, paged=mine,
                        title="My jobs", who=g.user)
@@ -107,6 +112,15 @@ def my_jobs():
 def _staff_page(kind: str, name: str):
     slurm_name(name, kind)
     q = _query()
+    now = datetime.now(UTC)
+    found = _paged(q, name, kind, now, every_page=True)
+    if found is not None:  # one page of the archive; its rankings and sums by the database
+        service, mine = found
+        top, sums = waste(service, name, q, now, kind, mine.recent, TOP)
+        return _render("job_list.html", q, mine.rows, mine.total,
+                       [f"{gap[0].upper()}{gap[1:]}." for gap in mine.gaps], paged=mine,
+                       kind=kind, name=name, waste=top, waste_titles=WASTE_TITLES,
+                       totals=sums)
     rows, gaps = _rows(q, **{kind: name})
     shown = select(rows, q)  # the filters apply to the waste too; its order is its own
     return _page("job_list.html", q, rows, gaps, kind=kind, name=name,

@@ -147,6 +147,12 @@ class Archive:
                                  " user_name = ? AND end_time >= ? AND end_time <= ?",
                                  (cluster, user, since, until))[0][0])
 
+    def first_end(self, cluster: str) -> int | None:
+        """When the oldest archived job ended (None: nothing archived)."""
+        rows = self.db.query("SELECT MIN(end_time) FROM archive_jobs WHERE cluster = ?",
+                             (cluster,))
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
     def ended_count(self, cluster: str, since: int, until: int) -> int:
         """How many archived jobs ended in [since, until]."""
         return int(self.db.query("SELECT COUNT(*) FROM archive_jobs WHERE cluster = ? AND"

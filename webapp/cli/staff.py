@@ -38,9 +38,15 @@ def add_staff_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--record", action="store_true",
                         help="first store the window's jobs' figures in the archive (the "
                         "sync stores each job's as it archives it: for older jobs)")
-    parser.add_argument("--from-archive", action="store_true",
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--from-archive", dest="from_archive", action="store_true",
+                        default=None,
                         help="rank the jobs recorded in the archive, summed by the database "
-                        "(large sites: nothing read into memory)")
+                        "(large sites: nothing read into memory); the default when the "
+                        "archive holds the window (synced to its end, from its start)")
+    source.add_argument("--from-sacct", dest="from_archive", action="store_false",
+                        help="read the window's jobs from sacct and Prometheus into memory "
+                        "(the default when the archive does not hold the window)")
     parser.add_argument("--email", action="store_true",
                         help="also email it to JOBREPORT_STAFF_MAIL_TO through the outbox")
 

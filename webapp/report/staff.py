@@ -52,6 +52,10 @@ class StaffReport:
     config: StaffConfig
     thresholds: Thresholds
     tables: tuple[Table, ...]
+    # Where the jobs came from: "sacct" (and Prometheus), or "archive" (the rows the sync
+    # wrote, summed by the database), then the jobs archived up to ``archived_until``.
+    source: str = "sacct"
+    archived_until: float | None = None
 
 
 def memory_peak(j: StaffJob) -> int | None:

@@ -17,8 +17,11 @@ def when(ts: float) -> str:
 
 
 def heading(report: StaffReport) -> str:
-    return (f"Staff report for cluster {report.cluster}: {report.jobs} jobs that ended "
+    text = (f"Staff report for cluster {report.cluster}: {report.jobs} jobs that ended "
             f"{when(report.since)} to {when(report.until)}")
+    if report.source == "archive" and report.archived_until is not None:
+        text += f" (from the archive, jobs archived up to {when(report.archived_until)})"
+    return text
 
 
 def _table_text(t: Table) -> list[str]:
@@ -42,7 +45,9 @@ def render_text(report: StaffReport) -> str:
 def render_json(report: StaffReport) -> str:
     doc = {
         "cluster": report.cluster, "since": report.since, "until": report.until,
-        "jobs": report.jobs, "config": {**asdict(report.config), **report.thresholds.part(STAFF)},
+        "jobs": report.jobs, "source": report.source,
+        "archived_until": report.archived_until,
+        "config": {**asdict(report.config), **report.thresholds.part(STAFF)},
         "tables": {t.key: {"title": t.title, "why": t.why, "columns": list(t.columns),
                            "rows": [dict(r.values) for r in t.rows]} for t in report.tables},
     }

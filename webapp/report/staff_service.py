@@ -3,10 +3,11 @@ record, for the command line, the web page and the staff email alike."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from webapp.archive.alerts import AlertLog
-from webapp.archive.staff_rows import StaffRows
+from webapp.archive.staff_rows import StaffRows, Window
 from webapp.archive.store import Archive
 from webapp.report.staff import StaffReport
 from webapp.report.staff_archive import build_staff_report_sql, staff_row
@@ -16,6 +17,10 @@ from webapp.sources.from_settings import prometheus_from
 from webapp.sources.staff_data import StaffDataSource
 
 DAY = 86400.0
+# The archive answers a window it holds: its sync this close to the window's end (the
+# timer runs every minute; a late hour is left to sacct) and its oldest job this close to
+# the window's start (an archive younger than the window does not hold it all).
+ARCHIVE_SLACK = 3600.0
 
 
 def _source(settings: Settings) -> StaffDataSource:
@@ -41,11 +46,29 @@ def record_window(settings: Settings, since: float, until: float,
     return len(jobs)
 
 
+def archive_holds(archive: Archive, cluster: str, since: float, until: float) -> float | None:
+    """The sync's watermark when the archive holds the window [since, until]: archived up
+    to its end (within ``ARCHIVE_SLACK``, or to now), from its start, every archived job
+    of it with its row; else None."""
+    mark, first = archive.watermark(cluster, "archive"), archive.first_end(cluster)
+    if mark is None or first is None or first > since + ARCHIVE_SLACK:
+        return None
+    if mark < min(until, time.time()) - ARCHIVE_SLACK:
+        return None
+    lo, hi = int(since), int(until)
+    if StaffRows(archive.db).count(Window(cluster, lo, hi)) < archive.ended_count(cluster, lo,
+                                                                                 hi):
+        return None  # archived before the sync wrote rows: `staff-report --record`
+    return float(mark)
+
+
 def staff_report(settings: Settings, *, days: float | None = None,
-                 until: float | None = None, from_archive: bool = False) -> StaffReport:
+                 until: float | None = None, from_archive: bool | None = None) -> StaffReport:
     """Raises SourceUnavailable (sacct, Prometheus).
     ``from_archive``: the jobs recorded in the archive (``record_window``), summed and
-    ranked by the database: a week of a large site without reading it into memory."""
+    ranked by the database: a week of a large site without reading it into memory; False:
+    sacct's window read into memory; None (the default): the archive when it holds the
+    window (``archive_holds``), else sacct."""
     cfg = settings.staff_report
     until = time.time() if until is None else until
     since = until - (cfg.days if days is None else days) * DAY
@@ -54,11 +77,17 @@ def staff_report(settings: Settings, *, days: float | None = None,
         alerts = log.per_user(until - cfg.notice_days * DAY)
     finally:
         log.close()
-    if from_archive:
+    if from_archive is not False and settings.archive_url:
         archive = Archive(settings.archive_url)
         try:
-            return build_staff_report_sql(StaffRows(archive.db), settings.cluster, since,
-                                          until, cfg, settings.thresholds, alerts)
+            mark = archive_holds(archive, settings.cluster, since, until)
+            if from_archive or mark is not None:
+                report = build_staff_report_sql(StaffRows(archive.db), settings.cluster,
+                                                since, until, cfg, settings.thresholds,
+                                                alerts)
+                return dataclasses.replace(report, source="archive", archived_until=(
+                    mark if mark is not None else archive.watermark(settings.cluster,
+                                                                    "archive")))
         finally:
             archive.close()
     jobs = _source(settings).jobs(since, until)

@@ -7,10 +7,10 @@ PY := $(VENV)/bin/python
 demo: stack ## install and start the local stack, run sample jobs, print their reports
 	scripts/demo
 
+# Whole modules in tests/conftest.py's order (stack modules with jobs of their own first):
+# xdist would otherwise start with the modules holding the most tests.
 test: stack ## lint, then every test (unit and integration on the real stack)
 	$(MAKE) lint
-	# Whole modules in tests/conftest.py's order (stack modules with jobs of their own
-	# first): xdist would otherwise start with the modules holding the most tests.
 	$(VENV)/bin/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 
 stack:

@@ -5,6 +5,7 @@ templates ``staff.html`` and ``email/staff.html``."""
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import asdict
 from datetime import UTC, datetime
 
@@ -36,7 +37,7 @@ def _table_text(t: Table) -> list[str]:
 
 
 def render_text(report: StaffReport) -> str:
-    lines = [heading(report), ""]
+    lines = [*textwrap.wrap(heading(report), 80), ""]  # an 80-column terminal
     for t in report.tables:
         lines += _table_text(t)
     return "\n".join(lines)

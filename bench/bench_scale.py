@@ -64,9 +64,9 @@ def measure(url: str, what: str, runs: int) -> dict:
     calls = {
         "staff": lambda: build_staff_report_sql(rows, CLUSTER, since, UNTIL, cfg, t, {}),
         "in_memory": lambda: build_staff_report(CLUSTER, jobs, since, UNTIL, cfg, t, {}),
-        "page_submit": lambda: archive_page(archive, CLUSTER, "user0000",
+        "page_submit": lambda: archive_page(archive, [CLUSTER], "user0000",
                                             ListQuery(days=7), now, page=1),
-        "page_waste": lambda: archive_page(archive, CLUSTER, "user0000",
+        "page_waste": lambda: archive_page(archive, [CLUSTER], "user0000",
                                            ListQuery(days=7, sort="cpu_waste"), now, page=20),
     }
     times = []

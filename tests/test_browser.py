@@ -48,7 +48,16 @@ def test_job_page_in_a_real_browser(driver, base_url):
     assert severe(driver) == []
 
 
+def _fresh_login(driver, base_url: str) -> None:
+    """A session of the test's own: under `pytest -n` a test may not share the browser
+    that logged in first."""
+    driver.get(f"{base_url}/login")
+    driver.delete_all_cookies()
+    login(driver, base_url, "")
+
+
 def test_gap_note_and_hostile_name(driver, base_url):
+    _fresh_login(driver, base_url)
     driver.get(f"{base_url}/jobs/4243")
     note = driver.find_element(By.CSS_SELECTOR, "p.gap")
     assert note.is_displayed() and "Metrics unavailable" in note.text
@@ -58,11 +67,7 @@ def test_gap_note_and_hostile_name(driver, base_url):
 
 
 def test_lookup_form_and_logout(driver, base_url):
-    # A session of its own: under `pytest -n` this test may not share the browser that
-    # logged in above.
-    driver.get(f"{base_url}/login")
-    driver.delete_all_cookies()
-    login(driver, base_url, "")
+    _fresh_login(driver, base_url)
     box = driver.find_element(By.ID, "job")
     box.send_keys("6002+1")
     box.submit()

@@ -127,7 +127,7 @@ def test_user_page_is_sorted_and_cut_by_the_database_as_the_list_sorts(filled, s
     q = ListQuery(days=7, sort=sort, order=order)
     now = datetime.fromtimestamp(UTC_UNTIL, UTC)
     mine = [row_of(staff_row("bench", j)) for j in jobs if j.user == "user0000"]
-    every, total = archive_page(archive, "bench", "user0000", q, now, per_page=1000)
+    every, total = archive_page(archive, ["bench"], "user0000", q, now, per_page=1000)
     assert total == len(every) == len(mine) >= 300
     listed = select(mine, q)
     known = sum(SORT_KEYS[sort](r) is not None for r in listed)
@@ -136,20 +136,20 @@ def test_user_page_is_sorted_and_cut_by_the_database_as_the_list_sorts(filled, s
     # the order it read them, the database by job id).
     assert [r.job_id for r in every[:known]] == [r.job_id for r in listed[:known]]
     assert {r.job_id for r in every[known:]} == {r.job_id for r in listed[known:]}
-    page, _ = archive_page(archive, "bench", "user0000", q, now, page=3, per_page=25)
+    page, _ = archive_page(archive, ["bench"], "user0000", q, now, page=3, per_page=25)
     assert [r.job_id for r in page] == [r.job_id for r in every[50:75]]
 
 
 def test_user_page_filters_by_state_and_leaves_other_sorts_to_the_list(filled):
     _, archive = filled
     now = datetime.fromtimestamp(UTC_UNTIL, UTC)
-    done, total = archive_page(archive, "bench", "user0000", ListQuery(state="COMPLETED"), now)
+    done, total = archive_page(archive, ["bench"], "user0000", ListQuery(state="COMPLETED"), now)
     assert 0 < total and all(r.state == "COMPLETED" for r in done)
-    assert archive_page(archive, "bench", "user0000", ListQuery(sort="name"), now) is None
+    assert archive_page(archive, ["bench"], "user0000", ListQuery(sort="name"), now) is None
     with pytest.raises(KeyError):
-        StaffRows(archive.db).owner_page("bench", "user", "user0000", 0, 1, "user_name; DROP")
+        StaffRows(archive.db).owner_page(["bench"], "user", "user0000", 0, 1, "user_name; DROP")
     with pytest.raises(KeyError):
-        StaffRows(archive.db).owner_page("bench", "user_name; DROP", "x", 0, 1)
+        StaffRows(archive.db).owner_page(["bench"], "user_name; DROP", "x", 0, 1)
 
 
 def test_a_job_on_many_nodes_renders_bands_and_the_busiest_and_idlest():
@@ -183,11 +183,11 @@ def test_a_page_takes_name_and_findings_from_the_archived_report(filled, tmp_pat
         with archive.db.transaction():
             StaffRows(archive.db).put([staff_row("bench", job)])
         now = datetime.fromtimestamp(UTC_UNTIL, UTC)
-        (row,), _ = archive_page(archive, "bench", "user0000", ListQuery(), now)
+        (row,), _ = archive_page(archive, ["bench"], "user0000", ListQuery(), now)
         assert row.name == "" and row.missing == (job_page.NOT_ARCHIVED,)
         report = sample_report(job_id=job.job_id, name="train-model")
         archive.put(dataclasses.replace(archive_record(report, submit_time=int(job.submit)),
                                         cluster="bench"))
-        (row,), _ = archive_page(archive, "bench", "user0000", ListQuery(), now)
+        (row,), _ = archive_page(archive, ["bench"], "user0000", ListQuery(), now)
         assert row.name == "train-model" and row.findings == len(report.findings) > 0
         assert row.missing == () and row.source == "archive"

@@ -300,3 +300,51 @@ def test_staff_pages_are_paged_ranked_and_summed_by_the_database(client, path, w
     assert _ids(later, "jobs") == [r.job_id for r in select(mine, q)][100:150]
     assert _waste_tables(later) == tables  # the tables rank the window, on every page
     assert client.get(f"{path}?sort=name").status_code == 200  # read whole, as before
+
+
+def test_several_clusters_synced_into_one_archive_are_paged_together(tmp_path):
+    """A web app serving two clusters whose sync writes one archive: "my jobs" of both is
+    one page of the database, sorted across them, with each cluster's jobs not archived
+    yet above it; a cluster never synced sends the list back to unpaged."""
+    alice = [j for j in _jobs() if j.user == "alice" and j.job_id != "7003"]
+    path = str(tmp_path / "two.sqlite")
+    with Archive(path) as a:
+        with a.db.transaction():
+            StaffRows(a.db).put([*(staff_row(CLUSTER, j) for j in alice[:80]),
+                                 *(staff_row("other", j) for j in alice[80:160])])
+        a.advance(CLUSTER, "archive", SYNCED)
+    pw = tmp_path / "pw"
+    pw.write_text(f"alice:{generate_password_hash('pw')}\n")
+    settings = Settings(secret_key="x" * 40, password_file=str(pw), cluster=CLUSTER,
+                        clusters={"other": ""}, session_cookie_secure=False,
+                        web_state=str(tmp_path / "s.sqlite"), archive_url=path)
+    running = {**_view_rows()[0], "cluster": "other", "job_id": 8001}
+    services = {}
+    for cluster, rows in ((CLUSTER, _view_rows()), ("other", [running])):
+        view = SqliteView(rows)
+        services[cluster] = ReportService(
+            settings.for_cluster(cluster), prometheus=NoMetrics(cluster),
+            accounting=AccountingSource("mysql://unused", cluster, connect=lambda v=view: v),
+            sacct=SacctSource("sacct", cluster=cluster, runner=lambda argv: ""),
+            archive=Archive(path))
+    app = create_app(settings, services[CLUSTER])
+    app.extensions["jobreport.service.other"] = services["other"]
+    client = app.test_client()
+    _login(client)
+    unpaged = client.get("/").get_data(as_text=True)
+    assert 'class="pager"' not in unpaged  # "other" has no watermark yet: read whole
+    with Archive(path) as a:
+        a.advance("other", "archive", SYNCED)
+    page = client.get("/").get_data(as_text=True)
+    both = [row_of(staff_row(CLUSTER, j)) for j in alice[:80]] + \
+        [row_of(staff_row("other", j)) for j in alice[80:160]]
+    expected = select(both, ListQuery())
+    assert _ids(page, "jobs") == [r.job_id for r in expected[:50]]
+    assert "page 1 of 4" in page and _links(page)["last"] == "4"
+    assert sorted(_ids(page, "recent")) == ["7001", "7002", "7003", "8001"]
+    pairs = []
+    for n in range(1, 5):  # each row links to its own cluster's report
+        body = client.get(f"/?page={n}").get_data(as_text=True).split('id="jobs"')[1]
+        pairs += list(dict.fromkeys(re.findall(r'href="/c/(\w+)/jobs/(\d+)"', body)))
+    assert pairs == [(r.cluster, r.job_id) for r in expected]
+    assert {c for c, _ in pairs} == {CLUSTER, "other"}

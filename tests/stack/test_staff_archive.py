@@ -77,7 +77,7 @@ def test_mariadb_archive_ranks_and_pages_as_sqlite_does(stack_env, tmp_path):
                     rows.put(staff_row("bench", j) for j in jobs)
                 report = build_staff_report_sql(rows, "bench", until - 7 * 86400, until, cfg,
                                                 t, {})
-                pages = [archive_page(a, "bench", "user0000", ListQuery(sort=s), now,
+                pages = [archive_page(a, ["bench"], "user0000", ListQuery(sort=s), now,
                                       page=2, per_page=40)
                          for s in ("submit", "cpu_waste", "mem_waste", "cpu_eff")]
                 results.append((report, pages))

@@ -164,30 +164,36 @@ class StaffRows:
                 f" AND job_id IN ({', '.join('?' for _ in chunk)})", [cluster, *chunk]))
         return found
 
-    def _owned(self, cluster: str, owner: str, name: str, since: float, until: float,
-               state: str | None) -> tuple[str, list[Any]]:
-        """The WHERE clause of one user's or account's jobs that ended in [since, until]."""
-        w = f"cluster = ? AND {OWNERS[owner]} = ? AND end_time >= ? AND end_time <= ?"
-        params: list[Any] = [cluster, name, int(since), int(until)]
+    def _owned(self, clusters: Sequence[str], owner: str, name: str, since: float,
+               until: float, state: str | None) -> tuple[str, list[Any]]:
+        """The WHERE clause of one user's or account's jobs that ended in [since, until]
+        on ``clusters`` (one, or every cluster one archive holds)."""
+        if isinstance(clusters, str) or not clusters:
+            raise ValueError(f"clusters must be a non-empty list, not {clusters!r}")
+        on = "cluster = ?" if len(clusters) == 1 else \
+            f"cluster IN ({', '.join('?' for _ in clusters)})"
+        w = f"{on} AND {OWNERS[owner]} = ? AND end_time >= ? AND end_time <= ?"
+        params: list[Any] = [*clusters, name, int(since), int(until)]
         if state is not None:
             w += " AND state = ?"
             params.append(state)
         return w, params
 
-    def owner_count(self, cluster: str, owner: str, name: str, since: float,
+    def owner_count(self, clusters: Sequence[str], owner: str, name: str, since: float,
                     until: float) -> int:
         """How many rows of ``owner`` ("user" or "account") ``name`` ended in [since, until]."""
-        w, params = self._owned(cluster, owner, name, since, until, None)
+        w, params = self._owned(clusters, owner, name, since, until, None)
         return int(self.db.query(f"SELECT COUNT(*) FROM archive_staff_jobs WHERE {w}",  # noqa: S608
                                  params)[0][0])
 
-    def owner_page(self, cluster: str, owner: str, name: str, since: float, until: float,
+    def owner_page(self, clusters: Sequence[str], owner: str, name: str, since: float,
+                   until: float,
                    sort: str = "submit", descending: bool = True, offset: int = 0,
                    limit: int = 50, state: str | None = None) -> tuple[list[dict[str, Any]], int]:
         """One page of a user's or an account's jobs that ended in [since, until], sorted
         and cut by the database; (rows, how many in all). KeyError for a sort not in
         ``PAGE_SORTS`` or an owner not in ``OWNERS``."""
-        w, params = self._owned(cluster, owner, name, since, until, state)
+        w, params = self._owned(clusters, owner, name, since, until, state)
         total = int(self.db.query(f"SELECT COUNT(*) FROM archive_staff_jobs WHERE {w}",  # noqa: S608
                                   params)[0][0])
         way, key = "DESC" if descending else "ASC", PAGE_SORTS[sort]
@@ -197,25 +203,26 @@ class StaffRows:
             f" LIMIT {int(limit)} OFFSET {int(offset)}", params)
         return [dict(zip(COLUMNS, r, strict=True)) for r in rows], total
 
-    def owner_top_waste(self, cluster: str, owner: str, name: str, since: float,
+    def owner_top_waste(self, clusters: Sequence[str], owner: str, name: str, since: float,
                         until: float, key: str, limit: int,
                         state: str | None = None) -> list[dict[str, Any]]:
         """The ``limit`` rows that left most of ``key`` (``WASTE_SORTS``) unused, more
         than none, largest first and then by job id (``job_list.top_waste``'s order)."""
         if key not in WASTE_SORTS:
             raise KeyError(key)
-        w, params = self._owned(cluster, owner, name, since, until, state)
+        w, params = self._owned(clusters, owner, name, since, until, state)
         expr = PAGE_SORTS[key]
         rows = self.db.query(
             f"SELECT {_SELECT} FROM archive_staff_jobs WHERE {w} AND ({expr}) > 0"  # noqa: S608
             f" ORDER BY {expr} DESC, job_id LIMIT {int(limit)}", params)
         return [dict(zip(COLUMNS, r, strict=True)) for r in rows]
 
-    def owner_waste_totals(self, cluster: str, owner: str, name: str, since: float,
-                           until: float, state: str | None = None) -> dict[str, float]:
+    def owner_waste_totals(self, clusters: Sequence[str], owner: str, name: str,
+                           since: float, until: float,
+                           state: str | None = None) -> dict[str, float]:
         """Each kind of waste (``WASTE_SORTS``) summed over the rows that have it
         (``job_list.totals``)."""
-        w, params = self._owned(cluster, owner, name, since, until, state)
+        w, params = self._owned(clusters, owner, name, since, until, state)
         sums = ", ".join(f"SUM({PAGE_SORTS[k]})" for k in WASTE_SORTS)
         row = self.db.query(f"SELECT {sums} FROM archive_staff_jobs WHERE {w}",  # noqa: S608
                             params)[0]

@@ -11,7 +11,7 @@ they are missing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -45,13 +45,18 @@ def row_of(r: Mapping[str, Any]) -> JobRow:
         gpus_busy=None if util is None or not gpus else util * gpus, memory_requested=asked)
 
 
-def named(archive: Archive, cluster: str, found: list[dict[str, Any]]) -> list[JobRow]:
+def named(archive: Archive, found: list[dict[str, Any]]) -> list[JobRow]:
     """Archived rows as list rows, with the name and findings of each job's archived
-    report (one query for them all)."""
-    summaries = archive.summaries(cluster, [(r["job_id"], r["submit_time"]) for r in found])
+    report (one query a cluster)."""
+    keys: dict[str, list[tuple[str, int]]] = {}
+    for r in found:
+        keys.setdefault(r["cluster"], []).append((r["job_id"], r["submit_time"]))
+    summaries = {(cluster, *key): summary for cluster, wanted in keys.items()
+                 for key, summary in archive.summaries(cluster, wanted).items()}
     rows = []
     for r in found:
-        row, summary = row_of(r), summaries.get((r["job_id"], r["submit_time"]))
+        row = row_of(r)
+        summary = summaries.get((r["cluster"], r["job_id"], r["submit_time"]))
         if summary is not None:
             row = replace(row, name=summary.get("job_name") or "",
                           findings=len(summary.get("findings") or ()), missing=())
@@ -59,28 +64,29 @@ def named(archive: Archive, cluster: str, found: list[dict[str, Any]]) -> list[J
     return rows
 
 
-def archive_page(archive: Archive, cluster: str, name: str, q: ListQuery, now: datetime,
-                 page: int = 1, per_page: int = PER_PAGE,
+def archive_page(archive: Archive, clusters: Sequence[str], name: str, q: ListQuery,
+                 now: datetime, page: int = 1, per_page: int = PER_PAGE,
                  owner: str = "user") -> tuple[list[JobRow], int] | None:
-    """Page ``page`` (from 1) of the jobs of ``owner`` ("user" or "account") ``name`` in
-    the list's window and order, and how many there are; None when the database cannot
-    sort that way (the list sorts)."""
+    """Page ``page`` (from 1) of the jobs of ``owner`` ("user" or "account") ``name`` on
+    ``clusters`` in the list's window and order, and how many there are; None when the
+    database cannot sort that way (the list sorts)."""
     if q.sort not in PAGE_SORTS or q.name or q.findings_only:
         return None
     found, total = StaffRows(archive.db).owner_page(
-        cluster, owner, name, q.since(now).timestamp(), now.timestamp(), q.sort,
+        clusters, owner, name, q.since(now).timestamp(), now.timestamp(), q.sort,
         q.order == "desc", (max(1, page) - 1) * per_page, per_page, state=q.state or None)
-    return named(archive, cluster, found), total
+    return named(archive, found), total
 
 
-def archive_waste(archive: Archive, cluster: str, name: str, q: ListQuery, now: datetime,
-                  owner: str, limit: int) -> tuple[dict[str, list[JobRow]], dict[str, float]]:
+def archive_waste(archive: Archive, clusters: Sequence[str], name: str, q: ListQuery,
+                  now: datetime, owner: str,
+                  limit: int) -> tuple[dict[str, list[JobRow]], dict[str, float]]:
     """The ``limit`` archived jobs that left most of each kind of waste unused, and each
     kind's sum, over the window and state the list shows: ranked and summed by the
     database (``job_list.top_waste`` and ``job_list.totals`` on the archived rows)."""
     rows = StaffRows(archive.db)
     since, until, state = q.since(now).timestamp(), now.timestamp(), q.state or None
-    top = {key: named(archive, cluster, rows.owner_top_waste(cluster, owner, name, since,
-                                                             until, key, limit, state))
+    top = {key: named(archive, rows.owner_top_waste(clusters, owner, name, since, until,
+                                                    key, limit, state))
            for key in WASTE_SORTS}
-    return top, rows.owner_waste_totals(cluster, owner, name, since, until, state)
+    return top, rows.owner_waste_totals(clusters, owner, name, since, until, state)

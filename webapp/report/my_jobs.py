@@ -10,11 +10,13 @@ out once archived, so no job is listed twice and none is missing between two syn
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from webapp.archive.staff_rows import StaffRows, Window
 from webapp.archive.store import Archive
+from webapp.model import SourceUnavailable
 from webapp.report.job_list import JobRow, ListQuery, select, top_waste, totals
 from webapp.report.job_page import PER_PAGE, archive_page, archive_waste
 from webapp.report.service import ReportService
@@ -34,8 +36,9 @@ class MyJobs:
     page: int
     first: int  # the number of the page's first row among ``total``, from 1
     pages: int  # at least 1
-    recent: list[JobRow]  # page 1 only: running, or ended since ``synced_until``
-    synced_until: datetime  # the archive holds the jobs that ended up to here
+    recent: list[JobRow]  # page 1 only: running, or ended since its cluster's sync
+    synced_until: datetime  # the archive holds the jobs that ended up to here (the
+    # oldest of the clusters' watermarks)
     gaps: list[str]
 
 
@@ -46,57 +49,82 @@ def _rows_complete(archive: Archive, cluster: str, owner: str, name: str, since:
     account (the archive's records do not name the account)."""
     rows = StaffRows(archive.db)
     if owner == "user":
-        return rows.owner_count(cluster, owner, name, since, until) >= \
+        return rows.owner_count([cluster], owner, name, since, until) >= \
             archive.user_count(cluster, name, since, until)
     return rows.count(Window(cluster, since, until)) >= archive.ended_count(cluster, since,
                                                                             until)
 
 
-def paged(service: ReportService, name: str, q: ListQuery, now: datetime,
-          per_page: int = PER_PAGE, owner: str = "user", recent_on_every_page: bool = False
-          ) -> MyJobs | None:
+def _one_archive(services: Sequence[ReportService]) -> Archive | None:
+    """The archive every service's cluster is synced into, if they share one."""
+    if not services or any(s.archive is None for s in services):
+        return None
+    if len({s.settings.archive_url for s in services}) != 1:
+        return None
+    return services[0].archive
+
+
+def paged(services: Sequence[ReportService], name: str, q: ListQuery, now: datetime,
+          per_page: int = PER_PAGE, owner: str = "user", recent_on_every_page: bool = False,
+          home: str | None = None) -> MyJobs | None:
     """The page ``q.page`` of the jobs of ``owner`` ("user" or "account") ``name`` on the
-    service's cluster; None when the database cannot serve this list (no archive, no sync
-    yet, archived jobs without their row, or a name, findings or sort the archive does not
+    services' clusters (one, or several synced into one archive); None when the database
+    cannot serve this list (no archive, or not one for all, a cluster not synced yet,
+    archived jobs without their row, or a name, findings or sort the archive does not
     index): the caller lists the jobs the unpaged way. ``recent``, the jobs not archived
-    yet, on page 1, or on every page when asked (the staff pages rank them too)."""
-    archive = service.archive
+    yet, on page 1, or on every page when asked (the staff pages rank them too). The
+    accounting view of ``home`` failing raises SourceUnavailable (it decides who sees
+    what; every cluster's when ``home`` is None), another cluster's is a gap."""
+    archive = _one_archive(services)
     if archive is None:
         return None
-    cluster = service.settings.cluster
-    mark = archive.watermark(cluster, STREAM)
-    if mark is None:
+    clusters = [s.settings.cluster for s in services]
+    marks = [archive.watermark(c, STREAM) for c in clusters]
+    if any(m is None for m in marks):
         return None
     since, until = int(q.since(now).timestamp()), int(now.timestamp())
-    if not _rows_complete(archive, cluster, owner, name, since, until):
+    if not all(_rows_complete(archive, c, owner, name, since, until) for c in clusters):
         return None
-    found = archive_page(archive, cluster, name, q, now, q.page, per_page, owner)
+    found = archive_page(archive, clusters, name, q, now, q.page, per_page, owner)
     if found is None:
         return None
     rows, total = found
     pages = max(1, math.ceil(total / per_page))
-    synced = datetime.fromtimestamp(mark, UTC)
     recent: list[JobRow] = []
     gaps: list[str] = []
     if q.page == 1 or recent_on_every_page:
-        # Raises SourceUnavailable as the unpaged list does: the view decides who sees what.
-        listed, gaps = service.job_list(max(q.since(now), synced - OVERLAP), now,
-                                        **{owner: name})
-        done = StaffRows(archive.db).archived(cluster, [r.job_id for r in listed])
-        recent = select([r for r in listed if r.job_id not in done], q)
-    return MyJobs(rows, total, q.page, (q.page - 1) * per_page + 1, pages, recent, synced,
-                  gaps)
+        for service, mark in zip(services, marks, strict=True):
+            cluster = service.settings.cluster
+            synced = datetime.fromtimestamp(mark, UTC)  # type: ignore[arg-type]
+            try:
+                listed, missing = service.job_list(max(q.since(now), synced - OVERLAP), now,
+                                                   **{owner: name})
+            except SourceUnavailable as exc:
+                if home is None or cluster == home:
+                    raise
+                listed, missing = [], [exc.reason]
+            gaps += [f"cluster {cluster}: {gap}" if len(services) > 1 else gap
+                     for gap in missing]
+            done = StaffRows(archive.db).archived(cluster, [r.job_id for r in listed])
+            recent += [r for r in listed if r.job_id not in done]
+        recent = select(recent, q)
+    synced_until = datetime.fromtimestamp(min(marks), UTC)  # type: ignore[type-var]
+    return MyJobs(rows, total, q.page, (q.page - 1) * per_page + 1, pages, recent,
+                  synced_until, gaps)
 
 
-def waste(service: ReportService, name: str, q: ListQuery, now: datetime, owner: str,
-          recent: list[JobRow], limit: int) -> tuple[dict[str, list[JobRow]], dict[str, float]]:
+def waste(services: Sequence[ReportService], name: str, q: ListQuery, now: datetime,
+          owner: str, recent: list[JobRow],
+          limit: int) -> tuple[dict[str, list[JobRow]], dict[str, float]]:
     """The staff page's top ``limit`` jobs of each kind of waste and each kind's sum over
     the window: the archive's ranking and sums (``job_page.archive_waste``) with the jobs
     not archived yet (``recent``, already filtered) ranked and summed in, by the list's own
     ``top_waste`` and ``totals``: the same tables as ranking every job here."""
-    archive = service.archive
-    assert archive is not None  # noqa: S101 - only after paged() answered
-    top, sums = archive_waste(archive, service.settings.cluster, name, q, now, owner, limit)
+    archive = _one_archive(services)
+    if archive is None:
+        raise ValueError("the staff page's waste needs the archive that paged it")
+    top, sums = archive_waste(archive, [s.settings.cluster for s in services], name, q, now,
+                              owner, limit)
     live = totals(recent)
     return ({key: top_waste([*rows, *recent], key, limit) for key, rows in top.items()},
             {key: sums[key] + live[key] for key in sums})

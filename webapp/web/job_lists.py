@@ -82,18 +82,17 @@ def _render(template: str, q: ListQuery, rows: Sequence[JobRow], total: int, gap
 
 
 def _paged(q: ListQuery, name: str, owner: str = "user", now: datetime | None = None,
-           every_page: bool = False) -> tuple[ReportService, MyJobs] | None:
-    """The database's page of a user's (or an account's) jobs, when one cluster is listed
-    and it can; with the service that paged it."""
+           every_page: bool = False) -> tuple[list[ReportService], MyJobs] | None:
+    """The database's page of a user's (or an account's) jobs, when it can: one cluster,
+    or all of them when they are synced into one archive; with the services it read."""
     s = auth.settings()
-    if s.multi_cluster and not q.cluster:
-        return None  # one page across clusters would need one archive for all of them
-    service = get_service(q.cluster or None)
-    if not isinstance(service, ReportService):
+    names = [q.cluster] if q.cluster else list(s.cluster_names)
+    services = [get_service(None if c == s.cluster else c) for c in names]
+    if not all(isinstance(service, ReportService) for service in services):
         return None  # a stand-in service (the tests' reports) has no archive to page
-    mine = paged(service, name, q, now or datetime.now(UTC), owner=owner,
-                 recent_on_every_page=every_page)
-    return None if mine is None else (service, mine)
+    mine = paged(services, name, q, now or datetime.now(UTC), owner=owner,
+                 recent_on_every_page=every_page, home=s.cluster)
+    return None if mine is None else (services, mine)
 
 
 def my_jobs():
@@ -115,8 +114,8 @@ def _staff_page(kind: str, name: str):
     now = datetime.now(UTC)
     found = _paged(q, name, kind, now, every_page=True)
     if found is not None:  # one page of the archive; its rankings and sums by the database
-        service, mine = found
-        top, sums = waste(service, name, q, now, kind, mine.recent, TOP)
+        services, mine = found
+        top, sums = waste(services, name, q, now, kind, mine.recent, TOP)
         return _render("job_list.html", q, mine.rows, mine.total,
                        [f"{gap[0].upper()}{gap[1:]}." for gap in mine.gaps], paged=mine,
                        kind=kind, name=name, waste=top, waste_titles=WASTE_TITLES,

@@ -50,10 +50,15 @@ USER_TOTALS = (
     " THEN (time_limit - elapsed) * cpus / 3600.0 ELSE 0 END)",
     "SUM(CASE WHEN time_limit IS NOT NULL THEN time_limit * cpus / 3600.0 ELSE 0 END)",
     "COUNT(time_limit)",
+    # the energy table by user, from the same scan (a GROUP BY of its own cost 0.36 s of
+    # the report's 2.9 s at 700,000 jobs)
+    "SUM(energy_joules)",
+    "COUNT(energy_joules)",
 )
 USER_TOTAL_NAMES = ("user", "core_seconds", "cpu_seconds", "gpu_seconds", "gpu_seen_seconds",
                     "gpu_used_seconds", "memory_unused", "memory_requested", "memory_jobs",
-                    "time_unused", "time_requested", "time_jobs")
+                    "time_unused", "time_requested", "time_jobs", "energy_joules",
+                    "energy_jobs")
 # A user's job list sorted by the database: the list's sort keys (``report.job_list``)
 # as expressions; NULL (unknown) sorts last either way, as the list does.
 _CPU_KNOWN = "elapsed > 0 AND cpus > 0 AND cpu_seconds IS NOT NULL"

@@ -140,6 +140,7 @@ def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: f
         longest_queued(top("start_time > 0 AND submit > 0", (), "start_time - submit"), cfg),
         offenders(alerts, cfg),
         energy_table("account", rows.energy_totals(w, "account"), cfg),
-        energy_table("user", rows.energy_totals(w, "user"), cfg),
+        energy_table("user", [(u["user"], u["energy_joules"], int(u["energy_jobs"]))
+                              for u in totals if u["energy_jobs"]], cfg),
     )
     return StaffReport(cluster, since, until, rows.count(w), cfg, t, tables)

@@ -1,8 +1,8 @@
 """A user's "my jobs" (and the staff pages of a user's or an account's jobs) as the
 database pages it: the archived jobs of the window, one page sorted and cut by the
 archive (``job_page.archive_page``), and, on the first page, the jobs the archive cannot
-hold yet: those still running and those ended since the sync's
-last archived job (its watermark). Those come from the accounting view as the unpaged
+hold yet: those still running and those ended since the sync's last archived job (its
+watermark). Those come from the accounting view as the unpaged
 list reads them (``ReportService.job_list``), over that short span only, and are left
 out once archived, so no job is listed twice and none is missing between two syncs.
 """
@@ -79,9 +79,9 @@ def paged(services: Sequence[ReportService], name: str, q: ListQuery, now: datet
     if archive is None:
         return None
     clusters = [s.settings.cluster for s in services]
-    marks = [archive.watermark(c, STREAM) for c in clusters]
-    if any(m is None for m in marks):
-        return None
+    marks = [m for c in clusters if (m := archive.watermark(c, STREAM)) is not None]
+    if len(marks) < len(clusters):
+        return None  # a cluster the sync has not written yet
     since, until = int(q.since(now).timestamp()), int(now.timestamp())
     if not all(_rows_complete(archive, c, owner, name, since, until) for c in clusters):
         return None
@@ -95,7 +95,7 @@ def paged(services: Sequence[ReportService], name: str, q: ListQuery, now: datet
     if q.page == 1 or recent_on_every_page:
         for service, mark in zip(services, marks, strict=True):
             cluster = service.settings.cluster
-            synced = datetime.fromtimestamp(mark, UTC)  # type: ignore[arg-type]
+            synced = datetime.fromtimestamp(mark, UTC)
             try:
                 listed, missing = service.job_list(max(q.since(now), synced - OVERLAP), now,
                                                    **{owner: name})
@@ -108,9 +108,8 @@ def paged(services: Sequence[ReportService], name: str, q: ListQuery, now: datet
             done = StaffRows(archive.db).archived(cluster, [r.job_id for r in listed])
             recent += [r for r in listed if r.job_id not in done]
         recent = select(recent, q)
-    synced_until = datetime.fromtimestamp(min(marks), UTC)  # type: ignore[type-var]
     return MyJobs(rows, total, q.page, (q.page - 1) * per_page + 1, pages, recent,
-                  synced_until, gaps)
+                  datetime.fromtimestamp(min(marks), UTC), gaps)
 
 
 def waste(services: Sequence[ReportService], name: str, q: ListQuery, now: datetime,

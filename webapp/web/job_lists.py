@@ -11,7 +11,7 @@ indexes; otherwise, and on the staff pages, the list is read whole and sorted he
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from flask import Blueprint, abort, g, render_template, request
@@ -62,9 +62,14 @@ def _rows(q: ListQuery, user: str | None = None,
             log.warning("job list of cluster %s: %s (%s)", cluster, exc.reason, exc.detail)
             found, missing = [], [exc.reason]
         rows += found
-        gaps += [f"Cluster {cluster}: {gap}." if s.multi_cluster else f"{gap[0].upper()}{gap[1:]}."
-                 for gap in missing]
+        gaps += _sentences(f"cluster {cluster}: {gap}" if s.multi_cluster else gap
+                           for gap in missing)
     return rows, gaps
+
+
+def _sentences(gaps: Iterable[str]) -> list[str]:
+    """Each note on what was missing as a sentence of the page."""
+    return [f"{gap[0].upper()}{gap[1:]}." for gap in gaps]
 
 
 def _page(template: str, q: ListQuery, rows: list[JobRow], gaps: list[str], **extra):
@@ -86,8 +91,7 @@ def _paged(q: ListQuery, name: str, owner: str = "user", now: datetime | None = 
     """The database's page of a user's (or an account's) jobs, when it can: one cluster,
     or all of them when they are synced into one archive; with the services it read."""
     s = auth.settings()
-    names = [q.cluster] if q.cluster else list(s.cluster_names)
-    services = [get_service(None if c == s.cluster else c) for c in names]
+    services = [get_service(c) for c in ([q.cluster] if q.cluster else s.cluster_names)]
     if not all(isinstance(service, ReportService) for service in services):
         return None  # a stand-in service (the tests' reports) has no archive to page
     mine = paged(services, name, q, now or datetime.now(UTC), owner=owner,
@@ -101,9 +105,8 @@ def my_jobs():
     found = _paged(q, g.user)
     if found is not None:  # already filtered, sorted and cut by the database
         mine = found[1]
-        gaps = [f"{gap[0].upper()}{gap[1:]}." for gap in mine.gaps]
-        return _render("index.html", q, mine.rows, mine.total, gaps, paged=mine,
-                       title="My jobs", who=g.user)
+        return _render("index.html", q, mine.rows, mine.total, _sentences(mine.gaps),
+                       paged=mine, title="My jobs", who=g.user)
     rows, gaps = _rows(q, user=g.user)
     return _page("index.html", q, rows, gaps, title="My jobs", who=g.user)
 
@@ -116,10 +119,9 @@ def _staff_page(kind: str, name: str):
     if found is not None:  # one page of the archive; its rankings and sums by the database
         services, mine = found
         top, sums = waste(services, name, q, now, kind, mine.recent, TOP)
-        return _render("job_list.html", q, mine.rows, mine.total,
-                       [f"{gap[0].upper()}{gap[1:]}." for gap in mine.gaps], paged=mine,
-                       kind=kind, name=name, waste=top, waste_titles=WASTE_TITLES,
-                       totals=sums)
+        return _render("job_list.html", q, mine.rows, mine.total, _sentences(mine.gaps),
+                       paged=mine, kind=kind, name=name, waste=top,
+                       waste_titles=WASTE_TITLES, totals=sums)
     rows, gaps = _rows(q, **{kind: name})
     shown = select(rows, q)  # the filters apply to the waste too; its order is its own
     return _page("job_list.html", q, rows, gaps, kind=kind, name=name,

@@ -18,6 +18,8 @@ from jobreport_net.filelock import held
 from jobreport_net.mysql_url import mysql_params
 from jobreport_net.sqlite_file import prepare
 
+IN_CHUNK = 500  # values in one statement's IN (...) list
+
 
 class ArchiveBusy(RuntimeError):
     """Another process holds the sync lock."""
@@ -108,6 +110,16 @@ class Database:
             return [tuple(r) for r in cur.fetchall()]
         finally:
             cur.close()
+
+    def query_in(self, sql: str, params: Sequence[Any], values: Sequence[Any]) -> list[tuple]:
+        """``sql`` ending in ``IN (`` ... ``)`` written as ``IN ({})``: run for each
+        ``IN_CHUNK`` of ``values`` (a statement's placeholders stay bounded), after the
+        leading ``params``; the rows of all."""
+        rows: list[tuple] = []
+        for i in range(0, len(values), IN_CHUNK):
+            chunk = list(values[i : i + IN_CHUNK])
+            rows += self.query(sql.format(", ".join("?" for _ in chunk)), [*params, *chunk])
+        return rows
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -125,8 +125,7 @@ class StaffRows:
             self.put(rows)
 
     def count(self, w: Window) -> int:
-        return int(self.db.query(f"SELECT COUNT(*) FROM archive_staff_jobs WHERE {w.sql}",  # noqa: S608
-                                 w.params)[0][0])
+        return self._count(w.sql, w.params)
 
     def user_totals(self, w: Window) -> list[dict[str, Any]]:
         """One dict per user with jobs in the window (``USER_TOTAL_NAMES``)."""
@@ -160,14 +159,9 @@ class StaffRows:
 
     def archived(self, cluster: str, job_ids: Sequence[str]) -> set[str]:
         """The ids among ``job_ids`` that have a row (what a list need not show twice)."""
-        found: set[str] = set()
-        ids = list(dict.fromkeys(job_ids))
-        for i in range(0, len(ids), 500):  # bound the placeholders of one statement
-            chunk = ids[i : i + 500]
-            found.update(r[0] for r in self.db.query(
-                f"SELECT job_id FROM archive_staff_jobs WHERE cluster = ?"  # noqa: S608
-                f" AND job_id IN ({', '.join('?' for _ in chunk)})", [cluster, *chunk]))
-        return found
+        return {r[0] for r in self.db.query_in(
+            "SELECT job_id FROM archive_staff_jobs WHERE cluster = ? AND job_id IN ({})",
+            [cluster], list(dict.fromkeys(job_ids)))}
 
     def _owned(self, clusters: Sequence[str], owner: str, name: str, since: float,
                until: float, state: str | None) -> tuple[str, list[Any]]:
@@ -187,8 +181,10 @@ class StaffRows:
     def owner_count(self, clusters: Sequence[str], owner: str, name: str, since: float,
                     until: float) -> int:
         """How many rows of ``owner`` ("user" or "account") ``name`` ended in [since, until]."""
-        w, params = self._owned(clusters, owner, name, since, until, None)
-        return int(self.db.query(f"SELECT COUNT(*) FROM archive_staff_jobs WHERE {w}",  # noqa: S608
+        return self._count(*self._owned(clusters, owner, name, since, until, None))
+
+    def _count(self, where: str, params: Sequence[Any]) -> int:
+        return int(self.db.query(f"SELECT COUNT(*) FROM archive_staff_jobs WHERE {where}",  # noqa: S608
                                  params)[0][0])
 
     def owner_page(self, clusters: Sequence[str], owner: str, name: str, since: float,
@@ -199,8 +195,7 @@ class StaffRows:
         and cut by the database; (rows, how many in all). KeyError for a sort not in
         ``PAGE_SORTS`` or an owner not in ``OWNERS``."""
         w, params = self._owned(clusters, owner, name, since, until, state)
-        total = int(self.db.query(f"SELECT COUNT(*) FROM archive_staff_jobs WHERE {w}",  # noqa: S608
-                                  params)[0][0])
+        total = self._count(w, params)
         way, key = "DESC" if descending else "ASC", PAGE_SORTS[sort]
         rows = self.db.query(
             f"SELECT {_SELECT} FROM archive_staff_jobs WHERE {w}"  # noqa: S608

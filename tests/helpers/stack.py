@@ -122,17 +122,19 @@ STACK_JOBS: tuple[StackJob, ...] = (
         after="busy",
     ),
     # Two srun steps: 20 s on two cores, one of them busy for the first 2 s only, then both
-    # cores busy for 8 s. The report lists each step and the CPU finding names step 0,
-    # which left most cores idle. The job's ~0.3 efficiency (0.6 busy cores) sits below
-    # the CPU threshold and below serial's "about one core" however much CPU the machine
-    # gives step 1; a step 0 busy throughout made ~0.64, and the finding flipped with load.
+    # cores busy for 14 s. The report lists each step and the CPU finding names step 0,
+    # which left most cores idle. The job's ~0.44 efficiency sits below the CPU threshold
+    # however much CPU the machine gives step 1; a step 0 busy throughout made ~0.64, and
+    # the finding flipped with load. Step 1 lasts three scrapes: the exporter counts a
+    # thread busy from its second scrape on, so its two threads must be seen twice to rule
+    # serial out (at 8 s, under load, one scrape saw one of them and the job read serial).
     StackJob(
         "steps",
         "alice",
         ("-c2", "--mem=500M", "--time=10"),
         "srun -c2 sh -c 'timeout 2 sh -c \"while :; do :; done\"; sleep 18; exit 0'\n"
-        "srun -c2 sh -c '(timeout 8 sh -c \"while :; do :; done\") & "
-        "timeout 8 sh -c \"while :; do :; done\"; wait; exit 0'",
+        "srun -c2 sh -c '(timeout 14 sh -c \"while :; do :; done\") & "
+        "timeout 14 sh -c \"while :; do :; done\"; wait; exit 0'",
     ),
     # An idle job whose first half of samples the coverage test deletes from Prometheus
     # (its own jobid only): no other test reads it.

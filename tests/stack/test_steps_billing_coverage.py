@@ -60,7 +60,9 @@ def test_each_step_has_its_own_line_in_every_format(stack_jobs, stack_env):
         assert x["cpu_efficiency"] == pytest.approx(cpu / (elapsed * cpus), abs=0.01)
     # Step 0 asked for 2 cores for 20 s and kept one busy for 2 s: most of the idle
     # core-seconds are its.
-    finding = next(f for f in data["findings"] if f["name"] == "cpu_efficiency_low")
+    finding = next((f for f in data["findings"] if f["name"] == "cpu_efficiency_low"),
+                   None)
+    assert finding is not None, data["findings"]
     assert finding["evidence"]["step"] == "0" and "step 0" in finding["message"]
     out = jobreport("show", job, "--details", env=stack_env).stdout
     assert "Steps" in out and any(line.startswith("  0 ") for line in out.splitlines())

@@ -17,6 +17,7 @@ from typing import Any
 from webapp.archive.db import ArchiveBusy as ArchiveBusy
 from webapp.archive.db import Database
 from webapp.archive.migrations import LATEST, MIGRATIONS
+from webapp.archive.staff_rows import StaffRows, Window
 
 STREAMS = ("archive", "email")
 ERROR_CHARS = 500  # of a failure's message kept for the next run's log
@@ -146,6 +147,12 @@ class Archive:
         rows = self.db.query("SELECT MIN(end_time) FROM archive_jobs WHERE cluster = ?",
                              (cluster,))
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def rows_complete(self, cluster: str, since: int, until: int) -> bool:
+        """Every job archived in [since, until] has its staff row (jobs archived before the
+        sync wrote rows have none until `staff-report --record` fills them in)."""
+        return StaffRows(self.db).count(Window(cluster, since, until)) >= \
+            self.ended_count(cluster, since, until)
 
     def ended_count(self, cluster: str, since: int, until: int) -> int:
         """How many archived jobs ended in [since, until]."""

@@ -191,12 +191,12 @@ def _plots(doc: Document, report: JobReport, tmp: str) -> None:
         built = plot.build(report, size=GRID_SIZE)
         if built is None:
             continue
-        (fig, summary), name, heading = built, plot.name, plot.title
-        to_file(fig, os.path.join(tmp, f"plot-{name}.pdf"))
+        fig, summary = built
+        to_file(fig, os.path.join(tmp, f"plot-{plot.name}.pdf"))
         cells.append(
             r"\begin{minipage}[t]{0.485\textwidth}\centering"
-            + r"\includegraphics[width=\linewidth]{plot-" + name + ".pdf}\\\\[1pt]"
-            + r"{\footnotesize\raggedright\textbf{" + escaped(heading) + r".} "
+            + r"\includegraphics[width=\linewidth]{plot-" + plot.name + ".pdf}\\\\[1pt]"
+            + r"{\footnotesize\raggedright\textbf{" + escaped(plot.title) + r".} "
             + escaped(summary) + r"\par}\end{minipage}"
         )
     if not cells:

@@ -86,7 +86,8 @@ def archive_waste(archive: Archive, clusters: Sequence[str], name: str, q: ListQ
     database (``job_list.top_waste`` and ``job_list.totals`` on the archived rows)."""
     rows = StaffRows(archive.db)
     since, until, state = q.since(now).timestamp(), now.timestamp(), q.state or None
-    top = {key: named(archive, rows.owner_top_waste(clusters, owner, name, since, until,
-                                                    key, limit, state))
-           for key in WASTE_SORTS}
-    return top, rows.owner_waste_totals(clusters, owner, name, since, until, state)
+    found = {key: rows.owner_top_waste(clusters, owner, name, since, until, key, limit, state)
+             for key in WASTE_SORTS}
+    listed = iter(named(archive, [r for top in found.values() for r in top]))  # one lookup
+    return ({key: [next(listed) for _ in top] for key, top in found.items()},
+            rows.owner_waste_totals(clusters, owner, name, since, until, state))

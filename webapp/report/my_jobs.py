@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from webapp.archive.staff_rows import StaffRows, Window
+from webapp.archive.staff_rows import StaffRows
 from webapp.archive.store import Archive
 from webapp.model import SourceUnavailable
 from webapp.report.job_list import JobRow, ListQuery, select, top_waste, totals
@@ -47,12 +47,10 @@ def _rows_complete(archive: Archive, cluster: str, owner: str, name: str, since:
     """Every archived job of the window has its row (jobs archived before the sync wrote
     rows would be missing from the pages): the user's own, or the whole window's for an
     account (the archive's records do not name the account)."""
-    rows = StaffRows(archive.db)
     if owner == "user":
-        return rows.owner_count([cluster], owner, name, since, until) >= \
+        return StaffRows(archive.db).owner_count([cluster], owner, name, since, until) >= \
             archive.user_count(cluster, name, since, until)
-    return rows.count(Window(cluster, since, until)) >= archive.ended_count(cluster, since,
-                                                                            until)
+    return archive.rows_complete(cluster, since, until)
 
 
 def _one_archive(services: Sequence[ReportService]) -> Archive | None:

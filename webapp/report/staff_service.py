@@ -7,7 +7,7 @@ import dataclasses
 import time
 
 from webapp.archive.alerts import AlertLog
-from webapp.archive.staff_rows import StaffRows, Window
+from webapp.archive.staff_rows import StaffRows
 from webapp.archive.store import Archive
 from webapp.report.staff import StaffReport
 from webapp.report.staff_archive import build_staff_report_sql, staff_row
@@ -55,10 +55,8 @@ def archive_holds(archive: Archive, cluster: str, since: float, until: float) ->
         return None
     if mark < min(until, time.time()) - ARCHIVE_SLACK:
         return None
-    lo, hi = int(since), int(until)
-    if StaffRows(archive.db).count(Window(cluster, lo, hi)) < archive.ended_count(cluster, lo,
-                                                                                 hi):
-        return None  # archived before the sync wrote rows: `staff-report --record`
+    if not archive.rows_complete(cluster, int(since), int(until)):
+        return None
     return float(mark)
 
 

@@ -313,6 +313,25 @@ def test_an_idle_gpu_held_beside_a_saturated_core_is_one_verdict():
     assert {"gpu_idle"} <= names(bare) and "gpu_input_bound" not in names(bare)
 
 
+def test_a_loader_given_part_of_its_core_by_a_loaded_node_is_still_input_bound():
+    """The stack's case under load: one busy loop beside an idle GPU it holds, given 0.6
+    of its core by the node's other jobs, waited for a core the other 0.38 of the run.
+    What it asked of the CPU (a whole core) decides, not what it got; with its wait
+    unmeasured the same job reads as an idle GPU beside a core that was not saturated."""
+    starved = report(cpus=1, gpus=1, cpu_seconds=600 * 0.6, usage=replace(
+        gpu_usage(0.0, held=GIB), cpu_wait_seconds=600 * 0.38, busy_tasks_max=1))
+    found = names(starved)
+    assert "gpu_input_bound" in found and "gpu_idle" not in found
+    f = next(f for f in detect_all(starved, T) if f.name == "gpu_input_bound")
+    assert "waited for a core 38% of the run" in f.message
+    unmeasured = report(cpus=1, gpus=1, cpu_seconds=600 * 0.6, usage=gpu_usage(0.0, held=GIB))
+    assert "gpu_input_bound" not in names(unmeasured)
+    # two threads each runnable throughout are two cores asked: not one saturated
+    two = report(cpus=2, gpus=1, cpu_seconds=600 * 1.0, usage=replace(
+        gpu_usage(0.0, held=GIB), cpu_wait_seconds=600 * 1.0, busy_tasks_max=2))
+    assert "gpu_input_bound" not in names(two)
+
+
 def triggering_reports():
     """(case id, report, thresholds) on which each of these detectors fires: for the
     evidence-sentence tests, which need every detector to fire somewhere."""

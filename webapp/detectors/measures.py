@@ -157,14 +157,26 @@ def busiest_core(report: JobReport) -> float | None:
     return max(means) if means else None
 
 
+def runnable_cores(report: JobReport) -> float | None:
+    """Cores' worth of the job's threads that were runnable on average: on a core
+    (``busy_cores``) or waiting for one (their CPU wait over the run). What the job asked
+    of the CPU, which load beside it does not change: a busy loop given 0.6 of a core by
+    its neighbours waited the other 0.4. ``busy_cores`` where the wait was not measured."""
+    busy, wait = busy_cores(report), report.usage.cpu_wait_seconds
+    if busy is None or wait is None or not report.elapsed_seconds:
+        return busy
+    return busy + wait / report.elapsed_seconds
+
+
 def one_core_saturated(report: JobReport, t: Thresholds) -> bool:
     """One core (or one core's worth) kept busy: the busiest core at ``core_saturated``, or
     about one core in all, which the kernel may spread over several as it migrates a
-    single busy process."""
+    single busy process. Counted as asked (``runnable_cores``), so a busy process on a
+    loaded node, which got less than its core, still saturates one."""
     top = busiest_core(report)
-    busy = busy_cores(report)
+    asked = runnable_cores(report)
     return (top is not None and top >= t.core_saturated) or (
-        busy is not None and t.core_saturated <= busy <= t.serial_cores_max
+        asked is not None and t.core_saturated <= asked <= t.serial_cores_max
     )
 
 

@@ -86,6 +86,13 @@ def choose_step(seconds: float, scrape_interval: float, points: int = MAX_POINTS
     return float(max(math.ceil(scrape_interval), math.ceil(seconds / (points - 1))))
 
 
+def grid_start(start: float, step: float) -> float:
+    """The first instant at or after ``start`` on the grid of multiples of ``step``: every
+    range query of a job evaluates these instants, so one job's series are the same
+    points whether asked for alone or in a bulk window shared with other jobs."""
+    return math.ceil(start / step) * step
+
+
 def rate_window(step: float, scrape_interval: float) -> str:
     """Like Grafana's $__rate_interval: wide enough to always hold two samples."""
     return f"{int(max(step + scrape_interval, 4 * scrape_interval))}s"
@@ -222,7 +229,7 @@ class PrometheusSource:
         calls: list[Callable[[], Any]] = []
         n_chunks: dict[str, int] = {}
         sent: list[tuple[str, str]] = []  # (name, PromQL) for the report's audit section
-        spans = pieces(window.start, at_end, step)
+        spans = pieces(min(grid_start(window.start, step), at_end), at_end, step)
         for name, (template, label) in RANGE_QUERIES.items():
             query = template.format(sel=sel, rate=rate, node=node)
             sent.append((f"{name} (range, step {step:g}s)", query))

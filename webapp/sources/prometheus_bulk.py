@@ -115,7 +115,9 @@ def plan(jobs: Iterable[JobWindow], scrape: float) -> list[Batch]:
         group: list[JobWindow] = []
         lo = hi = 0.0
         for job in members:
-            start = math.floor(job.start / step) * step  # instants on the step grid
+            # On the multiples of the step: from the job's start on, the instants its own
+            # query evaluates (prometheus.grid_start), so alone or in bulk, the same points.
+            start = math.floor(job.start / step) * step
             end = job.end + scrape
             if group and (len(group) >= JOBS_PER_QUERY
                           or (max(hi, end) - lo) / step > WINDOW_POINTS):

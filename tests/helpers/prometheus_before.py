@@ -18,6 +18,7 @@ from webapp.sources.prometheus import (
     WINDOW_QUERIES,
     PrometheusSource,
     choose_step,
+    grid_start,
     job_selector,
     max_points,
     merge_series,
@@ -77,7 +78,8 @@ def figures_before(src: PrometheusSource, job_id: str, start: datetime, end: dat
             parse_matrix(get("/api/v1/query_range",
                              {"query": query, "start": a, "end": b, "step": step}),
                          label.format(node=node))
-            for a, b in old_pieces(w0, w1 + scrape, step)
+            # at today's instants (the step's multiples), so the series compare point by point
+            for a, b in old_pieces(grid_start(w0, step), w1 + scrape, step)
         ]
         series[name] = merge_series(parts)
     per_core = parse_vector(

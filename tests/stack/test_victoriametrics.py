@@ -31,12 +31,14 @@ JOB = stack.StackJob(
 # sample before it (both documented), so each point, and a mean over a few points, weighs
 # a different span of scrapes; a busy loop sharing the CPUs with other work changes its
 # rate from one scrape to the next and the two answers move apart (measured under load:
-# means of 0.422 and 0.415 cores for a 2-CPU job). A rate series is therefore held to its
-# mean over the points whose window lies inside the job's samples, within 1 % of its full
-# scale (the job's CPUs; for I/O its peak); everything else within 1 % of its value, on
-# samples both stores hold identically (checked first).
+# means of 0.422 and 0.415 cores for a 2-CPU job; beside two more busy loops 0.558 and
+# 0.536). A rate series is therefore held to its mean over the points whose window lies
+# inside the job's samples, within 2 % of its full scale (the job's CPUs; for I/O its
+# peak); everything else within 1 % of its value, on samples both stores hold
+# identically (checked first).
 RATE_SERIES = ("cpu_cores", "io_read_bytes_per_second", "io_write_bytes_per_second")
 RATE_WINDOW = 20.0  # webapp.sources.prometheus.rate_window at 5 s scrapes
+RATE_SCALE_SHARE = 0.02
 
 
 def report(env: dict[str, str], url: str) -> dict:
@@ -50,7 +52,7 @@ JOB_ID: list[str] = []
 
 def close(a, b, path: str, out: list[str], last_sample: float, cpus: float = 1.0) -> None:
     """Every number within 1 %, gauge series point by point, rate series by their mean
-    within 1 % of full scale (see RATE_SERIES), every other value equal."""
+    within 2 % of full scale (see RATE_SERIES), every other value equal."""
     if isinstance(a, dict) and isinstance(b, dict):
         assert a.keys() == b.keys(), path
         for k in a:
@@ -71,7 +73,7 @@ def close(a, b, path: str, out: list[str], last_sample: float, cpus: float = 1.0
                 if inside:
                     mean_a = sum(pa[t] for t in inside) / len(inside)
                     mean_b = sum(pb[t] for t in inside) / len(inside)
-                    if abs(mean_a - mean_b) > 0.01 * scale:
+                    if abs(mean_a - mean_b) > RATE_SCALE_SHARE * scale:
                         out.append(f"{where} mean: {mean_a} vs {mean_b} (full scale {scale})")
             else:
                 for t in sorted(pa):

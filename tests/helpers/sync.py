@@ -77,6 +77,13 @@ def own_jobs_ended(jobs: tuple[stack.StackJob, ...]) -> tuple[int, list[str]]:
     return t0, ids
 
 
+def reach_back(t0: float) -> int:
+    """A first sync's ``--max-span`` (seconds) reaching back to ``t0`` (just before a
+    module's own jobs) from now: read when the sync starts, since under load the commands
+    run before it can take longer than a short job's whole run."""
+    return int(time.time() - t0) + 1
+
+
 def jobreport(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """The installed `jobreport ARGS` with exactly ``env``."""
     return subprocess.run([JOBREPORT, *args], env=env, capture_output=True, text=True,

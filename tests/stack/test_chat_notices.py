@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections import Counter
 
 import pytest
 
 from tests.helpers import stack
 from tests.helpers.mail import free_port
-from tests.helpers.sync import jobreport, mail_env, own_jobs_ended
+from tests.helpers.sync import jobreport, mail_env, own_jobs_ended, reach_back
 from tests.helpers.sync import sync_past_stand_ins as sync
 from tests.helpers.webhook import Webhook
 
@@ -45,18 +44,17 @@ def test_sync_and_by_hand_notify_each_job_once_after_an_outage(stack_env, my_job
            "PYTHONPATH": str(stack.ROOT), "JOBREPORT_MAIL_MAP": "",
            "JOBREPORT_MAIL_OPT_OUT": str(tmp_path / "optout"), "JOBREPORT_PUBLIC_URL": PUBLIC_URL,
            "JOBREPORT_CHAT_URLS": hook.url("{user}"), "JOBREPORT_CHAT_MAP": ""}
-    span = f"{int(time.time()) - t0}s"  # a first sync reaches back to just before our jobs
     try:
-        first = sync(env, "--direction", "both", "--max-span", span)
+        first = sync(env, "--direction", "both", "--max-span", f"{reach_back(t0)}s")
         assert "chat notices: 0 sent" in first and " deferred" in first, first
         assert hook.posts == []
         hook.up()
         retried = jobreport(env, "outbox", "--retry")
         assert "chat notices: " in retried.stdout, retried.stdout + retried.stderr
-        sync(env, "--max-span", span)
+        sync(env, "--max-span", f"{reach_back(t0)}s")
         again = jobreport(env, "email", alice_job)
         assert again.returncode == 0 and "already sent" in again.stdout, again
-        sync(env, "--max-span", span)
+        sync(env, "--max-span", f"{reach_back(t0)}s")
     finally:
         hook.down()
 

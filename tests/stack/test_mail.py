@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from email import message_from_bytes
 from email.policy import default
 from pathlib import Path
@@ -21,6 +21,7 @@ from aiosmtpd.controller import Controller
 
 from tests.helpers import stack
 from tests.helpers.mail import Recorder, free_port, kill_while_held
+from tests.helpers.sync import reach_back
 from webapp.mail.policy import skip_reason
 from webapp.model import JobId
 from webapp.sync.options import SyncOptions
@@ -49,11 +50,6 @@ def pdf_cache(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("pdf-cache"))
 
 
-def span(since: datetime) -> float:
-    """The first sync's --max-span, reaching back to ``since`` from now."""
-    return int((datetime.now(UTC) - since).total_seconds()) + 1
-
-
 def sync_email(settings, since: datetime) -> SyncResult:  # noqa: ANN001
     """One `jobreport sync --direction email` run in process; run again while it stops
     at a job slurmdbd holds only as a stand-in record so far (another suite's, just
@@ -61,7 +57,8 @@ def sync_email(settings, since: datetime) -> SyncResult:  # noqa: ANN001
     for _ in range(20):
         syncer = Syncer(settings)
         try:
-            result = syncer.run(SyncOptions(direction="email", max_span=span(since)))
+            opts = SyncOptions(direction="email", max_span=reach_back(since.timestamp()))
+            result = syncer.run(opts)
         finally:
             syncer.close()
         if result.error is None or "stand-in" not in result.error:
@@ -152,7 +149,8 @@ def test_killed_sync_restarted_loses_and_duplicates_nothing(stack_policy, servic
            "JOBREPORT_OUTBOX": outbox, "JOBREPORT_ARCHIVE_URL": str(tmp_path / "archive.sqlite"),
            "JOBREPORT_MAIL_MIN_RUNTIME": "0", "JOBREPORT_MAIL_DAILY_CAP": "0",
            "JOBREPORT_MAIL_TO": MAIL_TO, "JOBREPORT_PDF_CACHE_DIR": pdf_cache}
-    argv = [JOBREPORT, "sync", "--direction", "email", "--max-span", f"{span(since)}s"]
+    argv = [JOBREPORT, "sync", "--direction", "email",
+            "--max-span", f"{reach_back(since.timestamp())}s"]
     try:
         with open(tmp_path / "killed.log", "wb") as log:
             proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections import Counter
 from email import message_from_bytes
 from email.policy import default
@@ -16,7 +15,7 @@ from email.policy import default
 import pytest
 
 from tests.helpers import stack
-from tests.helpers.sync import jobreport, mail_env, own_jobs_ended
+from tests.helpers.sync import jobreport, mail_env, own_jobs_ended, reach_back
 from tests.helpers.sync import sync_past_stand_ins as sync
 from webapp.archive.opt_out_link import read_token
 
@@ -45,7 +44,6 @@ def test_by_hand_and_sync_back_to_back_email_each_job_once(stack_env, my_jobs, s
     env = {**os.environ, **mail_env(stack_env, tmp_path, port), "PYTHONPATH": str(stack.ROOT),
            "JOBREPORT_MAIL_OPT_OUT": "", "JOBREPORT_MAIL_MAP": "",
            "JOBREPORT_SECRET_KEY": SECRET, "JOBREPORT_PUBLIC_URL": PUBLIC_URL}
-    span = f"{int(time.time()) - t0}s"  # a first sync reaches back to just before our jobs
 
     # The old mail timer's command no longer sends anything.
     old = jobreport(env, "email", "--ended-since", "1h")
@@ -53,11 +51,11 @@ def test_by_hand_and_sync_back_to_back_email_each_job_once(stack_env, my_jobs, s
     # By hand first, then the sync (as its timer would), then by hand, then the sync again.
     done = jobreport(env, "email", first)
     assert done.returncode == 0 and f"sent job {first} report to" in done.stdout, done
-    synced = sync(env, "--direction", "both", "--max-span", span)
+    synced = sync(env, "--direction", "both", "--max-span", f"{reach_back(t0)}s")
     assert "already queued" in synced, synced  # the job sent by hand
     again = jobreport(env, "email", second)
     assert again.returncode == 0 and f"job {second} was already sent" in again.stdout, again
-    sync(env, "--max-span", span)
+    sync(env, "--max-span", f"{reach_back(t0)}s")
     assert jobreport(env, "email", third).returncode == 0
 
     received = [(rcpt, message_from_bytes(raw, policy=default), raw)

@@ -60,7 +60,10 @@ def test_a_job_that_waited_shows_its_wait_and_reason(waited, stack_env):
     assert q is not None and q.seen, report.gaps
     assert q.pending_seconds >= 10
     reasons = {r.reason for r in q.reasons}
-    assert reasons and reasons <= {"Resources", "Priority"}, reasons
+    # It waited for the first job; a loaded machine's slurmd answering late may also have
+    # the node read unavailable for a while (seen beside two more busy loops).
+    assert reasons & {"Resources", "Priority"}, reasons
+    assert reasons <= {"Resources", "Priority", "ReqNodeNotAvail"}, reasons
     total = partition_cpus("debug")
     assert q.cpus_total == total and q.queue_length is not None
     out = text.render(report, details=True)

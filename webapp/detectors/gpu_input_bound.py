@@ -12,7 +12,7 @@ from webapp.detectors.measures import (
     gpu_memory_peak,
     long_enough,
     one_core_saturated,
-    runnable_cores,
+    thread_wait_of_run,
 )
 from webapp.formatting import format_bytes, format_percent
 from webapp.model import Finding, JobReport, Severity
@@ -48,7 +48,7 @@ class GpuInputBoundDetector:
         core = f"its busiest core ran {format_percent(top)} of the time" if top else (
             f"{busy:.1f} core(s) were busy in all"
         )
-        waited = (runnable_cores(report) or 0.0) - busy
+        waited = thread_wait_of_run(report, "cpu") or 0.0
         if waited >= 0.05:  # load beside the job: say why its one core reads below full
             core += f", and its threads waited for a core {format_percent(waited)} of the run"
         held_text = format_bytes(held)

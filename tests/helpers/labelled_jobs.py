@@ -60,7 +60,7 @@ LABELLED: tuple[LabelledJob, ...] = (
         {"many_open_files", "memory_growth"}, "3000 small files written in the home"),
     row("mem-growth", {"memory_growth"},
         {"out_of_memory", "memory_near_limit", "memory_over_requested"},
-        "RSS climbing ~10 MB/s toward 500M: a leak's shape"),
+        "RSS climbing ~8 MB/s toward 500M: a leak's shape"),
     row("gpu-input-bound", {"gpu_input_bound"},
         {"gpu_idle", "serial_on_many_cores", "cpu_efficiency_low"} | GPU_NEVER,
         "one saturated core beside a GPU holding memory"),

@@ -98,17 +98,19 @@ STACK_JOBS: tuple[StackJob, ...] = (
         "    open(f\"many/f{i}\", \"w\").write(\"x\" * 4000)\n"
         "time.sleep(15)'; rm -rf many",
     ),
-    # Resident memory climbing ~10 MB/s for 30 s toward a 500M limit: a leak's shape.
-    # bytes(...) * n writes every page (a zeroed bytearray may not be resident yet).
+    # Resident memory climbing ~8 MB/s for 40 s toward a 500M limit: a leak's shape.
+    # bytes(...) * n writes every page (a zeroed bytearray may not be resident yet). 40 s
+    # give the fit 6-7 points at 5 s (it needs 5): in 30 s the series' first and last
+    # scrapes left 5, and a start scraped late 4.
     StackJob(
         "mem-growth",
         "alice",
         ("-c1", "--mem=500M", "--time=10"),
         "python3 -c 'import time\n"
-        "chunks, end = [], time.time() + 30\n"
+        "chunks, end = [], time.time() + 40\n"
         "while time.time() < end:\n"
         "    chunks.append(b\"x\" * (2 * 2**20))\n"
-        "    time.sleep(0.2)'",
+        "    time.sleep(0.25)'",
     ),
     # One core saturated beside a GPU (the stack's replayed GPUs hold 1 GiB and do no
     # work): the input pipeline starving the GPU.

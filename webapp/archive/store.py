@@ -136,12 +136,6 @@ class Archive:
         for row in self.db.query(sql + " ORDER BY end_time, job_id", params):
             yield _job(row)
 
-    def user_count(self, cluster: str, user: str, since: int, until: int) -> int:
-        """How many of ``user``'s archived jobs ended in [since, until]."""
-        return int(self.db.query("SELECT COUNT(*) FROM archive_jobs WHERE cluster = ? AND"
-                                 " user_name = ? AND end_time >= ? AND end_time <= ?",
-                                 (cluster, user, since, until))[0][0])
-
     def first_end(self, cluster: str) -> int | None:
         """When the oldest archived job ended (None: nothing archived)."""
         rows = self.db.query("SELECT MIN(end_time) FROM archive_jobs WHERE cluster = ?",
@@ -154,11 +148,16 @@ class Archive:
         return StaffRows(self.db).count(Window(cluster, since, until)) >= \
             self.ended_count(cluster, since, until)
 
-    def ended_count(self, cluster: str, since: int, until: int) -> int:
-        """How many archived jobs ended in [since, until]."""
-        return int(self.db.query("SELECT COUNT(*) FROM archive_jobs WHERE cluster = ? AND"
-                                 " end_time >= ? AND end_time <= ?",
-                                 (cluster, since, until))[0][0])
+    def ended_count(self, cluster: str, since: int, until: int,
+                    user: str | None = None) -> int:
+        """How many archived jobs ended in [since, until] (optionally one user's)."""
+        sql = "SELECT COUNT(*) FROM archive_jobs WHERE cluster = ? AND end_time >= ?" \
+              " AND end_time <= ?"
+        params: list[Any] = [cluster, since, until]
+        if user is not None:
+            sql += " AND user_name = ?"
+            params.append(user)
+        return int(self.db.query(sql, params)[0][0])
 
     def users(self, cluster: str, since: int, until: int) -> list[str]:
         """The users with archived jobs that ended in [since, until], sorted."""

@@ -49,7 +49,7 @@ def _rows_complete(archive: Archive, cluster: str, owner: str, name: str, since:
     account (the archive's records do not name the account)."""
     if owner == "user":
         return StaffRows(archive.db).owner_count([cluster], owner, name, since, until) >= \
-            archive.user_count(cluster, name, since, until)
+            archive.ended_count(cluster, since, until, user=name)
     return archive.rows_complete(cluster, since, until)
 
 

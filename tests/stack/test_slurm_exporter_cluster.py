@@ -68,8 +68,10 @@ def test_draining_a_node_under_a_job_shows_mixed_drain_and_no_available_gpu(jobs
         [expected.split("+")[0], *sorted(expected.split("+")[1:])])
     assert info.labels["reason"] == "slurm-exporter stack test"
     # The other CPU may be busy with another test's job; with it idle, Slurm holds MIXED.
+    # PLANNED may stand beside DRAIN: the backfill scheduler had planned a pending job here.
     if "MIXED" in held:
-        assert (info.labels["state"], info.labels["flags"]) == ("mixed", "drain")
+        assert info.labels["state"] == "mixed"
+        assert "drain" in info.labels["flags"].split("+")
     drained = [s for s in metrics["slurm_gpus_idle"] if "drain" in s.labels["flags"]]
     assert sum(s.value for s in metrics["slurm_gpus"] if "drain" in s.labels["flags"]) == 2
     assert drained, "idle GPUs of the drained node are counted under its state"

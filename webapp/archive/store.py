@@ -142,11 +142,15 @@ class Archive:
                              (cluster,))
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
-    def rows_complete(self, cluster: str, since: int, until: int) -> bool:
-        """Every job archived in [since, until] has its staff row (jobs archived before the
-        sync wrote rows have none until `staff-report --record` fills them in)."""
-        return StaffRows(self.db).count(Window(cluster, since, until)) >= \
-            self.ended_count(cluster, since, until)
+    def rows_complete(self, cluster: str, since: int, until: int,
+                      user: str | None = None) -> bool:
+        """Every job archived in [since, until] (optionally one user's) has its staff row
+        (jobs archived before the sync wrote rows have none until `staff-report --record`
+        fills them in)."""
+        rows = StaffRows(self.db)
+        have = rows.count(Window(cluster, since, until)) if user is None else \
+            rows.owner_count([cluster], "user", user, since, until)
+        return have >= self.ended_count(cluster, since, until, user=user)
 
     def ended_count(self, cluster: str, since: int, until: int,
                     user: str | None = None) -> int:

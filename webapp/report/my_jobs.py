@@ -47,10 +47,7 @@ def _rows_complete(archive: Archive, cluster: str, owner: str, name: str, since:
     """Every archived job of the window has its row (jobs archived before the sync wrote
     rows would be missing from the pages): the user's own, or the whole window's for an
     account (the archive's records do not name the account)."""
-    if owner == "user":
-        return StaffRows(archive.db).owner_count([cluster], owner, name, since, until) >= \
-            archive.ended_count(cluster, since, until, user=name)
-    return archive.rows_complete(cluster, since, until)
+    return archive.rows_complete(cluster, since, until, user=name if owner == "user" else None)
 
 
 def _one_archive(services: Sequence[ReportService]) -> Archive | None:

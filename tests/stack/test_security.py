@@ -52,7 +52,7 @@ def test_prometheus_outage_messages_hide_credentials(stack_env, stack_jobs, fmt)
     assert any(g.source == "prometheus" for g in report.gaps)
 
 
-def test_db_setup_error_hides_the_password():
+def test_db_setup_error_hides_the_password(stack_env):  # needs the stack's MariaDB
     # MariaDB refuses a statement that carries a password: the message names the
     # statement without it.
     statement = f"CREATE USER 'jr_probe'@'localhost' IDENTIFIED BY '{SECRET}' REQUIRE BOGUS"

@@ -12,7 +12,11 @@ Busy tasks: the threads that were on a CPU or waiting for one (run + run delay) 
 least ``BUSY_SHARE`` of the wall time since the previous scrape. That holds with any
 scrape interval: a thread spinning on a core shared by four still counts (25 % run, 75 %
 wait), a thread that sleeps most of the interval does not. A thread's first scrape has no
-interval yet, so a job's first scrape reports no busy-task figure.
+interval yet, so a job's first scrape reports no busy-task figure. The interval is at
+least ``MIN_BUSY_INTERVAL``: a second scraper (an HA Prometheus pair, whose two servers
+may scrape at the same instant, or a curl by hand) gets the figure of the last interval
+that long, not one measured over milliseconds, where a thread's wait so far is not yet in
+its counters (the kernel adds a wait when the thread gets its CPU) and reads as idle.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import NamedTuple
 from exporter.procfs import TaskTimes
 
 BUSY_SHARE = 0.5
+MIN_BUSY_INTERVAL = 1.0  # seconds
 _NS = 1e-9
 _USER_HZ = os.sysconf("SC_CLK_TCK")
 
@@ -40,7 +45,11 @@ class _JobState:
     tasks: dict[int, TaskTimes] = field(default_factory=dict)
     cpu_wait_ns: int = 0
     io_wait_ticks: int = 0
-    at: float | None = None  # monotonic time of the last update
+    # Busy tasks are measured from these threads' times, taken at ``base_at``: the last
+    # update at least MIN_BUSY_INTERVAL after the one before it.
+    base: dict[int, TaskTimes] = field(default_factory=dict)
+    base_at: float | None = None
+    busy: int | None = None  # the last figure measured
 
 
 def _growth(now: int, before: int | None) -> int:
@@ -57,12 +66,12 @@ class WaitTotals:
 
     def update(self, job_id: str, tasks: Iterable[TaskTimes], now: float) -> Waits:
         state = self._jobs.setdefault(job_id, _JobState())
-        interval_ns = (now - state.at) / _NS if state.at is not None else None
+        since = now - state.base_at if state.base_at is not None else 0.0
+        busy_ns = BUSY_SHARE * since / _NS if since >= MIN_BUSY_INTERVAL else None
         seen: dict[int, TaskTimes] = {}
         busy = 0
         io_on = True
-        known = state.tasks
-        busy_ns = BUSY_SHARE * interval_ns if interval_ns else None
+        known, base = state.tasks, state.base
         wait_ns = 0
         for task in tasks:  # the hot loop: one pass per thread of the node's jobs
             tid, run, wait, blkio = task
@@ -78,15 +87,19 @@ class WaitTotals:
                 io_on = False
             else:
                 state.io_wait_ticks += _growth(blkio, before.blkio_ticks if before else None)
-            if before is not None and busy_ns is not None and run + wait >= busy_ns:
+            then = base.get(tid) if busy_ns is not None else None
+            if (then is not None and then.run_ns <= task.run_ns and then.wait_ns <= task.wait_ns
+                    and task.run_ns - then.run_ns + task.wait_ns - then.wait_ns >= busy_ns):
                 busy += 1
         state.cpu_wait_ns += wait_ns
-        first = state.at is None
-        state.tasks, state.at = seen, now
+        state.tasks = seen
+        if busy_ns is not None or state.base_at is None:
+            state.base, state.base_at = seen, now
+            state.busy = busy if busy_ns is not None else None
         return Waits(
             cpu_wait_seconds=state.cpu_wait_ns * _NS,
             io_wait_seconds=state.io_wait_ticks / _USER_HZ if io_on and seen else None,
-            busy_tasks=None if first else busy,
+            busy_tasks=state.busy,
         )
 
     def retain(self, job_ids: Iterable[str]) -> None:

@@ -48,6 +48,22 @@ def test_busy_threads_and_wait_on_captured_contended_jobs(name, job, busy):
     assert grew / 1e9 > 0.5 * busy * interval
 
 
+@pytest.mark.parametrize(("name", "job", "busy"), [("over", "151", 4), ("two", "152", 2)])
+def test_a_second_scraper_moments_later_reads_the_same_busy_threads(name, job, busy):
+    # Two Prometheus servers may scrape one exporter at the same instant (a stack test's
+    # own beside the stack's did): the second's interval is milliseconds, over which a
+    # waiting thread's counters have not moved. Each gets the last interval's figure.
+    times, first = capture(name)
+    _, second = capture(f"{name}-b")
+    totals = WaitTotals()
+    totals.update(job, first[job], now=times[1])
+    assert totals.update(job, first[job], now=times[1] + 0.005).busy_tasks is None
+    w2 = totals.update(job, second[job], now=times[2])
+    again = totals.update(job, second[job], now=times[2] + 0.005)
+    assert (w2.busy_tasks, again.busy_tasks) == (busy, busy)
+    assert again.cpu_wait_seconds == w2.cpu_wait_seconds  # nothing counted twice
+
+
 def test_an_exited_thread_never_takes_the_total_down_and_a_reused_tid_is_new():
     totals = WaitTotals()
     a, b = TaskTimes(10, 100, 5_000_000_000, None), TaskTimes(11, 100, 1_000_000_000, None)

@@ -72,11 +72,17 @@ class WaitTotals:
         busy = 0
         io_on = True
         known, base = state.tasks, state.base
+        same = base is known  # one scraper: the busy interval starts at the last update
         wait_ns = 0
         for task in tasks:  # the hot loop: one pass per thread of the node's jobs
             tid, run, wait, blkio = task
             seen[tid] = task
             before = known.get(tid)
+            then = before if same else base.get(tid)
+            if (busy_ns is not None and then is not None and then.run_ns <= run
+                    and then.wait_ns <= wait
+                    and run - then.run_ns + wait - then.wait_ns >= busy_ns):
+                busy += 1
             if before is not None and before.run_ns <= run and before.wait_ns <= wait:
                 run -= before.run_ns
                 wait -= before.wait_ns
@@ -87,10 +93,6 @@ class WaitTotals:
                 io_on = False
             else:
                 state.io_wait_ticks += _growth(blkio, before.blkio_ticks if before else None)
-            then = base.get(tid) if busy_ns is not None else None
-            if (then is not None and then.run_ns <= task.run_ns and then.wait_ns <= task.wait_ns
-                    and task.run_ns - then.run_ns + task.wait_ns - then.wait_ns >= busy_ns):
-                busy += 1
         state.cpu_wait_ns += wait_ns
         state.tasks = seen
         if busy_ns is not None or state.base_at is None:

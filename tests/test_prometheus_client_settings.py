@@ -103,7 +103,8 @@ def test_inconsistent_client_settings_are_refused(env, message):
 
 def test_every_reader_opens_prometheus_from_the_same_settings(tmp_path):
     """The report service, the staff report, `jobreport watch` and `jobreport history`
-    open Prometheus through one function: the same URL, credentials, TLS and node label."""
+    open Prometheus through one function: the same URL, credentials, TLS, node label and
+    cluster label."""
     from webapp.cli.history import source_for
     from webapp.sources.from_settings import prometheus_from
     from webapp.sources.prometheus_http import BearerTokenFile
@@ -116,7 +117,8 @@ def test_every_reader_opens_prometheus_from_the_same_settings(tmp_path):
         "JOBREPORT_PROMETHEUS_TOKEN_FILE": str(tmp_path / "token"),
         "JOBREPORT_PROMETHEUS_CA_BUNDLE": str(tmp_path / "ca.pem"),
         "JOBREPORT_PROMETHEUS_CLIENT_CERT": str(tmp_path / "client.pem"),
-        "JOBREPORT_PROMETHEUS_NODE_LABEL": "host", "JOBREPORT_PROMETHEUS_TIMEOUT": "5"})
+        "JOBREPORT_PROMETHEUS_NODE_LABEL": "host", "JOBREPORT_PROMETHEUS_TIMEOUT": "5",
+        "JOBREPORT_CLUSTER": "v24", "JOBREPORT_PROMETHEUS_CLUSTER_LABEL": "cluster"})
     readers = {
         "report": ReportService(s).prometheus,
         "staff": prometheus_from(s, min_timeout=30.0),
@@ -125,6 +127,7 @@ def test_every_reader_opens_prometheus_from_the_same_settings(tmp_path):
     }
     for name, p in readers.items():
         assert (p.url, p.node_label) == ("https://prom.example:9090", "host"), name
+        assert p.cluster_matcher == 'cluster="v24"', name
         assert isinstance(p.session.auth, BearerTokenFile), name
         assert p.session.auth.path == str(tmp_path / "token"), name
         assert (p.session.verify, p.session.cert) == (

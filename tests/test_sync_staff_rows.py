@@ -51,6 +51,7 @@ class EmptyPrometheus:
 
     node_label = "instance"
     scrape_interval = 5.0
+    cluster_matcher = ""  # one cluster's series
 
     def vector(self, query: str, at: float) -> list:
         return []

@@ -282,6 +282,10 @@ class Settings:
         "instance",
         "Label naming the node in `jobs_*` series (empty: do not filter by node).",
         _label)
+    prometheus_cluster_label: str = setting(
+        "",
+        "Label naming the cluster in `jobs_*` series where one Prometheus holds several clusters' (their job ids overlap), e.g. `cluster` set as a scrape target label: every query of `jobs_*` series then also matches `<label>=\"<cluster>\"`, the served cluster's own name (JOBREPORT_CLUSTER, or a JOBREPORT_CLUSTERS name); empty: every `jobs_*` series is this cluster's.",
+        _label)
     db_url: str = setting(
         "mysql://jobreport:jobreport@127.0.0.1:3306/jobreport",
         "Accounting view, read as the restricted user (leave the password out when JOBREPORT_DB_PASSWORD_FILE holds it).")

@@ -30,6 +30,7 @@ from webapp.model import (
 from webapp.report import query_params as params
 from webapp.report.peak import sacct_peak
 from webapp.sources.accounting import LIST_LIMIT
+from webapp.sources.prometheus import braced
 from webapp.states import LIST_STATES, ended
 from webapp.unused import Held, gpus_busy, unused
 
@@ -40,7 +41,8 @@ MAX_PAGE = 100_000  # pages of a database-paged list (50 rows each): bounded, li
 STATES = LIST_STATES
 # Mean GPU utilisation of each job, one query for all of them (the staff report's too).
 RUNNING_NOTE = "not ended: the report has the live figures"
-GPU_QUERY = "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio[{w}]))"
+# {scope}: the cluster's matcher in braces where one Prometheus holds several clusters'.
+GPU_QUERY = "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio{scope}[{w}]))"
 
 
 @dataclass(frozen=True)
@@ -294,8 +296,12 @@ def _gpu_means(src: ListSources, rows: list[JobRow], pending: list[int], since: 
     if not any(rows[i].gpus for i in pending):
         return {}, None
     window = f"{max(1, math.ceil((now - since).total_seconds()))}s"
+    # A reader that is no PrometheusSource (none configured, withheld, a test's) has no
+    # other cluster's series to keep out.
+    scope = braced(getattr(src.prometheus, "cluster_matcher", ""))
     try:
-        answer = src.prometheus.vector(GPU_QUERY.format(w=window), now.timestamp())  # type: ignore[attr-defined]
+        answer = src.prometheus.vector(GPU_QUERY.format(w=window, scope=scope),  # type: ignore[attr-defined]
+                                       now.timestamp())
     except SourceUnavailable as exc:
         return {}, f"GPU use: {exc.reason}"
     by_raw = {labels.get("jobid", ""): value for labels, value in answer}

@@ -9,13 +9,17 @@ from webapp.sources.prometheus_http import make_session
 
 
 def prometheus_from(settings: Settings, min_timeout: float = 0.0) -> PrometheusSource:
-    """Prometheus at JOBREPORT_PROMETHEUS_URL with its credentials, TLS and node label.
-    ``min_timeout``: bulk readers (the staff report's window) wait at least this long."""
+    """Prometheus at JOBREPORT_PROMETHEUS_URL with its credentials, TLS, node label and
+    cluster label (the ``jobs_*`` series of ``settings.cluster`` alone, where one
+    Prometheus holds several clusters'). ``min_timeout``: bulk readers (the staff
+    report's window) wait at least this long."""
     return PrometheusSource(
         settings.prometheus_url,
         timeout=max(settings.prometheus_timeout, min_timeout),
         scrape_interval=settings.scrape_interval,
         node_label=settings.prometheus_node_label,
+        cluster_label=settings.prometheus_cluster_label,
+        cluster=settings.cluster,
         session=make_session(
             user=settings.prometheus_user,
             password_file=settings.prometheus_password_file,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from webapp.model import SacctJob, SourceUnavailable
-from webapp.sources.prometheus import PrometheusSource
+from webapp.sources.prometheus import PrometheusSource, matchers
 from webapp.sources.sacct import FIELDS, SacctSource, parse_sacct
 from webapp.sources.sacct_records import delimiter_argv, glue_column, split_records
 
@@ -110,7 +110,8 @@ class HistorySource:
             ids = "|".join(sorted(_digits(started[i:i + CHUNK])))
             if not ids:
                 continue
-            sel = f'jobid=~"{ids}"'  # ids are digits (JobIDRaw): nothing to escape
+            # ids are digits (JobIDRaw): nothing to escape
+            sel = matchers(f'jobid=~"{ids}"', self.p.cluster_matcher)
             for labels, value in self.p.vector(
                     PEAK_QUERY.format(node=node, sel=sel, w=w), until.timestamp()):
                 peaks.setdefault(labels.get("jobid", ""), {})[labels.get(node, "")] = value

@@ -2,8 +2,8 @@
 
 What ``jobreport watch`` judges. Each quantity is read over its own window (the rule's):
 a few instant queries per job (``*_over_time`` and ``increase``), plus one short range
-query of memory per node for the growth fit. The job id enters PromQL only through
-``job_selector`` (``promql_string``).
+query of memory per node for the growth fit. The job id (and the cluster, where one
+Prometheus holds several) enters PromQL only through ``job_selector`` (``promql_string``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from webapp.model import AccountingJob, Series
-from webapp.sources.prometheus import PrometheusSource, job_selector
+from webapp.sources.prometheus import PrometheusSource
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class LiveSource:
 
     def sample(self, job: AccountingJob, now: float, windows: Windows) -> LiveSample:
         """Raises SourceUnavailable when Prometheus fails."""
-        sel = job_selector(job.job_id)
+        sel = self.p.selector(job.job_id)
         node, v = self.node, self.p.vector
         gpu_label = f"{node}/gpu"
         g, n = self._w(windows.gpu), self._w(windows.node)

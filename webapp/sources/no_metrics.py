@@ -18,6 +18,7 @@ class NoMetrics:
     name = "prometheus"
     scrape_interval = 30.0
     node_label = "instance"
+    cluster_matcher = ""  # as PrometheusSource's: a reader of its series may ask
 
     def __init__(self, cluster: str) -> None:
         self.cluster = cluster

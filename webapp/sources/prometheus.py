@@ -115,8 +115,10 @@ def pieces(start: float, end: float, step: float) -> list[tuple[float, float]]:
     return out
 
 
-def job_selector(job_id: str, nodes: Iterable[str] = (), node_label: str = "instance") -> str:
-    """PromQL label matchers for one job, optionally restricted to its nodes."""
+def job_selector(job_id: str, nodes: Iterable[str] = (), node_label: str = "instance",
+                 cluster_label: str = "", cluster: str = "") -> str:
+    """PromQL label matchers for one job, optionally restricted to its nodes, and to its
+    cluster where one Prometheus holds several (``cluster_matcher``)."""
     sel = f"jobid={promql_string(job_id)}"
     nodes = [n for n in nodes if n]
     if nodes and node_label:
@@ -124,7 +126,28 @@ def job_selector(job_id: str, nodes: Iterable[str] = (), node_label: str = "inst
         # regex one string literal (re.escape leaves '"' alone).
         alt = "|".join(re.escape(n) for n in nodes)
         sel += f",{node_label}=~{promql_string(f'({alt})(:[0-9]+)?')}"
-    return sel
+    return matchers(sel, cluster_matcher(cluster_label, cluster))
+
+
+def cluster_matcher(label: str, cluster: str) -> str:
+    """``cluster="v24"``: what keeps one cluster's ``jobs_*`` series apart where one
+    Prometheus holds several clusters' (their job ids overlap), the cluster named in
+    ``label`` (JOBREPORT_PROMETHEUS_CLUSTER_LABEL); empty without a label."""
+    return f"{label}={promql_string(cluster)}" if label else ""
+
+
+def matchers(*parts: str) -> str:
+    """Label matchers joined, the empty ones left out:
+
+        'jobid=~"1|2"', ''  ->  jobid=~"1|2"
+    """
+    return ",".join(p for p in parts if p)
+
+
+def braced(matcher_list: str) -> str:
+    """The braces after a bare metric name: ``{cluster="v24"}``, or nothing at all when
+    there are no matchers (the query is then what it was before clusters had labels)."""
+    return f"{{{matcher_list}}}" if matcher_list else ""
 
 
 # Backslash, quote, and every control character (as Go's \\xHH, which PromQL reads).
@@ -161,11 +184,17 @@ class PrometheusSource:
         node_label: str = "instance",
         session: requests.Session | None = None,
         compress: bool | None = None,
+        cluster_label: str = "",
+        cluster: str = "",
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.scrape_interval = scrape_interval
         self.node_label = node_label
+        # One Prometheus holding several clusters' series: every jobs_* selector also
+        # matches the cluster (``cluster_matcher``; "" where the series are one cluster's).
+        self.cluster_label, self.cluster = cluster_label, cluster
+        self.cluster_matcher = cluster_matcher(cluster_label, cluster)
         self.session = session or requests.Session()
         # Prometheus gzips its answers when asked (requests always asks). On the loopback
         # interface that only costs CPU: a 7-day, 256-core job's per-core answer is 9 MB of
@@ -173,6 +202,10 @@ class PrometheusSource:
         if compress is None:
             compress = urlsplit(self.url).hostname not in LOOPBACK
         self._headers = None if compress else {"Accept-Encoding": "identity"}
+
+    def selector(self, job_id: str, nodes: Iterable[str] = ()) -> str:
+        """``job_selector`` with this source's node and cluster labels."""
+        return job_selector(job_id, nodes, self.node_label, self.cluster_label, self.cluster)
 
     def _get(self, path: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
         return self._payload(self._request(path, params))
@@ -213,7 +246,7 @@ class PrometheusSource:
         ``full`` (MAX_POINTS per series: every scrape of a job up to ~8 h at 30 s)."""
         window = Window(start.timestamp(), max(end.timestamp(), start.timestamp() + 1))
         nodes = tuple(nodes)
-        sel = job_selector(str(job_id), nodes, self.node_label)
+        sel = self.selector(str(job_id), nodes)
         node = self.node_label or "instance"  # grouping label, even when not filtering
         # The last instant asked for is one scrape after the end (the final sample).
         step = choose_step(
@@ -321,7 +354,7 @@ class PrometheusSource:
         """The samples' coverage of the run per node and per GPU (prometheus_coverage)."""
         nodes = tuple(nodes)
         a, b = start.timestamp(), max(end.timestamp(), start.timestamp() + 1)
-        sel = job_selector(str(job_id), nodes, self.node_label)
+        sel = self.selector(str(job_id), nodes)
         node = self.node_label or "instance"
         span = int(b - a + 2 * self.scrape_interval)
         at = b + self.scrape_interval

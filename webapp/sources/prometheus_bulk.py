@@ -26,7 +26,13 @@ from datetime import datetime
 from typing import Any
 
 from webapp.model import JobId, Series, SourceUnavailable, Usage
-from webapp.sources.prometheus import PrometheusSource, promql_string, rate_window
+from webapp.sources.prometheus import (
+    PrometheusSource,
+    cluster_matcher,
+    matchers,
+    promql_string,
+    rate_window,
+)
 
 BULK_POINTS = 600  # per job series: the archive keeps ~300, detectors need a shape
 WINDOW_POINTS = 10_000  # per series of one range query (Prometheus refuses > 11,000)
@@ -132,10 +138,12 @@ def plan(jobs: Iterable[JobWindow], scrape: float) -> list[Batch]:
     return out
 
 
-def id_selector(job_ids: Iterable[str]) -> str:
-    """``jobid=~"(1|2|3_4)"``: every id literal (ids are checked JobIds, escaped anyway)."""
+def id_selector(job_ids: Iterable[str], cluster_label: str = "", cluster: str = "") -> str:
+    """``jobid=~"(1|2|3_4)"``: every id literal (ids are checked JobIds, escaped anyway);
+    with a cluster label, ``jobid=~"(1|2)",cluster="v24"`` (``cluster_matcher``)."""
     alt = "|".join(re.escape(j) for j in sorted(set(job_ids)))
-    return f"jobid=~{promql_string(f'({alt})')}"
+    return matchers(f"jobid=~{promql_string(f'({alt})')}",
+                    cluster_matcher(cluster_label, cluster))
 
 
 def node_matches(instance: str, nodes: tuple[str, ...]) -> bool:
@@ -178,7 +186,8 @@ class BulkMetrics:
 
     def batch(self, b: Batch) -> dict[str, Usage]:
         scrape = self.source.scrape_interval
-        sel = id_selector(j.job_id for j in b.jobs)
+        sel = id_selector((j.job_id for j in b.jobs), self.source.cluster_label,
+                          self.source.cluster)
         fmt = {"sel": sel, "node": self.node, "rate": rate_window(b.step, scrape),
                "step": int(b.step)}
         rng = {"start": b.start, "end": b.end, "step": b.step}

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from webapp.model import SacctJob
 from webapp.sources.ended import FINAL_STATES
-from webapp.sources.prometheus import PrometheusSource, promql_string
+from webapp.sources.prometheus import PrometheusSource, braced, promql_string
 from webapp.sources.sacct import parse_nodelist, parse_sacct, run_sacct
 from webapp.sources.sacct_records import delimiter_argv, new_delimiter, split_records
 
@@ -27,15 +27,18 @@ from webapp.sources.sacct_records import delimiter_argv, new_delimiter, split_re
 STAFF_FIELDS = ("JobID", "JobIDRaw", "User", "Account", "Partition", "State", "ExitCode",
                 "Elapsed", "Timelimit", "TotalCPU", "AllocCPUS", "NNodes", "NTasks", "ReqMem",
                 "MaxRSS", "AllocTRES", "Start", "End", "NodeList", "Submit")
+# {scope}: nothing, or the cluster's matcher in braces where one Prometheus holds several
+# clusters' series (``prometheus.braced``).
 JOB_QUERIES = {
-    "gpu_utilization": "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio[{w}]))",
-    "gpu_memory_used": "max by (jobid) (max_over_time(jobs_gpu_memory_used_bytes[{w}]))",
-    "gpu_memory_total": "max by (jobid) (max_over_time(jobs_gpu_memory_total_bytes[{w}]))",
+    "gpu_utilization": "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio{scope}[{w}]))",
+    "gpu_memory_used": "max by (jobid) (max_over_time(jobs_gpu_memory_used_bytes{scope}[{w}]))",
+    "gpu_memory_total": (
+        "max by (jobid) (max_over_time(jobs_gpu_memory_total_bytes{scope}[{w}]))"),
     # counters from the job's start, per node and source: each series' last, summed
-    "energy_joules": "sum by (jobid) (max_over_time(jobs_energy_joules_total[{w}]))",
+    "energy_joules": "sum by (jobid) (max_over_time(jobs_energy_joules_total{scope}[{w}]))",
 }
 # Per node: the job's CPU seconds there (counters start at zero with the job's cgroup).
-NODE_CPU_QUERY = "sum by (jobid, {node}) (max_over_time(jobs_cpu_seconds_total[{w}]))"
+NODE_CPU_QUERY = "sum by (jobid, {node}) (max_over_time(jobs_cpu_seconds_total{scope}[{w}]))"
 REASONS_QUERY = "sum by (jobid, reason) (count_over_time(slurm_job_pending_info{{{c}}}[{w}]))"
 
 
@@ -141,11 +144,13 @@ class StaffDataSource:
         text = self.runner(sacct_argv(self.sacct, self.cluster, int(since), int(until), d))
         jobs = parse_window(text, since, until, d)
         w = f"{max(1, int(until - since))}s"
+        scope = braced(self.p.cluster_matcher)
         per_job = {name: {labels.get("jobid", ""): v for labels, v in self.p.vector(
-            q.format(w=w), until)} for name, q in JOB_QUERIES.items()}
+            q.format(w=w, scope=scope), until)} for name, q in JOB_QUERIES.items()}
         node = self.p.node_label or "instance"
         node_cpu: dict[str, dict[str, float]] = defaultdict(dict)
-        for labels, v in self.p.vector(NODE_CPU_QUERY.format(w=w, node=node), until):
+        for labels, v in self.p.vector(NODE_CPU_QUERY.format(w=w, node=node, scope=scope),
+                                       until):
             node_cpu[labels.get("jobid", "")][labels.get(node, "")] = v
         reasons: dict[str, list[tuple[str, float]]] = defaultdict(list)
         c = f"cluster={promql_string(self.cluster)}"

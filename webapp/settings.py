@@ -14,7 +14,8 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from jobreport_net.bind import parse_bind
@@ -32,23 +33,25 @@ from jobreport_net.settings import (
 )
 from webapp.thresholds import StaffConfig, Thresholds, parse_staff_config, parse_thresholds
 
-__all__ = ["DEFAULT_CONFIG", "PRIVILEGED", "SETTINGS_DOC", "Settings", "SettingsError",
-           "caller_env", "env_name", "layered", "parse_config", "read_secret"]
+__all__ = ["CLUSTER_SETTINGS", "DEFAULT_CONFIG", "PRIVILEGED", "SETTINGS_DOC", "Settings",
+           "SettingsError", "caller_env", "env_name", "layered", "parse_config", "read_secret"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG = "/etc/jobreport/jobreport.conf"
 CONFIG_DOC = (
     DEFAULT_CONFIG,
-    "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line, except JOBREPORT_STAFF, JOBREPORT_DB_URL, JOBREPORT_DB_PASSWORD_FILE, JOBREPORT_SACCT, JOBREPORT_CHAT_URLS and JOBREPORT_CHAT_MAP, which for a caller who is not root come from the default file alone where it exists (SECURITY.md).",
+    "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line, except JOBREPORT_STAFF, JOBREPORT_DB_URL, JOBREPORT_DB_PASSWORD_FILE, JOBREPORT_SACCT, JOBREPORT_CHAT_URLS, JOBREPORT_CHAT_MAP and JOBREPORT_CLUSTER_SETTINGS_DIR, which for a caller who is not root come from the default file alone where it exists (SECURITY.md).",
 )
 
 # Who is staff, which sources a caller may read (the accounting view with the service's
-# password, or sacct standing in for it) and where chat notices of users' jobs go: for a
-# caller who is not root, only the system config file says where there is one; neither
-# the caller's environment nor a JOBREPORT_CONFIG it names does.
+# password, or sacct standing in for it; for the other clusters, their files in
+# JOBREPORT_CLUSTER_SETTINGS_DIR) and where chat notices of users' jobs go: for a caller
+# who is not root, only the system config file says where there is one; neither the
+# caller's environment nor a JOBREPORT_CONFIG it names does.
 PRIVILEGED = ("JOBREPORT_STAFF", "JOBREPORT_DB_URL", "JOBREPORT_DB_PASSWORD_FILE",
-              "JOBREPORT_SACCT", "JOBREPORT_CHAT_URLS", "JOBREPORT_CHAT_MAP")
+              "JOBREPORT_SACCT", "JOBREPORT_CHAT_URLS", "JOBREPORT_CHAT_MAP",
+              "JOBREPORT_CLUSTER_SETTINGS_DIR")
 
 # Read by the exporters (their own settings modules), the benchmarks and the tests.
 OTHER_PREFIXES = (
@@ -85,14 +88,14 @@ def parse_config(text: str, origin: str = "config") -> dict[str, str]:
     return out
 
 
-def _read_config(path: str) -> str:
+def _read_config(path: str, var: str = "JOBREPORT_CONFIG") -> str:
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read()
     except FileNotFoundError:
-        raise SettingsError(f"JOBREPORT_CONFIG={path!r}: no such file") from None
+        raise SettingsError(f"{var}={path!r}: no such file") from None
     except OSError as exc:
-        raise SettingsError(f"JOBREPORT_CONFIG={path!r}: {exc.strerror}") from None
+        raise SettingsError(f"{var}={path!r}: {exc.strerror}") from None
 
 
 def layered(env: Mapping[str, str], default_config: str = "") -> dict[str, str]:
@@ -248,6 +251,9 @@ class Settings:
         "",
         "Other clusters this web app also serves, comma-separated, each `name` or `name=prometheus-url` (its own Prometheus; without one its reports have no metrics); empty: only JOBREPORT_CLUSTER. With any, job URLs carry the cluster (`/c/<cluster>/jobs/<id>`).",
         _clusters)
+    cluster_settings_dir: str = setting(
+        "",
+        "Directory of the other clusters' own settings: `<dir>/<name>.conf`, for a cluster `name` of JOBREPORT_CLUSTERS, holds `JOBREPORT_*=value` lines (the system config file's syntax) that replace the main settings for that cluster alone; only the per-cluster keys of \"Per-cluster settings\" may appear there, and a file that names another key, or a bad value, stops the start naming the file and the variable. A cluster without a file: the main settings (and its JOBREPORT_CLUSTERS URL). Empty: none.")
     prometheus_url: str = setting(
         "http://127.0.0.1:9090",
         "Prometheus-compatible HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics).",
@@ -501,6 +507,9 @@ class Settings:
     # Not a setting: False when JOBREPORT_DB_PASSWORD_FILE exists but this process may not
     # read it (a user on a login node); the CLI then reads what Slurm shows the caller.
     db_readable: bool = True
+    # Not a setting: cluster name -> the fields its file in JOBREPORT_CLUSTER_SETTINGS_DIR
+    # sets (parsed, checked at start), which ``for_cluster`` lays over these settings.
+    cluster_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def cluster_names(self) -> tuple[str, ...]:
@@ -514,12 +523,14 @@ class Settings:
 
     def for_cluster(self, name: str) -> Settings:
         """These settings aimed at another served cluster: its own Prometheus (none when
-        JOBREPORT_CLUSTERS gives no URL for it: its series would carry other jobs' ids)."""
+        JOBREPORT_CLUSTERS gives no URL for it: its series would carry other jobs' ids),
+        then what its file in JOBREPORT_CLUSTER_SETTINGS_DIR sets (``CLUSTER_SETTINGS``)."""
         if name == self.cluster:
             return self
         if name not in self.clusters:
             raise KeyError(name)
-        return replace(self, cluster=name, prometheus_url=self.clusters[name])
+        return replace(self, **{"cluster": name, "prometheus_url": self.clusters[name],
+                                **self.cluster_overrides.get(name, {})})
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -532,8 +543,16 @@ class Settings:
         retired = sorted(k for k in env if k in RETIRED)
         if retired:
             raise SettingsError("; ".join(f"{k}: {RETIRED[k]}" for k in retired))
-        values = load(cls, "JOBREPORT_", {k: v for k, v in env.items()
-                                          if k != "JOBREPORT_CONFIG"}, OTHER_PREFIXES)
+        env = {k: v for k, v in env.items() if k != "JOBREPORT_CONFIG"}
+        settings = cls._built(env)
+        overrides = _cluster_overrides(settings, env)
+        return replace(settings, cluster_overrides=overrides) if overrides else settings
+
+    @classmethod
+    def _built(cls, env: Mapping[str, str]) -> Settings:
+        """Every setting parsed from ``env`` (the config file already laid under it), the
+        secrets read from their files, the combinations checked."""
+        values = load(cls, "JOBREPORT_", env, OTHER_PREFIXES)
         values["db_url"], values["db_readable"] = _db_url(values["db_url"],
                                                           values["db_password_file"])
         values["secret_key"] = _from_file(values["secret_key"], values["secret_key_file"],
@@ -547,6 +566,60 @@ class Settings:
             raise SettingsError("JOBREPORT_ADMIN_COMMENT=database needs "
                                 "JOBREPORT_ADMIN_COMMENT_DB_URL")
         return settings
+
+
+# The settings a cluster of JOBREPORT_CLUSTERS may set for itself, in its file in
+# JOBREPORT_CLUSTER_SETTINGS_DIR: where its metrics, accounting and Slurm commands are,
+# how they are reached and how its series are labelled. Everything else (who is staff,
+# mail, the web app, thresholds) is the deployment's, the same for every cluster.
+CLUSTER_SETTINGS = (
+    "prometheus_url", "prometheus_timeout", "prometheus_user", "prometheus_password_file",
+    "prometheus_token_file", "prometheus_ca_bundle", "prometheus_client_cert",
+    "prometheus_client_key", "prometheus_node_label", "prometheus_cluster_label",
+    "scrape_interval", "db_url", "db_password_file", "sacct", "sacct_source", "sacct_timeout",
+    "slurmrestd_url", "slurmrestd_user", "slurmrestd_token_file", "scontrol", "sacctmgr",
+    "admin_comment", "admin_comment_db_url",
+)
+# Fields computed from others: recomputed for a cluster whose file sets any of those.
+_DERIVED_FROM = {"db_url": ("db_url", "db_password_file"),
+                 "db_readable": ("db_url", "db_password_file")}
+
+
+def _cluster_overrides(settings: Settings, env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Cluster name -> the fields its ``<JOBREPORT_CLUSTER_SETTINGS_DIR>/<name>.conf``
+    sets, for each cluster of JOBREPORT_CLUSTERS that has a file there (JOBREPORT_CLUSTER's
+    own settings are the main ones: a file named after it is not read). Each file is laid
+    over ``env`` and built as the main settings are (the same parsers and checks); a key
+    that is not in ``CLUSTER_SETTINGS`` or a bad value raises SettingsError naming the
+    file and the variable."""
+    folder = settings.cluster_settings_dir
+    if not folder:
+        return {}
+    if not os.path.isdir(folder):
+        raise SettingsError(f"JOBREPORT_CLUSTER_SETTINGS_DIR={folder!r}: no such directory")
+    allowed = {env_name(f): f for f in CLUSTER_SETTINGS}
+    out: dict[str, dict[str, Any]] = {}
+    for name, url in settings.clusters.items():
+        path = os.path.join(folder, f"{name}.conf")
+        if name == settings.cluster or not os.path.exists(path):
+            continue
+        lines = parse_config(_read_config(path, "JOBREPORT_CLUSTER_SETTINGS_DIR"), path)
+        for key in sorted(lines):
+            if key not in SETTINGS_DOC and not key.startswith(OTHER_PREFIXES):
+                raise SettingsError(f"{path}: unknown setting {key}")
+            if key not in allowed:
+                raise SettingsError(
+                    f"{path}: {key} is not a per-cluster setting (a cluster's file sets "
+                    f"only {', '.join(allowed)})")
+        try:
+            own = Settings._built({**env, "JOBREPORT_CLUSTER": name,
+                                   "JOBREPORT_PROMETHEUS_URL": url, **lines})
+        except SettingsError as exc:
+            raise SettingsError(f"{path}: {exc}") from None
+        named = {allowed[k] for k in lines}
+        named |= {f for f, sources in _DERIVED_FROM.items() if named & set(sources)}
+        out[name] = {f: getattr(own, f) for f in sorted(named)}
+    return out
 
 
 # name -> (default, one-line description): the table of docs/settings.md.

@@ -132,3 +132,27 @@ def _own_pdf_store(tmp_path_factory, monkeypatch):
 
     for where in ("webapp.renderers.pdf_store", "webapp.web.app", "webapp.mail.sending"):
         monkeypatch.setattr(f"{where}.pdf_store", per_test)
+
+
+@pytest.fixture(scope="session")
+def vm_env(stack_env: dict[str, str]) -> dict[str, str]:
+    """The VM clusters (v24, v26) up beside the stack, the session's VM jobs submitted on
+    both; the stack's settings, which serve them (JOBREPORT_CLUSTERS)."""
+    from tests.helpers import vm
+
+    vm.start()
+    _vm_submitted.update(vm.session_batch())
+    return stack_env
+
+
+_vm_submitted: dict[str, dict[str, str]] = {}
+
+
+@pytest.fixture(scope="session")
+def vm_jobs(vm_env: dict[str, str]) -> dict[str, dict[str, str]]:
+    """cluster -> name -> job id of ``vm.VM_JOBS``, once all ended on both clusters."""
+    from tests.helpers import vm
+
+    for cluster, ids in _vm_submitted.items():
+        vm.wait_until_done(cluster, list(ids.values()))
+    return {c: dict(ids) for c, ids in _vm_submitted.items()}

@@ -1,0 +1,139 @@
+"""The VM clusters for integration tests (scripts/vm-cluster): run commands in them, submit
+jobs, wait for them. Each cluster is one VM booting its own kernel on cgroup v2 under
+systemd: ``v24`` (Debian 13, Slurm 24.11) and ``v26`` (Debian testing, Slurm 26.05, job
+cgroups named by SLUID).
+
+The session's VM jobs are submitted once (``session_batch``), on both clusters, when the
+first VM test starts; the tests that read them wait for them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import subprocess
+import time
+
+from tests.helpers.stack import BUSY, FINAL_STATES, SESSION, STACK_ROOT, StackJob
+
+CLUSTERS = ("v24", "v26")
+VERSIONS = {"v24": "24.11", "v26": "26.05"}
+SCRIPT = STACK_ROOT / "scripts" / "vm-cluster"
+
+
+def node(cluster: str) -> str:
+    return f"{cluster}n1"
+
+
+def run(cluster: str, *argv: str, check: bool = True, timeout: float = 120,
+        user: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``argv`` in the cluster's VM, as root or as ``user`` (runuser); output as text."""
+    if user:
+        argv = ("runuser", "-u", user, "--", *argv)
+    return subprocess.run([str(SCRIPT), "exec", cluster, *argv], capture_output=True,
+                          text=True, check=check, timeout=timeout)
+
+
+def shell(cluster: str, script: str, **kw) -> subprocess.CompletedProcess[str]:
+    return run(cluster, "bash", "-c", script, **kw)
+
+
+def port(cluster: str, name: str) -> int:
+    out = subprocess.run([str(SCRIPT), "port", cluster, name], capture_output=True,
+                         text=True, check=True).stdout
+    return int(out)
+
+
+def start() -> None:
+    """Boot (or find running) both VM clusters; fails loudly when one cannot start."""
+    subprocess.run([str(SCRIPT), "start"], check=True, timeout=900)
+
+
+def submit(cluster: str, job: StackJob, *extra: str) -> str:
+    """sbatch in the VM as the job's user; the job id."""
+    argv = ["sbatch", "--parsable", "-J", job.job_name or job.name, "--chdir",
+            f"/home/{job.user}", "-o", "/dev/null", *extra, *job.args, "--wrap", job.script]
+    out = run(cluster, *argv, user=job.user).stdout
+    return out.strip().split(";")[0]
+
+
+def states(cluster: str, job_ids: list[str]) -> dict[str, str]:
+    """Each job's allocation state from the cluster's own sacct ("" while unknown)."""
+    out = run(cluster, "sacct", "-X", "-n", "-P", "--format=JobID,Partition,State", "-j",
+              ",".join(job_ids)).stdout
+    result = {}
+    for line in out.splitlines():
+        jid, partition, state = (line.split("|", 2) + ["", ""])[:3]
+        result[jid] = state.split()[0] if state and partition else ""
+    return result
+
+
+def wait_until_done(cluster: str, job_ids: list[str], timeout: float = 900) -> dict[str, str]:
+    """Poll (every 2 s: each poll is an ssh into an emulated machine) until all ended."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = states(cluster, job_ids)
+        if all(current.get(j) in FINAL_STATES for j in job_ids):
+            return current
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{cluster}: jobs not finished after {timeout}s: {current}")
+        time.sleep(2)
+
+
+def wait_until_running(cluster: str, job_id: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while states(cluster, [job_id]).get(job_id) != "RUNNING":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{cluster}: job {job_id} did not start within {timeout}s")
+        time.sleep(1)
+
+
+# Waits a job's tasks live through, on cgroup v2's pressure files (PSI).
+FSYNC_WRITES = ("python3 -c 'import os, time\n"
+                "f = os.open(\"io-sync.dat\", os.O_WRONLY | os.O_CREAT, 0o600)\n"
+                "end = time.time() + {s}\n"
+                "while time.time() < end:\n"
+                "    os.write(f, b\"x\" * 4096); os.fsync(f)\n"
+                "os.unlink(\"io-sync.dat\")'")
+# A file twice the job's memory limit read again and again: page cache reclaimed under the
+# limit at every pass, the tasks stalled on it.
+RECLAIM = ("dd if=/dev/urandom of=reclaim.dat bs=1M count=96 status=none; "
+           "end=$(( $(date +%s) + {s} )); while [ $(date +%s) -lt $end ]; do "
+           "cat reclaim.dat > /dev/null; done; rm -f reclaim.dat")
+LOOPS = "for i in $(seq {n}); do timeout {s} sh -c 'while :; do :; done' & done; wait; exit 0"
+
+
+# The VM clusters' session jobs: the labelled jobs that fit a 2-CPU, 1.5 GiB node, and the
+# waits cgroup v2 shows (PSI) with their quiet twins.
+VM_JOBS: tuple[StackJob, ...] = (
+    StackJob("busy", "alice", ("-c1", "--mem=200M", "--time=10"), BUSY.format(s=30)),
+    StackJob("idle", "bob", ("-c1", "--mem=200M", "--time=10"), "sleep 30"),
+    StackJob("two-cpus-one-used", "alice", ("-c2", "--mem=200M", "--time=10"), BUSY.format(s=25)),
+    StackJob("oom", "alice", ("-c1", "--mem=100M", "--time=10"),
+             "python3 -c 'b = [bytearray(2**20) for _ in range(400)]'"),
+    StackJob("io-sync", "bob", ("-c1", "--mem=200M", "--time=10"), FSYNC_WRITES.format(s=30)),
+    StackJob("mem-reclaim", "bob", ("-c1", "--mem=48M", "--time=10"), RECLAIM.format(s=30)),
+    # Two jobs sharing both cores of the node (partition shared: OverSubscribe=FORCE):
+    # each starved by the other.
+    StackJob("starved", "alice", ("-p", "shared", "-c2", "--mem=100M", "--time=10"),
+             LOOPS.format(n=2, s=30)),
+    StackJob("starver", "bob", ("-p", "shared", "-c2", "--mem=100M", "--time=10"),
+             LOOPS.format(n=2, s=30)),
+)
+
+
+def session_batch() -> dict[str, dict[str, str]]:
+    """``VM_JOBS`` submitted once per test session on every VM cluster (whichever worker
+    asks first; the others read the ids it wrote); cluster -> name -> job id."""
+    state = STACK_ROOT / "var" / "vm"
+    state.mkdir(parents=True, exist_ok=True)
+    ids_file = state / f"test-batch-{SESSION}.json"
+    with open(state / "test-batch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ids_file.exists():
+            return json.loads(ids_file.read_text())
+        for old in state.glob("test-batch-*.json"):
+            old.unlink()
+        ids = {c: {j.name: submit(c, j) for j in VM_JOBS} for c in CLUSTERS}
+        ids_file.write_text(json.dumps(ids))
+        return ids

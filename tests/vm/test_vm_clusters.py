@@ -24,7 +24,7 @@ def test_sinfo_answers_and_the_version_is_the_clusters(vm_env, cluster):
     rows = [line.split() for line in out if line]
     assert {r[0] for r in rows} == {vm.node(cluster)}
     assert {r[1].rstrip("*") for r in rows} == {"debug", "shared"}
-    assert all(re.match(r"(idle|mixed|allocated)", r[2]) for r in rows), rows
+    assert all(re.match(r"(idle|mixed|allocated|planned)", r[2]) for r in rows), rows
     assert vm.VERSIONS[cluster] in vm.run(cluster, "scontrol", "--version").stdout
     # cgroup v2 alone (no v1 hierarchy), with the controllers Slurm constrains.
     controllers = vm.run(cluster, "cat", "/sys/fs/cgroup/cgroup.controllers").stdout.split()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from webapp.cli.clusters import add_cluster_argument, settings_for
 from webapp.cli.login import build_for_caller
 from webapp.model import JobId, JobReport
 from webapp.settings import Settings
@@ -15,9 +16,7 @@ FORMATS = ("text", "json", "html", "pdf")
 
 def add_show_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job_id", metavar="JOBID")
-    parser.add_argument("--cluster", default=None,
-                        help="the cluster the job ran on (ids repeat across clusters); "
-                        "default JOBREPORT_CLUSTER")
+    add_cluster_argument(parser, "the cluster the job ran on")
     parser.add_argument("--format", choices=FORMATS, default="text", help="output format")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     parser.add_argument("--pretty", action="store_true", help="indent JSON (compact by default)")
@@ -54,14 +53,10 @@ def _render(report: JobReport, fmt: str, pretty: bool = False, details: bool = F
 
 def run_show(args: argparse.Namespace, settings: Settings) -> int:
     job_id = JobId.parse(args.job_id)
-    if args.cluster:
-        try:
-            settings = settings.for_cluster(args.cluster)
-        except KeyError:
-            served = ", ".join(settings.cluster_names)
-            sys.stderr.write(f"jobreport: unknown cluster {args.cluster!r} (served: {served}; "
-                             "others are added with JOBREPORT_CLUSTERS)\n")
-            return 2
+    aimed = settings_for(settings, args.cluster)
+    if aimed is None:
+        return 2
+    settings = aimed
     report = build_for_caller(settings, job_id, resolution=args.resolution)
     out = _render(report, args.format, pretty=args.pretty, details=args.details,
                   audit=args.audit)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
+from webapp.cli.clusters import add_cluster_argument, settings_for
 from webapp.cli.durations import parse_lookback
 from webapp.model import JobId
 from webapp.settings import Settings
@@ -42,6 +43,7 @@ def add_sync_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how far back a first run reaches (default 7d)")
     parser.add_argument("--dry-run", action="store_true",
                         help="list the jobs a run would process; change nothing")
+    add_cluster_argument(parser, "the cluster whose ended jobs to walk, into the one archive")
     parser.add_argument("--no-deliver", action="store_true",
                         help="queue emails in the outbox; the next run that delivers sends them")
 
@@ -91,9 +93,12 @@ def print_result(result: SyncResult, dry_run: bool, out=sys.stdout) -> None:  # 
 
 def run_sync(args: argparse.Namespace, settings: Settings) -> int:
     """`jobreport sync [--jobid ID] [--limit N] [--direction D] [--max-span S] [--dry-run]`."""
+    aimed = settings_for(settings, args.cluster)
+    if aimed is None:
+        return 2
     opts = SyncOptions(direction=args.direction, limit=args.limit, max_span=args.max_span,
                        job_id=args.jobid, dry_run=args.dry_run, no_deliver=args.no_deliver)
-    syncer = Syncer(settings)
+    syncer = Syncer(aimed)
     try:
         result = syncer.run(opts)
     finally:

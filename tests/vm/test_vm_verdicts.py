@@ -1,0 +1,53 @@
+"""The labelled jobs on cgroup v2, live, on each VM cluster: the verdicts the host's
+cgroup v1 stack gives, and the waits only cgroup v2 shows (its pressure files, PSI), each
+with the pressure figure as evidence and a quiet twin without it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import vm
+from tests.helpers.labelled_jobs import WAITING
+from webapp.report.service import ReportService
+from webapp.settings import Settings
+
+# name -> (findings it must have, findings it must not have)
+EXPECTED: dict[str, tuple[set[str], set[str]]] = {
+    # The quiet twin of every wait: one busy core, nothing waited for.
+    "busy": (set(), {"cpu_efficiency_low", *WAITING}),
+    "idle": ({"cpu_efficiency_low"}, set(WAITING)),
+    "two-cpus-one-used": ({"serial_on_many_cores"}, set(WAITING)),
+    "oom": ({"out_of_memory"}, set()),
+    "io-sync": ({"io_starved"}, {"cpu_starved", "memory_thrashing"}),
+    "mem-reclaim": ({"memory_thrashing"}, {"cpu_starved"}),
+    "starved": ({"cpu_starved"}, {"io_starved", "memory_thrashing", "oversubscribed"}),
+}
+PRESSURE = {"cpu_starved": "cpu", "io_starved": "io", "memory_thrashing": "memory"}
+
+
+@pytest.fixture(scope="module")
+def reports(vm_jobs, vm_env):
+    base = Settings.from_env(vm_env)
+    out = {}
+    for cluster in vm.CLUSTERS:
+        service = ReportService(base.for_cluster(cluster))
+        out[cluster] = {name: service.build(vm_jobs[cluster][name], sizing=False)
+                        for name in EXPECTED}
+    return out
+
+
+@pytest.mark.parametrize("cluster", vm.CLUSTERS)
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_labelled_job_has_its_findings_on_cgroup_v2(reports, cluster, name):
+    report = reports[cluster][name]
+    must, must_not = EXPECTED[name]
+    found = {f.name: f for f in report.findings}
+    shown = [(f.name, f.message) for f in report.findings]
+    assert report.cluster == cluster and report.nodes == (vm.node(cluster),), report.nodes
+    assert must <= set(found), shown
+    assert not (set(found) & must_not), shown
+    for finding in must & set(PRESSURE):
+        # The verdict rests on the job's own pressure file: its figure is the evidence.
+        seconds = getattr(report.usage, f"{PRESSURE[finding]}_pressure_seconds")
+        assert seconds and seconds > 0, (finding, report.usage)
+        assert "waited" in found[finding].message or "stalled" in found[finding].message, shown

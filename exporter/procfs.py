@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -19,6 +20,10 @@ GONE = (FileNotFoundError, ProcessLookupError)
 _GONE_ERRNOS = {errno.ENOENT, errno.ESRCH, errno.ENODEV}
 _IO_KEYS = ["syscr:", "syscw:", "read_bytes:", "write_bytes:"]
 _IO_KEYS_BYTES = [k.encode() for k in _IO_KEYS]
+# slurmstepd's process title: "[<job id>.<step>]", the step "batch", "extern",
+# "interactive" or a number, "+<component>" for a heterogeneous step's part, and since
+# 24.05 " stepmgr" when the step manager runs in it (slurmstepd.c: _set_job_log_prefix).
+_STEPD_TITLE = re.compile(rb"slurmstepd: \[(\d+)\.[0-9A-Za-z]+(?:\+\d+)?(?: [a-z]+)?\]")
 
 
 class StatFields(NamedTuple):
@@ -136,6 +141,18 @@ def parse_status_field(text: str, key: str) -> str | None:
     return None
 
 
+def parse_stepd_job_id(cmdline: bytes) -> str | None:
+    """The job id in a slurmstepd's process title (``/proc/<pid>/cmdline``); None when the
+    process is not a job's slurmstepd.
+
+    ``slurmstepd: [30.batch]\\0``  (array task 29_1: its own id, sacct's JobIDRaw)
+    ``/usr/sbin/slurmstepd\\0infinity\\0``  (slurmd's stepd holding the scope: no job)
+    """
+    title = cmdline.split(b"\0", 1)[0].rstrip()
+    match = _STEPD_TITLE.fullmatch(title)
+    return match.group(1).decode("ascii") if match else None
+
+
 def normalize_prefixes(paths: Iterable[str]) -> tuple[str, ...]:
     return tuple(os.path.normpath(p) for p in paths if p)
 
@@ -168,6 +185,18 @@ def read_status_field(proc_root: str, pid: int, key: str) -> str | None:
         return parse_status_field(read_text(f"{proc_root}/{pid}/status"), key)
     except OSError as exc:
         if is_gone(exc):
+            return None
+        raise
+
+
+def read_stepd_job_id(proc_root: str, pid: int) -> str | None:
+    """The job id in process ``pid``'s slurmstepd title; None when it is none, exited, or
+    its cmdline cannot be read (procfs mounted with ``hidepid``)."""
+    try:
+        with open(f"{proc_root}/{pid}/cmdline", "rb") as f:
+            return parse_stepd_job_id(f.read(4096))
+    except OSError as exc:
+        if is_gone(exc) or isinstance(exc, PermissionError):
             return None
         raise
 

@@ -6,6 +6,7 @@ import pytest
 
 from exporter import cgroup_parsers, procfs
 from exporter.settings import parse_listen
+from tests.helpers.exporter_scrape import FIXTURES
 
 STAT_26231 = (
     "26231 (vim) R 5392 7446 5392 34835 7446 4218880 32533 309516 26 82 1677 44 158 99 20 0 1 0 "
@@ -117,6 +118,41 @@ def test_parse_pressure_total():
 def test_parse_pids():
     assert cgroup_parsers.parse_pids("49276\n49334\n") == [49276, 49334]
     assert cgroup_parsers.parse_pids("") == []
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "job_id"),
+    [
+        # Seen on Slurm 26.05.5 and 24.11.5 (scripts/vm-cluster): a batch step, and array
+        # task 2_1, whose own id (sacct's JobIDRaw) is 3.
+        (b"slurmstepd: [16.batch]\0", "16"),
+        (b"slurmstepd: [3.batch]\0", "3"),
+        # The other forms of Slurm's _set_job_log_prefix (slurmstepd.c): not seen running
+        # here (an extern step needs PrologFlags=contain; a het job would not start on
+        # these one-node clusters).
+        (b"slurmstepd: [7.extern]\0", "7"),
+        (b"slurmstepd: [7.0]\0", "7"),
+        (b"slurmstepd: [7.interactive]\0", "7"),
+        (b"slurmstepd: [8.0+1]\0", "8"),
+        (b"slurmstepd: [7.extern stepmgr]\0", "7"),
+        (b"slurmstepd: [7.batch]\0\0\0", "7"),  # the rest of the argv area cleared
+        # slurmd's own stepd in the scope's `system` cgroup (seen live), and what is not one
+        (b"/usr/sbin/slurmstepd\0infinity\0", None),
+        (b"python3\0-c\0while True: pass\0", None),
+        (b"slurmstepd: [x.batch]\0", None),
+        (b"slurmstepd: [7]\0", None),
+        (b"", None),
+    ],
+)
+def test_parse_stepd_job_id(cmdline, job_id):
+    assert procfs.parse_stepd_job_id(cmdline) == job_id
+
+
+def test_parse_stepd_job_id_of_captured_processes():
+    proc = FIXTURES / "v2-sluid-26.05" / "proc"
+    found = {p.name: procfs.parse_stepd_job_id((p / "cmdline").read_bytes())
+             for p in proc.iterdir() if p.name.isdigit()}
+    assert found == {"2965": "16", "2974": None, "2975": None, "2976": None}
 
 
 

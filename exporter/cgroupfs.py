@@ -5,17 +5,21 @@ v1 (Debian builds with multiple-slurmd):
   falling back to <root>/<controller>/slurm/...; other nodes' slurm_<other> are ignored.
 v2 (Slurm >= 22.05, through systemd or, with IgnoreSystemd=yes, made by slurmd itself
 at the same place):
-    <root>/system.slice/<NodeName>_slurmstepd.scope/job_<id>/step_<s>/{slurm,user/task_<n>}
-  falling back to <root>/system.slice/slurmstepd.scope/...
-Slurm 26.05 names v2 job directories by SLUID (``s`` + 13 base-32 characters) unless
-``CgroupJobIdPaths=yes``: the job id is not in the tree, so such directories are reported
-by ``find_unreadable`` (an error and a metric), never read as jobs or skipped silently.
+    <root>/system.slice/<NodeName>_slurmstepd.scope/<job>/step_<s>/{slurm,user/task_<n>}
+  falling back to <root>/system.slice/slurmstepd.scope/...; ``<job>`` is ``job_<id>``
+  (Slurm < 26.05, or 26.05 with ``CgroupJobIdPaths=yes``) or the job's SLUID (``s`` + 13
+  base-32 characters, 26.05's default), which does not hold the job id: ``JobIds`` takes
+  it from the process title of a slurmstepd in one of the job's ``step_<s>/slurm`` leaves
+  (``slurmstepd: [<id>.<step>]``) and keeps it while the directory exists. A SLUID whose
+  id cannot be found (no slurmstepd there yet, or none readable) is skipped by discovery
+  and reported by ``find_unreadable``, as is any other name there.
 
 PIDs are only in leaf cgroups; job-level counters include all children. Job directories
 vanish the moment a job ends, so every reader may raise FileNotFoundError (see GONE);
 ``exists()`` tells that apart from a file missing in a live cgroup, and callers skip a job
 that ended. Optional files (absent on some kernels) come back as None. The file reading
-is in exporter/cgroup_files.py, the pure parsers in exporter/cgroup_parsers.py.
+is in exporter/cgroup_files.py, the pure parsers in exporter/cgroup_parsers.py and
+exporter/procfs.py (the slurmstepd title).
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ class Unreadable:
     layout: str  # "v2-sluid" | "unknown"
 
 
-# Slurm 26.05's SLUID ("s" + 13 Crockford base-32 characters, e.g. s5K1KKYAYG5D00)
+# Slurm 26.05's SLUID ("s" + 13 Crockford base-32 characters, e.g. s4A1M8HY8Z7700)
 _SLUID = re.compile(r"s[0-9A-HJKMNP-TV-Z]{13}")
 # Directories Slurm itself keeps beside the jobs (v1 slurm_<node>/system, v2 scope/system).
 _NOT_JOBS = frozenset({"system"})
@@ -109,18 +113,80 @@ class StepUsage:
 # ---------------------------------------------------------------- discovery
 
 
-def discover_jobs(cgroup_root: str, proc_root: str, node_name: str) -> list[Job]:
-    """Every running job of this node, with its PIDs. Empty when no Slurm root exists."""
+class JobIds:
+    """The job id of each v2 job directory, by its name.
+
+    ``job_<id>`` says it. A SLUID does not: the id is read from the title of a slurmstepd
+    in one of the job's ``step_<s>/slurm`` leaves (any step's: batch, extern or an srun
+    step) the first time the directory is seen, and kept, since a SLUID names one job for
+    good; ``retain`` drops the names of directories gone. A failed lookup is not kept (the
+    next scrape tries again). Anything else has no id.
+    """
+
+    def __init__(self) -> None:
+        self._by_sluid: dict[str, str] = {}
+
+    @property
+    def known(self) -> dict[str, str]:
+        """SLUID -> job id of the directories mapped so far (a copy)."""
+        return dict(self._by_sluid)
+
+    def job_id(self, name: str, job_dir: str, proc_root: str) -> str | None:
+        """The id of the job in ``job_dir`` (named ``name``); None: unknown for now."""
+        if name.startswith("job_"):
+            return name[4:]
+        if not _SLUID.fullmatch(name):
+            return None
+        found = self._by_sluid.get(name)
+        if found is None:
+            found = _stepd_job_id(job_dir, proc_root)
+            if found is not None:
+                self._by_sluid[name] = found
+        return found
+
+    def retain(self, names: Iterable[str]) -> None:
+        """Forget every SLUID not among ``names`` (its directory is gone: the job ended)."""
+        keep = set(names)
+        for name in [n for n in self._by_sluid if n not in keep]:
+            del self._by_sluid[name]
+
+
+def _stepd_job_id(job_dir: str, proc_root: str) -> str | None:
+    """The job id in the title of a slurmstepd of the job (``step_*/slurm/cgroup.procs``)."""
+    for _, step_dir in _scan(job_dir, "step_"):
+        try:
+            pids = parse_pids(read(f"{step_dir}/slurm/cgroup.procs"))
+        except GONE:
+            continue  # the step ended, or its slurmstepd has not made its leaf yet
+        for pid in pids:
+            job_id = procfs.read_stepd_job_id(proc_root, pid)
+            if job_id is not None:
+                return job_id
+    return None
+
+
+def discover_jobs(
+    cgroup_root: str, proc_root: str, node_name: str, job_ids: JobIds | None = None
+) -> list[Job]:
+    """Every running job of this node, with its PIDs. Empty when no Slurm root exists.
+
+    ``job_ids`` keeps the SLUID -> job id mapping between scrapes (a fresh one: none kept).
+    """
     v1_roots = _v1_roots(cgroup_root, node_name)
     if v1_roots:
         return _discover_v1(v1_roots, proc_root)
     scope = _v2_scope(cgroup_root, node_name)
-    return _discover_v2(scope, proc_root) if scope is not None else []
+    if scope is None:
+        return []
+    return _discover_v2(scope, proc_root, job_ids if job_ids is not None else JobIds())
 
 
-def find_unreadable(cgroup_root: str, node_name: str) -> list[Unreadable]:
-    """Directories in this node's Slurm root that are not a layout ``discover_jobs`` reads:
-    a job there would otherwise be missing from every series without a word."""
+def find_unreadable(
+    cgroup_root: str, proc_root: str, node_name: str, job_ids: JobIds | None = None
+) -> list[Unreadable]:
+    """Directories in this node's Slurm root that are not a layout ``discover_jobs`` reads,
+    or a SLUID whose job id no slurmstepd tells: a job there would otherwise be missing
+    from every series without a word."""
     v1_roots = _v1_roots(cgroup_root, node_name)
     if v1_roots:
         main = next(c for c in ("cpuacct", "memory", "cpuset") if c in v1_roots)
@@ -140,8 +206,15 @@ def find_unreadable(cgroup_root: str, node_name: str) -> list[Unreadable]:
     scope = _v2_scope(cgroup_root, node_name)
     if scope is None:
         return []
-    found = [Unreadable(p, _layout(n)) for n, p in _scan(scope, "")
-             if n not in _NOT_JOBS and not _is_job_dir(n)]
+    ids = job_ids if job_ids is not None else JobIds()
+    found = []
+    for name, path in _scan(scope, ""):
+        try:
+            if name in _NOT_JOBS or ids.job_id(name, path, proc_root) is not None:
+                continue
+        except GONE:
+            continue  # the job ended
+        found.append(Unreadable(path, _layout(name)))
     return sorted(found, key=lambda u: u.path)
 
 
@@ -204,10 +277,17 @@ def _discover_v1(roots: dict[str, str], proc_root: str) -> list[Job]:
     return sorted(jobs, key=_job_order)
 
 
-def _discover_v2(scope: str, proc_root: str) -> list[Job]:
+def _discover_v2(scope: str, proc_root: str, job_ids: JobIds) -> list[Job]:
+    entries = [(name, path) for name, path in _scan(scope, "") if name not in _NOT_JOBS]
+    job_ids.retain(name for name, _ in entries)
     jobs = []
-    for job_id, job_dir in _scan(scope, "job_"):
+    for name, job_dir in entries:
         try:
+            job_id = job_ids.job_id(name, job_dir, proc_root)
+            if job_id is None:  # find_unreadable reports it
+                log.debug("cgroup %s: no job id (not a job's, or no slurmstepd title read "
+                          "yet), skipped in this scrape", job_dir)
+                continue
             # step_*/slurm holds slurmstepd itself (root), not the user's processes.
             pids, steps = _leaf_pids(job_dir, proc_root, skip=("slurm",))
             uid = _v2_uid(job_dir, proc_root, pids)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import logging
 import pwd
@@ -60,7 +61,7 @@ class JobsCollector:
         settings: Settings,
         collectors: Sequence[type] = COLLECTORS,
         nvml: Any = None,
-        discover: Discover = cgroupfs.discover_jobs,
+        discover: Discover | None = None,
         user_name: Callable[[int], str] | None = None,
         scontrol: Callable[[Sequence[str]], str] | None = None,
     ):
@@ -74,11 +75,14 @@ class JobsCollector:
             settings=settings, procs=self.procs, nvml=nvml, scontrol=scontrol
         )
         self.collectors = [cls(context) for cls in collectors]
-        self.discover = discover
+        # SLUID directory -> job id, learnt once per job (cgroupfs.JobIds), for both steps.
+        self.job_ids = cgroupfs.JobIds()
+        self.discover = discover or functools.partial(cgroupfs.discover_jobs, job_ids=self.job_ids)
         self._lock = threading.Lock()  # the HTTP server is threaded; the fd cache is not
         self._user_name = user_name or _passwd_name
         self._users: dict[int, str] = {}
         self._unreadable_logged: set[str] = set()  # logged once while they exist
+        self._unreadable_seen: set[str] = set()  # found by the previous scrape
 
     def close(self) -> None:
         """Close every kept-open file (the collector keeps working, reopening them)."""
@@ -158,22 +162,34 @@ class JobsCollector:
         return out
 
     def _unreadable(self) -> GaugeMetricFamily:
-        """Job-level cgroup directories of a layout not read (e.g. Slurm 26.05 SLUIDs)."""
+        """Job-level cgroup directories not read as jobs: an unknown layout, or a Slurm 26.05
+        SLUID whose job id no slurmstepd tells."""
         family = GaugeMetricFamily(
             "jobs_exporter_unreadable_cgroups",
             "Directories in this node's Slurm cgroup root that the exporter cannot read as "
             "jobs (their jobs are missing from every series), by layout.",
             labels=["layout"],
         )
-        found = cgroupfs.find_unreadable(self.settings.cgroup_root, self.node_name)
+        found = cgroupfs.find_unreadable(
+            self.settings.cgroup_root, self.settings.proc_root, self.node_name, self.job_ids
+        )
         counts: dict[str, int] = {}
+        logged = set()
         for item in found:
             counts[item.layout] = counts.get(item.layout, 0) + 1
+            # A SLUID directory has no slurmstepd for a moment while its job starts or
+            # ends: an error only when a second scrape in a row finds no id for it.
+            if item.layout == "v2-sluid" and item.path not in self._unreadable_seen:
+                log.debug("cgroup %s: no slurmstepd tells its job id yet", item.path)
+                continue
+            logged.add(item.path)
             if item.path not in self._unreadable_logged:
-                hint = (" (Slurm 26.05 SLUID name: set CgroupJobIdPaths=yes in cgroup.conf)"
-                        if item.layout == "v2-sluid" else "")
+                hint = (" (a Slurm 26.05 SLUID: no slurmstepd in its step_*/slurm cgroups "
+                        "tells its job id; CgroupJobIdPaths=yes in cgroup.conf names it "
+                        "job_<id>)" if item.layout == "v2-sluid" else "")
                 log.error("cannot read cgroup %s as a job%s", item.path, hint)
-        self._unreadable_logged = {item.path for item in found}
+        self._unreadable_logged = logged
+        self._unreadable_seen = {item.path for item in found}
         for layout, count in sorted(counts.items()):
             family.add_metric([layout], count)
         return family

@@ -6,4 +6,5 @@ VIEW jobreport.jobs AS
 
 CREATE OR REPLACE DEFINER = 'jobreport_definer'@'localhost' SQL SECURITY DEFINER
 VIEW jobreport.tres AS
-SELECT id, type, name FROM `{acct_db}`.`tres_table` WHERE deleted = 0;
+SELECT t.id AS id, t.type AS type, t.name AS name FROM `{acct_db}`.`tres_table` AS t
+WHERE t.deleted = 0;

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import resources
 from urllib.parse import urlsplit
 
 from jobreport_net.redact import redact
+from mgmt.schema import missing_columns, needed_for
 
 
 class SetupError(RuntimeError):
@@ -22,7 +24,9 @@ class SetupError(RuntimeError):
 
 
 IDENT_RE = re.compile(r"^[A-Za-z0-9_]{1,64}\Z")
-HOST_RE = re.compile(r"^[A-Za-z0-9_.%:-]{1,255}\Z")
+HOST_RE = re.compile(r"^[A-Za-z0-9_.%:/-]{1,255}\Z")
+DEFAULT_SOCKET = "/run/mysqld/mysqld.sock"
+VIEW_BRANCH, VIEWS = "03_job_view_branch.sql", "04_views.sql"
 
 
 def _sql(name: str) -> str:
@@ -39,6 +43,36 @@ def _quote(text: str) -> str:
     from pymysql.converters import escape_string
 
     return "'" + escape_string(text) + "'"
+
+
+@dataclass(frozen=True)
+class Admin:
+    """Where and as whom db-setup connects: a unix socket on this machine, or (``host``
+    set) TCP to a database server elsewhere."""
+
+    user: str = "root"
+    password: str | None = None
+    socket: str = DEFAULT_SOCKET
+    host: str | None = None
+    port: int = 3306
+
+    def __str__(self) -> str:
+        if self.host is None:
+            return self.socket
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_host_port(text: str) -> tuple[str, int]:
+    """``HOST[:PORT]`` -> (host, port), 3306 by default; an IPv6 address in brackets.
+
+    >>> parse_host_port("db.example.org"), parse_host_port("[::1]:3307")
+    (('db.example.org', 3306), ('::1', 3307))
+    """
+    m = re.match(r"^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9_.-]+))(?::([0-9]{1,5}))?\Z", text)
+    port = int(m.group(3) or 3306) if m else 0
+    if not m or not 0 < port < 65536:
+        raise ValueError(f"invalid --admin-host {text!r} (HOST, HOST:PORT or [IPv6]:PORT)")
+    return m.group(1) or m.group(2), port
 
 
 def split_statements(script: str) -> list[str]:
@@ -72,7 +106,7 @@ def build_statements(
         out += split_statements(
             _sql("02_definer_grants.sql").format(cluster=cluster, acct_db=acct_db)
         )
-    branch = _sql("03_job_view_branch.sql")
+    branch = _sql(VIEW_BRANCH)
     branches = "\nUNION ALL\n".join(
         "\n".join(
             ln
@@ -81,7 +115,7 @@ def build_statements(
         )
         for c in clusters
     )
-    out += split_statements(_sql("04_views.sql").format(branches=branches, acct_db=acct_db))
+    out += split_statements(_sql(VIEWS).format(branches=branches, acct_db=acct_db))
     for host in hosts:
         out += split_statements(_sql("05_reader_grants.sql").format(reader_host=host))
     return out
@@ -94,49 +128,89 @@ def reader_password_from_url(db_url: str) -> str:
     return password
 
 
-def registered_clusters(admin_socket: str, admin_user: str, acct_db: str,
-                        admin_password: str | None = None) -> list[str]:
-    """The clusters slurmdbd has registered (``sacctmgr add cluster``): the view must have a
-    branch for each, or a job of a cluster left out is "not found"."""
+@dataclass(frozen=True)
+class Schema:
+    """What db-setup reads of slurmdbd's database before it creates anything."""
+
+    clusters: tuple[str, ...]  # registered (``sacctmgr add cluster``), not deleted
+    columns: dict[str, frozenset[str]]  # table -> its columns
+
+
+def read_schema(admin: Admin, acct_db: str) -> Schema:
+    """The registered clusters (the view must have a branch for each, or a job of a cluster
+    left out is "not found") and every table's columns, in two queries."""
     acct_db = _check(IDENT_RE, acct_db, "accounting database name")
-    conn = _connect(admin_socket, admin_user, admin_password)
+    conn = _connect(admin)
     try:
         with conn.cursor() as cur:
             try:
                 cur.execute(f"SELECT name FROM `{acct_db}`.cluster_table"  # noqa: S608
                             " WHERE deleted = 0 ORDER BY name")
+                clusters = tuple(str(row[0]) for row in cur.fetchall())
+                cur.execute("SELECT table_name, column_name FROM information_schema.columns"
+                            " WHERE table_schema = %s", (acct_db,))
+                columns: dict[str, set[str]] = {}
+                for table, column in cur.fetchall():
+                    columns.setdefault(str(table), set()).add(str(column).lower())
             except Exception as exc:  # noqa: BLE001 - pymysql's errors, named in the message
-                raise SetupError(f"cannot list the clusters of {acct_db}: "
+                raise SetupError(f"cannot read the tables of {acct_db}: "
                                  f"{redact(str(exc.args[-1]))}") from None
-            return [str(row[0]) for row in cur.fetchall()]
     finally:
         conn.close()
+    return Schema(clusters, {t: frozenset(c) for t, c in columns.items()})
 
 
-def _connect(admin_socket: str, admin_user: str, admin_password: str | None) -> object:
+def views_read(clusters: Sequence[str]) -> dict[str, frozenset[str]]:
+    """Table -> the columns the views over ``clusters`` read (from their SQL files)."""
+    return needed_for([_sql(VIEW_BRANCH), _sql(VIEWS)], clusters)
+
+
+def check_schema(schema: Schema, clusters: Sequence[str], acct_db: str) -> None:
+    """SetupError naming every table or column the views would read that is not there."""
+    unknown = [c for c in clusters if f"{c}_job_table" not in schema.columns]
+    if unknown:
+        raise SetupError(f"no job table for cluster(s) {', '.join(unknown)} in {acct_db} "
+                         f"(registered: {', '.join(schema.clusters) or 'none'})")
+    problems = missing_columns(views_read(clusters), schema.columns, acct_db)
+    if problems:
+        raise SetupError("this slurmdbd schema lacks what the views read: "
+                         + "; ".join(problems))
+
+
+def _connect(admin: Admin) -> object:
     import pymysql
 
+    where = {"unix_socket": admin.socket} if admin.host is None else {
+        "host": admin.host, "port": admin.port}
     try:
         conn = pymysql.connect(
-            unix_socket=admin_socket,
-            user=admin_user,
-            password=admin_password or "",
+            **where,
+            user=admin.user,
+            password=admin.password or "",
             autocommit=True,
+            connect_timeout=30,
         )
     except pymysql.MySQLError as exc:
         raise SetupError(
-            f"cannot connect to MariaDB at {admin_socket} as {admin_user}: "
+            f"cannot connect to MariaDB at {admin} as {admin.user}: "
             f"{redact(str(exc.args[-1]))}"
         ) from None
     return conn
 
 
-def apply(statements: Sequence[str], admin_socket: str, admin_user: str,
+def _admin(admin: Admin | str, user: str | None, password: str | None) -> Admin:
+    # A socket path with a user and password is the older call (and the stack tests').
+    if isinstance(admin, Admin):
+        return admin
+    return Admin(user=user or "root", password=password, socket=admin)
+
+
+def apply(statements: Sequence[str], admin: Admin | str, admin_user: str | None = None,
           admin_password: str | None = None) -> None:
     """Run the statements in order as the administrator; SetupError names what failed."""
     import pymysql
 
-    conn = _connect(admin_socket, admin_user, admin_password)
+    conn = _connect(_admin(admin, admin_user, admin_password))
     try:
         with conn.cursor() as cur:
             for stmt in statements:

@@ -5,7 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mgmt.setup import apply, build_statements, reader_password_from_url, registered_clusters
+from mgmt.setup import (
+    DEFAULT_SOCKET,
+    Admin,
+    SetupError,
+    apply,
+    build_statements,
+    check_schema,
+    parse_host_port,
+    read_schema,
+    reader_password_from_url,
+)
 from webapp.settings import Settings
 
 
@@ -28,13 +38,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--reader-host",
         action="append",
         default=None,
-        help="host part of the restricted user (default: localhost and 127.0.0.1)",
+        help="host part of the restricted user: where jobreport connects from, as the "
+        "database server sees it (a name, an address, '%%' wildcards or ADDR/NETMASK); "
+        "repeat for several (default: localhost and 127.0.0.1)",
     )
     parser.add_argument("--acct-db", default="slurm_acct_db", help="slurmdbd's StorageLoc")
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
         "--admin-socket",
-        default="/run/mysqld/mysqld.sock",
-        help="MariaDB socket to connect to as --admin-user",
+        default=None,
+        help=f"MariaDB socket on this machine to connect to as --admin-user "
+        f"(default: {DEFAULT_SOCKET})",
+    )
+    where.add_argument(
+        "--admin-host",
+        default=None,
+        metavar="HOST[:PORT]",
+        help="connect over TCP instead (a database server that is not this machine; "
+        "port 3306 by default)",
     )
     parser.add_argument(
         "--admin-user", default="root", help="administrator (unix-socket authentication by default)"
@@ -42,20 +63,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--admin-password", default=None, help="administrator password, if any")
 
 
-def clusters(args: argparse.Namespace) -> list[str]:
-    """The --cluster names, then every other cluster slurmdbd registered (a view without a
-    cluster's branch would answer "not found" for all its jobs)."""
-    given = list(args.cluster or [])
-    if args.print_only and given:
-        return given
-    registered = registered_clusters(args.admin_socket, args.admin_user, args.acct_db,
-                                     args.admin_password)
-    return given + [c for c in registered if c not in given]
+def admin_from(args: argparse.Namespace) -> Admin:
+    """The administrator's connection the options name."""
+    if args.admin_host is not None:
+        host, port = parse_host_port(args.admin_host)
+        return Admin(args.admin_user, args.admin_password, host=host, port=port)
+    return Admin(args.admin_user, args.admin_password, socket=args.admin_socket or DEFAULT_SOCKET)
+
+
+def reader_hosts(args: argparse.Namespace) -> list[str]:
+    """The restricted user's host parts. Over TCP the server sees this machine by another
+    name than localhost, and the reader may run elsewhere still: it must be named."""
+    if args.reader_host:
+        return list(args.reader_host)
+    if args.admin_host is not None:
+        raise SetupError("--admin-host needs --reader-host: the host jobreport connects "
+                         "from, as the database server sees it")
+    return ["localhost", "127.0.0.1"]
 
 
 def run(args: argparse.Namespace, db_url: str) -> int:
-    hosts = args.reader_host or ["localhost", "127.0.0.1"]
-    names = clusters(args)
+    hosts = reader_hosts(args)
+    names = list(args.cluster or [])
+    if not (args.print_only and names):
+        # Every cluster slurmdbd registered gets a branch too (a view without one would
+        # answer "not found" for all its jobs); whatever the views read must be there.
+        schema = read_schema(admin_from(args), args.acct_db)
+        names += [c for c in schema.clusters if c not in names]
+        check_schema(schema, names, args.acct_db)
     if args.print_only:
         # The printed SQL is for reading and review: the password stays out of terminals
         # and logs (replace the placeholder to run it by hand).
@@ -63,7 +98,7 @@ def run(args: argparse.Namespace, db_url: str) -> int:
         sys.stdout.write(";\n\n".join(statements) + ";\n")
         return 0
     statements = build_statements(names, reader_password_from_url(db_url), hosts, args.acct_db)
-    apply(statements, args.admin_socket, args.admin_user, args.admin_password)
+    apply(statements, admin_from(args))
     sys.stdout.write(f"jobreport views ready for cluster(s): {', '.join(names)}\n")
     return 0
 

@@ -37,6 +37,7 @@ def _job_cgroup(cluster: str) -> tuple[str, str]:
     job = StackJob("cgroup-path", "alice", ("-c1", "--mem=100M", "--time=2"),
                    "cat /proc/self/cgroup > /tmp/cgroup-path.$SLURM_JOB_ID")
     job_id = vm.submit(cluster, job)
+    vm.ahead(cluster, job_id)
     vm.wait_until_done(cluster, [job_id], timeout=900)
     return job_id, vm.run(cluster, "cat", f"/tmp/cgroup-path.{job_id}").stdout.strip()
 
@@ -64,6 +65,7 @@ def test_the_exporter_exports_a_running_job_under_its_id(vm_env, cluster):
     job = StackJob("exported", "bob", ("-c1", "--mem=100M", "--time=3"), stack.BUSY.format(s=60))
     job_id = vm.submit(cluster, job)
     try:
+        vm.ahead(cluster, job_id)
         vm.wait_until_running(cluster, job_id, timeout=900)
         deadline, text = time.monotonic() + 120, ""
         while time.monotonic() < deadline:

@@ -4,6 +4,7 @@ a Unix socket and on errors."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -68,6 +69,9 @@ class Replay:
 
     def __call__(self, path: str, headers):
         self.requests.append((path, dict(headers)))
+        if path == "/openapi/v3":  # what slurmrestd 22.05 lists: v0.0.38 alone
+            return 200, gzip.decompress((CAPTURES / "openapi-v3-slurm-22.05.8.json.gz")
+                                        .read_bytes())
         job = path.split("/job/")[-1].split("?")[0]
         name = CAPTURES / f"dbv0.0.38_job_{job}.json"
         body = name.read_bytes() if name.exists() else json.dumps(
@@ -85,7 +89,8 @@ def test_source_finds_jobs_tasks_and_arrays(tmp_path):
     assert src.job("13").job_name == sacct_records()["13"].job_name
     assert [t.job_id for t in src.array("12")] == ["12_1", "12_2", "12_3", "12_4"]
     assert src.job("12").job_id == "12_4"  # the raw id 12 is task 4's own
-    path, headers = replay.requests[0]
+    assert replay.requests[0][0] == "/openapi/v3"
+    path, headers = replay.requests[1]
     assert path == "/slurmdb/v0.0.38/job/13?cluster=demo"
     assert headers["X-SLURM-USER-TOKEN"] == "abc.def.ghi"
     assert headers["X-SLURM-USER-NAME"] == "slurm"

@@ -4,12 +4,18 @@
 Reached at ``http://host:6820`` with a JWT (``scontrol token``; AuthAltTypes=auth/jwt in
 slurm.conf and slurmdbd.conf), read from a file on every request so a renewed token is
 picked up, or at ``unix:/path/to/socket`` (rest_auth/local: the socket's peer is the user).
+
+Each release serves a few versions of the accounting API (22.05: v0.0.38; 24.11: v0.0.40
+to v0.0.42; 26.05: v0.0.42 to v0.0.45). The source asks ``/openapi/v3`` once which it
+serves and speaks the newest of those it reads (``APIS``); one that no longer answers
+(slurmrestd upgraded since) is asked again on the next call.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
@@ -19,11 +25,32 @@ from urllib.parse import quote, urlencode, urlsplit
 from webapp.model import JobId, JobNotFound, SacctJob, SourceUnavailable
 from webapp.settings import Settings
 from webapp.sources.sacct import array_tasks, pick_record, task_number
+from webapp.sources.slurmrestd_jobs import admin_comment as _admin_comment
 from webapp.sources.slurmrestd_jobs import display_id as _display
 from webapp.sources.slurmrestd_jobs import parse_jobs
 
-API = "/slurmdb/v0.0.38"
+# The accounting APIs this source reads, newest first: one parser reads them all
+# (webapp.sources.slurmrestd_jobs), each checked on real answers (tests/test_slurmrestd*.py).
+APIS = ("v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.38")
 Transport = Callable[[str, Mapping[str, str]], tuple[int, bytes]]
+_SLURMDB_PATH = re.compile(r"/slurmdb/(v[0-9]+\.[0-9]+\.[0-9]+)/")
+
+
+def _version(api: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in api[1:].split("."))
+
+
+def pick_api(paths: Iterable[str]) -> str | None:
+    """The newest accounting API of ``APIS`` among an OpenAPI document's paths; None when
+    it lists none of them (a newer one it lists and this source does not know is passed
+    over for the newest it does).
+
+        /slurmdb/v0.0.42/job/{job_id}
+        /slurmdb/v0.0.42/jobs/
+    """
+    listed = {m.group(1) for p in paths if (m := _SLURMDB_PATH.match(p))}
+    known = [api for api in APIS if api in listed]
+    return max(known, key=_version) if known else None
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -73,6 +100,7 @@ class SlurmrestdSource:
         self.token_file = token_file
         self.cluster = cluster
         self._get = transport or http_transport(url, timeout)
+        self._api: str | None = None  # the version spoken, once /openapi/v3 said
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json"}
@@ -87,15 +115,9 @@ class SlurmrestdSource:
                 headers["X-SLURM-USER-NAME"] = self.user
         return headers
 
-    def _query(self, path: str, params: Mapping[str, str] | None = None
-               ) -> list[tuple[str, SacctJob]]:
-        if self.cluster:
-            params = {**(params or {}), "cluster": self.cluster}
-        return parse_jobs(self._payload(API + path + (f"?{urlencode(params)}" if params
-                                                      else "")))
-
-    def _payload(self, target: str) -> dict[str, Any]:
-        """The JSON answer to GET ``target``; SourceUnavailable when there is none."""
+    def _answer(self, target: str) -> tuple[int, Any]:
+        """(HTTP status, the JSON answer or None) of GET ``target``; SourceUnavailable
+        when nothing answered or the credentials were refused."""
         try:
             status, body = self._get(target, self._headers())
         except (OSError, http.client.HTTPException) as exc:
@@ -103,15 +125,44 @@ class SlurmrestdSource:
         if status in (401, 403):
             raise SourceUnavailable(self.name, f"HTTP {status}: authentication refused")
         try:
-            payload = json.loads(body)
+            return status, json.loads(body)
         except ValueError:
-            payload = None
+            return status, None
+
+    def api(self) -> str:
+        """The accounting API spoken (``v0.0.42``): the newest of ``APIS`` that
+        ``/openapi/v3`` lists, asked once."""
+        if self._api is None:
+            status, doc = self._answer("/openapi/v3")
+            if not isinstance(doc, dict) or not isinstance(doc.get("paths"), dict):
+                raise SourceUnavailable(self.name, f"HTTP {status}: no OpenAPI document")
+            api = pick_api(doc["paths"])
+            if api is None:
+                raise SourceUnavailable(
+                    self.name, "serves none of the accounting APIs read here "
+                    f"({', '.join(APIS)})")
+            self._api = api
+        return self._api
+
+    def _payload(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The JSON answer to GET ``path`` of the accounting API (a job unknown: no jobs);
+        SourceUnavailable when there is none."""
+        if self.cluster:
+            params = {**(params or {}), "cluster": self.cluster}
+        api = self.api()
+        status, payload = self._answer(f"/slurmdb/{api}{path}"
+                                       + (f"?{urlencode(params)}" if params else ""))
+        if status == 404 and not isinstance(payload, dict):
+            self._api = None  # the path itself is gone: slurmrestd was upgraded since
+            raise SourceUnavailable(self.name, f"HTTP 404: {api} no longer served")
+        if status == 404:
+            return {"jobs": []}
         if not isinstance(payload, dict):
             raise SourceUnavailable(self.name, f"HTTP {status}: not a JSON answer")
         return payload
 
     def _job_rows(self, job_id: str) -> list[tuple[str, SacctJob]]:
-        return self._query(f"/job/{quote(job_id, safe='')}")
+        return parse_jobs(self._payload(f"/job/{quote(job_id, safe='')}"))
 
     def job(self, job_id: JobId | str) -> SacctJob:
         """The job ``123``, array task ``123_4`` or het component ``123+1``."""
@@ -124,16 +175,14 @@ class SlurmrestdSource:
     def admin_comment(self, job_id: JobId | str) -> str | None:
         """The job's AdminComment (where jobstats keeps its summary)."""
         jid = str(JobId.of(job_id))
-        target = f"{API}/job/{quote(jid, safe='')}"
-        payload = self._payload(target + (f"?{urlencode({'cluster': self.cluster})}"
-                                          if self.cluster else ""))
+        payload = self._payload(f"/job/{quote(jid, safe='')}")
         for job in payload.get("jobs") or ():
             if jid in (str(job.get("job_id")), _display(job)):
-                return ((job.get("comment") or {}).get("administrator")) or ""
+                return _admin_comment(job)
         return None
 
     def jobs(self, job_ids: Iterable[str]) -> dict[str, SacctJob]:
-        """Many jobs, one request each (v0.0.38 takes one id per request)."""
+        """Many jobs, one request each (the job endpoint takes one id)."""
         out: dict[str, SacctJob] = {}
         for jid in (str(JobId.of(j)) for j in job_ids):
             found = pick_record(jid, self._job_rows(jid), alone=True)
@@ -158,14 +207,20 @@ class SlurmrestdSource:
 
     def recent(self, since: datetime, user: str | None = None,
                account: str | None = None) -> tuple[SacctJob, ...]:
-        """One user's (or one account's) jobs that ran at or after ``since``. v0.0.38
-        filters by time only (it knows no user field): the rest is done here."""
-        # Local time, as sacct's --starttime reads it (Unix seconds are refused).
-        params = {"start_time": since.astimezone().strftime("%Y-%m-%dT%H:%M:%S")}
-        jobs = (job for _, job in self._query("/jobs", params))
+        """One user's (or one account's) jobs that ran at or after ``since``."""
+        if self.api() == "v0.0.38":
+            # It filters by time only (it knows no user field), in local time as sacct's
+            # --starttime reads it (Unix seconds are refused); the rest is done below.
+            params = {"start_time": since.astimezone().strftime("%Y-%m-%dT%H:%M:%S")}
+        else:
+            # Unix seconds (a local time is refused: HTTP 400 on 24.11, 500 on 26.05)
+            params = {"start_time": str(int(since.timestamp()))}
+            params.update({"users": user} if user is not None else {"account": str(account)})
+        jobs = (job for _, job in parse_jobs(self._payload("/jobs", params)))
         if user is not None:
             return tuple(j for j in jobs if j.user == user)
         return tuple(j for j in jobs if j.account == account)
+
 
 def slurmrestd_from(settings: Settings) -> SlurmrestdSource:
     """The source JOBREPORT_SLURMRESTD_* describe."""

@@ -62,7 +62,10 @@ def _exposition(cluster: str) -> str:
 
 def test_the_exporter_exports_a_running_job_under_its_id(vm_env, cluster):
     """On 26.05 the job's cgroup directory carries no job id: the exporter still names it."""
-    job = StackJob("exported", "bob", ("-c1", "--mem=100M", "--time=3"), stack.BUSY.format(s=60))
+    # Two srun steps at once: per-step series are exported for jobs with several.
+    step = "srun -n1 --exact timeout 60 sh -c 'while :; do :; done'"
+    job = StackJob("exported", "bob", ("-n2", "-c1", "--mem=200M", "--time=3"),
+                   f"{step} & {step} & wait; exit 0")
     job_id = vm.submit(cluster, job)
     try:
         vm.ahead(cluster, job_id)
@@ -70,13 +73,17 @@ def test_the_exporter_exports_a_running_job_under_its_id(vm_env, cluster):
         deadline, text = time.monotonic() + 120, ""
         while time.monotonic() < deadline:
             text = _exposition(cluster)
-            if f'jobs_cpu_seconds_total{{jobid="{job_id}",mode="user"}}' in text:
+            if f'jobs_step_cpu_seconds_total{{jobid="{job_id}",mode="user",step="1"}}' in text:
                 break
             time.sleep(2)
         assert f'jobs_info{{jobid="{job_id}",uid=' in text, text[-2000:]
         for metric in ("jobs_cpu_seconds_total", "jobs_memory_rss_bytes",
                        "jobs_pressure_waiting_seconds_total", "jobs_memory_limit_bytes"):
             assert re.search(rf'^{metric}{{jobid="{job_id}"', text, re.M), metric
+        # Per-step series: each srun step's own cgroup.
+        for step_id in ("0", "1"):
+            assert re.search(rf'^jobs_step_cpu_seconds_total{{jobid="{job_id}",'
+                             rf'mode="user",step="{step_id}"}}', text, re.M), text[-3000:]
         assert not re.search(r'^jobs_exporter_unreadable_cgroups\{[^}]*\} [1-9]', text, re.M)
         pid = "$(pgrep -u bob -f 'while :' | head -1)"
         cgroup = vm.shell(cluster, f"cat /proc/{pid}/cgroup").stdout

@@ -250,7 +250,14 @@ def submit_batch(jobs: tuple[StackJob, ...]) -> dict[str, str]:
 
 def submit(job: StackJob, *extra: str) -> str:
     """sbatch as the job's user (``extra`` sbatch options first); returns the job id."""
-    cmd = [
+    out = subprocess.run(sbatch_argv(job, *extra), check=True, capture_output=True,
+                         text=True).stdout
+    return out.strip().split(";")[0]
+
+
+def sbatch_argv(job: StackJob, *extra: str) -> list[str]:
+    """The command that submits ``job`` as its user (``extra`` sbatch options first)."""
+    return [
         "runuser",
         "-u",
         job.user,
@@ -268,18 +275,16 @@ def submit(job: StackJob, *extra: str) -> str:
         "--wrap",
         job.script,
     ]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return out.strip().split(";")[0]
 
 
-def states(job_ids: list[str]) -> dict[str, str]:
+def states(job_ids: list[str], sacct: tuple[str, ...] = ("sacct",)) -> dict[str, str]:
     """Current allocation state of each job from sacct (``CANCELLED by 0`` -> CANCELLED).
 
     "" while slurmdbd knows a job only from its steps: its allocation line is then a
     placeholder (name ``allocation``, no partition), and may stay one for a moment after
     the job's end reached slurmdbd, before the job's own record does."""
     out = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "--format=JobID,Partition,State", "-j", ",".join(job_ids)],
+        [*sacct, "-X", "-n", "-P", "--format=JobID,Partition,State", "-j", ",".join(job_ids)],
         check=True,
         capture_output=True,
         text=True,
@@ -299,11 +304,13 @@ def _done(job_id: str, current: dict[str, str]) -> bool:
     return bool(mine) and all(state in FINAL_STATES for state in mine)
 
 
-def wait_until_done(job_ids: list[str], timeout: float = 600) -> dict[str, str]:
-    """Poll (every second) until every job is in a final state; returns the states."""
+def wait_until_done(job_ids: list[str], timeout: float = 600,
+                    sacct: tuple[str, ...] = ("sacct",)) -> dict[str, str]:
+    """Poll (every second) until every job is in a final state; returns the states.
+    ``sacct``: the command that asks (another cluster's, run where it answers)."""
     deadline = time.monotonic() + timeout
     while True:
-        current = states(job_ids)
+        current = states(job_ids, sacct)
         if all(_done(j, current) for j in job_ids):
             return current
         if time.monotonic() > deadline:
@@ -311,9 +318,10 @@ def wait_until_done(job_ids: list[str], timeout: float = 600) -> dict[str, str]:
         time.sleep(1)
 
 
-def wait_until_running(job_id: str, timeout: float = 300) -> None:
+def wait_until_running(job_id: str, timeout: float = 300,
+                       sacct: tuple[str, ...] = ("sacct",)) -> None:
     deadline = time.monotonic() + timeout
-    while states([job_id]).get(job_id) != "RUNNING":
+    while states([job_id], sacct).get(job_id) != "RUNNING":
         if time.monotonic() > deadline:
             raise TimeoutError(f"job {job_id} did not start within {timeout}s")
         time.sleep(0.5)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import fcntl
 import json
 import subprocess
-import time
 
-from tests.helpers.stack import BUSY, FINAL_STATES, SESSION, STACK_ROOT, StackJob
+from tests.helpers import stack
+from tests.helpers.stack import BUSY, SESSION, STACK_ROOT, StackJob
 
 CLUSTERS = ("v24", "v26")
 VERSIONS = {"v24": "24.11", "v26": "26.05"}
@@ -49,11 +49,14 @@ def start() -> None:
     subprocess.run([str(SCRIPT), "start"], check=True, timeout=900)
 
 
+def sacct(cluster: str) -> tuple[str, ...]:
+    """The cluster's own sacct, run in its VM."""
+    return (str(SCRIPT), "exec", cluster, "sacct")
+
+
 def submit(cluster: str, job: StackJob, *extra: str) -> str:
     """sbatch in the VM as the job's user; the job id."""
-    argv = ["sbatch", "--parsable", "-J", job.job_name or job.name, "--chdir",
-            f"/home/{job.user}", "-o", "/dev/null", *extra, *job.args, "--wrap", job.script]
-    out = run(cluster, *argv, user=job.user).stdout
+    out = run(cluster, *stack.sbatch_argv(job, *extra)).stdout
     return out.strip().split(";")[0]
 
 
@@ -63,35 +66,12 @@ def ahead(cluster: str, job_id: str) -> None:
     run(cluster, "scontrol", "update", f"jobid={job_id}", "priority=1000000")
 
 
-def states(cluster: str, job_ids: list[str]) -> dict[str, str]:
-    """Each job's allocation state from the cluster's own sacct ("" while unknown)."""
-    out = run(cluster, "sacct", "-X", "-n", "-P", "--format=JobID,Partition,State", "-j",
-              ",".join(job_ids)).stdout
-    result = {}
-    for line in out.splitlines():
-        jid, partition, state = (line.split("|", 2) + ["", ""])[:3]
-        result[jid] = state.split()[0] if state and partition else ""
-    return result
-
-
 def wait_until_done(cluster: str, job_ids: list[str], timeout: float = 900) -> dict[str, str]:
-    """Poll (every 2 s: each poll is an ssh into an emulated machine) until all ended."""
-    deadline = time.monotonic() + timeout
-    while True:
-        current = states(cluster, job_ids)
-        if all(current.get(j) in FINAL_STATES for j in job_ids):
-            return current
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{cluster}: jobs not finished after {timeout}s: {current}")
-        time.sleep(2)
+    return stack.wait_until_done(job_ids, timeout, sacct(cluster))
 
 
 def wait_until_running(cluster: str, job_id: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while states(cluster, [job_id]).get(job_id) != "RUNNING":
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{cluster}: job {job_id} did not start within {timeout}s")
-        time.sleep(1)
+    stack.wait_until_running(job_id, timeout, sacct(cluster))
 
 
 # Waits a job's tasks live through, on cgroup v2's pressure files (PSI).

@@ -9,10 +9,17 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from webapp.states import ENDED_STATES
+
+if TYPE_CHECKING:
+    import requests
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 # A second checkout (a git worktree) may test against the stack another checkout runs.
@@ -223,20 +230,44 @@ def start_stack() -> None:
 def session_batch() -> dict[str, str]:
     """``STACK_JOBS`` submitted once per test session, whichever worker asks first (the
     others read the ids it wrote, under a lock); name -> job id."""
+    return once_per_session(STACK_ROOT / "var" / "dev-stack", "test-batch",
+                            lambda: submit_batch(STACK_JOBS))
+
+
+def once_per_session(state: Path, name: str, make: Callable[[], T]) -> T:
+    """``make()`` run once per test session, by whichever worker asks first; the others
+    read what it returned (JSON in ``state``, written under a lock)."""
     import fcntl
     import json
 
-    state = STACK_ROOT / "var" / "dev-stack"
-    ids_file = state / f"test-batch-{SESSION}.json"
-    with open(state / "test-batch.lock", "w") as lock:
+    state.mkdir(parents=True, exist_ok=True)
+    ids_file = state / f"{name}-{SESSION}.json"
+    with open(state / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if ids_file.exists():
             return json.loads(ids_file.read_text())
-        for old in state.glob("test-batch-*.json"):
+        for old in state.glob(f"{name}-*.json"):
             old.unlink()  # earlier sessions'
-        ids = submit_batch(STACK_JOBS)
-        ids_file.write_text(json.dumps(ids))
-        return ids
+        made = make()
+        ids_file.write_text(json.dumps(made))
+        return made
+
+
+def login(base: str, user: str) -> requests.Session:
+    """A signed-in session of the stack's web app at ``base``, through its login form
+    (the demo users share the password in var/demo-password)."""
+    import re
+
+    import requests
+
+    password = (STACK_ROOT / "var" / "demo-password").read_text().strip()
+    session = requests.Session()
+    form = session.get(f"{base}/login", timeout=30).text
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)
+    answer = session.post(f"{base}/login", timeout=30, data={
+        "username": user, "password": password, "csrf_token": csrf})
+    assert answer.ok and "/login" not in answer.url, answer.url
+    return session
 
 
 def submit_batch(jobs: tuple[StackJob, ...]) -> dict[str, str]:

@@ -9,12 +9,10 @@ first VM test starts; the tests that read them wait for them.
 
 from __future__ import annotations
 
-import fcntl
-import json
 import subprocess
 
 from tests.helpers import stack
-from tests.helpers.stack import BUSY, SESSION, STACK_ROOT, StackJob
+from tests.helpers.stack import BUSY, STACK_ROOT, StackJob
 
 CLUSTERS = ("v24", "v26")
 VERSIONS = {"v24": "24.11", "v26": "26.05"}
@@ -111,15 +109,6 @@ VM_JOBS: tuple[StackJob, ...] = (
 def session_batch() -> dict[str, dict[str, str]]:
     """``VM_JOBS`` submitted once per test session on every VM cluster (whichever worker
     asks first; the others read the ids it wrote); cluster -> name -> job id."""
-    state = STACK_ROOT / "var" / "vm"
-    state.mkdir(parents=True, exist_ok=True)
-    ids_file = state / f"test-batch-{SESSION}.json"
-    with open(state / "test-batch.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if ids_file.exists():
-            return json.loads(ids_file.read_text())
-        for old in state.glob("test-batch-*.json"):
-            old.unlink()
-        ids = {c: {j.name: submit(c, j) for j in VM_JOBS} for c in CLUSTERS}
-        ids_file.write_text(json.dumps(ids))
-        return ids
+    return stack.once_per_session(
+        STACK_ROOT / "var" / "vm", "test-batch",
+        lambda: {c: {j.name: submit(c, j) for j in VM_JOBS} for c in CLUSTERS})

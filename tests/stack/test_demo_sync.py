@@ -9,8 +9,6 @@ import os
 import re
 import time
 
-import requests
-
 from tests.helpers import stack
 from tests.helpers.stack import StackJob
 
@@ -29,17 +27,6 @@ def _sync_loop_runs() -> bool:
     return True
 
 
-def _login(base: str) -> requests.Session:
-    password = (stack.STACK_ROOT / "var" / "demo-password").read_text().strip()
-    session = requests.Session()
-    form = session.get(f"{base}/login", timeout=10).text
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)
-    answer = session.post(f"{base}/login", timeout=10, data={
-        "username": "alice", "password": password, "csrf_token": csrf})
-    assert answer.ok and "/login" not in answer.url
-    return session
-
-
 def _row(page: str, job_id: str) -> str:
     """The job's row of the "My jobs" table ("" when it is not listed)."""
     row = re.search(rf'<tr[^>]*data-job="{job_id}".*?</tr>', page, re.S)
@@ -56,7 +43,7 @@ def test_my_jobs_on_the_demo_stack_lists_findings(stack_env):
     job_id = stack.submit(IDLE)
     stack.wait_until_done([job_id])
     base = "http://" + stack_env["JOBREPORT_BIND"]
-    session = _login(base)
+    session = stack.login(base, "alice")
     # The next run, or a slow one: the loop runs at nice 19, behind the test workers.
     deadline = time.monotonic() + 5 * SYNC_EVERY
     row = ""

@@ -4,10 +4,6 @@ login) shows a VM job under its cluster and offers every cluster in the lookup."
 
 from __future__ import annotations
 
-import re
-
-import requests
-
 from tests.helpers import stack, vm
 from webapp.archive.store import Archive
 
@@ -28,20 +24,9 @@ def test_the_sync_archives_each_clusters_jobs_in_the_one_archive(vm_jobs, vm_env
     assert bad.returncode == 2 and "unknown cluster 'nowhere'" in bad.stderr
 
 
-def _login(base: str) -> requests.Session:
-    password = (stack.STACK_ROOT / "var" / "demo-password").read_text().strip()
-    session = requests.Session()
-    form = session.get(f"{base}/login", timeout=30).text
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)
-    answer = session.post(f"{base}/login", timeout=30, data={
-        "username": "staff", "password": password, "csrf_token": csrf})
-    assert answer.ok and "/login" not in answer.url
-    return session
-
-
 def test_the_web_app_serves_a_vm_job_under_its_cluster(vm_jobs, vm_env):
     base = "http://" + vm_env["JOBREPORT_BIND"]
-    session = _login(base)
+    session = stack.login(base, "staff")
     for cluster in vm.CLUSTERS:
         busy = vm_jobs[cluster]["busy"]
         page = session.get(f"{base}/c/{cluster}/jobs/{busy}", timeout=120)

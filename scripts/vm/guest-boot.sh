@@ -36,7 +36,10 @@ id alice >/dev/null 2>&1 || useradd --create-home --uid "$ALICE_UID" --shell /bi
 id bob >/dev/null 2>&1 || useradd --create-home --uid "$BOB_UID" --shell /bin/bash bob
 id slurmrestd >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin slurmrestd
 id slurm-exporter >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin slurm-exporter
-mkdir -p /scratch && chmod 1777 /scratch
+# The scratch file system: the second disk, throttled by QEMU (scripts/vm-cluster).
+mkdir -p /scratch
+mountpoint -q /scratch || mount -o noatime /dev/vdb /scratch
+chmod 1777 /scratch
 
 # Configuration files from the share.
 install -d /etc/slurm

@@ -72,18 +72,27 @@ def wait_until_running(cluster: str, job_id: str, timeout: float = 300) -> None:
     stack.wait_until_running(job_id, timeout, sacct(cluster))
 
 
-# Waits a job's tasks live through, on cgroup v2's pressure files (PSI).
+# Waits a job's tasks live through, on cgroup v2's pressure files (PSI). Both run on the
+# VMs' scratch file system, a disk QEMU throttles as a busy shared one is: the guest's own
+# disk answers at memory speed, so nothing would ever wait on it.
 FSYNC_WRITES = ("python3 -c 'import os, time\n"
-                "f = os.open(\"io-sync.dat\", os.O_WRONLY | os.O_CREAT, 0o600)\n"
+                "path = \"/scratch/io-sync.%d\" % os.getpid()\n"
+                "f = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)\n"
                 "end = time.time() + {s}\n"
                 "while time.time() < end:\n"
                 "    os.write(f, b\"x\" * 4096); os.fsync(f)\n"
-                "os.unlink(\"io-sync.dat\")'")
-# A file twice the job's memory limit read again and again: page cache reclaimed under the
-# limit at every pass, the tasks stalled on it.
-RECLAIM = ("dd if=/dev/urandom of=reclaim.dat bs=1M count=96 status=none; "
-           "end=$(( $(date +%s) + {s} )); while [ $(date +%s) -lt $end ]; do "
-           "cat reclaim.dat > /dev/null; done; rm -f reclaim.dat")
+                "os.unlink(path)'")
+# A file a third larger than the job's memory limit, its pages touched at random through a
+# mapping: its working set reclaimed under the limit and faulted back from the slow disk.
+THRASH = ("f=/scratch/thrash.$SLURM_JOB_ID; "
+          "dd if=/dev/zero of=$f bs=1M count=64 oflag=direct status=none; "
+          "python3 -c 'import mmap, random, sys, time\n"
+          "f = open(sys.argv[1], \"rb\")\n"
+          "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
+          "end, n, s = time.time() + {s}, len(m), 0\n"
+          "while time.time() < end:\n"
+          "    for _ in range(500):\n"
+          "        s += m[random.randrange(n)]' $f; rm -f $f")
 LOOPS = "for i in $(seq {n}); do timeout {s} sh -c 'while :; do :; done' & done; wait; exit 0"
 
 
@@ -96,7 +105,7 @@ VM_JOBS: tuple[StackJob, ...] = (
     StackJob("oom", "alice", ("-c1", "--mem=100M", "--time=10"),
              "python3 -c 'b = [bytearray(2**20) for _ in range(400)]'"),
     StackJob("io-sync", "bob", ("-c1", "--mem=200M", "--time=10"), FSYNC_WRITES.format(s=30)),
-    StackJob("mem-reclaim", "bob", ("-c1", "--mem=48M", "--time=10"), RECLAIM.format(s=30)),
+    StackJob("mem-reclaim", "bob", ("-c1", "--mem=48M", "--time=10"), THRASH.format(s=30)),
     # Two jobs sharing both cores of the node (partition shared: OverSubscribe=FORCE):
     # each starved by the other.
     StackJob("starved", "alice", ("-p", "shared", "-c2", "--mem=100M", "--time=10"),

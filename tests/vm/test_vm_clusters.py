@@ -63,7 +63,7 @@ def _exposition(cluster: str) -> str:
 def test_the_exporter_exports_a_running_job_under_its_id(vm_env, cluster):
     """On 26.05 the job's cgroup directory carries no job id: the exporter still names it."""
     # Two srun steps at once: per-step series are exported for jobs with several.
-    step = "srun -n1 --exact timeout 60 sh -c 'while :; do :; done'"
+    step = "srun -n1 --exact --mem=80M timeout 60 sh -c 'while :; do :; done'"
     job = StackJob("exported", "bob", ("-n2", "-c1", "--mem=200M", "--time=3"),
                    f"{step} & {step} & wait; exit 0")
     job_id = vm.submit(cluster, job)

@@ -63,6 +63,9 @@ def test_sync_and_by_hand_notify_each_job_once_after_an_outage(stack_env, my_job
     assert per_job[alice_job] == 1 and set(per_job.values()) == {1}, per_job
     assert bob_job not in per_job and "/bob" not in {p for p, _ in hook.posts}
     (body,) = [b for _, b in hook.posts if b["title"].split()[1] == alice_job]
-    assert body["message"].endswith(f"Full report: {PUBLIC_URL}/jobs/{alice_job}"), body
+    # The stack serves its VM clusters too: links name the cluster (/c/<cluster>/jobs/<id>).
+    path = (f"/c/{stack_env['JOBREPORT_CLUSTER']}/jobs/{alice_job}"
+            if stack_env.get("JOBREPORT_CLUSTERS") else f"/jobs/{alice_job}")
+    assert body["message"].endswith(f"Full report: {PUBLIC_URL}{path}"), body
     assert "What to do: " in body["message"], body
     assert re.search(r": (\d+ problems? to fix|nothing to fix)", body["title"]), body

@@ -4,6 +4,7 @@ there too)."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -52,9 +53,11 @@ def scrape_showing(url: str, marker: str) -> str:
 def test_running_exporter_passes_promtool(stack_env: dict[str, str], running_job: str,
                                           exporter: str):
     urls = scrape_urls(stack_env["JOBREPORT_PROMETHEUS_URL"])
-    # The jobs-exporter of the node the job runs on; the one slurm-exporter.
+    # The jobs-exporter of the node the job runs on; this cluster's slurm-exporter (the VM
+    # clusters' are scraped beside it, each labelled with its node).
+    host = socket.gethostname().split(".")[0]
     (url,) = [u for (job, instance), u in urls.items() if job == exporter and (
-        exporter == "slurm" or instance == stack.node_of(running_job))]
+        instance == host if exporter == "slurm" else instance == stack.node_of(running_job))]
     cluster = stack_env["JOBREPORT_CLUSTER"]
     marker = {"jobs": f'jobs_info{{jobid="{running_job}"',
               "slurm": f'slurm_user_jobs{{cluster="{cluster}",state="RUNNING",user="alice"}}'}

@@ -8,19 +8,20 @@ from tests.helpers import stack, vm
 from webapp.archive.store import Archive
 
 
-def test_the_sync_archives_each_clusters_jobs_in_the_one_archive(vm_jobs, vm_env):
+def test_the_sync_archives_each_clusters_jobs_in_the_one_archive(vm_jobs, vm_env, tmp_path):
+    env = {**vm_env, "JOBREPORT_ARCHIVE_URL": str(tmp_path / "archive.sqlite")}
     for cluster in vm.CLUSTERS:
         run = stack.jobreport("sync", "--cluster", cluster, "--jobid",
-                              vm_jobs[cluster]["busy"], "--direction", "archive", env=vm_env)
+                              vm_jobs[cluster]["busy"], "--direction", "archive", env=env)
         assert run.returncode == 0, run.stdout + run.stderr
-    archive = Archive(vm_env["JOBREPORT_ARCHIVE_URL"])
+    archive = Archive(env["JOBREPORT_ARCHIVE_URL"])
     for cluster in vm.CLUSTERS:
         busy = vm_jobs[cluster]["busy"]
         archived = archive.get(cluster, busy)
         assert archived is not None, (cluster, busy)
         assert archived.user == "alice" and archived.state == "COMPLETED"
         assert archived.summary["cluster"] == cluster
-    bad = stack.jobreport("sync", "--cluster", "nowhere", env=vm_env)
+    bad = stack.jobreport("sync", "--cluster", "nowhere", env=env)
     assert bad.returncode == 2 and "unknown cluster 'nowhere'" in bad.stderr
 
 

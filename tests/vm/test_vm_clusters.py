@@ -127,3 +127,29 @@ def test_qemu_listens_on_the_loopback_only(vm_env, cluster):
     mine = [line.split()[3] for line in out.splitlines() if f"pid={pid}," in line]
     assert len(mine) >= 5, out
     assert all(addr.startswith("127.0.0.1:") for addr in mine), mine
+
+
+def test_the_report_is_the_same_through_slurmrestd_and_the_vms_sacct(vm_jobs, vm_env, cluster):
+    """The cluster's jobs come through its slurmrestd (sacct on the host cannot talk to its
+    daemons); the same job read through ``sacct`` run inside the VM gives the same report."""
+    import dataclasses
+
+    from webapp.report.service import ReportService
+    from webapp.settings import Settings
+
+    rest = Settings.from_env(vm_env).for_cluster(cluster)
+    assert rest.sacct_source == "slurmrestd"
+    cli = dataclasses.replace(rest, sacct_source="sacct")  # var/vm/<cluster>/bin/sacct
+    for name in ("busy", "two-cpus-one-used", "oom"):
+        job_id = vm_jobs[cluster][name]
+        a = ReportService(rest).build(job_id, sizing=False)
+        b = ReportService(cli).build(job_id, sizing=False)
+        fields = ("user", "account", "partition", "job_name", "state", "exit_code", "nodes",
+                  "cpus", "submit_time", "start_time", "end_time", "elapsed_seconds",
+                  "time_limit_seconds", "memory_requested_bytes", "cpu_seconds",
+                  "memory_peak")
+        differ = {f: (getattr(a, f), getattr(b, f)) for f in fields
+                  if getattr(a, f) != getattr(b, f)}
+        assert not differ, (name, differ)
+        assert a.cpu_efficiency == b.cpu_efficiency, name
+        assert [f.name for f in a.findings] == [f.name for f in b.findings], name

@@ -137,12 +137,13 @@ def _own_pdf_store(tmp_path_factory, monkeypatch):
 @pytest.fixture(scope="session")
 def vm_env(stack_env: dict[str, str]) -> dict[str, str]:
     """The VM clusters (v24, v26) up beside the stack, the session's VM jobs submitted on
-    both; the stack's settings, which serve them (JOBREPORT_CLUSTERS)."""
+    both; the stack's settings with those that serve them too (var/clusters.env:
+    JOBREPORT_CLUSTERS, each cluster's sources, the all-clusters web app's address)."""
     from tests.helpers import vm
 
     vm.start()
     _vm_submitted.update(vm.session_batch())
-    return stack_env
+    return {**stack_env, **stack.load_env(stack.STACK_ROOT / "var" / "clusters.env")}
 
 
 _vm_submitted: dict[str, dict[str, str]] = {}

@@ -210,10 +210,10 @@ STACK_JOBS += tuple(
 )
 
 
-def load_env() -> dict[str, str]:
+def load_env(path: Path = ENV_FILE) -> dict[str, str]:
     """The settings dev-stack wrote (``export NAME=value`` lines)."""
     env = {}
-    for line in ENV_FILE.read_text().splitlines():
+    for line in path.read_text().splitlines():
         if line.startswith("export "):
             key, _, value = line[7:].partition("=")
             env[key] = value

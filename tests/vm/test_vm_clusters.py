@@ -119,6 +119,10 @@ def test_a_cpu_bound_job_gets_a_json_report_from_the_host(vm_jobs, vm_env, clust
     assert nodes[vm.node(cluster)]["samples"] >= 3, nodes
     assert report["usage"]["cpu_pressure_seconds"] is not None
     assert report["cpu_efficiency"] > 0.5, report["cpu_efficiency"]
+    # The text report's next command names the cluster it was asked for.
+    shown = stack.jobreport("show", "--cluster", cluster, job_id, env=vm_env)
+    assert shown.returncode == 0, shown.stderr
+    assert f"More: jobreport show {job_id} --cluster {cluster} --details" in shown.stdout
 
 
 def test_qemu_listens_on_the_loopback_only(vm_env, cluster):

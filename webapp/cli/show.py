@@ -35,7 +35,7 @@ def add_show_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _render(report: JobReport, fmt: str, pretty: bool = False, details: bool = False,
-            audit: bool = False) -> str | bytes:
+            audit: bool = False, cluster_named: bool = False) -> str | bytes:
     if fmt == "json":
         from webapp.renderers import json as json_renderer
 
@@ -47,7 +47,7 @@ def _render(report: JobReport, fmt: str, pretty: bool = False, details: bool = F
     else:
         from webapp.renderers import text
 
-        return text.render(report, details=details, audit=audit)
+        return text.render(report, details=details, audit=audit, cluster_named=cluster_named)
     return renderer.render(report)
 
 
@@ -59,7 +59,7 @@ def run_show(args: argparse.Namespace, settings: Settings) -> int:
     settings = aimed
     report = build_for_caller(settings, job_id, resolution=args.resolution)
     out = _render(report, args.format, pretty=args.pretty, details=args.details,
-                  audit=args.audit)
+                  audit=args.audit, cluster_named=bool(args.cluster))
     if args.output:
         mode = "wb" if isinstance(out, bytes) else "w"
         with open(args.output, mode) as fh:

@@ -264,8 +264,10 @@ def _audit(c: dict[str, Any]) -> list[str]:
     return ["", HEADINGS["audit"], *_rows(c["audit"], 22)]
 
 
-def render(report: JobReport, details: bool = False, audit: bool = False) -> str:
-    """The report as terminal text; ``details`` and ``audit`` add those sections."""
+def render(report: JobReport, details: bool = False, audit: bool = False,
+           cluster_named: bool = False) -> str:
+    """The report as terminal text; ``details`` and ``audit`` add those sections.
+    ``cluster_named``: the job was asked for with ``--cluster``, and so is its next command."""
     r = report
     c = context(r, charts=[])
     out = _headline(r, c) + _figures(r, c, details) + _findings(c, details)
@@ -277,7 +279,8 @@ def render(report: JobReport, details: bool = False, audit: bool = False) -> str
     if not (details and audit):
         wanted = " ".join(x for x, shown in (("--details", details), ("--audit", audit))
                           if not shown)
-        out += ["", f"More: jobreport show {_clean(r.job_id)} {wanted}"]
+        on = f" --cluster {_clean(r.cluster)}" if cluster_named else ""
+        out += ["", f"More: jobreport show {_clean(r.job_id)}{on} {wanted}"]
     return "\n".join(out) + "\n"
 
 

@@ -247,6 +247,39 @@ def test_growth_until_killed_is_critical():
     assert f.severity == "critical" and "killed" in f.message
 
 
+def test_a_leak_ending_in_its_exit_sample_is_still_a_leak():
+    """~5 MB/s for 55 s, the last scrape landing as the processes exited (▁▂▃▃▄▅▆▆▇█▁):
+    that sample is not the job's memory, so it neither breaks the fit nor stays a point."""
+    from webapp.report.build import read_usage
+    from webapp.report.precedence import Timing
+
+    points = [(START.timestamp() + 5 * i, 20 * MIB + i * 25 * MIB) for i in range(11)]
+    points.append((START.timestamp() + 55, 3 * MIB))  # exiting: the shell's few MiB
+    raw = Usage(memory_rss=(Series("vm", tuple(points)),), memory_limit_bytes=500 * MIB,
+                step_seconds=5.0)
+
+    class Recorded:
+        def usage(self, *args, **kwargs) -> Usage:
+            return raw
+
+    end = START + timedelta(seconds=56)
+    timing = Timing("COMPLETED", START, end, 56.0, ("vm",), "7")
+    usage = read_usage(None, Recorded(), timing, end, "plot", [])
+    assert usage.memory_rss[0].points == tuple(points[:-1])
+    assert "memory_growth" in names(mem_report(usage.memory_rss[0]))
+    assert "memory_growth" not in names(mem_report(raw.memory_rss[0]))  # what it cost
+
+
+def test_memory_freed_before_the_end_is_not_an_exit_sample():
+    from webapp.report.peak import while_running
+
+    freed = rss(lambda i: 300 * MIB if i < 12 else 10 * MIB)  # half the run at 10 MiB
+    end = freed.points[-1][0]
+    usage = Usage(memory_rss=(freed,), step_seconds=5.0)
+    assert while_running(usage, end) is usage
+    assert while_running(usage, None) is usage
+
+
 # --- GPU memory ------------------------------------------------------------------------
 
 def gpu_mem_report(peak: float, total: float, types: tuple[str, ...] | None) -> JobReport:

@@ -120,3 +120,28 @@ def test_some_waiting_on_a_mostly_idle_job_is_low_efficiency_not_starved():
     assert "cpu_efficiency_low" in found and "cpu_starved" not in found
     f = next(f for f in detect_all(r, T) if f.name == "cpu_efficiency_low")
     assert "mostly idle, not starved" in f.message
+
+
+def two_nodes(second_node_cores: float) -> JobReport:
+    """``-N2 -n2`` slowed by load beside it: one busy rank on node a at half a core, and
+    node b at ``second_node_cores``; the exporter's busy count is per node (1)."""
+    from webapp.model import Series
+
+    def flat(label: str, v: float) -> Series:
+        return Series(label, tuple((START.timestamp() + 10 * i, v) for i in range(7)))
+
+    r = report(60.0, 2, 60.0 * (0.5 + second_node_cores),
+               Usage(cpu_cores=(flat("a", 0.5), flat("b", second_node_cores)),
+                     busy_tasks_max=1.0))
+    return r.__class__(**{**vars(r), "nodes": ("a", "b")})
+
+
+def test_one_busy_rank_per_node_is_not_serial():
+    r = two_nodes(0.5)
+    assert r.cpu_seconds / r.elapsed_seconds <= T.serial_cores_max  # the total looks serial
+    assert "serial_on_many_cores" not in names(r)
+
+
+def test_a_multi_node_job_whose_other_nodes_did_nothing_is_serial():
+    found = names(two_nodes(0.0))
+    assert {"serial_on_many_cores", "node_idle"} <= found

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from webapp.model import JobReport, Series, StepLine
 from webapp.thresholds import Thresholds
+from webapp.unused import idle_nodes
 
 ENDED_OK = frozenset({"COMPLETED"})
 # Steps of Slurm's own making; the rest are the user's srun steps (0, 1, ...).
@@ -17,6 +18,22 @@ def busy_cores(report: JobReport) -> float | None:
         return report.cpu_seconds / report.elapsed_seconds
     means = [s.mean() for s in report.usage.cpu_cores if s.points] or per_core_means(report)
     return sum(m for m in means if m is not None) if means else None
+
+
+def node_mean_cores(report: JobReport) -> dict[str, float]:
+    """Mean cores busy on each node with CPU samples (the per-node CPU series' means)."""
+    return {s.label: m for s in report.usage.cpu_cores if (m := s.mean()) is not None}
+
+
+def working_nodes(report: JobReport, t: Thresholds) -> int | None:
+    """How many of the job's nodes did something (``node_idle_cores`` or more busy on
+    average); None when a node has no samples (unknown, not idle)."""
+    if len(report.nodes) < 2:
+        return len(report.nodes) or None
+    cores = node_mean_cores(report)
+    if set(cores) != set(report.nodes):
+        return None
+    return len(cores) - len(idle_nodes(cores, t.node_idle_cores))
 
 
 def per_core_means(report: JobReport) -> list[float]:

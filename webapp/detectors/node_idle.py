@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from webapp.detectors.measures import long_enough
+from webapp.detectors.measures import long_enough, node_mean_cores
 from webapp.model import Finding, JobReport, Severity
 from webapp.thresholds import Thresholds
 from webapp.unused import idle_nodes
-
-
-def node_mean_cores(report: JobReport) -> dict[str, float]:
-    """Mean cores busy on each node with CPU samples (the per-node CPU series' means)."""
-    return {s.label: m for s in report.usage.cpu_cores if (m := s.mean()) is not None}
 
 
 class NodeIdleDetector:

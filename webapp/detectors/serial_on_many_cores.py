@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from webapp.detectors.gpu_input_bound import input_bound
-from webapp.detectors.measures import busy_cores, long_enough
+from webapp.detectors.measures import busy_cores, long_enough, working_nodes
 from webapp.model import Finding, JobReport, Severity
 from webapp.thresholds import Thresholds
 
@@ -17,9 +17,15 @@ def looks_serial(report: JobReport, t: Thresholds) -> bool:
     where the exporter counted busy threads they decide: a second one at any time rules
     serial out, and one alone is serial even when load beside the job left it less than a
     whole core (it waited for a CPU: the total then reads below one core).
+
+    The busy threads are counted per node (the exporter's figure is the most on any one
+    node), so on several nodes the job is serial only when its nodes beyond one did
+    nothing: one busy rank per node is a parallel job, however slowed each rank was.
     """
     if not report.cpus or report.cpus < 2:
         return False
+    if len(report.nodes) > 1 and working_nodes(report, t) != 1:
+        return False  # several nodes at work, or one without samples: not judged serial
     busy_tasks = report.usage.busy_tasks_max
     used = busy_cores(report)
     if used is None or used > t.serial_cores_max:

@@ -24,6 +24,7 @@ from webapp.model import (
     TimeLimitKind,
     Usage,
 )
+from webapp.report.peak import while_running
 from webapp.report.precedence import Timing, join, owner, partition, time_limit, timing
 from webapp.sources.protocols import (
     AccountingReader,
@@ -117,7 +118,7 @@ def read_usage(job_id: JobId, prometheus: MetricsReader, t: Timing, now: datetim
     if usage.empty:
         gaps.append(Gap("prometheus",
                         "no metrics kept for this job (not scraped, or older than the retention)"))
-    return usage
+    return while_running(usage, t.end.timestamp() if t.end else None)
 
 
 def read_time_limit(records: Records, partitions: PartitionReader | None

@@ -12,13 +12,24 @@
 
 Prometheus wins when it has samples, unless a single task's MaxRSS alone exceeds them
 (the peak fell between two scrapes): then sacct's estimate is the better account.
+
+Samples of the job's exit are not its memory: a scrape that lands while its processes
+exit (or after its last task ended, the cgroup still there) reads the few MiB left, and
+that one point would end a leak's straight line (``while_running``).
 """
 
 from __future__ import annotations
 
 import math
 
-from webapp.model import MemoryPeak, PeakSource, SacctJob, Step, Usage
+from dataclasses import replace
+
+from webapp.model import MemoryPeak, PeakSource, SacctJob, Series, Step, Usage
+
+# A final sample under this share of the one before it, taken in the job's last steps:
+# its processes were exiting, not shrinking (no job frees half its memory in one scrape
+# and goes on working).
+EXIT_DROP = 0.5
 
 
 def tasks_per_node(step: Step) -> int:
@@ -72,3 +83,27 @@ def job_peak(sacct: MemoryPeak | None, prometheus: MemoryPeak | None) -> MemoryP
     if sacct is not None and (sacct.per_task_bytes or 0) > prometheus.bytes:
         return sacct
     return prometheus
+
+
+def exit_tail_start(series: Series, end: float, step: float) -> int:
+    """Index of the first sample of the series' exit tail (``len`` when none): the first
+    sample from ``end - 2 x step`` on after which every sample is under ``EXIT_DROP`` of
+    the one before it."""
+    points = series.points
+    first = next((i for i, (t, _) in enumerate(points) if t >= end - 2 * step), len(points))
+    for j in range(max(first, 1), len(points)):
+        before = points[j - 1][1]
+        if all(v < EXIT_DROP * before for _, v in points[j:]):
+            return j
+    return len(points)
+
+
+def while_running(usage: Usage, end: float | None) -> Usage:
+    """``usage`` with each node's memory series cut before its exit tail; as is while the
+    job runs (``end`` None) or without the series' step."""
+    if end is None or not usage.step_seconds or not usage.memory_rss:
+        return usage
+    step = usage.step_seconds
+    cut = tuple(Series(s.label, s.points[:exit_tail_start(s, end, step)])
+                for s in usage.memory_rss)
+    return replace(usage, memory_rss=cut) if cut != usage.memory_rss else usage

@@ -21,7 +21,6 @@ that one point would end a leak's straight line (``while_running``).
 from __future__ import annotations
 
 import math
-
 from dataclasses import replace
 
 from webapp.model import MemoryPeak, PeakSource, SacctJob, Series, Step, Usage

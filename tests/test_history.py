@@ -84,8 +84,8 @@ def test_saved_sums_what_was_asked_beyond_the_block():
     # 4 GiB asked, 600M suggested, 10 jobs of 1 h: (4096 - 600) MiB x 10 h.
     jobs = [job(i, 50 * (i + 1), elapsed=3600.0, cpus=1, limit=7200.0) for i in range(10)]
     s = suggest(jobs, Thresholds())
-    gb_h = (4096 - 600) * MIB / 1e9 * 10
-    assert s.saved[0] == f"{gb_h:,.2f} GB-hours of memory"
+    gib_h = (4096 - 600) * MIB / 2**30 * 10
+    assert s.saved[0] == f"{gib_h:,.2f} GiB-hours of memory" == "34.14 GiB-hours of memory"
     # --time: 3600 x 1.3 -> 01:30:00; 30 min less limit per job, 10 jobs: 5 h
     assert dict(s.options)["--time"] == "01:30:00"
     assert s.saved[-1].startswith("5h 00m of time limit")

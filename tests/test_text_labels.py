@@ -12,7 +12,7 @@ from webapp.renderers import json as json_renderer
 from webapp.renderers import text
 
 SIZING = SizingSuggestion((("--mem", "4G"), ("--time", "01:30:00"), ("--cpus-per-task", "2"),
-                           ("--gpus", "1")), 12, ("31.50 GB-hours of memory",),
+                           ("--gpus", "1")), 12, ("31.50 GiB-hours of memory",),
                           "jobs named 'train-model' of alice since 2026-10-24")
 
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-GIB = 1024**3
+from webapp.formatting import GIB
+
 HOUR = 3600.0
 
 

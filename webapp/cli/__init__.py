@@ -43,7 +43,8 @@ COMMANDS: tuple[Command, ...] = (
             "Your jobs of one name (or every name) with their peaks and "
             "efficiencies, and one #SBATCH block computed from them: --mem from the 95th "
             "percentile of the peaks plus 20 %%, --time from the 95th percentile of elapsed "
-            "plus 30 %%, --cpus-per-task and --gpus from what was used.",
+            "plus 30 %%, each at least the largest run's; --cpus-per-task and --gpus from "
+            "what was used.",
             history.add_history_arguments, history.run_history),
     Command("show", "print one job's report",
             "Print one job's report (123, 123_4 or 123+1).",

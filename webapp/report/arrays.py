@@ -1,19 +1,18 @@
 """Summary of an array job's tasks: spread, outliers, and the request for the next array.
 
-An array's tasks share one request, so the suggestion must fit the largest task, not
-the typical one: ``--mem`` and ``--time`` come from the maximum plus a margin, while
-p50/p95 show how uneven the tasks are. Each task's peak is the report's one definition
+An array's tasks share one request, so the suggestion must fit the largest task:
+``--mem`` and ``--time`` follow the one policy for a set of past runs
+(``webapp.detectors.advice.next_request``, the history's too), while p50/p95 show how
+uneven the tasks are. Each task's peak is the report's one definition
 (``webapp.report.peak``): sacct's MaxRSS x tasks per node, or the peak a report already
 measured for that task.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
-from webapp.detectors.advice import next_mem, next_time, round_up_time
-from webapp.formatting import slurm_time
+from webapp.detectors.advice import PastRun, next_request, percentile
 from webapp.model import ArraySummary, ArrayTask, MemoryPeak, SacctJob, cpu_efficiency
 from webapp.report.peak import sacct_peak
 from webapp.sources.sacct_values import parse_nodelist
@@ -24,16 +23,6 @@ OUTLIER_FACTOR = 2.0  # a task using more than twice the median stands out
 # Differences too small to matter however large the ratio (seconds, bytes).
 MIN_ELAPSED_GAP = 60.0
 MIN_MEMORY_GAP = 100 * 1024**2
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (as numpy's default), q in 0..100; None if empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def array_task(job: SacctJob, peak: MemoryPeak | None = None) -> ArrayTask:
@@ -66,27 +55,15 @@ def _outliers(tasks: Sequence[ArrayTask], elapsed_p50: float | None, mem_p50: fl
     return tuple(out)
 
 
-def _suggest_mem(jobs: Sequence[SacctJob], tasks: Sequence[ArrayTask],
-                 t: Thresholds) -> str | None:
-    """``--mem`` (per node) for the next array: the largest task's peak plus a margin."""
-    ended = {j.job_id for j in jobs}
-    peaks = [a.memory_peak_bytes for a in tasks if a.job_id in ended and a.memory_peak_bytes]
-    oom = [j for j in jobs if j.state == "OUT_OF_MEMORY"]
-    if oom:
-        # A killed task's peak is its limit: grow from the limit, not from the peak.
-        limits = [j.memory_requested_bytes // max(1, len(parse_nodelist(j.node_list)))
-                  for j in oom if j.memory_requested_bytes]
-        base = max(peaks + limits) if peaks or limits else None
-        return next_mem(base, t.oom_growth) if base else None
-    return next_mem(max(peaks), t.memory_margin) if peaks else None
-
-
-def _suggest_time(jobs: Sequence[SacctJob], t: Thresholds) -> str | None:
-    timeouts = [j.time_limit_seconds for j in jobs if j.state == "TIMEOUT" and j.time_limit_seconds]
-    if timeouts:
-        return slurm_time(round_up_time(max(timeouts) * t.timeout_growth))
-    done = [j.elapsed_seconds for j in jobs if j.state == "COMPLETED" and j.elapsed_seconds]
-    return next_time(max(done), t.time_margin) if done else None
+def past_run(job: SacctJob, task: ArrayTask) -> PastRun:
+    """One task as the sizing policy reads it (its limit per node, as ``--mem`` is)."""
+    try:
+        nodes = max(1, len(parse_nodelist(job.node_list))) if job.node_list else 1
+    except ValueError:
+        nodes = 1
+    return PastRun(job.state, task.memory_peak_bytes, job.elapsed_seconds,
+                   job.memory_requested_bytes // nodes if job.memory_requested_bytes else None,
+                   job.time_limit_seconds)
 
 
 def summarize_array(
@@ -109,7 +86,7 @@ def summarize_array(
     elapsed = [a.elapsed_seconds for a in ran if a.elapsed_seconds is not None]
     memory = [float(a.memory_peak_bytes) for a in ran if a.memory_peak_bytes is not None]
     cpu = [a.cpu_efficiency for a in ran if a.cpu_efficiency is not None]
-    done = [j for j in jobs if ended(j.state)]
+    mem, time = next_request([past_run(j, a) for j, a in zip(jobs, reduced, strict=True)], t)
     elapsed_p50, memory_p50 = percentile(elapsed, 50), percentile(memory, 50)
     return ArraySummary(
         tasks=reduced,
@@ -120,6 +97,6 @@ def summarize_array(
         cpu_efficiency_p50=percentile(cpu, 50),
         cpu_efficiency_p95=percentile(cpu, 95),
         outliers=_outliers(ran, elapsed_p50, memory_p50),
-        suggested_mem=_suggest_mem(done, reduced, t),
-        suggested_time=_suggest_time(done, t),
+        suggested_mem=mem,
+        suggested_time=time,
     )

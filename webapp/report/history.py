@@ -5,18 +5,21 @@ report call it); it reads sacct and Prometheus now and is where the ended-job ar
 will be read once it holds enough. Each job's figures are the single report's: the
 memory peak by ``webapp.report.peak``'s rule, CPU efficiency by seff's formula.
 
-The block, from the jobs that ended (documented in the README, "History and right-sizing"):
+The block, from the jobs that ended (documented in docs/findings.md, "History and
+right-sizing"):
 
-- ``--mem``: the 95th percentile (linear interpolation, as numpy's default) of the peaks,
-  times the memory margin (1.2), rounded up (100M steps under ~1 GiB, whole G above);
-  after an OOM kill, the largest killed job's limit times ``oom_growth`` if that is more;
-- ``--time``: the 95th percentile of the elapsed times of the jobs that completed, times
-  the time margin (1.3), rounded up (5 min under 1 h, 30 min under a day, else hours);
-  after a TIMEOUT, the largest limit that ran out times ``timeout_growth`` if that is more;
+- ``--mem`` and ``--time``: the one policy for a set of past runs, an array's tasks' too
+  (``webapp.detectors.advice.next_request``): the 95th percentile of the peaks (of the
+  elapsed times of the jobs that completed) times the margin, never less than the
+  largest, rounded up; after an OOM kill (a TIMEOUT), at least the largest limit that
+  ran out times ``oom_growth`` (``timeout_growth``);
 - ``--cpus-per-task``: the 95th percentile of the cores busy per task (CPU time / elapsed
   / tasks), rounded up, at least 1;
 - ``--gpus``: when the jobs had GPUs, the 95th percentile of the GPUs busy (mean
   utilization at least the ``gpu_idle`` threshold), rounded up; left out when none was.
+
+What it would have saved is in GiB-hours (2**30 bytes, as every memory figure), core-hours
+and GPU-hours.
 """
 
 from __future__ import annotations
@@ -25,23 +28,15 @@ import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from webapp.detectors.advice import next_cpus, next_time, round_up_time
-from webapp.formatting import (
-    format_duration,
-    slurm_mem,
-    slurm_mem_bytes,
-    slurm_time,
-    slurm_time_seconds,
-)
+from webapp.detectors.advice import PERCENTILE, PastRun, next_cpus, next_request, percentile
+from webapp.formatting import GIB, format_duration, slurm_mem_bytes, slurm_time_seconds
 from webapp.model import History, HistoryJob, MemoryPeak, PeakSource, SizingSuggestion
-from webapp.report.arrays import percentile
 from webapp.report.peak import job_peak, sacct_peak
 from webapp.sources.history_data import HistorySource, PastJob
 from webapp.sources.sacct import parse_nodelist
 from webapp.states import ended as has_ended
 from webapp.thresholds import Thresholds
 
-PERCENTILE = 95
 MIN_JOBS = 3  # fewer ended jobs make no history worth a suggestion
 DEFAULT_SINCE = timedelta(days=30)
 
@@ -96,10 +91,9 @@ def suggest(jobs: Sequence[HistoryJob], t: Thresholds, basis: str = ""
     if len(ended) < MIN_JOBS:
         return None
     options: list[tuple[str, str]] = []
-    mem = _mem(ended, t)
+    mem, time = next_request([past_run(j) for j in ended], t)
     if mem:
         options.append(("--mem", mem))
-    time = _time(ended, t)
     if time:
         options.append(("--time", time))
     busy = [j.cpu_seconds / j.elapsed_seconds / j.tasks for j in ended
@@ -116,28 +110,14 @@ def suggest(jobs: Sequence[HistoryJob], t: Thresholds, basis: str = ""
                             basis)
 
 
+def past_run(job: HistoryJob) -> PastRun:
+    """One past job as the sizing policy reads it."""
+    return PastRun(job.state, job.memory_peak.bytes if job.memory_peak else None,
+                   job.elapsed_seconds, job.memory_requested_per_node, job.time_limit_seconds)
+
+
 def _p(values: Sequence[float]) -> float:
     return percentile(values, PERCENTILE) or 0.0
-
-
-def _mem(ended: Sequence[HistoryJob], t: Thresholds) -> str | None:
-    peaks = [float(j.memory_peak.bytes) for j in ended if j.memory_peak]
-    oom = [j.memory_requested_per_node for j in ended
-           if j.state == "OUT_OF_MEMORY" and j.memory_requested_per_node]
-    wanted = [_p(peaks) * t.memory_margin] if peaks else []
-    if oom:  # a killed job's peak is its limit: grow from the limit
-        wanted.append(max(oom) * t.oom_growth)
-    return slurm_mem(max(wanted)) if wanted else None
-
-
-def _time(ended: Sequence[HistoryJob], t: Thresholds) -> str | None:
-    done = [j.elapsed_seconds for j in ended if j.state == "COMPLETED" and j.elapsed_seconds]
-    out = [j.time_limit_seconds for j in ended if j.state == "TIMEOUT" and j.time_limit_seconds]
-    if not out:
-        return next_time(_p(done), t.time_margin) if done else None
-    grown = round_up_time(max(out) * t.timeout_growth)
-    base = round_up_time(_p(done) * t.time_margin) if done else 0.0
-    return slurm_time(max(grown, base))
 
 
 def _gpus(ended: Sequence[HistoryJob]) -> int | None:
@@ -152,13 +132,13 @@ def _gpus(ended: Sequence[HistoryJob]) -> int | None:
 def _saved(ended: Sequence[HistoryJob], mem: str | None, time: str | None,
            cpus: int | None, gpus: int | None) -> tuple[str, ...]:
     """What the jobs asked for beyond the block, summed over them, as phrases."""
-    gb_h = core_h = gpu_h = limit_s = 0.0
+    gib_h = core_h = gpu_h = limit_s = 0.0
     mem_b = slurm_mem_bytes(mem) if mem else None
     limit = slurm_time_seconds(time) if time else None
     for j in ended:
         hours = (j.elapsed_seconds or 0.0) / 3600
         if mem_b and j.memory_requested_per_node:
-            gb_h += max(0, j.memory_requested_per_node - mem_b) * j.nodes / 1e9 * hours
+            gib_h += max(0, j.memory_requested_per_node - mem_b) * j.nodes / GIB * hours
         if cpus and j.cpus:
             core_h += max(0, j.cpus - cpus * j.tasks) * hours
         if j.gpus:
@@ -167,8 +147,8 @@ def _saved(ended: Sequence[HistoryJob], mem: str | None, time: str | None,
             limit_s += max(0.0, j.time_limit_seconds - limit)
     waited = sum(j.pending_seconds or 0.0 for j in ended)
     out = []
-    if gb_h > 0:
-        out.append(f"{gb_h:,.2f} GB-hours of memory")
+    if gib_h > 0:
+        out.append(f"{gib_h:,.2f} GiB-hours of memory")
     if core_h > 0:
         out.append(f"{core_h:,.2f} core-hours")
     if gpu_h > 0:

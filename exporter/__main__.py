@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--powercap-root", metavar="DIR", help="RAPL zones (/sys/class/powercap)")
     p.add_argument("--hwmon-root", metavar="DIR", help="hwmon chips (/sys/class/hwmon)")
+    p.add_argument(
+        "--powercap-replay",
+        metavar="TRACE",
+        help="replay the RAPL energy recorded in TRACE over a copy of the --powercap-root "
+        "tree instead of reading the hardware's (demo/test stacks)",
+    )
     p.add_argument("--once", action="store_true", help="print one scrape to stdout and exit")
     return p
 
@@ -87,6 +93,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     _raise_nofile_limit()
+    if args.powercap_replay:
+        from exporter.powercap_replay import start_replay
+
+        try:
+            replay = start_replay(args.powercap_replay, settings.powercap_root)
+        except (OSError, ValueError) as exc:
+            parser.error(f"--powercap-replay: {exc}")
+        settings = dataclasses.replace(settings, powercap_root=replay.root)
     registry = CollectorRegistry()
     nvml = None
     if args.nvml_replay:

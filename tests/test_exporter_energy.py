@@ -244,7 +244,8 @@ def test_replay_gpu_energy_by_allocation(tmp_path):
     # No meter: the replay's GPUs alone (659 W) draw more than the captured BMC reading.
     scrapes, _ = _replay(tmp_path, nvml=FakeNvml(clock=clock), clock=clock, meter=False)
     t_first, (t_last, last) = scrapes[0][0], scrapes[-1]
-    gpu = _get(last, "jobs_energy_joules_total", jobid="901", source="gpu")
+    # per GPU (the index jobs_gpu_* labels it with): one figure per card for the report
+    gpu = _get(last, "jobs_energy_joules_total", jobid="901", source="gpu", gpu="0")
     assert gpu == pytest.approx(631.95 * (t_last - t_first))
     assert _get(last, "jobs_gpu_energy_joules_total", jobid="901", gpu="0") == pytest.approx(
         631.95 * t_last

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.samples import Sample
 
 from exporter import bmc, cgroupfs, energy, hwmon, powercap
 from exporter.collectors.context import CollectorContext
@@ -49,7 +50,9 @@ class EnergyCollector:
         self._meter: list[hwmon.Sensor] = []
         self._previous: _Sample | None = None
         self._node: dict[str, float] = {}  # source -> joules since the exporter started
-        self._jobs: dict[str, dict[str, float]] = {}
+        # job id -> (source, GPU index or "") -> joules: a job's GPU joules are kept per
+        # GPU, so the report reads one figure per card and their sum is the job's "gpu"
+        self._jobs: dict[str, dict[tuple[str, str], float]] = {}
         self._unattributed = 0.0
         self._cores = 0
         self._used_memory = 0
@@ -160,16 +163,19 @@ class EnergyCollector:
                   "gpu": sum(gpu.values()), "meter": meter or 0.0}
         for source in present["node"]:
             self._node[source] = self._node.get(source, 0.0) + totals[source]
-        with_gpus = {j.job_id for j in shares if j.gpus}
+        gpus_of = {j.job_id: j.gpus for j in shares if j.gpus}
         for job_id, by_source in result.jobs.items():
             # A job without GPUs has no GPU energy, not 0 J of it: on a node whose only
             # source is its GPUs, such a job's energy is unknown and its series absent.
-            sources = [s for s in present["job"] if s != "gpu" or job_id in with_gpus]
+            sources = [s for s in present["job"] if s != "gpu" or job_id in gpus_of]
             if not sources:
                 continue
             mine = self._jobs.setdefault(job_id, {})
             for source in sources:
-                mine[source] = mine.get(source, 0.0) + by_source[source]
+                parts = ({("gpu", str(i)): gpu.get(i, 0.0) for i in gpus_of[job_id]}
+                         if source == "gpu" else {(source, ""): by_source[source]})
+                for key, joules in parts.items():
+                    mine[key] = mine.get(key, 0.0) + joules
         self._unattributed += result.unattributed_joules
 
     def _meter_joules(self, before: _Sample, now: _Sample) -> float | None:
@@ -201,12 +207,14 @@ class EnergyCollector:
             "jobs_energy_joules",
             "Energy attributed to the job on this node by source (cpu: RAPL package by CPU "
             "time share, dram: by memory share, gpu: its GPUs, other: the rest of the node "
-            "meter by allocated cores), in joules.",
+            "meter by allocated cores), in joules; gpu per GPU (its index, as jobs_gpu_*).",
             labels=["jobid", "source"],
         )
         for job_id, by_source in sorted(self._jobs.items()):
-            for source, value in by_source.items():
-                jobs.add_metric([job_id, source], value)
+            for (source, gpu), value in sorted(by_source.items()):
+                # a gpu label on the GPU series only (add_metric would give every series one)
+                labels = {"jobid": job_id, "source": source} | ({"gpu": gpu} if gpu else {})
+                jobs.samples.append(Sample("jobs_energy_joules_total", labels, value))
         node = CounterMetricFamily(
             "jobs_node_energy_joules",
             "Energy the node measured since the exporter started, by source (package, dram: "

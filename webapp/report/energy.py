@@ -5,12 +5,15 @@ every renderer reads ``JobReport.energy``.
 - Energy: what the exporter split to the job (``jobs_energy_joules_total``, exporter
   README "Energy per job"), summed over nodes and sources.
 - Unused allocation: the node meter's share the job's cores carry (source ``other``)
-  times the CPU time left unused (1 - CPU efficiency), plus the GPUs' joules times their
-  idle fraction (1 - mean utilisation). An estimate: an idle core or GPU draws less than
+  times the CPU time left unused (1 - CPU efficiency), plus each GPU's joules times its
+  idle fraction (1 - its mean utilisation). A GPU's joules are the exporter's per-GPU
+  ``gpu`` series (``Usage.gpu_energy``), whose sum is the job's GPU energy: the idle-GPU
+  finding quotes the same figure. An estimate: an idle core or GPU draws less than
   a busy one, and ``other`` is split by cores whatever they do.
 - CO2e: kWh x the intensity, a constant (``JOBREPORT_CARBON_INTENSITY=<g/kWh>``) or the
   mean over the job's run of a Prometheus series a site feeds with its grid's figure
-  (``promql:<selector>``).
+  (``promql:<selector>``); without either, the yearly average of the site's country
+  (``JOBREPORT_CARBON_COUNTRY``, webapp/carbon.py), named with its year and source.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from webapp.carbon import country_intensity
 from webapp.formatting import JOULES_PER_KWH
 from webapp.model import Energy, JobReport
 from webapp.settings import parse_intensity_setting
@@ -35,13 +39,15 @@ def series_query(selector: str, seconds: float) -> str:
 
 
 def intensity_for(setting: str, report: JobReport,
-                  vector: Callable[[str, float], list[tuple[dict[str, str], float]]] | None
-                  ) -> Intensity | None:
-    """The intensity that applies to the job's run; None when none is configured. A
+                  vector: Callable[[str, float], list[tuple[dict[str, str], float]]] | None,
+                  country: str = "") -> Intensity | None:
+    """The intensity that applies to the job's run: the site's constant or series
+    (``setting``), else ``country``'s yearly average; None when neither is configured. A
     series without samples over the run gives an intensity of None (shown as unknown)."""
     parsed = parse_intensity_setting(setting)
     if parsed is None:
-        return None
+        default = country_intensity(country)
+        return Intensity(default.grams_per_kwh, default.source) if default else None
     if isinstance(parsed, float):
         return Intensity(parsed, "constant (JOBREPORT_CARBON_INTENSITY)")
     source = f"mean of {parsed} over the run"
@@ -59,9 +65,12 @@ def compute_energy(report: JobReport, intensity: Intensity | None) -> Energy | N
     if u.energy_other_joules is not None and report.cpu_efficiency is not None:
         unused_cores = u.energy_other_joules * (1 - min(max(report.cpu_efficiency, 0.0), 1.0))
     unused_gpus = None
-    means = [m for s in u.gpu_utilization if (m := s.mean()) is not None]
-    if u.energy_gpu_joules is not None and means:
-        unused_gpus = u.energy_gpu_joules * (1 - min(sum(means) / len(means), 1.0))
+    means = {s.label: m for s in u.gpu_utilization if (m := s.mean()) is not None}
+    per_gpu = dict(u.gpu_energy)
+    if per_gpu and set(per_gpu) <= set(means):
+        unused_gpus = sum(j * (1 - min(means[g], 1.0)) for g, j in per_gpu.items())
+    elif u.energy_gpu_joules is not None and means:  # an exporter without per-GPU series
+        unused_gpus = u.energy_gpu_joules * (1 - min(sum(means.values()) / len(means), 1.0))
     grams = intensity.grams_per_kwh if intensity else None
     return Energy(
         joules=u.energy_joules,

@@ -19,6 +19,13 @@ import math
 RANGE_QUERIES: dict[str, tuple[str, str]] = {
     "cpu_cores": ("sum by ({node}) (rate(jobs_cpu_seconds_total{{{sel}}}[{rate}]))", "{node}"),
     "memory_rss": ("sum by ({node}) (jobs_memory_rss_bytes{{{sel}}})", "{node}"),
+    # shared memory (tmpfs, /dev/shm) and the page cache that includes it: with the RSS,
+    # what the job held and what the kernel could have reclaimed (webapp.report.peak)
+    "memory_shmem": ("sum by ({node}) (jobs_memory_shmem_bytes{{{sel}}})", "{node}"),
+    "memory_cache": ("sum by ({node}) (jobs_memory_cache_bytes{{{sel}}})", "{node}"),
+    # all memory charged (v2 memory.current, v1 usage_in_bytes): what sacct's MaxRSS is
+    # on cgroup v2, so the bar it must clear to stand for a peak between scrapes
+    "memory_usage": ("sum by ({node}) (jobs_memory_usage_bytes{{{sel}}})", "{node}"),
     "gpu_utilization": (
         "max by ({node}, gpu) (jobs_gpu_utilization_ratio{{{sel}}})",
         "{node}/gpu",
@@ -157,7 +164,11 @@ PIECE_SECONDS = 3600  # at least; grows past ~8 days so that at most 200 pieces 
 
 # Each allocated GPU's joules over the job (its NVML counter runs from the driver's load,
 # so the increase, not the last value); few series, for the idle-GPU finding's figure.
-GPU_ENERGY_QUERY = "sum by ({node}, gpu) (increase(jobs_gpu_energy_joules_total{{{sel}}}[{span}]))"
+# Each GPU's joules as the exporter attributed them to the job (the gpu series of
+# jobs_energy_joules_total, per GPU): the same series, read the same way, as the job's
+# "gpu" energy, so a card's figure and the job's GPU total never disagree.
+GPU_ENERGY_QUERY = ('sum by ({node}, gpu) '
+                    '(max_over_time(jobs_energy_joules_total{{{sel},source="gpu"}}[{span}]))')
 
 FIGURE_LABEL = "figure"  # names each figure in a combined answer
 

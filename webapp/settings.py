@@ -31,6 +31,7 @@ from jobreport_net.settings import (
     number,
     setting,
 )
+from webapp.carbon import country_intensity
 from webapp.thresholds import StaffConfig, Thresholds, parse_staff_config, parse_thresholds
 
 __all__ = ["CLUSTER_SETTINGS", "DEFAULT_CONFIG", "PRIVILEGED", "SETTINGS_DOC", "Settings",
@@ -202,6 +203,16 @@ def parse_intensity_setting(text: str) -> float | str | None:
 
 
 _carbon_intensity = checked(parse_intensity_setting)
+
+
+def _carbon_country(var: str, raw: str) -> str:
+    try:
+        country_intensity(raw)
+    except KeyError:
+        raise SettingsError(
+            f"{var}={raw!r} is no country of webapp/carbon_intensity.csv "
+            "(an ISO 3166 alpha-3 code or the name it gives, e.g. DEU or Germany)") from None
+    return raw
 
 
 def _at_least_one(var: str, raw: str) -> int:
@@ -474,8 +485,12 @@ class Settings:
         _non_negative)
     carbon_intensity: str = setting(
         "",
-        "Grams of CO2e per kWh for the reports' carbon figure: a number (constant), or `promql:<series selector>` (a series the site feeds with its grid's figure, e.g. hourly; the mean over each job's run is used); empty: no CO2e shown.",
+        "Grams of CO2e per kWh for the reports' carbon figure: a number (constant), or `promql:<series selector>` (a series the site feeds with its grid's figure, e.g. hourly; the mean over each job's run is used); empty: the yearly average of JOBREPORT_CARBON_COUNTRY.",
         _carbon_intensity)
+    carbon_country: str = setting(
+        "World",
+        "Country whose yearly average carbon intensity of electricity the reports use when JOBREPORT_CARBON_INTENSITY is empty: an ISO 3166 alpha-3 code or a name of `webapp/carbon_intensity.csv` (Ember and Energy Institute data via Our World in Data, CC BY 4.0; each country's latest year), e.g. `DEU`; `World` is the world average; empty: no CO2e shown unless JOBREPORT_CARBON_INTENSITY is set.",
+        _carbon_country)
     queue_note_seconds: float = setting(
         "600",
         "A wait in the queue longer than this (seconds) is a key figure of the report, and an unrecorded scheduler state during it a note; shorter waits are listed only among the details.",

@@ -208,7 +208,8 @@ class ReportService:
             return None
         try:
             intensity = intensity_for(self.settings.carbon_intensity, report,
-                                      getattr(self.prometheus, "vector", None))
+                                      getattr(self.prometheus, "vector", None),
+                                      self.settings.carbon_country)
         except SourceUnavailable as exc:
             log.info("job %s: no carbon intensity: %s", report.job_id, exc.reason)
             intensity = Intensity(None, "unavailable: " + exc.reason)

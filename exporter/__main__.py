@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import logging
 import resource
+import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -101,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             parser.error(f"--powercap-replay: {exc}")
         settings = dataclasses.replace(settings, powercap_root=replay.root)
+        # Stopped with TERM (dev-stack, systemd): exit through atexit, which removes the copy.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     registry = CollectorRegistry()
     nvml = None
     if args.nvml_replay:

@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from webapp.model import Series
-from webapp.sources.prometheus import PrometheusSource, promql_string
+from webapp.sources.prometheus import PrometheusSource, choose_step, grid_ending, promql_string
 
 STALE_SECONDS = 120.0  # a snapshot older than this is shown as stale
 USAGE_DAYS = 7
@@ -125,8 +125,11 @@ class ClusterOverviewSource:
                             for m, v in self._v("min by (source) (slurm_up{{sel}})")))
 
     def _usage(self, now: float) -> tuple[Series, ...]:
+        """GPUs allocated per account over the last USAGE_DAYS, the last point at ``now``."""
         q = f'sum by (account) (slurm_account_gpus_alloc{{{self.sel},state="RUNNING"}})'
-        return tuple(self.p.range(q, now - USAGE_DAYS * 86400, now, "account"))
+        window = USAGE_DAYS * 86400
+        step = choose_step(window, self.p.scrape_interval)
+        return tuple(self.p.range(q, grid_ending(now, window, step), now, "account", step))
 
 
 def _stale(health: tuple[tuple[str, bool, float | None], ...]) -> tuple[str, ...]:

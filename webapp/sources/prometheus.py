@@ -86,6 +86,13 @@ def choose_step(seconds: float, scrape_interval: float, points: int = MAX_POINTS
     return float(max(math.ceil(scrape_interval), math.ceil(seconds / (points - 1))))
 
 
+def grid_ending(end: float, seconds: float, step: float) -> float:
+    """The start of a range query of at least ``seconds`` whose last instant is ``end``.
+    Prometheus evaluates ``start + k * step`` up to ``end``: from ``end - seconds`` the last
+    point falls up to a step short of ``end``, and a chart "until now" stops before now."""
+    return end - math.ceil(seconds / step - 1e-9) * step
+
+
 def grid_start(start: float, step: float) -> float:
     """The first instant at or after ``start`` on the grid of multiples of ``step``: every
     range query of a job evaluates these instants, so one job's series are the same
@@ -115,11 +122,16 @@ def pieces(start: float, end: float, step: float) -> list[tuple[float, float]]:
     return out
 
 
-def job_selector(job_id: str, nodes: Iterable[str] = (), node_label: str = "instance",
-                 cluster_label: str = "", cluster: str = "") -> str:
-    """PromQL label matchers for one job, optionally restricted to its nodes, and to its
-    cluster where one Prometheus holds several (``cluster_matcher``)."""
-    sel = f"jobid={promql_string(job_id)}"
+def job_selector(job_id: str | tuple[str, ...], nodes: Iterable[str] = (),
+                 node_label: str = "instance", cluster_label: str = "", cluster: str = "") -> str:
+    """PromQL label matchers for one job (or the ids of a het job's components, which
+    the exporter sees as jobs of their own), optionally restricted to its nodes, and to
+    its cluster where one Prometheus holds several (``cluster_matcher``)."""
+    if isinstance(job_id, tuple):
+        alt = "|".join(re.escape(i) for i in job_id)
+        sel = f"jobid=~{promql_string(alt)}"
+    else:
+        sel = f"jobid={promql_string(job_id)}"
     nodes = [n for n in nodes if n]
     if nodes and node_label:
         # re.escape makes each name literal for the regex; promql_string then makes the
@@ -203,7 +215,7 @@ class PrometheusSource:
             compress = urlsplit(self.url).hostname not in LOOPBACK
         self._headers = None if compress else {"Accept-Encoding": "identity"}
 
-    def selector(self, job_id: str, nodes: Iterable[str] = ()) -> str:
+    def selector(self, job_id: str | tuple[str, ...], nodes: Iterable[str] = ()) -> str:
         """``job_selector`` with this source's node and cluster labels."""
         return job_selector(job_id, nodes, self.node_label, self.cluster_label, self.cluster)
 
@@ -234,7 +246,7 @@ class PrometheusSource:
 
     def usage(
         self,
-        job_id: JobId | str,
+        job_id: JobId | str | tuple[str, ...],
         start: datetime,
         end: datetime,
         nodes: Iterable[str] = (),
@@ -246,7 +258,7 @@ class PrometheusSource:
         ``full`` (MAX_POINTS per series: every scrape of a job up to ~8 h at 30 s)."""
         window = Window(start.timestamp(), max(end.timestamp(), start.timestamp() + 1))
         nodes = tuple(nodes)
-        sel = self.selector(str(job_id), nodes)
+        sel = self.selector(job_id if isinstance(job_id, tuple) else str(job_id), nodes)
         node = self.node_label or "instance"  # grouping label, even when not filtering
         # The last instant asked for is one scrape after the end (the final sample).
         step = choose_step(
@@ -315,6 +327,9 @@ class PrometheusSource:
             cpu_cores=ranges["cpu_cores"],
             cpu_per_core=vectors["cpu_per_core"],
             memory_rss=ranges["memory_rss"],
+            memory_shmem=ranges["memory_shmem"],
+            memory_cache=ranges["memory_cache"],
+            memory_usage=ranges["memory_usage"],
             memory_limit_bytes=_int(scalars.get("memory_limit_bytes")),
             memory_max_usage_bytes=_int(scalars.get("memory_max_usage_bytes")),
             gpu_utilization=ranges["gpu_utilization"],
@@ -437,9 +452,11 @@ class PrometheusSource:
             params["time"] = time
         return self._parse(parse_labelled, self._get("/api/v1/query", params))
 
-    def range(self, query: str, start: float, end: float, label: str) -> list[Series]:
-        """A range query over [start, end] at the step ``choose_step`` picks."""
-        step = choose_step(end - start, self.scrape_interval)
+    def range(self, query: str, start: float, end: float, label: str,
+              step: float | None = None) -> list[Series]:
+        """A range query over [start, end] at ``step`` (default: the one ``choose_step``
+        picks)."""
+        step = step or choose_step(end - start, self.scrape_interval)
         params = {"query": query, "start": start, "end": max(end, start), "step": step}
         return self._parse(parse_matrix, self._get("/api/v1/query_range", params), label)
 

@@ -93,7 +93,10 @@ class CpuUsage:
 @dataclass(frozen=True)
 class MemoryUsage:
     rss: int
-    cache: int
+    cache: int  # includes shmem (tmpfs, /dev/shm, shared anonymous mappings)
+    # None where the kernel's memory.stat has no such line (v1 on 3.10, RHEL 7's)
+    shmem: int | None
+    mapped_file: int | None
     usage: int
     max_usage: int | None  # v2: memory.peak exists only on kernels >= 6.8
     limit: int | None  # None: unlimited
@@ -398,6 +401,8 @@ def read_memory(job: Job) -> MemoryUsage:
         return MemoryUsage(
             rss=stat["total_rss"],  # what sacct reports as MaxRSS; includes children
             cache=stat["total_cache"],
+            shmem=stat.get("total_shmem"),
+            mapped_file=stat.get("total_mapped_file"),
             usage=int(read(f"{path}/memory.usage_in_bytes", job.files)),
             max_usage=int(read(f"{path}/memory.max_usage_in_bytes", job.files)),
             limit=limit if limit < _V1_UNLIMITED else None,
@@ -411,6 +416,8 @@ def read_memory(job: Job) -> MemoryUsage:
     return MemoryUsage(
         rss=stat["anon"],
         cache=stat["file"],
+        shmem=stat.get("shmem"),
+        mapped_file=stat.get("file_mapped"),
         usage=int(read(f"{path}/memory.current", job.files)),
         max_usage=int(peak) if peak is not None else None,
         limit=None if limit == "max" else int(limit),

@@ -1,4 +1,5 @@
-"""Memory of each job from its cgroup: RSS, page cache, usage, peak, limit, v2 events."""
+"""Memory of each job from its cgroup: anonymous memory, page cache and the shared memory
+in it, usage, peak, limit, v2 events."""
 
 from __future__ import annotations
 
@@ -23,9 +24,25 @@ class MemoryCollector:
 
         rss = gauge(
             "jobs_memory_rss_bytes",
-            "Anonymous memory of the job (v1 total_rss, what sacct calls MaxRSS; v2 anon).",
+            "Anonymous memory of the job (heap, stacks; v1 total_rss, v2 anon), in bytes.",
         )
-        cache = gauge("jobs_memory_cache_bytes", "Page cache charged to the job, in bytes.")
+        cache = gauge(
+            "jobs_memory_cache_bytes",
+            "Page cache charged to the job, including its shared memory, in bytes.",
+        )
+        # Files in /dev/shm or another tmpfs and shared anonymous mappings: page cache the
+        # kernel cannot drop (only swap, which compute nodes seldom have), so it counts
+        # against the limit as anonymous memory does; sacct's MaxRSS leaves it out.
+        shmem = gauge(
+            "jobs_memory_shmem_bytes",
+            "Shared memory charged to the job (tmpfs and /dev/shm files, shared anonymous "
+            "mappings; v1 total_shmem, v2 shmem), part of the page cache, in bytes.",
+        )
+        mapped = gauge(
+            "jobs_memory_mapped_file_bytes",
+            "Page cache mapped into the job's processes (v1 total_mapped_file, v2 "
+            "file_mapped), in bytes.",
+        )
         usage = gauge(
             "jobs_memory_usage_bytes", "Memory charged to the job including page cache, in bytes."
         )
@@ -45,6 +62,10 @@ class MemoryCollector:
             labels = [job.job_id]
             rss.add_metric(labels, mem.rss)
             cache.add_metric(labels, mem.cache)
+            if mem.shmem is not None:  # a kernel without the line: no series, not 0
+                shmem.add_metric(labels, mem.shmem)
+            if mem.mapped_file is not None:
+                mapped.add_metric(labels, mem.mapped_file)
             usage.add_metric(labels, mem.usage)
             if mem.max_usage is not None:
                 max_usage.add_metric(labels, mem.max_usage)
@@ -52,4 +73,4 @@ class MemoryCollector:
                 limit.add_metric(labels, mem.limit)
             for event, count in (mem.events or {}).items():
                 events.add_metric([job.job_id, event], count)
-        yield from (rss, cache, usage, max_usage, limit, events)
+        yield from (rss, cache, shmem, mapped, usage, max_usage, limit, events)

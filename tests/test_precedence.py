@@ -147,3 +147,42 @@ def test_the_syncs_bulk_windows_follow_the_same_rules(sj, acct):
     (v,) = windows(["1506"], {"1506": acct}, {"1506": sj})
     assert v.nodes == acct.nodes and v.start == acct.start_time.timestamp()
     assert windows(["1506", "1507"], {}, {"1506": replace(sj, end_time=None)}) == []
+
+
+HET = "stack_sacct_parsable2_het_84.psv"  # -n1 --mem=100M : -n1 --mem=100M, srun over both
+
+
+def het_record(job: str):
+    from webapp.sources.sacct import pick_record
+
+    rows = [(j.raw_id, j) for j in parse_sacct(sacct_answer(HET), FIELDS, tz=UTC)]
+    return pick_record(job, rows, alone=False)
+
+
+def test_a_het_job_asked_whole_is_judged_whole():
+    job = JobId.parse("84")
+    sj = het_record("84")
+    t = timing(job, None, sj, NOW)
+    report = join(job, "c", None, sj, t, Usage(), (None, None))
+    # the headline's 2 cores, not component 0's 1, and no "figures of 84+0"
+    assert report.cpus == 2 and report.figures_from is None
+    assert report.memory_requested_bytes == 200 * 2**20
+    assert set(report.nodes) == {"cpu1", "cpu3"}
+    assert report.cpu_seconds == pytest.approx((0.016 + 0.001) + 0.001)  # steps of both
+    assert t.metrics_ids == ("84", "85")  # each component is a job of its own to the exporter
+    assert len(report.components) == 2  # the details keep a line each
+
+
+def test_a_het_component_asked_for_is_itself():
+    job = JobId.parse("84+1")
+    sj = het_record("84+1")
+    t = timing(job, None, sj, NOW)
+    report = join(job, "c", None, sj, t, Usage(), (None, None))
+    assert report.cpus == 1 and report.nodes == ("cpu3",) and t.metrics_ids == ()
+
+
+def test_the_component_ids_select_every_components_series():
+    from webapp.sources.prometheus import job_selector
+
+    assert job_selector(("84", "85")) == 'jobid=~"84|85"'
+    assert job_selector("84") == 'jobid="84"'

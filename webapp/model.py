@@ -204,6 +204,11 @@ class Step:
     nodes: tuple[str, ...] = ()
     tasks: int | None = None  # NTasks: MaxRSS is per task, so the step used up to MaxRSS x tasks
     max_rss_node: str | None = None  # MaxRSSNode: where the largest task ran
+    # A het component's line only: its own job id (JobIDRaw: its cgroup's name), --mem
+    # over its nodes in bytes, and its GPUs; what the whole job's figures add up.
+    raw_id: str | None = None
+    memory_requested_bytes: int | None = None
+    gpus: int = 0
 
 
 @dataclass(frozen=True)
@@ -290,7 +295,12 @@ class Usage:
     cpu_cores: tuple[Series, ...] = ()  # cores busy, one series per node
     # 0..1 busy over the whole job: one single-point series per node/core (v1 only)
     cpu_per_core: tuple[Series, ...] = ()
-    memory_rss: tuple[Series, ...] = ()  # bytes, per node
+    memory_rss: tuple[Series, ...] = ()  # bytes, per node: anonymous memory
+    # bytes per node: shared memory (tmpfs, /dev/shm files), the page cache (which
+    # includes it) and all memory charged; none from an exporter (or a v1 kernel) without
+    memory_shmem: tuple[Series, ...] = ()
+    memory_cache: tuple[Series, ...] = ()
+    memory_usage: tuple[Series, ...] = ()
     memory_limit_bytes: int | None = None
     memory_max_usage_bytes: int | None = None  # includes page cache
     gpu_utilization: tuple[Series, ...] = ()  # 0..1, one per GPU
@@ -357,6 +367,19 @@ class MemoryPeak:
     def estimate(self) -> bool:
         """sacct samples each task and keeps the largest: the job's peak is inferred."""
         return self.source == PeakSource.SACCT
+
+
+@dataclass(frozen=True)
+class NodeMemory:
+    """One node's memory as the kernel and Slurm count it, each figure the largest of its
+    own samples (they need not coincide); None where it was not measured."""
+
+    node: str
+    held_bytes: int | None  # anonymous + shared: what cannot be reclaimed (the peak's)
+    anon_bytes: int | None  # heap, stacks (the cgroup's; a process's RSS without files)
+    shmem_bytes: int | None  # files in /dev/shm or a tmpfs, shared anonymous mappings
+    page_cache_bytes: int | None  # the page cache without the shared memory: reclaimable
+    max_rss_bytes: int | None = None  # sacct's MaxRSS: the largest single task there
 
 
 class CpuSource(StrEnum):
@@ -501,6 +524,7 @@ class JobReport:
     cpu_seconds: float | None = None
     cpu_source: CpuSource | None = None
     memory_peak: MemoryPeak | None = None
+    memory_nodes: tuple[NodeMemory, ...] = ()  # the peak's parts per node (report.peak)
     usage: Usage = field(default_factory=Usage)
     steps: tuple[Step, ...] = ()
     array: ArraySummary | None = None  # set when ``job_id`` names a whole array

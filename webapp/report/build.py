@@ -110,8 +110,8 @@ def read_usage(job_id: JobId, prometheus: MetricsReader, t: Timing, now: datetim
                                       "could not be looked up"))
         return Usage()
     try:
-        usage = prometheus.usage(JobId.of(t.metrics_id), t.start, t.end or now, t.nodes,
-                                 resolution=resolution)
+        ids = t.metrics_ids if len(t.metrics_ids) > 1 else JobId.of(t.metrics_id)
+        usage = prometheus.usage(ids, t.start, t.end or now, t.nodes, resolution=resolution)
     except SourceUnavailable as exc:
         gaps.append(_gap(job_id, exc))
         return Usage()

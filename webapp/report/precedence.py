@@ -14,6 +14,11 @@ these functions only choose. Precedence when sources disagree (documented in the
 - CPU time: the sum of sacct's step TotalCPU (what seff uses), else the allocation line's
   TotalCPU when sacct lists no steps; while the job runs (sacct has no TotalCPU yet), or
   without sacct, the integral of Prometheus' CPU rate;
+- a heterogeneous job asked for whole (``123``, not ``123+1``): the whole job's figures,
+  each component's from sacct added up (CPUs, memory, GPUs, TotalCPU), its nodes the
+  union, its run the longest component's; Prometheus asked for every component's id
+  (each component is a job of its own to the exporter). Components stay lines of the
+  details;
 - peak memory: defined once in ``webapp.report.peak`` (Prometheus per node, else sacct's
   MaxRSS x tasks estimate);
 - time series, I/O, open files, threads, scratch, GPUs: Prometheus only, asked by the
@@ -33,10 +38,17 @@ from webapp.model import (
     JobId,
     JobReport,
     SacctJob,
+    Step,
     TimeLimitKind,
     Usage,
 )
-from webapp.report.peak import job_peak, prometheus_peak, sacct_peak
+from webapp.report.peak import (
+    charged_peak,
+    job_peak,
+    node_memory,
+    prometheus_peak,
+    sacct_peak,
+)
 from webapp.sources.sacct_values import parse_nodelist
 from webapp.states import running, started
 
@@ -62,6 +74,8 @@ class Timing:
     elapsed: float | None
     nodes: tuple[str, ...]
     metrics_id: str  # the id the exporter labels series with: an array task's raw id
+    # A whole het job's: every component's raw id (its series are each component's)
+    metrics_ids: tuple[str, ...] = ()
 
 
 def timing(job_id: JobId, acct: AccountingJob | None, sj: SacctJob | None,
@@ -76,16 +90,40 @@ def timing(job_id: JobId, acct: AccountingJob | None, sj: SacctJob | None,
         start = end - timedelta(seconds=elapsed)  # sacct's Elapsed dates the start
     nodes = (acct.nodes if acct and acct.nodes else ()) or nodes_from_sacct(sj)
     metrics_id = str(acct.job) if acct else (sj.raw_id if sj and sj.raw_id else str(job_id))
-    return Timing(state, start, end, elapsed, tuple(nodes), metrics_id)
+    ids: tuple[str, ...] = ()
+    if parts := het_components(job_id, sj):
+        nodes = tuple(dict.fromkeys(n for c in parts for n in c.nodes)) or tuple(nodes)
+        elapsed = max((c.elapsed_seconds for c in parts if c.elapsed_seconds is not None),
+                      default=elapsed)
+        if all(c.raw_id for c in parts):
+            ids = tuple(str(c.raw_id) for c in parts)
+    return Timing(state, start, end, elapsed, tuple(nodes), metrics_id, ids)
 
 
-def cpu_time(sj: SacctJob | None, usage: Usage, t: Timing
+def het_components(job_id: JobId, sj: SacctJob | None) -> tuple[Step, ...]:
+    """The components of a het job asked for whole, whose figures the report's add up;
+    () for any other job (and for one component asked for by ``123+1``)."""
+    if job_id.het_offset is not None or sj is None or len(sj.components) < 2:
+        return ()
+    return sj.components
+
+
+def summed(values: list[int | None]) -> int | None:
+    """The sum, or None when a part is unknown."""
+    return None if any(v is None for v in values) else sum(v or 0 for v in values)
+
+
+def cpu_time(sj: SacctJob | None, usage: Usage, t: Timing, parts: tuple[Step, ...] = ()
              ) -> tuple[float | None, CpuSource | None]:
-    """CPU seconds and where they come from; none before the job started."""
+    """CPU seconds and where they come from; none before the job started. ``parts``: a
+    whole het job's components, whose TotalCPU is added up."""
     if not started(t.state):
         return None, None
     seconds, source = None, None
-    if sj and sj.total_cpu_seconds is not None:
+    whole = [c.total_cpu_seconds for c in parts]
+    if whole and all(v is not None for v in whole):
+        seconds, source = sum(v or 0.0 for v in whole), CpuSource.STEPS
+    elif sj and sj.total_cpu_seconds is not None:
         seconds, source = sj.total_cpu_seconds, CpuSource.STEPS
     elif sj and not sj.steps and sj.alloc_cpu_seconds is not None:
         seconds, source = sj.alloc_cpu_seconds, CpuSource.ALLOCATION
@@ -112,9 +150,17 @@ def join(job_id: JobId, cluster: str, acct: AccountingJob | None, sj: SacctJob |
          t: Timing, usage: Usage, limit: tuple[TimeLimitKind | None, float | None],
          gaps: tuple[Gap, ...] = (), notes: tuple[str, ...] = ()) -> JobReport:
     """The report the sources describe, each figure from the source that wins it."""
-    cpu_seconds, cpu_source = cpu_time(sj, usage, t)
+    parts = het_components(job_id, sj)
+    cpu_seconds, cpu_source = cpu_time(sj, usage, t, parts)
     user, name = owner(acct, sj)
-    record = first(acct and acct.job_id, sj and sj.job_id)
+    record = None if parts else first(acct and acct.job_id, sj and sj.job_id)
+    cpus = first(acct and acct.cpus, sj and sj.cpus)
+    memory = first(acct and acct.memory_requested_bytes, sj and sj.memory_requested_bytes)
+    gpus = first(acct and acct.gpus, sj and sj.gpus) or 0
+    if parts:
+        cpus = first(summed([c.cpus for c in parts]), cpus)
+        memory = first(summed([c.memory_requested_bytes for c in parts]), memory)
+        gpus = sum(c.gpus for c in parts) or gpus
     return JobReport(
         job_id=str(job_id),
         cluster=acct.cluster if acct else cluster,
@@ -125,11 +171,9 @@ def join(job_id: JobId, cluster: str, acct: AccountingJob | None, sj: SacctJob |
         partition=partition(acct, sj),
         nodes=t.nodes,
         work_dir=first(acct and acct.work_dir, sj and sj.work_dir),
-        cpus=first(acct and acct.cpus, sj and sj.cpus),
-        memory_requested_bytes=first(
-            acct and acct.memory_requested_bytes, sj and sj.memory_requested_bytes
-        ),
-        gpus=first(acct and acct.gpus, sj and sj.gpus) or 0,
+        cpus=cpus,
+        memory_requested_bytes=memory,
+        gpus=gpus,
         time_limit_seconds=limit[1],
         time_limit_kind=limit[0],
         state=t.state,
@@ -138,10 +182,12 @@ def join(job_id: JobId, cluster: str, acct: AccountingJob | None, sj: SacctJob |
         start_time=t.start,
         end_time=t.end,
         elapsed_seconds=t.elapsed,
-        figures_from=record if record != str(job_id) else None,
+        figures_from=record if record and record != str(job_id) else None,
         cpu_seconds=cpu_seconds,
         cpu_source=cpu_source,
-        memory_peak=job_peak(sacct_peak(sj) if sj else None, prometheus_peak(usage)),
+        memory_peak=job_peak(sacct_peak(sj) if sj else None, prometheus_peak(usage),
+                             charged_peak(usage)),
+        memory_nodes=node_memory(usage, sj),
         usage=usage,
         steps=sj.steps if sj else (),
         components=sj.components if sj else (),

@@ -27,7 +27,7 @@ class NoMetrics:
         return SourceUnavailable(self.name, f"no Prometheus is configured for cluster "
                                             f"{self.cluster}: usage unknown")
 
-    def usage(self, job_id: JobId, start: datetime, end: datetime,
+    def usage(self, job_id: JobId | tuple[str, ...], start: datetime, end: datetime,
               nodes: Iterable[str] = (), resolution: str = "plot") -> Usage:
         raise self._gap()
 

@@ -43,6 +43,9 @@ WORKERS = 4  # concurrent bulk queries: bounded, like a report's
 RANGE: dict[str, str] = {
     "cpu_cores": "sum by (jobid, {node}) (rate(jobs_cpu_seconds_total{{{sel}}}[{rate}]))",
     "memory_rss": "sum by (jobid, {node}) (jobs_memory_rss_bytes{{{sel}}})",
+    "memory_shmem": "sum by (jobid, {node}) (jobs_memory_shmem_bytes{{{sel}}})",
+    "memory_cache": "sum by (jobid, {node}) (jobs_memory_cache_bytes{{{sel}}})",
+    "memory_usage": "sum by (jobid, {node}) (jobs_memory_usage_bytes{{{sel}}})",
     "gpu_utilization": "max by (jobid, {node}, gpu) (jobs_gpu_utilization_ratio{{{sel}}})",
     "gpu_memory_used": "max by (jobid, {node}, gpu) (jobs_gpu_memory_used_bytes{{{sel}}})",
     "io_read_rate": "sum by (jobid, {node}) (rate(jobs_read_bytes_total{{{sel}}}[{rate}]))",
@@ -270,6 +273,9 @@ def split(b: Batch, ranges: Mapping[str, list], peaks: Mapping[str, list], cores
             cpu_cores=series("cpu_cores", (node,)),
             cpu_per_core=tuple(sorted(per_core, key=lambda s: s.label)),
             memory_rss=series("memory_rss", (node,)),
+            memory_shmem=series("memory_shmem", (node,)),
+            memory_cache=series("memory_cache", (node,)),
+            memory_usage=series("memory_usage", (node,)),
             memory_limit_bytes=_int(peak["memory_limit_bytes"]),
             memory_max_usage_bytes=_int(peak["memory_max_usage_bytes"]),
             gpu_utilization=series("gpu_utilization", (node, "gpu")),
@@ -309,7 +315,7 @@ class PrefetchedMetrics:
         self.live = live
         self.prefetched = dict(usage)
 
-    def usage(self, job_id: JobId | str, start: datetime, end: datetime,
+    def usage(self, job_id: JobId | str | tuple[str, ...], start: datetime, end: datetime,
               nodes: Iterable[str] = (), resolution: str = "plot") -> Usage:
         # The bulk answers are at the plots' resolution; full resolution asks live.
         found = self.prefetched.get(str(job_id)) if resolution == "plot" else None

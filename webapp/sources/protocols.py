@@ -35,8 +35,9 @@ class SacctReader(Protocol):
 class MetricsReader(Protocol):
     """A Prometheus-compatible query API holding the exporter's jobs_* series."""
 
-    def usage(self, job_id: JobId, start: datetime, end: datetime,
-              nodes: Iterable[str] = (), resolution: str = "plot") -> Usage: ...
+    def usage(self, job_id: JobId | tuple[str, ...], start: datetime, end: datetime,
+              nodes: Iterable[str] = (), resolution: str = "plot") -> Usage:
+        """The job's series; a tuple: a het job's component ids, asked together."""
 
 
 class PartitionReader(Protocol):

@@ -424,6 +424,7 @@ def component_line(job: SacctJob) -> Step:
         job.job_id, job.job_name or "", job.state, job.exit_code, job.elapsed_seconds, cpu,
         busiest.max_rss_bytes if busiest else job.alloc_max_rss_bytes, job.cpus, nodes,
         busiest.tasks if busiest else None, busiest.max_rss_node if busiest else None,
+        job.raw_id, job.memory_requested_bytes, job.gpus,
     )
 
 

@@ -186,6 +186,10 @@ STACK_JOBS += (
                                    "--time=5"), RANKS.format(idle="")),
     StackJob("two-node-one-idle", "bob", ("-N2", "--ntasks-per-node=1", "-c1", "--mem=500M",
                                           "--time=5"), RANKS.format(idle="1,")),
+    # -N2 -n2, each rank a busy loop: parallel however slowed, never "serial".
+    StackJob("two-node-busy", "alice", ("-N2", "--ntasks-per-node=1", "-c1", "--mem=200M",
+                                        "--time=5"),
+             "srun sh -c \"" + BUSY.format(s=20) + "\""),
     # A heterogeneous job: one core on one node, two on another; one srun over both.
     StackJob("het", "alice", ("-c1", "--mem=100M", "--time=5", ":", "-c2", "--mem=200M",
                               "--time=5"), "srun --het-group=0,1 sleep 12"),

@@ -17,6 +17,7 @@ import requests
 
 from tests.helpers import stack
 from webapp.detectors.gpu_type_unavailable import GpuTypeUnavailableDetector
+from webapp.renderers import text
 from webapp.renderers.json import to_dict
 from webapp.sources.from_settings import prometheus_from
 from webapp.sources.live import LiveSource
@@ -104,6 +105,29 @@ def test_a_heterogeneous_job_has_one_line_per_component(stack_jobs, service):
     data = to_dict(report)
     assert [s["step_id"] for s in data["step_lines"] if s["kind"] == "component"] == [
         f"{job_id}+0", f"{job_id}+1"]
+
+
+def test_a_heterogeneous_job_is_judged_whole(stack_jobs, service):
+    """Asked for as ``123``, the job is both components: 3 cores in the headline, the key
+    figures and the findings; each component stays a line of the details."""
+    report = service.build(stack_jobs["het"])
+    assert report.cpus == 3 and report.figures_from is None
+    parts = [x for x in report.step_lines if x.kind == "component"]
+    assert report.cpu_seconds == pytest.approx(sum(x.cpu_seconds or 0.0 for x in parts))
+    assert set(report.nodes) == {n for c in report.components for n in c.nodes}
+    out = text.render(report)
+    assert "3 cores" in out and "Figures below are those of" not in out, out
+    assert "of its 1 core" not in out
+    one = service.build(f"{stack_jobs['het']}+1")  # a component asked for is itself
+    assert one.cpus == 2
+
+
+def test_one_busy_rank_per_node_is_not_serial(stack_jobs, service):
+    report = service.build(stack_jobs["two-node-busy"])
+    assert len(report.nodes) == 2
+    cores = {s.label: s.mean() for s in report.usage.cpu_cores}
+    assert all(c and c > 0.2 for c in cores.values()), cores  # both ranks worked
+    assert not {"serial_on_many_cores", "node_idle"} & {f.name for f in report.findings}
 
 
 def test_each_gpu_model_reports_its_own_readings(stack_jobs, service):

@@ -45,6 +45,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="replay recorded NVML readings from FILE instead of the driver (demo/test stacks)",
     )
+    p.add_argument(
+        "--amdsmi-replay",
+        metavar="FILE",
+        help="replay recorded AMD GPU readings (amdsmi) from FILE instead of the driver "
+        "(demo/test stacks)",
+    )
+    p.add_argument(
+        "--gpu-order",
+        choices=("file", "pci"),
+        help="how Slurm numbers this node's GPUs: by device file (gres.conf File=) or in "
+        "PCI bus id order (AutoDetect=nvml/rsmi); default file",
+    )
     p.add_argument("--powercap-root", metavar="DIR", help="RAPL zones (/sys/class/powercap)")
     p.add_argument("--hwmon-root", metavar="DIR", help="hwmon chips (/sys/class/hwmon)")
     p.add_argument(
@@ -61,7 +73,7 @@ def settings_from(args: argparse.Namespace, base: Settings) -> Settings:
     changes: dict[str, object] = {}
     for field in (
         "listen", "cgroup_root", "proc_root", "node_name", "gpu_alloc_dir", "powercap_root",
-        "hwmon_root",
+        "hwmon_root", "gpu_order",
     ):
         value = getattr(args, field)
         if value is not None:
@@ -110,7 +122,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from exporter.nvml_replay import load_replay
 
         nvml = load_replay(args.nvml_replay)
-    registry.register(JobsCollector(settings, nvml=nvml))
+    amdsmi = None
+    if args.amdsmi_replay:
+        from exporter.amdsmi_replay import load_replay as load_amdsmi_replay
+
+        amdsmi = load_amdsmi_replay(args.amdsmi_replay)
+    registry.register(JobsCollector(settings, nvml=nvml, amdsmi=amdsmi))
     if args.once:
         sys.stdout.buffer.write(generate_latest(registry))
         return 0

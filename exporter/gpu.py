@@ -1,13 +1,14 @@
-"""NVIDIA GPUs through NVML (nvidia-ml-py's ``pynvml``), keyed by Slurm's GPU index.
+"""NVIDIA GPUs through NVML (nvidia-ml-py's ``pynvml``), known by PCI bus id and minor number.
 
 GPUs are attributed to jobs by ALLOCATION (exporter/gpu_alloc.py), never by the processes
 running on them: an allocated, idle GPU is reported at 0 %, which is the point.
 
-Indexes: SLURM_JOB_GPUS holds the index of the gres.conf entry, which for
-``File=/dev/nvidia[0-N]`` is the device minor number. That is neither CUDA's default
-order (fastest first) nor necessarily NVML's enumeration, so each NVML handle is keyed by
-nvmlDeviceGetMinorNumber; where a driver cannot report it, by its position in PCI bus id
-order (nvmlDeviceGetPciInfo), which is what nvidia-smi and CUDA_DEVICE_ORDER=PCI_BUS_ID use.
+Identity: NVML's enumeration index is only how handles are fetched. Each handle is
+described by nvmlDeviceGetPciInfo (bus id), nvmlDeviceGetMinorNumber (``/dev/nvidia<minor>``,
+what gres.conf and the devices cgroup name) and nvmlDeviceGetUUID, and numbered the way
+Slurm numbers the node's GPUs (exporter/gpu_devices.py: device-file order, or PCI bus id
+order under AutoDetect or where a driver cannot report a minor number). On a node whose
+minor numbers differ from NVML's order each job still gets its own cards.
 """
 
 from __future__ import annotations
@@ -16,20 +17,14 @@ import importlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from exporter.gpu_devices import GpuDevice, GpuReading, parse_bus_id, slurm_order
+
+__all__ = ["GpuReading", "Nvml", "load_nvml"]
+
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class GpuReading:
-    index: int
-    utilization_ratio: float
-    memory_used_bytes: int
-    memory_total_bytes: int
-    power_watts: float | None  # None: the board does not report power
 
 
 def load_nvml() -> ModuleType | None:
@@ -41,14 +36,27 @@ def load_nvml() -> ModuleType | None:
 
 
 class Nvml:
-    """This node's GPUs by physical index. ``start()`` returns False when there is no driver."""
+    """This node's NVIDIA GPUs. ``start()`` returns False when there is no driver.
 
-    def __init__(self, nvml: Any, clock: Callable[[], float] = time.monotonic):
+    After ``start()``: ``found`` lists (device, handle) in NVML's order; ``devices`` and
+    ``handles`` are keyed by Slurm's index among these GPUs alone (exporter/gpus.py numbers
+    the GPUs of every vendor together).
+    """
+
+    vendor = "nvidia"
+
+    def __init__(
+        self, nvml: Any, clock: Callable[[], float] = time.monotonic, order: str = "file"
+    ):
         self.nvml = nvml
+        self.error: type[Exception] = nvml.NVMLError
+        self.order = order
+        self.found: list[tuple[GpuDevice, Any]] = []
+        self.devices: dict[int, GpuDevice] = {}
         self.handles: dict[int, Any] = {}
         self.clock = clock
-        # index -> (joules, time) integrated from power on boards without an energy counter
-        self._integrated: dict[int, tuple[float, float]] = {}
+        # bus id -> (joules, time) integrated from power on boards without an energy counter
+        self._integrated: dict[str, tuple[float, float]] = {}
         self._memory_v2 = True  # until the driver or binding refuses the second form
 
     def start(self) -> bool:
@@ -56,29 +64,40 @@ class Nvml:
             self.nvml.nvmlInit()
             count = self.nvml.nvmlDeviceGetCount()
             handles = [self.nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            self.found = [(self._identify(h), h) for h in handles]
         except self.nvml.NVMLError as exc:
-            log.info("GPU collector disabled: NVML unavailable (%s)", exc)
+            log.info("NVIDIA GPUs not read: NVML unavailable (%s)", exc)
             return False
-        self.handles = self._by_physical_index(handles)
-        log.info("GPU collector enabled: %d GPU(s), indexes %s", count, sorted(self.handles))
+        by_device = {id(d): h for d, h in self.found}
+        ordered = slurm_order([d for d, _ in self.found], self.order, quiet=True)
+        self.devices = dict(enumerate(ordered))
+        self.handles = {i: by_device[id(d)] for i, d in self.devices.items()}
         return True
 
-    def _by_physical_index(self, handles: list[Any]) -> dict[int, Any]:
+    def _identify(self, handle: Any) -> GpuDevice:
+        nv = self.nvml
+        bus_id = parse_bus_id(_text(nv.nvmlDeviceGetPciInfo(handle).busId))
+        return GpuDevice(
+            vendor=self.vendor,
+            model=self._optional(nv.nvmlDeviceGetName, handle, ""),
+            uuid=self._optional(nv.nvmlDeviceGetUUID, handle, ""),
+            bus_id=bus_id,
+            minor=self._optional(nv.nvmlDeviceGetMinorNumber, handle, None),
+        )
+
+    def _optional(self, call: Callable[[Any], Any], handle: Any, default: Any) -> Any:
         try:
-            by_minor = {self.nvml.nvmlDeviceGetMinorNumber(h): h for h in handles}
-            if len(by_minor) == len(handles):
-                return by_minor
+            value = call(handle)
         except self.nvml.NVMLError:
-            pass
-        bus_ids = [_text(self.nvml.nvmlDeviceGetPciInfo(h).busId) for h in handles]
-        ordered = sorted(zip(bus_ids, range(len(handles)), strict=True))
-        return {pos: handles[i] for pos, (_bus, i) in enumerate(ordered)}
+            return default
+        return _text(value) if isinstance(value, bytes) else value
 
     def read(self, index: int) -> GpuReading | None:
         """Current readings of GPU ``index``; None when there is no such GPU."""
         handle = self.handles.get(index)
-        if handle is None:
-            return None
+        return None if handle is None else self.read_handle(index, handle, self.devices[index])
+
+    def read_handle(self, index: int, handle: Any, device: GpuDevice | None = None) -> GpuReading:
         util = self.nvml.nvmlDeviceGetUtilizationRates(handle)
         mem = self._memory(handle)
         try:
@@ -92,7 +111,6 @@ class Nvml:
             memory_total_bytes=int(mem.total),
             power_watts=power,
         )
-
 
     def _memory(self, handle: Any) -> Any:
         """``nvmlDeviceGetMemoryInfo`` in its second form where the driver has it (R510+):
@@ -109,12 +127,14 @@ class Nvml:
         return self.nvml.nvmlDeviceGetMemoryInfo(handle)
 
     def energy_joules(self, index: int) -> float | None:
-        """GPU ``index``'s energy counter in joules (nvmlDeviceGetTotalEnergyConsumption:
-        millijoules since the driver loaded, Volta and later). Older boards: the power
-        reading integrated over the time between calls. None: neither is available."""
+        """GPU ``index``'s energy counter in joules (see ``energy_of``)."""
         handle = self.handles.get(index)
-        if handle is None:
-            return None
+        return None if handle is None else self.energy_of(self.devices[index], handle)
+
+    def energy_of(self, device: GpuDevice, handle: Any) -> float | None:
+        """The energy counter in joules (nvmlDeviceGetTotalEnergyConsumption: millijoules
+        since the driver loaded, Volta and later). Older boards: the power reading
+        integrated over the time between calls. None: neither is available."""
         try:
             return self.nvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0
         except self.nvml.NVMLError:
@@ -124,9 +144,9 @@ class Nvml:
         except self.nvml.NVMLError:
             return None
         now = self.clock()
-        joules, then = self._integrated.get(index, (0.0, now))
+        joules, then = self._integrated.get(device.bus_id, (0.0, now))
         joules += watts * (now - then)
-        self._integrated[index] = (joules, now)
+        self._integrated[device.bus_id] = (joules, now)
         return joules
 
 

@@ -6,12 +6,17 @@ A job's processes can set any environment they like, so SLURM_JOB_GPUS in
 1. the prolog's file ``<gpu-alloc-dir>/<jobid>`` (slurmd runs the prolog as root with
    the job's real SLURM_JOB_GPUS; deploy/slurm-prolog-gpus.sh);
 2. cgroup v1: the job's ``devices.list``, when it is a whitelist (Slurm wrote ``a`` to
-   devices.deny, then allowed the job's devices): the minors of major 195 it allows.
+   devices.deny, then allowed the job's devices): the GPU device files it allows, as
+   major:minor (195 ``/dev/nvidia<N>``, 226 ``/dev/dri/renderD<N>``), matched to the
+   devices by the minor number their driver reports, never by a position.
    When the list reads ``a *:* rwm`` the kernel hides the denied devices, so it tells
    nothing (what Slurm 22.05 produces) and the next source is asked;
 3. ``scontrol -d show job <id>``: ``GRES=gpu:1(IDX:1)`` on this node's ``Nodes=`` detail
    line, asked once per job (an allocation never changes); only the detail lines after the
    job's fixed fields count, never free text (a job name can hold line breaks).
+
+Sources 1 and 3 give Slurm's GPU indexes (positions in Slurm's list of the node's GPUs,
+mapped to devices by exporter/gpu_devices.py), source 2 gives device numbers.
 
 Everything parsed is bounded: an index is below ``MAX_GPUS``, a list has at most that many
 entries. Bad data raises ValueError for that one job; the caller drops only its series.
@@ -25,12 +30,15 @@ import re
 import subprocess
 from collections.abc import Callable, Sequence
 
+from exporter.gpu_devices import DRM_MAJOR, NVIDIA_MAJOR, RENDER_MINOR_BASE
+
 log = logging.getLogger(__name__)
 
 MAX_GPUS = 1024  # no node has more; bounds every index and list parsed here
-NVIDIA_MAJOR = 195
 # 195:254 is nvidia-modeset, 195:255 nvidiactl: allowed to every GPU job, not GPUs.
 _MAX_GPU_MINOR = 253
+# DRM: 226:0-127 are card nodes, render nodes (what gres.conf names for AMD) from 128.
+_RENDER_MINORS = range(RENDER_MINOR_BASE, 1 << 20)
 _MAX_TEXT = 4096  # an allocation file or devices.list longer than this is not Slurm's
 _SCONTROL_TIMEOUT = 10.0
 # GRES=gpu:1(IDX:0)  gpu:a100:2(IDX:0-1)  gpu(IDX:1) (older Slurm)  gpu:2(IDX:0,2)
@@ -67,31 +75,36 @@ def _index(text: str) -> int:
     return int(text)
 
 
-def parse_devices_list(text: str) -> tuple[int, ...] | None:
-    """GPU minors a v1 devices whitelist allows; None when the list cannot tell.
+def parse_devices_list(text: str) -> tuple[tuple[int, int], ...] | None:
+    """GPU device files (major, minor) a v1 devices whitelist allows; None when it cannot tell.
 
-    ``c 195:1 rwm``
+    ``c 195:1 rwm``  (``/dev/nvidia1``)     ``c 226:129 rw`` (``/dev/dri/renderD129``)
     ``c 136:* rwm``
     ``a *:* rwm`` (default allow: the kernel does not show what was denied) -> None
     """
     if len(text) > _MAX_TEXT * 16:
         raise ValueError("devices.list too long")
-    minors: set[int] = set()
+    numbers: set[tuple[int, int]] = set()
     for line in text.splitlines():
         fields = line.split()
         if len(fields) != 3:
             continue
-        kind, numbers, _access = fields
+        kind, spec, _access = fields
         if kind == "a":
             return None
-        major, _, minor = numbers.partition(":")
-        if kind != "c" or major != str(NVIDIA_MAJOR):
+        major, _, minor = spec.partition(":")
+        if kind != "c" or major not in (str(NVIDIA_MAJOR), str(DRM_MAJOR)):
             continue
         if minor == "*":
             return None  # every GPU of the node: not an allocation
-        if minor.isdigit() and int(minor) <= _MAX_GPU_MINOR:
-            minors.add(int(minor))
-    return tuple(sorted(minors))
+        if not (minor.isdigit() and minor.isascii() and len(minor) <= 7):
+            continue
+        number = (int(major), int(minor))
+        if number[0] == NVIDIA_MAJOR and number[1] <= _MAX_GPU_MINOR:
+            numbers.add(number)
+        elif number[0] == DRM_MAJOR and number[1] in _RENDER_MINORS:
+            numbers.add(number)
+    return tuple(sorted(numbers))
 
 
 def hostlist_contains(expression: str, node: str) -> bool:

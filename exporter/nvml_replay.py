@@ -69,6 +69,16 @@ class ReplayNvml:
     def nvmlDeviceGetPciInfo(self, handle: dict) -> SimpleNamespace:  # noqa: N802
         return SimpleNamespace(busId=handle["bus_id"].encode())
 
+    def nvmlDeviceGetName(self, handle: dict) -> str:  # noqa: N802
+        if not handle.get("name"):
+            raise NVMLError_NotSupported("Not Supported")
+        return handle["name"]
+
+    def nvmlDeviceGetUUID(self, handle: dict) -> str:  # noqa: N802
+        if not handle.get("uuid"):
+            raise NVMLError_NotSupported("Not Supported")
+        return handle["uuid"]
+
     def nvmlDeviceGetUtilizationRates(self, handle: dict) -> SimpleNamespace:  # noqa: N802
         self.calls.append("nvmlDeviceGetUtilizationRates")
         return SimpleNamespace(gpu=handle["utilization_gpu_percent"], memory=0)

@@ -61,6 +61,7 @@ class JobsCollector:
         settings: Settings,
         collectors: Sequence[type] = COLLECTORS,
         nvml: Any = None,
+        amdsmi: Any = None,
         discover: Discover | None = None,
         user_name: Callable[[int], str] | None = None,
         scontrol: Callable[[Sequence[str]], str] | None = None,
@@ -72,7 +73,7 @@ class JobsCollector:
         # Kept-open cgroup files, with the same switch as the /proc fd cache.
         self.cgroup_files = OpenFiles(cgroup_files) if settings.fd_cache else None
         context = CollectorContext(
-            settings=settings, procs=self.procs, nvml=nvml, scontrol=scontrol
+            settings=settings, procs=self.procs, nvml=nvml, amdsmi=amdsmi, scontrol=scontrol
         )
         self.collectors = [cls(context) for cls in collectors]
         # SLUID directory -> job id, learnt once per job (cgroupfs.JobIds), for both steps.

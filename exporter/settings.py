@@ -68,8 +68,9 @@ class Settings:
         "", "Slurm NodeName (empty: the short hostname); picks `slurm_<NodeName>`.")
     scratch: tuple[str, ...] = setting(
         "", "Colon-separated scratch directories for `jobs_scratch_in_use`.", _dirs)
-    gpus: str = setting("auto", "`auto` (use NVML when a driver is present) or `off`.",
+    gpus: str = setting("auto", "`auto` (NVIDIA GPUs through NVML, AMD GPUs through amdsmi, each when its driver is present) or `off`.",
                         choice("auto", "off"))
+    gpu_order: str = setting("file", "How Slurm numbers this node's GPUs (scontrol's `IDX`, the prolog's `SLURM_JOB_GPUS`): `file` (gres.conf `File=` lines: in device-file order, `/dev/nvidia0` first) or `pci` (gres.conf `AutoDetect=nvml`/`rsmi`: in PCI bus id order). GPUs allowed by the devices cgroup are matched by device file and need neither.", choice("file", "pci"))
     gpu_alloc_dir: str = setting(
         "/run/jobs-exporter/gpus",
         "Directory where the Slurm prolog writes one file per job with its GPUs.")

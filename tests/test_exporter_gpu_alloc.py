@@ -165,11 +165,17 @@ def test_failing_scontrol_reports_no_gpus_and_keeps_the_collector(tmp_path):
 
 
 def test_devices_whitelist_gives_the_allocation_without_scontrol(tmp_path):
+    """The whitelist allows /dev/nvidia1: the card whose NVML minor number is 1 (the
+    H100 here, given minor 1; the T4 is /dev/nvidia0)."""
     tree = merged_tree(tmp_path)
     shutil.copy(WHITELIST, tree / DEVICES_3)
     scontrol = ReplayScontrol(tree)
-    text = scrape_node(tree, scontrol)
-    assert value(text, "jobs_gpu_utilization_ratio", jobid="3", gpu="1") == 0.0
+    h100, t4 = FakeNvml().devices
+    settings = make_settings(tree, gpus="auto")
+    text = scrape(settings, nvml=FakeNvml([{**h100, "minor_number": 1}, t4]), scontrol=scontrol)
+    assert value(text, "jobs_gpu_utilization_ratio", jobid="3", gpu="1") == 1.0
+    assert value(text, "jobs_gpu_memory_total_bytes", jobid="3", gpu="1") == h100[
+        "memory_total_bytes"]
     assert scontrol.calls == ["11"]  # job 11's devices.list (`a *:* rwm`) tells nothing
 
 
@@ -195,9 +201,18 @@ def test_parse_devices_list_on_captures():
     assert job == "a *:* rwm\n"  # what Slurm 22.05 leaves: denied devices are hidden
     assert gpu_alloc.parse_devices_list(job) is None
     # 195:255 (nvidiactl) is allowed too but is not a GPU.
-    assert gpu_alloc.parse_devices_list(WHITELIST.read_text()) == (1,)
+    assert gpu_alloc.parse_devices_list(WHITELIST.read_text()) == ((195, 1),)
     assert gpu_alloc.parse_devices_list("c 195:* rwm\n") is None
     assert gpu_alloc.parse_devices_list("c 1:3 rwm\n") == ()
+
+
+def test_parse_devices_list_amd_render_nodes():
+    """AMD: gres.conf names /dev/dri/renderD<N> (226:N, N >= 128); card nodes (226:0-127)
+    and /dev/kfd (a major of its own) are not GPUs of a job."""
+    text = "c 226:129 rw\nc 226:1 rw\nc 238:0 rwm\nc 226:136 rwm\n"
+    assert gpu_alloc.parse_devices_list(text) == ((226, 129), (226, 136))
+    assert gpu_alloc.parse_devices_list("c 226:* rwm\n") is None
+    assert gpu_alloc.parse_devices_list("c 226:99999999 rw\nc 195:x rw\n") == ()
 
 
 def test_parse_scontrol_on_captures():

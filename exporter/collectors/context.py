@@ -16,6 +16,7 @@ class CollectorContext:
     settings: Settings
     procs: ProcReader
     nvml: ModuleType | object | None = None  # a pynvml-compatible module; None: import pynvml
+    amdsmi: ModuleType | object | None = None  # an amdsmi-compatible module; None: import it
     # Runs scontrol (argv -> stdout); None: gpu_alloc.run_scontrol. Tests replay captures.
     scontrol: Callable[[Sequence[str]], str] | None = None
     # Filled by the GPU collector each scrape for the energy collector, which runs after it:

@@ -2,8 +2,11 @@
 
 Allocation comes only from what Slurm wrote (exporter/gpu_alloc.py: the prolog's file,
 the v1 devices cgroup, then scontrol, once per job), never from the job's own
-environment. Bad allocation data drops that job's GPU series and nothing else. Without an
-NVIDIA driver the collector disables itself with one log line and reports nothing.
+environment. Slurm's indexes and the cgroup's device numbers both lead to devices known by
+PCI bus id and device file (exporter/gpus.py), NVIDIA (NVML) and AMD (amdsmi) alike; each
+allocated GPU's identity is ``jobs_gpu_info``. Bad allocation data drops that job's GPU
+series and nothing else. Without a GPU driver the collector disables itself with one log
+line and reports nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from exporter import cgroupfs, gpu, gpu_alloc
+from exporter import cgroupfs, gpu, gpu_alloc, gpu_amd
 from exporter.collectors.context import CollectorContext
+from exporter.gpus import Gpus
 from exporter.scrape import ScrapedJob
 
 log = logging.getLogger(__name__)
@@ -30,6 +34,7 @@ _FAMILIES = (
     ("jobs_gpu_memory_total_bytes", "Total memory of the allocated GPU, in bytes."),
     ("jobs_gpu_power_watts", "Power drawn by the allocated GPU, in watts."),
 )
+_INFO_LABELS = ["jobid", "gpu", "vendor", "model", "uuid", "pci_bus_id", "device"]
 
 
 # scontrol talks to slurmctld: a few new jobs per scrape, and a pause after a failure, so
@@ -43,7 +48,7 @@ class GpuCollector:
 
     def __init__(self, context: CollectorContext):
         self.context = context
-        self._nvml: gpu.Nvml | None = None
+        self._gpus: Gpus | None = None
         self._started = False
         # job id -> allocated GPU indexes; fixed for a job's lifetime, so each job is
         # resolved once. A job not here is resolved again at the next scrape.
@@ -52,24 +57,38 @@ class GpuCollector:
         self._scontrol_after = 0.0  # monotonic time before which scontrol is not retried
         self._scontrol_left = 0
 
-    def _start(self) -> gpu.Nvml | None:
+    def _start(self) -> Gpus | None:
         self._started = True
-        if self.context.settings.gpus == "off":
+        settings = self.context.settings
+        if settings.gpus == "off":
             return None
-        module = self.context.nvml or gpu.load_nvml()
-        if module is None:
-            log.info("GPU collector disabled: nvidia-ml-py (pynvml) is not installed")
+        readers: list = []
+        nvml = self.context.nvml or gpu.load_nvml()
+        if nvml is not None:
+            readers.append(gpu.Nvml(nvml, order=settings.gpu_order))
+        smi = self.context.amdsmi or gpu_amd.load_amdsmi()
+        if smi is not None:
+            readers.append(gpu_amd.AmdSmi(smi, order=settings.gpu_order))
+        gpus = Gpus(readers, settings.gpu_order)
+        if not gpus.start():
+            log.info("GPU collector disabled: no NVIDIA (NVML) or AMD (amdsmi) GPU driver")
             return None
-        nvml = gpu.Nvml(module)
-        return nvml if nvml.start() else None
+        return gpus
 
     def collect(self, jobs: Iterable[ScrapedJob]) -> Iterator[Metric]:
         if not self._started:
-            self._nvml = self._start()
-        if self._nvml is None:
+            self._gpus = self._start()
+        if self._gpus is None:
             return
+        gpus = self._gpus
         jobs = [j for j in jobs if not j.gone]  # found ended by an earlier collector
         families = [GaugeMetricFamily(n, h, labels=["jobid", "gpu"]) for n, h in _FAMILIES]
+        info = GaugeMetricFamily(
+            "jobs_gpu_info",
+            "The allocated GPU's identity (1): vendor, model, UUID, PCI bus id and the "
+            "device file Slurm names; gpu is Slurm's index of it on the node.",
+            labels=_INFO_LABELS,
+        )
         self._scontrol_left = SCONTROL_PER_SCRAPE
         allocations = {}
         for job in jobs:
@@ -82,20 +101,23 @@ class GpuCollector:
         energy = self._energy()
         energy_family = CounterMetricFamily(
             "jobs_gpu_energy_joules",
-            "Energy counter of the allocated GPU (NVML, since the driver loaded; or its "
-            "power integrated over time), in joules.",
+            "Energy counter of the allocated GPU (since the driver loaded; or its power "
+            "integrated over time; a partition's share of its card's), in joules.",
             labels=["jobid", "gpu"],
         )
         for job in jobs:
             for index in allocations.get(job.job_id, ()):
                 try:
-                    reading = self._nvml.read(index)
-                except self._nvml.nvml.NVMLError as exc:  # e.g. GPU fell off the bus
+                    reading = gpus.read(index)
+                except gpus.errors as exc:  # e.g. GPU fell off the bus
                     log.warning("GPU %d of job %s unreadable: %s", index, job.job_id, exc)
                     continue
                 if reading is None:
                     continue  # not a GPU of this node
                 labels = [job.job_id, str(index)]
+                device = gpus.devices[index]
+                info.add_metric(labels + [device.vendor, device.model, device.uuid,
+                                          device.bus_id, device.path or ""], 1)
                 values = (
                     reading.utilization_ratio,
                     reading.memory_used_bytes,
@@ -109,16 +131,17 @@ class GpuCollector:
                     energy_family.add_metric(labels, energy[index])
         yield from families
         yield energy_family
+        yield info
 
     def _energy(self) -> dict[int, float]:
         """Every GPU's energy in joules, shared with the energy collector (it splits the
         node's meter, which includes unallocated GPUs too)."""
-        assert self._nvml is not None
+        assert self._gpus is not None
         energy = {}
-        for index in self._nvml.handles:
+        for index in self._gpus.devices:
             try:
-                joules = self._nvml.energy_joules(index)
-            except self._nvml.nvml.NVMLError as exc:
+                joules = self._gpus.energy_joules(index)
+            except self._gpus.errors as exc:
                 log.warning("GPU %d energy unreadable: %s", index, exc)
                 continue
             if joules is not None:
@@ -128,13 +151,16 @@ class GpuCollector:
         return energy
 
     def _allocation(self, job: ScrapedJob) -> tuple[int, ...] | None:
-        """The job's GPUs; None when no source could tell yet (asked again next scrape)."""
+        """The job's GPUs by Slurm's index; None when no source could tell yet (asked
+        again next scrape)."""
         settings = self.context.settings
         try:
             found = gpu_alloc.read_allocation_file(settings.gpu_alloc_dir, job.job_id)
             if found is None:
                 text = cgroupfs.read_devices_list(job.cgroup)
-                found = gpu_alloc.parse_devices_list(text) if text is not None else None
+                numbers = gpu_alloc.parse_devices_list(text) if text is not None else None
+                if numbers is not None:
+                    return self._indexes_of(job.job_id, numbers)
             if found is None:
                 found = self._ask_scontrol(job.job_id)
         except ValueError as exc:  # bad data stays bad: remembered as no GPUs
@@ -145,6 +171,16 @@ class GpuCollector:
         except cgroupfs.GONE:
             return None  # the job ended meanwhile
         return found
+
+    def _indexes_of(self, job_id: str, numbers: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+        """The GPUs whose device files the job's devices cgroup allows. A file no GPU's
+        driver reports (a minor number NVML cannot tell) is no GPU: never a position."""
+        assert self._gpus is not None
+        known = self._gpus.numbers
+        unknown = [f"{major}:{minor}" for major, minor in numbers if (major, minor) not in known]
+        if unknown:
+            log.warning("job %s: devices %s match no GPU's device file", job_id, unknown)
+        return tuple(sorted(known[n] for n in numbers if n in known))
 
     def _ask_scontrol(self, job_id: str) -> tuple[int, ...] | None:
         settings = self.context.settings

@@ -11,7 +11,6 @@ report, in NVML (PCI) order. Jobs are the real captures of the GPU ownership tes
 from __future__ import annotations
 
 import logging
-import shutil
 
 import pytest
 
@@ -94,12 +93,14 @@ def test_device_file_no_gpu_reports_is_no_gpu_not_a_position(tmp_path, caplog):
     """A driver that cannot tell one card's minor number: the cgroup's 195:1 names no known
     card, so the job gets none (the old code took 1 as a PCI position)."""
     tree = merged_tree(tmp_path)
-    shutil.copy(tree / DEVICES_3, tmp_path / "was")
     (tree / DEVICES_3).write_text("c 195:1 rwm\n")
     nodes = [card(0, None), card(1, 0)]
     with caplog.at_level(logging.WARNING):
         text = scrape_node(tree, nodes)
     assert gpu_info(text, "3") == []
+    assert not [n for n, labels in samples(text) if n.startswith("jobs_gpu_")
+                and ("jobid", "3") in labels]
+    assert value(text, "jobs_scrape_collector_success", collector="gpu") == 1
     assert any("'195:1'" in r.getMessage() and "match no GPU" in r.getMessage()
                for r in caplog.records)
 

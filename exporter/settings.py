@@ -14,7 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from jobreport_net.bind import parse_bind
-from jobreport_net.settings import SettingsError, checked, choice, documented, load, setting
+from jobreport_net.settings import (
+    SettingsError,
+    boolean,
+    checked,
+    choice,
+    documented,
+    load,
+    ranged,
+    setting,
+)
 
 __all__ = ["PREFIX", "SETTINGS_DOC", "Settings", "SettingsError", "parse_listen"]
 
@@ -33,30 +42,9 @@ def _dirs(var: str, raw: str) -> tuple[str, ...]:
     return tuple(p for p in raw.split(":") if p)
 
 
-def _flag(var: str, raw: str) -> bool:
-    if raw not in ("0", "1"):
-        raise SettingsError(f"{var}={raw!r} is not 0 or 1")
-    return raw == "1"
-
-
-def _budget(var: str, raw: str) -> float:
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < 3600:
-        raise SettingsError(f"{var}={raw!r} is not seconds (0: no limit)")
-    return seconds
-
-
-def _bmc_interval(var: str, raw: str) -> float:
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = 0.0
-    if not 1 <= seconds <= 3600:
-        raise SettingsError(f"{var}={raw!r} is not 1 to 3600 seconds")
-    return seconds
+# Budget 0 is "no limit"; an hour or more is no budget a scrape could keep to.
+_budget = ranged(at_least=0, below=3600)
+_bmc_interval = ranged(at_least=1, at_most=3600)
 
 
 @dataclass(frozen=True)
@@ -75,7 +63,7 @@ class Settings:
         "/run/jobs-exporter/gpus",
         "Directory where the Slurm prolog writes one file per job with its GPUs.")
     scontrol: str = setting("scontrol", "Command asked once per job (`scontrol -d show job <id>`) for its GPUs when neither a prolog file nor the devices cgroup tells; empty: never run it.")
-    fd_cache: bool = setting("1", "`1` keeps `/proc/<pid>/io` and `schedstat` and each process's `fd` and `task` directories open between scrapes (`stat` and `limits` are read once per process); `0` reopens them.", _flag)
+    fd_cache: bool = setting("1", "`1` keeps `/proc/<pid>/io` and `schedstat` and each process's `fd` and `task` directories open between scrapes (`stat` and `limits` are read once per process); `0` reopens them.", boolean)
     scrape_budget: float = setting("5", "Seconds a scrape may spend reading `/proc`; past it the least recently read processes keep their previous sample and `jobs_scrape_stale_processes` counts them. `0`: no limit. Keep it under Prometheus' `scrape_timeout` (10 s in `deploy/prometheus-jobs-exporter.yml`).", _budget)
     log_level: str = setting("INFO", "Python logging level.")
     energy: str = setting("auto", "`auto` (node energy and its split among jobs from every source found: RAPL, hwmon, the BMC, GPUs) or `off`.", choice("auto", "off"))

@@ -10,6 +10,7 @@ default, its parsed value and its documentation cannot disagree.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -51,8 +52,76 @@ def number(var: str, raw: str) -> float:
         raise SettingsError(f"{var}={raw!r} is not a number") from None
 
 
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+BOOLEAN_WORDS = "1/0, true/false, yes/no or on/off (any case)"
+
+
 def boolean(var: str, raw: str) -> bool:
-    return raw.strip().lower() in ("1", "true", "yes")
+    """The one boolean of every deployable: ``1``/``true``/``yes``/``on`` -> True,
+    ``0``/``false``/``no``/``off`` -> False, in any case; anything else is refused (a
+    typo must not quietly turn a safety off)."""
+    word = raw.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise SettingsError(f"{var}={raw!r} is not a boolean: use {BOOLEAN_WORDS}")
+
+
+def _bound(value: float) -> str:
+    return str(int(value)) if value == int(value) else str(value)
+
+
+def ranged(*, at_least: float | None = None, above: float | None = None,
+           at_most: float | None = None, below: float | None = None,
+           kind: type[int] | type[float] = float) -> Parser:
+    """The one range check of every deployable: a parser of ``kind`` (``int`` or
+    ``float``) refusing, with the variable's name and the range, a value outside it
+    (NaN too)::
+
+        ranged(at_least=0, at_most=1)  # JOBREPORT_MIN_COVERAGE='2' is not a number from 0 to 1
+        ranged(above=0)                # ... is not a number > 0
+    """
+    if at_least is not None and above is not None or at_most is not None and below is not None:
+        raise ValueError("ranged: one lower bound (at_least or above), one upper (at_most "
+                         "or below)")
+    if at_least is None and above is None and at_most is None and below is None:
+        raise ValueError("ranged: no bound")
+    if at_least is not None and at_most is not None:
+        span = f"from {_bound(at_least)} to {_bound(at_most)}"
+    else:
+        span = " and ".join(
+            f"{sign} {_bound(b)}" for sign, b in ((">=", at_least), (">", above),
+                                                   ("<=", at_most), ("<", below))
+            if b is not None)
+    what = f"{'an integer' if kind is int else 'a number'} {span}"
+
+    def parse(var: str, raw: str) -> int | float:
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise SettingsError(f"{var}={raw!r} is not {what}") from None
+        inside = ((at_least is None or value >= at_least)
+                  and (above is None or value > above)
+                  and (at_most is None or value <= at_most)
+                  and (below is None or value < below))
+        if not inside:  # also NaN, whose every comparison is False
+            raise SettingsError(f"{var}={raw!r} is not {what}")
+        return value
+    return parse
+
+
+def flag_type(parse: Parser, flag: str) -> Callable[[str], Any]:
+    """``parse`` as argparse's ``type=`` of ``flag``, a command-line flag that mirrors a
+    setting: the same words and range, refused with argparse's usage error."""
+    def convert(raw: str) -> Any:
+        try:
+            return parse(flag, raw)
+        except SettingsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = flag  # argparse names the type in some of its messages
+    return convert
 
 
 def names(var: str, raw: str) -> frozenset[str]:

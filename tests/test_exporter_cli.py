@@ -37,7 +37,7 @@ def test_from_env():
     ("name", "value"),
     [
         ("JOBREPORT_EXPORTER_GPUS", "yes"),
-        ("JOBREPORT_EXPORTER_FD_CACHE", "true"),
+        ("JOBREPORT_EXPORTER_FD_CACHE", "maybe"),
         ("JOBREPORT_EXPORTER_LISTEN", "9306"),
     ],
 )

@@ -1,12 +1,15 @@
 """Energy attribution on the real local stack: a real busy job's cgroup beside the node's
 other jobs, scraped in-process with a replayed RAPL tree (the captured node_exporter
-zone, its counter advanced here) and the captured FreeIPMI reading as the node meter.
+zone, its counter advanced here) and the captured FreeIPMI reading as the node meter;
+and the demo as it runs: the stack's exporters replay a recorded RAPL series, so a
+finished CPU job's report has kWh and CO2e.
 
-Needs root and the stack (conftest's ``stack_env``). Submits one job of its own.
+Needs root and the stack (conftest's ``stack_env``). Submits two jobs of its own.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -20,7 +23,15 @@ from exporter.registry import JobsCollector
 from exporter.settings import Settings
 from tests.helpers.exporter_scrape import FIXTURES, samples
 from tests.helpers.promtool import check_metrics
-from tests.helpers.stack import BUSY, StackJob, node_of, submit
+from tests.helpers.stack import (
+    BUSY,
+    StackJob,
+    jobreport,
+    node_of,
+    submit,
+    wait_for_scrape_after,
+    wait_until_done,
+)
 
 ENERGY = FIXTURES / "energy"
 ZONE = "intel-rapl:0/energy_uj"
@@ -79,5 +90,31 @@ def test_real_job_energy_adds_up_to_the_meter(stack_env, tmp_path):
         busy_cpu = last[("jobs_energy_joules_total", (("jobid", job_id), ("source", "cpu")))]
         assert 0 < busy_cpu <= 120  # its share of 3 x 40 J of package energy
         assert check_metrics(scrapes[-1]) == (0, "")
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+
+
+@pytest.mark.stack
+def test_finished_cpu_job_report_has_energy_and_co2e(stack_env):
+    # No RAPL here: the CPU nodes' exporters replay a recorded one (scripts/dev-stack), and
+    # no site intensity is set: the report uses the world's yearly average it ships.
+    job_id = submit(StackJob("energy-report", "alice", ("-p", "debug", "-c1", "--mem=100M",
+                                                        "--time=3"), BUSY.format(s=15)))
+    try:
+        assert node_of(job_id, timeout=2700).startswith("cpu")
+        wait_until_done([job_id], timeout=600)
+        # The job's last counter values reached Prometheus: one scrape after its end.
+        wait_for_scrape_after(stack_env["JOBREPORT_PROMETHEUS_URL"], time.time())
+        shown = jobreport("show", job_id, "--format", "json", env=stack_env)
+        assert shown.returncode == 0, shown.stderr
+        energy = json.loads(shown.stdout)["energy"]
+        assert energy is not None, "no energy block: the CPU node has no energy series"
+        assert energy["joules"] > 0 and energy["kwh"] > 0
+        assert [n["node"] for n in energy["by_node"]][0].startswith("cpu")
+        assert energy["carbon_intensity_g_per_kwh"] > 0
+        assert energy["co2e_grams"] == pytest.approx(
+            energy["kwh"] * energy["carbon_intensity_g_per_kwh"])
+        assert "World" in energy["carbon_intensity_source"]
+        assert "yearly average, source Ember" in energy["carbon_intensity_source"]
     finally:
         subprocess.run(["scancel", job_id], check=False)

@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--node-name", metavar="NAME", help="Slurm NodeName (short hostname)")
     p.add_argument("--gpu-alloc-dir", metavar="DIR", help="prolog's per-job GPU files")
-    p.add_argument("--no-gpus", action="store_true", help="do not use NVML")
+    p.add_argument("--no-gpus", action="store_true", help="do not use NVML or amdsmi")
     p.add_argument(
         "--nvml-replay",
         metavar="FILE",

@@ -27,6 +27,7 @@ IDENT_RE = re.compile(r"^[A-Za-z0-9_]{1,64}\Z")
 HOST_RE = re.compile(r"^[A-Za-z0-9_.%:/-]{1,255}\Z")
 DEFAULT_SOCKET = "/run/mysqld/mysqld.sock"
 VIEW_BRANCH, VIEWS = "03_job_view_branch.sql", "04_views.sql"
+EVENT_BRANCH = "03_event_view_branch.sql"
 
 
 def _sql(name: str) -> str:
@@ -106,19 +107,22 @@ def build_statements(
         out += split_statements(
             _sql("02_definer_grants.sql").format(cluster=cluster, acct_db=acct_db)
         )
-    branch = _sql(VIEW_BRANCH)
-    branches = "\nUNION ALL\n".join(
-        "\n".join(
-            ln
-            for ln in branch.format(cluster=c, acct_db=acct_db).splitlines()
-            if not ln.lstrip().startswith("--")
-        )
-        for c in clusters
-    )
-    out += split_statements(_sql(VIEWS).format(branches=branches, acct_db=acct_db))
+    out += split_statements(_sql(VIEWS).format(
+        branches=_branches(VIEW_BRANCH, clusters, acct_db),
+        event_branches=_branches(EVENT_BRANCH, clusters, acct_db), acct_db=acct_db))
     for host in hosts:
         out += split_statements(_sql("05_reader_grants.sql").format(reader_host=host))
     return out
+
+
+def _branches(template: str, clusters: Sequence[str], acct_db: str) -> str:
+    """A view's ``UNION ALL`` of one branch per cluster, comment lines dropped."""
+    branch = _sql(template)
+    return "\nUNION ALL\n".join(
+        "\n".join(ln for ln in branch.format(cluster=c, acct_db=acct_db).splitlines()
+                  if not ln.lstrip().startswith("--"))
+        for c in clusters
+    )
 
 
 def reader_password_from_url(db_url: str) -> str:
@@ -162,7 +166,7 @@ def read_schema(admin: Admin, acct_db: str) -> Schema:
 
 def views_read(clusters: Sequence[str]) -> dict[str, frozenset[str]]:
     """Table -> the columns the views over ``clusters`` read (from their SQL files)."""
-    return needed_for([_sql(VIEW_BRANCH), _sql(VIEWS)], clusters)
+    return needed_for([_sql(VIEW_BRANCH), _sql(EVENT_BRANCH), _sql(VIEWS)], clusters)
 
 
 def check_schema(schema: Schema, clusters: Sequence[str], acct_db: str) -> None:

@@ -64,13 +64,17 @@ _ASSOC_2411 = ("creation_time mod_time deleted comment flags is_def id_assoc use
 _ASSOC_2605 = ("creation_time mod_time deleted comment flags is_def id_assoc user acct "
                "partition parent_acct id_parent lineage " + _ASSOC_TAIL)
 _TRES = "creation_time deleted id type name"
+_EVENT_2205 = "time_start time_end node_name cluster_nodes reason reason_uid state tres"
+_EVENT_2411 = ("deleted time_start time_end node_name extra cluster_nodes instance_id "
+               "instance_type reason reason_uid state tres")
+_EVENT_2605 = _EVENT_2411
 # Slurm release -> table (of a cluster named "c") -> its columns, in table order.
 SCHEMAS: dict[str, dict[str, tuple[str, ...]]] = {
     version: {"c_job_table": tuple(job.split()), "c_assoc_table": tuple(assoc.split()),
-              "tres_table": tuple(_TRES.split())}
-    for version, job, assoc in (("22.05", _JOB_2205, _ASSOC_2205),
-                                ("24.11", _JOB_2411, _ASSOC_2411),
-                                ("26.05", _JOB_2605, _ASSOC_2605))
+              "c_event_table": tuple(event.split()), "tres_table": tuple(_TRES.split())}
+    for version, job, assoc, event in (("22.05", _JOB_2205, _ASSOC_2205, _EVENT_2205),
+                                       ("24.11", _JOB_2411, _ASSOC_2411, _EVENT_2411),
+                                       ("26.05", _JOB_2605, _ASSOC_2605, _EVENT_2605))
 }
 
 
@@ -91,8 +95,11 @@ def test_parse_needed_columns_reads_aliases_not_backticked_names():
 
 def test_the_views_read_these_columns_of_each_cluster():
     needed = views_read(["v24", "v26"])
-    assert set(needed) == {"v24_job_table", "v24_assoc_table", "v26_job_table",
-                           "v26_assoc_table", "tres_table"}
+    assert set(needed) == {"v24_job_table", "v24_assoc_table", "v24_event_table",
+                           "v26_job_table", "v26_assoc_table", "v26_event_table", "tres_table"}
+    # the node events: when a node of the job was down or drained, and why
+    assert needed["v24_event_table"] == {"node_name", "time_start", "time_end", "state",
+                                         "reason"}
     assert {"id_job", "het_job_id", "tres_alloc", "work_dir", "deleted"} <= needed["v24_job_table"]
     assert needed["v26_assoc_table"] == {"id_assoc", "user"}
     assert needed["tres_table"] == {"id", "type", "name", "deleted"}

@@ -301,7 +301,7 @@ def test_json_schema_is_pinned():
         "memory_peak_bytes", "memory_peak", "memory_requested_bytes",
         "memory_requested_per_node_bytes", "memory_efficiency", "gpus", "usage", "steps",
         "findings", "gaps", "notes", "queue", "array", "series", "sizing",
-        "step_lines", "billing", "waste", "energy", "coverage",
+        "step_lines", "billing", "waste", "energy", "coverage", "node_events",
     }  # fmt: skip
     assert set(data["coverage"]) == {"nodes", "gpus", "sources", "rules_version",
                                      "min_coverage", "thresholds", "verdicts", "queries"}

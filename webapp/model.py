@@ -132,6 +132,30 @@ ARCHIVE_SOURCE = "archive"
 
 
 @dataclass(frozen=True)
+class NodeEvent:
+    """A period one of the job's nodes was down, drained or failing (slurmdbd's node
+    events), with the reason Slurm or an admin gave: trouble that is not the user's."""
+
+    node: str
+    start: datetime
+    end: datetime | None  # None: still so
+    state: str  # Slurm's words: "DOWN", "DRAIN", "DOWN+FAIL", "IDLE+DRAIN+REBOOT", ...
+    reason: str
+
+
+@dataclass(frozen=True)
+class GpuFault:
+    """Errors a GPU reported while the job held it: an XID (NVIDIA's driver error codes)
+    or memory errors (ECC on NVIDIA, RAS on AMD), from the exporter's counters."""
+
+    gpu: str  # labelled as gpu_utilization's series: "<node>/<gpu>"
+    kind: str  # "xid", "ecc_uncorrected", "ecc_corrected"
+    code: str | None  # the XID number; None for memory errors
+    count: float  # errors over the job's run
+    first_at: float | None = None  # unix seconds of the first sample that counted it
+
+
+@dataclass(frozen=True)
 class Gap:
     """A source that failed or had no data for this job: why, in plain words for anyone
     (``reason``), and the technical ``detail`` that only logs and staff see."""
@@ -339,6 +363,7 @@ class Usage:
     energy_other_joules: float | None = None
     energy_by_node: tuple[tuple[str, float], ...] = ()  # (node, joules)
     gpu_energy: tuple[tuple[str, float], ...] = ()  # (label as gpu_utilization's, joules)
+    gpu_faults: tuple[GpuFault, ...] = ()  # errors the job's GPUs reported during its run
     queries: tuple[tuple[str, str], ...] = ()  # (name, PromQL) as sent, for the audit
 
     @property
@@ -535,6 +560,7 @@ class JobReport:
     queue: QueueContext | None = None  # why it waited; filled by the report service
     sizing: SizingSuggestion | None = None  # next submission's #SBATCH block, from history
     components: tuple[Step, ...] = ()  # a het job's components, one line each
+    node_events: tuple[NodeEvent, ...] = ()  # its nodes down or drained during its run
     metrics_id: str | None = None  # the id the exporter labels its series with (jobid)
     billing: float | None = None  # billing units per hour of the allocation (billing TRES)
     # Computed once by webapp.report (steps, waste, coverage); every renderer reads them.

@@ -31,8 +31,11 @@ from webapp.model import (
     Energy,
     Finding,
     Gap,
+    GpuFault,
     JobReport,
     MemoryPeak,
+    NodeEvent,
+    NodeMemory,
     PeakSource,
     PendingReason,
     QueueContext,
@@ -103,6 +106,7 @@ REPORT: tuple[tuple[str, str | None, Codec | str], ...] = (
     ("cpu_efficiency", None, PLAIN),
     ("memory_peak_bytes", None, PLAIN),
     ("memory_peak", "memory_peak", SECTION),
+    ("memory_nodes", "memory_nodes", SECTION),
     ("memory_requested_bytes", "memory_requested_bytes", PLAIN),
     ("memory_requested_per_node_bytes", None, PLAIN),
     ("memory_efficiency", None, PLAIN),
@@ -115,6 +119,7 @@ REPORT: tuple[tuple[str, str | None, Codec | str], ...] = (
     ("energy", "energy", SECTION),
     ("coverage", "coverage", SECTION),  # and ``audit``
     ("findings", "findings", SECTION),
+    ("node_events", "node_events", SECTION),
     ("gaps", "gaps", SECTION),
     ("notes", "notes", LIST),
     ("array", "array", SECTION),
@@ -133,6 +138,9 @@ SERIES: tuple[tuple[str, str], ...] = (
     ("cpu_cores", "cpu_cores"),
     ("cpu_per_core", "cpu_per_core"),
     ("memory_rss_bytes", "memory_rss"),
+    ("memory_shmem_bytes", "memory_shmem"),
+    ("memory_cache_bytes", "memory_cache"),
+    ("memory_usage_bytes", "memory_usage"),
     ("gpu_utilization", "gpu_utilization"),
     ("gpu_memory_used_bytes", "gpu_memory_used"),
     ("io_read_bytes_per_second", "io_read_rate"),
@@ -392,9 +400,21 @@ def _sizing_back(z: Json | None) -> SizingSuggestion | None:
 # Section key -> (encode from the report, decode from the whole summary).
 SECTIONS: dict[str, tuple[Callable[[JobReport], Any], Callable[[Mapping[str, Any]], Any]]] = {
     "memory_peak": (lambda r: _peak(r.memory_peak), _peak_back),
+    "memory_nodes": (lambda r: [{k: getattr(x, k) for k in _names(NodeMemory)}
+                                for x in r.memory_nodes],
+                     lambda s: tuple(NodeMemory(**x) for x in s.get("memory_nodes") or ())),
     "usage": (lambda r: {**{k: getattr(r.usage, k) for k in USAGE},
-                         **{k: _pairs(getattr(r.usage, k)) for k in USAGE_PAIRS}},
+                         **{k: _pairs(getattr(r.usage, k)) for k in USAGE_PAIRS},
+                         "gpu_faults": [{k: getattr(f, k) for k in _names(GpuFault)}
+                                        for f in r.usage.gpu_faults]},
               lambda s: None),
+    # its nodes down or drained during the run (slurmdbd's node events)
+    "node_events": (lambda r: [{"node": e.node, "start": TIME[0](e.start),
+                                "end": TIME[0](e.end), "state": e.state, "reason": e.reason}
+                               for e in r.node_events],
+                    lambda s: tuple(NodeEvent(e["node"], TIME[1](e["start"]), TIME[1](e["end"]),
+                                              e["state"], e["reason"])
+                                    for e in s.get("node_events") or ())),
     "steps": (lambda r: [{k: c[0](getattr(x, attr)) for k, attr, c in STEP} for x in r.steps],
               lambda s: tuple(Step(**{attr: c[1](x.get(k)) for k, attr, c in STEP})
                               for x in s.get("steps") or ())),
@@ -437,7 +457,8 @@ def decode(summary: Mapping[str, Any], series: Mapping[str, Any] | None = None) 
                     for q in (summary.get("coverage") or {}).get("queries") or ())
     usage = Usage(**{attr: _series_back(series.get(key, [])) for key, attr in SERIES},
                   **{k: u.get(k) for k in USAGE},
-                  **{k: _pairs_back(u.get(k)) for k in USAGE_PAIRS}, queries=queries)
+                  **{k: _pairs_back(u.get(k)) for k in USAGE_PAIRS}, queries=queries,
+                  gpu_faults=tuple(GpuFault(**f) for f in u.get("gpu_faults") or ()))
     values: dict[str, Any] = {"usage": usage}
     for key, attr, codec in REPORT:
         if attr is None or key == "usage":

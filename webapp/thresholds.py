@@ -21,10 +21,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from jobreport_net.settings import SettingsError
+from jobreport_net.settings import SettingsError, ranged
 from webapp.formatting import GIB
 
 T = TypeVar("T")
+
+NON_NEGATIVE = ranged(at_least=0)
+# The staff report's window: JOBREPORT_STAFF_REPORT's days and `staff-report --days`.
+STAFF_DAYS = ranged(above=0, at_most=366)
 
 MIB = 1024**2
 
@@ -104,12 +108,21 @@ class Thresholds:
     memory_waste_min_bytes: float = threshold(
         2 * GIB, BYTES, "Below this unused memory a generous request is harmless.", DETECTORS)
     memory_near_limit: float = threshold(
-        0.90, RATIO, "A peak above this share of the limit is near it.", DETECTORS)
+        0.90, RATIO, "A peak of memory that cannot be reclaimed (anonymous + shared, not the "
+        "page cache) above this share of the limit is near it.", DETECTORS)
     memory_margin: float = threshold(
         1.2, FACTOR, "Headroom added to the peak in --mem advice.", DETECTORS)
     oom_growth: float = threshold(
         1.5, FACTOR, "An OOM-killed job's peak is the limit: ask for this much more.",
         DETECTORS)
+    # files in /dev/shm or another tmpfs (shared memory): small ones are MPI's and
+    # multiprocessing's own; a large share of what the job held is files kept in memory
+    tmpfs_memory_min_bytes: float = threshold(
+        512 * MIB, BYTES, "Shared memory (tmpfs, /dev/shm files) on a node below this is "
+        "not worth a finding.", DETECTORS)
+    tmpfs_memory_share: float = threshold(
+        0.25, RATIO, "... nor below this share of what the job held there (anonymous + "
+        "shared).", DETECTORS)
     # time
     time_used_low: float = threshold(
         0.10, RATIO, "Elapsed below this share of the time limit is low.", DETECTORS)
@@ -152,6 +165,9 @@ class Thresholds:
     node_idle_cores: float = threshold(
         0.01, CORES, "A node below this many cores busy on average did nothing.",
         DETECTORS, WATCH, STAFF)
+    gpu_ecc_corrected: float = threshold(
+        100.0, COUNT, "Corrected memory errors one GPU may report over a job before it is "
+        "named a hardware fault (ECC corrects a few as a matter of course).", DETECTORS)
     memory_fit_seconds: float = threshold(
         1800.0, SECONDS, "Memory growth is fitted over this window, projected to the time "
         "limit.", WATCH)
@@ -217,7 +233,8 @@ TABLE: tuple[Row, ...] = tuple(
 class StaffConfig:
     """The staff report's window, table length and partition lists (``a|b``)."""
 
-    days: float = 7.0  # the window, ending now (or at --until)
+    days: float = dataclasses.field(  # the window, ending now (or at --until)
+        default=7.0, metadata={"parse": STAFF_DAYS})
     rows: float = 20.0  # rows per table
     partitions: tuple[str, ...] = ()  # only these partitions' jobs (empty: all)
     large_memory_partitions: tuple[str, ...] = ()
@@ -237,10 +254,13 @@ def parse_pairs(var: str, text: str) -> dict[str, str]:
 
 
 def apply_overrides(cls: type[T], var: str, text: str) -> T:
-    """``cls()`` with ``var``'s ``name=value,...`` applied: numbers >= 0, and ``a|b``
-    lists for tuple fields. SettingsError naming ``var`` and the bad name or value."""
+    """``cls()`` with ``var``'s ``name=value,...`` applied: numbers >= 0 (or in the range
+    of the field's ``parse``), and ``a|b`` lists for tuple fields. SettingsError naming
+    ``var`` and the bad name or value."""
     kinds = {f.name: str(f.type) for f in dataclasses.fields(cls)  # type: ignore[arg-type]
              if f.name != "overridden"}
+    ranges = {f.name: f.metadata["parse"] for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+              if "parse" in f.metadata}
     changes: dict[str, Any] = {}
     for name, value in parse_pairs(var, text).items():
         if name not in kinds:
@@ -248,13 +268,7 @@ def apply_overrides(cls: type[T], var: str, text: str) -> T:
         if "tuple" in kinds[name]:
             changes[name] = tuple(v.strip() for v in value.split("|") if v.strip())
             continue
-        try:
-            number = float(value)
-        except ValueError:
-            number = -1.0
-        if not number >= 0:  # also NaN
-            raise SettingsError(f"{var}: {name}={value!r} is not a number >= 0")
-        changes[name] = number
+        changes[name] = ranges.get(name, NON_NEGATIVE)(f"{var}: {name}", value)
     if "overridden" in {f.name for f in dataclasses.fields(cls)}:  # type: ignore[arg-type]
         changes["overridden"] = frozenset(changes)
     return dataclasses.replace(cls(), **changes)  # type: ignore[type-var]

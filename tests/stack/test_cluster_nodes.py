@@ -164,6 +164,12 @@ def test_a_job_on_a_node_set_down_ends_node_fail_with_its_finding(node_failure, 
     report = service.build(job_id)
     (finding,) = [f for f in report.findings if f.name == "node_failure"]
     assert report.nodes == (node,) and node in finding.evidence_text
+    # slurmdbd's node event, read through the view: when and why, said once
+    (event,) = [e for e in report.node_events if e.state.startswith("DOWN")]
+    assert event.node == node and event.reason == "jobreport node-failure test"
+    assert f'was set {event.state} at' in finding.message
+    assert 'reason: "jobreport node-failure test"' in finding.message
+    assert "hardware_fault" not in {f.name for f in report.findings}
     up = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True,
                         text=True).stdout.strip()
     assert not up.startswith("down")  # the test gave the node back

@@ -17,10 +17,12 @@ from webapp.detectors.gpu_input_bound import GpuInputBoundDetector
 from webapp.detectors.gpu_memory_low import GpuMemoryLowDetector
 from webapp.detectors.gpu_type_unavailable import GpuTypeUnavailableDetector
 from webapp.detectors.gpu_util_low import LowGpuUtilDetector
+from webapp.detectors.hardware_fault import HardwareFaultDetector
 from webapp.detectors.io_not_on_scratch import IoNotOnScratchDetector
 from webapp.detectors.io_starved import IoStarvedDetector
 from webapp.detectors.many_open_files import ManyOpenFilesDetector
 from webapp.detectors.memory_growth import MemoryGrowthDetector
+from webapp.detectors.memory_in_tmpfs import MemoryInTmpfsDetector
 from webapp.detectors.memory_near_limit import MemoryNearLimitDetector
 from webapp.detectors.memory_over_requested import MemoryOverRequestedDetector
 from webapp.detectors.memory_thrashing import MemoryThrashingDetector
@@ -43,7 +45,7 @@ __all__ = ["DETECTORS", "RULES_VERSION", "Detector", "Thresholds", "detect_all"]
 
 # The rules' version, shown in every report's audit section: change it whenever a
 # detector's logic or a default threshold changes, so two reports can be compared.
-RULES_VERSION = "2026.11.23"
+RULES_VERSION = "2026.11.29"
 
 
 class Detector(Protocol):
@@ -54,9 +56,11 @@ class Detector(Protocol):
 
 DETECTORS: tuple[Detector, ...] = (
     OutcomeDetector(),
+    HardwareFaultDetector(),
     OutOfMemoryDetector(),
     MemoryNearLimitDetector(),
     MemoryGrowthDetector(),
+    MemoryInTmpfsDetector(),
     IdleGpuDetector(),
     LowGpuUtilDetector(),
     GpuInputBoundDetector(),

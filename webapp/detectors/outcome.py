@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 
 from webapp.detectors.advice import round_up_time
+from webapp.detectors.hardware_fault import node_sentence
 from webapp.formatting import format_duration, slurm_time
 from webapp.model import Finding, JobReport, Severity, Step
 from webapp.thresholds import Thresholds
@@ -24,6 +25,15 @@ _SIGNAL_HINTS = {
     signal.SIGBUS: "e.g. a memory-mapped file that vanished or a full /dev/shm",
 }
 OOM_SIGNAL = 125  # what Slurm records as the "signal" of an OOM-killed step
+
+
+def node_failure_message(report: JobReport) -> str:
+    """What failed, with when and why where slurmdbd recorded the node's event."""
+    events = "; ".join(node_sentence(report, e) for e in report.node_events
+                       if e.state != "IDLE")
+    if not events:
+        return "A node of the job failed; the job did not cause this."
+    return f"A node of the job failed: {events}. The job did not cause this."
 
 
 def parse_exit_code(text: str | None) -> tuple[int, int] | None:
@@ -109,7 +119,7 @@ class OutcomeDetector:
                 Finding(
                     name="node_failure",
                     severity=Severity.WARNING,
-                    message="A node of the job failed; the job did not cause this.",
+                    message=node_failure_message(report),
                     advice=(
                         "Resubmit the job. With `--requeue` (and checkpoints) Slurm restarts "
                         "such jobs by itself."

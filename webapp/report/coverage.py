@@ -8,7 +8,8 @@ Which source each detector's verdict rests on (``RESTS_ON``):
   on the nodes' samples. ``serial_on_many_cores`` also reads per-core series, which only
   Prometheus has: withheld on low node coverage when its figure comes from there.
 - memory (``memory_over_requested``, ``memory_near_limit``): on the peak's source; a
-  sacct peak stands, a Prometheus peak rests on the nodes' samples.
+  sacct peak stands, a Prometheus peak rests on the nodes' samples. Files in tmpfs
+  (``memory_in_tmpfs``): on the nodes' samples, always (sacct does not see them).
 - GPU (``gpu_idle``, ``gpu_util_low``): on the GPUs' samples, always.
 - the causes of idle cores (``cpu_starved``, ``io_starved``, ``memory_thrashing``) and
   ``memory_growth``: on the nodes' samples; the GPU feeding and memory verdicts
@@ -46,7 +47,7 @@ def _cpu(report: JobReport) -> tuple[str, str]:
 def _memory(report: JobReport) -> tuple[str, str]:
     if report.memory_peak is not None and report.memory_peak.source == PeakSource.SACCT:
         return SLURM, "sacct (MaxRSS x tasks)"
-    return NODES, "Prometheus (jobs_memory_rss_bytes)"
+    return NODES, "Prometheus (jobs_memory_rss_bytes + jobs_memory_shmem_bytes)"
 
 
 def _serial(report: JobReport) -> tuple[str, str]:
@@ -92,12 +93,17 @@ RESTS_ON: Mapping[str, Callable[[JobReport], tuple[str, str]]] = {
     **{name: _nodes("jobs_pressure_waiting_seconds_total, jobs_cpu_wait_seconds_total, "
                     "jobs_io_wait_seconds_total")
        for name in ("cpu_starved", "io_starved")},
-    "memory_growth": _nodes("jobs_memory_rss_bytes, fitted"),
+    "memory_growth": _nodes("jobs_memory_rss_bytes + jobs_memory_shmem_bytes, fitted"),
+    "memory_in_tmpfs": _nodes("jobs_memory_shmem_bytes, jobs_memory_rss_bytes"),
     "gpu_input_bound": lambda report: _gpu_text(
         report, "jobs_gpu_utilization_ratio, jobs_gpu_memory_used_bytes; per core "
         "jobs_cpu_core_seconds_total"),
     "gpu_cores_idle": lambda report: _gpu_text(report, "jobs_gpu_utilization_ratio"),
     "gpu_memory_low": lambda report: _gpu_text(report, "jobs_gpu_memory_used_bytes"),
+    # a fault is a fault however few samples saw it: never withheld
+    "hardware_fault": lambda report: (SLURM, "Slurm's node events (accounting database) and "
+                                             "the GPUs' error counters (jobs_gpu_xid_errors_total, "
+                                             "jobs_gpu_ecc_errors_total)"),
     **{name: lambda report: (SLURM, "Slurm's accounting (sacct, accounting database)")
        for name in ("outcome", "out_of_memory", "time_over_requested", "short_job",
                     "gpu_type_unavailable", "time_limit_past_usual")},

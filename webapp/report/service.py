@@ -28,6 +28,7 @@ from webapp.report.energy import Intensity, compute_energy, intensity_for
 from webapp.report.history import history
 from webapp.report.job_list import JobRow, ListSources, archived_report, list_jobs
 from webapp.report.jobstats_history import with_jobstats_summary
+from webapp.report.node_events import with_node_events
 from webapp.report.queue import with_queue
 from webapp.report.sizing import GAP_SOURCE, UNAVAILABLE, SizingCache
 from webapp.report.steps import step_lines
@@ -155,6 +156,7 @@ class ReportService:
                 report = dataclasses.replace(report, array=summary)
         report = with_queue(report, self.cluster, self.queue_history,
                             note_after=self.settings.queue_note_seconds)
+        report = with_node_events(report, self.accounting)
         report = self._derived(report, jid)
         suggestion, gap = self._sizing(report, started) if sizing else (None, None)
         report = dataclasses.replace(report, findings=detect_all(report, self.thresholds),

@@ -12,7 +12,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobreport_net.mysql_url import mysql_params
-from webapp.model import AccountingJob, JobId, JobNotFound, SourceUnavailable, TimeLimitKind
+from webapp.model import (
+    AccountingJob,
+    JobId,
+    JobNotFound,
+    NodeEvent,
+    SourceUnavailable,
+    TimeLimitKind,
+)
 from webapp.sources.ended import EndedJob
 from webapp.sources.sacct import parse_nodelist
 from webapp.sources.sacct_values import gpus_from_tres
@@ -57,6 +64,11 @@ QUERIES = {
     " ORDER BY array_task_id, submit_time DESC LIMIT 1",
     "het": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND het_job_id = %s"  # noqa: S608
     " AND het_job_offset = %s ORDER BY submit_time DESC LIMIT 1",
+    # Node events that began within a window, oldest first (a job's run, filtered to its
+    # nodes by the caller: a node list does not bind as one parameter).
+    "node_events": "SELECT node, start_time, end_time, state, reason FROM node_events"
+    " WHERE cluster = %s AND start_time >= %s AND start_time <= %s"
+    " ORDER BY start_time, node LIMIT 200",
     "ended_since": "SELECT job_id, array_job_id, array_task_id, het_job_id, het_job_offset"
     " FROM jobs WHERE cluster = %s AND end_time >= %s ORDER BY end_time",
     "ended_between": "SELECT job_id, array_job_id, array_task_id, het_job_id,"
@@ -101,6 +113,25 @@ def exit_code_text(status: int) -> str:
     """A wait(2) status as sacct shows it, ``code:signal``: ``768`` -> ``3:0``."""
     status = int(status)
     return f"{(status >> 8) & 0xFF}:{status & 0x7F}"
+
+
+# slurm.h's node states: the base state in the low bits, flags above (22.05 to 26.05).
+NODE_BASE_STATES = {0: "UNKNOWN", 1: "DOWN", 2: "IDLE", 3: "ALLOCATED", 4: "ERROR",
+                    5: "MIXED", 6: "FUTURE"}
+NODE_STATE_FLAGS = ((0x200, "DRAIN"), (0x800, "NOT_RESPONDING"), (0x2000, "FAIL"),
+                    (0x8000, "MAINT"), (0x10000, "REBOOT_REQUESTED"),
+                    (0x100000, "REBOOT_ISSUED"))
+
+
+def node_state_name(value: int) -> str:
+    """slurmdbd's numeric node state in Slurm's words.
+
+    >>> node_state_name(514), node_state_name(1)
+    ('IDLE+DRAIN', 'DOWN')
+    """
+    words = [NODE_BASE_STATES.get(value & 0xF, "UNKNOWN")]
+    words += [name for bit, name in NODE_STATE_FLAGS if value & bit]
+    return "+".join(words)
 
 
 def parse_tres_ids(text: str | None, names: Mapping[int, str]) -> dict[str, float]:
@@ -291,6 +322,18 @@ class AccountingSource:
                 if row is not None:
                     out[key] = parse_row(row, self.tres_names())
         return out
+
+    def node_events(self, nodes: Iterable[str], start: datetime, end: datetime
+                    ) -> tuple[NodeEvent, ...]:
+        """The events of ``nodes`` that began between ``start`` and ``end``."""
+        wanted = set(nodes)
+        rows = self._query("node_events", self.cluster, int(start.timestamp()),
+                           int(end.timestamp()))
+        return tuple(
+            NodeEvent(str(r["node"]), _time(r["start_time"]) or start, _time(r["end_time"]),
+                      node_state_name(int(r["state"] or 0)), str(r["reason"] or ""))
+            for r in rows if r["node"] in wanted
+        )
 
     def ended_since(self, since: datetime) -> list[str]:
         """Ids of jobs that ended at or after ``since``, oldest first."""

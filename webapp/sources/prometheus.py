@@ -26,8 +26,10 @@ from urllib.parse import urlsplit
 import requests
 
 from webapp.model import Coverage, JobId, Series, SourceUnavailable, Usage
+from webapp.sources.gpu_metrics import JOBS, GpuMetrics, gpu_coverage_query, total_query
 
 # The answer parsers are re-exported: callers import them from here too.
+from webapp.sources.prometheus_answers import dated, parse_fault_matrix, parse_gpu_faults
 from webapp.sources.prometheus_answers import merge_series as merge_series
 from webapp.sources.prometheus_answers import parse_matrix as parse_matrix
 from webapp.sources.prometheus_answers import parse_matrix_body as parse_matrix_body
@@ -38,6 +40,8 @@ from webapp.sources.prometheus_coverage import COVERAGE_QUERIES, coverages
 from webapp.sources.prometheus_queries import (
     FIGURE_LABEL,
     GPU_ENERGY_QUERY,
+    GPU_FAULT_QUERIES,
+    GPU_FAULT_SERIES,
     MAYBE_ABSENT_FIGURES,
     combined,
     peak_query,
@@ -123,15 +127,17 @@ def pieces(start: float, end: float, step: float) -> list[tuple[float, float]]:
 
 
 def job_selector(job_id: str | tuple[str, ...], nodes: Iterable[str] = (),
-                 node_label: str = "instance", cluster_label: str = "", cluster: str = "") -> str:
+                 node_label: str = "instance", cluster_label: str = "", cluster: str = "",
+                 job_label: str = "jobid") -> str:
     """PromQL label matchers for one job (or the ids of a het job's components, which
     the exporter sees as jobs of their own), optionally restricted to its nodes, and to
-    its cluster where one Prometheus holds several (``cluster_matcher``)."""
+    its cluster where one Prometheus holds several (``cluster_matcher``). ``job_label``:
+    the label holding the id (``jobid``; a GPU exporter's own, ``gpu_metrics``)."""
     if isinstance(job_id, tuple):
         alt = "|".join(re.escape(i) for i in job_id)
-        sel = f"jobid=~{promql_string(alt)}"
+        sel = f"{job_label}=~{promql_string(alt)}"
     else:
-        sel = f"jobid={promql_string(job_id)}"
+        sel = f"{job_label}={promql_string(job_id)}"
     nodes = [n for n in nodes if n]
     if nodes and node_label:
         # re.escape makes each name literal for the regex; promql_string then makes the
@@ -198,8 +204,11 @@ class PrometheusSource:
         compress: bool | None = None,
         cluster_label: str = "",
         cluster: str = "",
+        gpu_metrics: GpuMetrics = JOBS,
     ) -> None:
         self.url = url.rstrip("/")
+        # Where the GPU figures come from (JOBREPORT_GPU_METRICS): gpu_metrics.py
+        self.gpu_metrics = gpu_metrics
         self.timeout = timeout
         self.scrape_interval = scrape_interval
         self.node_label = node_label
@@ -215,9 +224,28 @@ class PrometheusSource:
             compress = urlsplit(self.url).hostname not in LOOPBACK
         self._headers = None if compress else {"Accept-Encoding": "identity"}
 
-    def selector(self, job_id: str | tuple[str, ...], nodes: Iterable[str] = ()) -> str:
+    def selector(self, job_id: str | tuple[str, ...], nodes: Iterable[str] = (),
+                 job_label: str = "jobid") -> str:
         """``job_selector`` with this source's node and cluster labels."""
-        return job_selector(job_id, nodes, self.node_label, self.cluster_label, self.cluster)
+        return job_selector(job_id, nodes, self.node_label, self.cluster_label, self.cluster,
+                            job_label)
+
+    def gpu_queries(self, job_id: str | tuple[str, ...], nodes: Iterable[str], node: str,
+                    rate: str) -> dict[str, tuple[str, str]]:
+        """The range queries of the report, the GPU ones from ``gpu_metrics``'s table
+        (none where its figures are not series): name -> (PromQL, label of each series)."""
+        gm = self.gpu_metrics
+        sel = self.selector(job_id, nodes)
+        out = {name: (template.format(sel=sel, rate=rate, node=node), label)
+               for name, (template, label) in RANGE_QUERIES.items()}
+        gsel = self.selector(job_id, nodes, gm.job_label)
+        for name, template in (("gpu_utilization", gm.utilization),
+                               ("gpu_memory_used", gm.memory_used)):
+            if template:
+                out[name] = (template.format(sel=gsel, node=node), out[name][1])
+            else:
+                del out[name]
+        return out
 
     def _get(self, path: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
         return self._payload(self._request(path, params))
@@ -275,8 +303,8 @@ class PrometheusSource:
         n_chunks: dict[str, int] = {}
         sent: list[tuple[str, str]] = []  # (name, PromQL) for the report's audit section
         spans = pieces(min(grid_start(window.start, step), at_end), at_end, step)
-        for name, (template, label) in RANGE_QUERIES.items():
-            query = template.format(sel=sel, rate=rate, node=node)
+        job = job_id if isinstance(job_id, tuple) else str(job_id)
+        for name, (query, label) in self.gpu_queries(job, nodes, node, rate).items():
             sent.append((f"{name} (range, step {step:g}s)", query))
             label = label.format(node=node)
             n_chunks[name] = len(spans)
@@ -289,10 +317,13 @@ class PrometheusSource:
             slow = {"query": fallback.format(sel=sel, window=span, node=node), "time": at_end}
             since = (int(window.start), window.end)
             calls.append(self._vector_call(params, slow, label.format(node=node), since))
-        tails = combined({name: tail_query(name, sel, node, tail) for name in TAIL_FIGURES})
+        gm, gsel = self.gpu_metrics, self.selector(job, nodes, self.gpu_metrics.job_label)
+        tails = combined({name: tail_query(name, sel, node, tail) for name in TAIL_FIGURES}
+                         | _gpu_total(gm, gsel, node, "last_over_time", tail, "max by ({node})"))
         calls.append(self._call("/api/v1/query", {"query": tails, "time": at_end}, parse_labelled))
         sent.append(("tail figures", tails))
         whole = {n: WINDOW_QUERIES[n].format(sel=sel, window=span) for n in WINDOW_QUERIES}
+        whole |= _gpu_total(gm, gsel, node, "max_over_time", span, "max")
         peaks = {n: peak_query(n, sel, window.start - self.scrape_interval, at_end)
                  for n in WINDOW_FIGURES}
         gauges = {"query": combined({n: q for n, (q, _) in peaks.items()}),
@@ -303,15 +334,31 @@ class PrometheusSource:
         calls.append(self._call("/api/v1/query", {"query": gpu_energy, "time": at_end},
                                 parse_labelled))
         sent.append(("GPU energy", gpu_energy))
+        faults = combined({k: q.format(node=node, sel=sel, span=span)
+                           for k, q in GPU_FAULT_QUERIES.items()})
+        calls.append(self._call("/api/v1/query", {"query": faults, "time": at_end},
+                                parse_labelled))
+        sent.append(("GPU faults", faults))
+        if gm is not JOBS:
+            sent.append((f"GPU figures from {gm.exporter}", gm.note))
         answers = iter(self._run(calls))
         ranges: dict[str, tuple[Series, ...]] = {
             name: merge_series([next(answers) for _ in range(n)]) for name, n in n_chunks.items()
         }
+        ranges.setdefault("gpu_utilization", ())
+        ranges.setdefault("gpu_memory_used", ())
         vectors = {name: tuple(next(answers)) for name in VECTOR_QUERIES}
         per_node = next(answers)
         scalars = _figures(next(answers))
         per_gpu = tuple(sorted((f"{m.get(node, '?')}/{m.get('gpu', '?')}", v)
                                for m, v in next(answers)))
+        gpu_faults = parse_gpu_faults(next(answers), node)
+        if gpu_faults:  # rare: one more query dates each fault's first sample
+            params = {"query": GPU_FAULT_SERIES.format(node=node, sel=sel),
+                      "start": window.start, "end": at_end, "step": step}
+            sent.append(("GPU fault counters (range)", params["query"]))
+            gpu_faults = dated(gpu_faults, self._parse(
+                parse_fault_matrix, self._get("/api/v1/query_range", params), node))
         scalars.update(_tail_figures(per_node))
         # A node with series in the window but no last sample (its exporter stopped before
         # the job ended): those figures are computed over the whole window instead.
@@ -361,6 +408,7 @@ class PrometheusSource:
             energy_other_joules=scalars.get("energy_other_joules"),
             energy_by_node=_by_node(per_node, "energy_joules"),
             gpu_energy=per_gpu,
+            gpu_faults=gpu_faults,
             queries=tuple(sent),
         )
 
@@ -374,8 +422,11 @@ class PrometheusSource:
         span = int(b - a + 2 * self.scrape_interval)
         at = b + self.scrape_interval
         sent, calls = [], []
+        gsel = self.selector(str(job_id), nodes, self.gpu_metrics.job_label)
         for name, template, label in COVERAGE_QUERIES:
             query = template.format(sel=sel, span=span)
+            if name == "coverage_gpus" and self.gpu_metrics is not JOBS:
+                query, label = gpu_coverage_query(self.gpu_metrics, gsel, "{node}", span)
             sent.append((name, query))
             calls.append(self._call("/api/v1/query", {"query": query, "time": at},
                                     parse_matrix, label.format(node=node)))
@@ -459,6 +510,16 @@ class PrometheusSource:
         step = step or choose_step(end - start, self.scrape_interval)
         params = {"query": query, "start": start, "end": max(end, start), "step": step}
         return self._parse(parse_matrix, self._get("/api/v1/query_range", params), label)
+
+
+def _gpu_total(gm: GpuMetrics, sel: str, node: str, fn: str, rng: str,
+               agg: str) -> dict[str, str]:
+    """The card's memory from a GPU exporter's table (``jobs`` keeps its definitions)."""
+    if gm is JOBS:
+        return {}
+    if not gm.memory_total:  # a source without series: no such figure
+        return {"gpu_memory_total_bytes": "vector(0) > 1"}
+    return {"gpu_memory_total_bytes": total_query(gm, sel, node, fn, rng, agg)}
 
 
 def _int(value: float | None) -> int | None:

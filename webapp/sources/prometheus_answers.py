@@ -7,6 +7,7 @@ and ``/api/v1/query_range``), already decoded or, for the fast matrix path, as t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -14,7 +15,7 @@ from itertools import chain, islice
 from operator import itemgetter, lt
 from typing import Any
 
-from webapp.model import Series
+from webapp.model import GpuFault, Series
 
 
 def parse_matrix(payload: Mapping[str, Any], label: str) -> list[Series]:
@@ -192,3 +193,44 @@ def parse_mean_since(
             if t > start:
                 sums[s.label] = sums.get(s.label, 0.0) + v / (t - start)
     return [Series(name, ((at, value),)) for name, value in sorted(sums.items())]
+
+
+# -- GPU faults ----------------------------------------------------------------------
+def _fault_key(labels: Mapping[str, str], node: str) -> tuple[str, str, str | None]:
+    """(gpu as the series label it, kind, XID code) of a fault counter's labels."""
+    gpu = f"{labels.get(node, '?')}/{labels.get('gpu', '?')}"
+    if labels.get("xid"):
+        return gpu, "xid", labels["xid"]
+    return gpu, f"ecc_{labels.get('type', 'uncorrected')}", None
+
+
+def parse_gpu_faults(answer: list[tuple[dict[str, str], float]], node: str
+                     ) -> tuple[GpuFault, ...]:
+    """The combined fault answer (``GPU_FAULT_QUERIES``) as faults, in GPU order."""
+    out = [GpuFault(*_fault_key(labels, node), count=round(value, 3))
+           for labels, value in answer]
+    return tuple(sorted(out, key=lambda f: (f.gpu, f.kind, f.code or "")))
+
+
+def parse_fault_matrix(payload: Mapping[str, Any], node: str
+                          ) -> list[tuple[tuple[str, str, str | None], list[tuple[float, float]]]]:
+    """A range answer as (fault key, points) pairs."""
+    if payload.get("status") != "success":
+        raise ValueError(payload.get("error", "query failed"))
+    return [(_fault_key(item.get("metric", {}), node),
+             [(float(t), float(v)) for t, v in item["values"]])
+            for item in payload["data"]["result"]]
+
+
+def dated(faults: tuple[GpuFault, ...],
+          series: list[tuple[tuple[str, str, str | None], list[tuple[float, float]]]]
+          ) -> tuple[GpuFault, ...]:
+    """Each fault with the time of the first sample above its counter's first value."""
+    first: dict[tuple[str, str, str | None], float] = {}
+    for key, points in series:
+        base = points[0][1] if points else 0.0
+        when = next((t for t, v in points if v > base), None)
+        if when is not None:
+            first[key] = when
+    return tuple(dataclasses.replace(f, first_at=first.get((f.gpu, f.kind, f.code)))
+                 for f in faults)

@@ -170,6 +170,17 @@ PIECE_SECONDS = 3600  # at least; grows past ~8 days so that at most 200 pieces 
 GPU_ENERGY_QUERY = ('sum by ({node}, gpu) '
                     '(max_over_time(jobs_energy_joules_total{{{sel},source="gpu"}}[{span}]))')
 
+# Errors the job's GPUs reported over its run (exporter README "GPU faults"): XIDs by
+# code, and memory errors by type (NVIDIA ECC, AMD RAS); only those that counted.
+GPU_FAULT_QUERIES = {
+    "xid": "sum by ({node}, gpu, xid) (increase(jobs_gpu_xid_errors_total{{{sel}}}[{span}])) > 0",
+    "ecc": ("sum by ({node}, gpu, type) "
+            "(increase(jobs_gpu_ecc_errors_total{{{sel}}}[{span}])) > 0"),
+}
+# Where some counted: the counters over the run, to date the first error of each.
+GPU_FAULT_SERIES = ("max by ({node}, gpu, xid, type) "
+                    "({{__name__=~\"jobs_gpu_xid_errors_total|jobs_gpu_ecc_errors_total\",{sel}}})")
+
 FIGURE_LABEL = "figure"  # names each figure in a combined answer
 
 

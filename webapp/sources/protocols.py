@@ -10,7 +10,15 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from webapp.model import AccountingJob, JobId, QueueContext, SacctJob, TimeLimitKind, Usage
+from webapp.model import (
+    AccountingJob,
+    JobId,
+    NodeEvent,
+    QueueContext,
+    SacctJob,
+    TimeLimitKind,
+    Usage,
+)
 from webapp.sources.ended import EndedJob
 
 
@@ -22,6 +30,15 @@ class AccountingReader(Protocol):
     def ended_since(self, since: datetime) -> list[str]: ...
 
     def ended_between(self, since: int, until: int, limit: int) -> list[EndedJob]: ...
+
+
+@runtime_checkable
+class NodeEventReader(Protocol):
+    """Optional of an accounting source: its nodes' down and drain periods (the view
+    ``jobreport.node_events``); sacct alone has none."""
+
+    def node_events(self, nodes: Iterable[str], start: datetime, end: datetime
+                    ) -> tuple[NodeEvent, ...]: ...
 
 
 class SacctReader(Protocol):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobreport_net.bind import parse_bind
-from jobreport_net.settings import SettingsError, checked, documented, load, setting
+from jobreport_net.settings import SettingsError, checked, documented, load, ranged, setting
 from slurm_exporter.commands import SOURCES
 
 __all__ = ["DEFAULT_PORT", "PREFIX", "SETTINGS_DOC", "SOURCES", "Settings", "SettingsError",
@@ -23,14 +23,8 @@ PREFIX = "JOBREPORT_SLURM_EXPORTER_"
 DEFAULT_PORT = 9089
 
 
-def positive(name: str, value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise SettingsError(f"{name}={value!r} is not a number") from None
-    if number <= 0:
-        raise SettingsError(f"{name}={value!r} must be above 0")
-    return number
+# The same parser reads the variables and their flags (--poll-limit, --timeout).
+positive = ranged(above=0)
 
 
 def parse_sources(name: str, value: str) -> tuple[str, ...]:

@@ -31,17 +31,26 @@ def start(argv: list[str], bad: dict[str, str]) -> subprocess.CompletedProcess[s
     (["-c", CLI, "serve"], {"JOBREPORT_THRESHOLDS": "cpu_efficiency_low=abc"},
      "JOBREPORT_THRESHOLDS: cpu_efficiency_low='abc' is not a number >= 0"),
     (["-c", CLI, "sync", "--dry-run"], {"JOBREPORT_STAFF_REPORT": "days=-1"},
-     "JOBREPORT_STAFF_REPORT: days='-1' is not a number >= 0"),
+     "JOBREPORT_STAFF_REPORT: days='-1' is not a number > 0 and <= 366"),
     (["-c", CLI, "watch", "--dry-run"], {"JOBREPORT_THRESHOLDS": "gpu_idle_seconds=1h"},
      "JOBREPORT_THRESHOLDS: gpu_idle_seconds='1h'"),
     (["-c", CLI, "watch", "--dry-run"], {"JOBREPORT_WATCH": "gpu_idle_seconds=60"},
      "JOBREPORT_WATCH: its names are now set in JOBREPORT_THRESHOLDS"),
     (["-c", CLI, "staff-report"], {"JOBREPORT_MIN_COVERAGE": "2"},
-     "JOBREPORT_MIN_COVERAGE must be between 0 and 1"),
+     "JOBREPORT_MIN_COVERAGE='2' is not a number from 0 to 1"),
+    (["-c", CLI, "serve"], {"JOBREPORT_SESSION_COOKIE_SECURE": "maybe"},
+     "JOBREPORT_SESSION_COOKIE_SECURE='maybe' is not a boolean: use 1/0, true/false, "
+     "yes/no or on/off"),
+    (["-m", "exporter", "--once"], {"JOBREPORT_EXPORTER_FD_CACHE": "maybe"},
+     "JOBREPORT_EXPORTER_FD_CACHE='maybe' is not a boolean"),
+    (["-m", "exporter", "--once"], {"JOBREPORT_EXPORTER_BMC_INTERVAL": "0"},
+     "JOBREPORT_EXPORTER_BMC_INTERVAL='0' is not a number from 1 to 3600"),
     (["-m", "exporter", "--once"], {"JOBREPORT_EXPORTER_SCRAPE_BUDGET": "soon"},
      "JOBREPORT_EXPORTER_SCRAPE_BUDGET='soon'"),
     (["-m", "slurm_exporter", "--once"], {"JOBREPORT_SLURM_EXPORTER_POLL_LIMIT": "often"},
      "JOBREPORT_SLURM_EXPORTER_POLL_LIMIT='often' is not a number"),
+    (["-m", "slurm_exporter", "--once"], {"JOBREPORT_SLURM_EXPORTER_TIMEOUT": "0"},
+     "JOBREPORT_SLURM_EXPORTER_TIMEOUT='0' is not a number > 0"),
 ])
 def test_a_bad_setting_stops_the_start_naming_it(argv, bad, named):
     proc = start(argv, bad)

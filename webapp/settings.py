@@ -22,13 +22,11 @@ from jobreport_net.bind import parse_bind
 from jobreport_net.settings import (
     SettingsError,
     boolean,
-    checked,
     choice,
     documented,
-    integer,
     load,
     names,
-    number,
+    ranged,
     setting,
 )
 from webapp.carbon import country_intensity
@@ -161,48 +159,35 @@ def _url(var: str, raw: str) -> str:
     return raw.rstrip("/")
 
 
-def _non_negative(var: str, raw: str) -> float:
-    value = number(var, raw)
-    if not value >= 0:
-        raise SettingsError(f"{var} must be >= 0")
-    return value
-
-
-def _positive(var: str, raw: str) -> float:
-    value = number(var, raw)
-    if not value > 0:
-        raise SettingsError(f"{var} must be > 0")
-    return value
-
-
-def _fraction(var: str, raw: str) -> float:
-    value = number(var, raw)
-    if not 0 <= value <= 1:
-        raise SettingsError(f"{var} must be between 0 and 1")
-    return value
+_non_negative = ranged(at_least=0)
+_positive = ranged(above=0)
+_fraction = ranged(at_least=0, at_most=1)
+_count = ranged(at_least=0, kind=int)
+_at_least_one = ranged(at_least=1, kind=int)
+_port = ranged(at_least=1, at_most=65535, kind=int)
 
 
 INTENSITY_SERIES_PREFIX = "promql:"
 
 
-def parse_intensity_setting(text: str) -> float | str | None:
+def parse_intensity_setting(text: str,
+                            var: str = "JOBREPORT_CARBON_INTENSITY") -> float | str | None:
     """``""`` -> None; ``"370"`` -> 370.0; ``"promql:grid_g_per_kwh{zone="DE"}"`` -> the
-    selector. Anything else raises ValueError."""
+    selector. Anything else raises SettingsError naming ``var``."""
     text = text.strip()
     if not text:
         return None
     if text.startswith(INTENSITY_SERIES_PREFIX):
         selector = text[len(INTENSITY_SERIES_PREFIX):].strip()
         if not selector:
-            raise ValueError("promql: needs a series selector")
+            raise SettingsError(f"{var}: promql: needs a series selector")
         return selector
-    value = float(text)
-    if value < 0:
-        raise ValueError("a carbon intensity is >= 0 g/kWh")
-    return value
+    return _non_negative(var, text)
 
 
-_carbon_intensity = checked(parse_intensity_setting)
+def _carbon_intensity(var: str, raw: str) -> str:
+    parse_intensity_setting(raw, var)
+    return raw
 
 
 def _carbon_country(var: str, raw: str) -> str:
@@ -213,13 +198,6 @@ def _carbon_country(var: str, raw: str) -> str:
             f"{var}={raw!r} is no country of webapp/carbon_intensity.csv "
             "(an ISO 3166 alpha-3 code or the name it gives, e.g. DEU or Germany)") from None
     return raw
-
-
-def _at_least_one(var: str, raw: str) -> int:
-    value = integer(var, raw)
-    if value < 1:
-        raise SettingsError(f"{var} must be at least 1")
-    return value
 
 
 def _label(var: str, raw: str) -> str:
@@ -272,7 +250,7 @@ class Settings:
     prometheus_timeout: float = setting(
         "10",
         "Seconds before a Prometheus query gives up.",
-        number)
+        _positive)
     prometheus_user: str = setting(
         "",
         "Basic-auth user for Prometheus (the password comes from JOBREPORT_PROMETHEUS_PASSWORD_FILE; never put it in the URL).")
@@ -294,7 +272,7 @@ class Settings:
     scrape_interval: float = setting(
         "30",
         "Prometheus scrape interval of the exporters (seconds); sets rate windows.",
-        number)
+        _positive)
     prometheus_node_label: str = setting(
         "instance",
         "Label naming the node in `jobs_*` series (empty: do not filter by node).",
@@ -315,7 +293,7 @@ class Settings:
     sacct_timeout: float = setting(
         "30",
         "Seconds before a sacct call is abandoned.",
-        number)
+        _positive)
     sizing_cache_seconds: float = setting(
         "300",
         "Seconds a report's `#SBATCH` block (the owner's history of jobs of that name) is reused, per cluster, user and job name, within one process (at most 256 kept), so a page, its PDF and its JSON ask sacct once; `0`: looked up for every report.",
@@ -371,7 +349,7 @@ class Settings:
     session_lifetime: float = setting(
         "43200",
         "Seconds a login lasts, counted from the login.",
-        number)
+        _positive)
     web_state: str = setting(
         "var/web-state.sqlite",
         "SQLite file the web app's workers share: ended sessions and login attempt counts.")
@@ -387,7 +365,7 @@ class Settings:
     trusted_proxies: int = setting(
         "0",
         "Reverse proxies in front of the app whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed (1 behind one nginx).",
-        integer)
+        _count)
     pdf_builds: int = setting(
         "1",
         "PDF builds at once on the host, among all processes sharing `JOBREPORT_PDF_CACHE_DIR` (each ~0.7 s of one core); a request that finds none free within 5 s gets 503 with Retry-After.",
@@ -402,7 +380,7 @@ class Settings:
     pdf_cache_mb: float = setting(
         "512",
         "Disk kept for finished jobs' PDFs in `JOBREPORT_PDF_CACHE_DIR` (least recently read removed first).",
-        number)
+        _non_negative)
     bind: str = setting(
         "127.0.0.1:8000",
         "Address `jobreport serve` listens on.",
@@ -413,7 +391,7 @@ class Settings:
     smtp_port: int = setting(
         "25",
         "SMTP port.",
-        integer)
+        _port)
     smtp_starttls: bool = setting(
         "0",
         "`1` to upgrade the connection with STARTTLS.",
@@ -442,7 +420,7 @@ class Settings:
     mail_min_runtime: float = setting(
         "600",
         "Report emails skip jobs shorter than this (seconds).",
-        number)
+        _non_negative)
     mail_min_severity: str = setting(
         "info",
         "Report emails need at least one finding this severe: `info`, `warning` or `critical`.",
@@ -450,7 +428,7 @@ class Settings:
     mail_daily_cap: int = setting(
         "5",
         "Report emails per user per UTC day (0: no cap); the rest are folded into the user's weekly digest.",
-        integer)
+        _count)
     chat_urls: str = setting(
         "",
         "Chat notices (apprise URLs, e.g. `mmost://host/token?channel=@{user}`, `json://host/path`), separated by spaces or commas, for every owner the report-email policy picks; `{user}` is replaced (plain user names only). Empty: none, unless JOBREPORT_CHAT_MAP names the user.")
@@ -474,7 +452,7 @@ class Settings:
     archive_retention_days: float = setting(
         "730",
         "`jobreport sync` drops archived jobs that ended longer ago than this (0: keep forever).",
-        number)
+        _non_negative)
     thresholds: Thresholds = setting(
         "",
         "Threshold overrides of the detectors, `jobreport watch` and the staff report, e.g. `cpu_efficiency_low=0.5,gpu_idle_seconds=1800` (names in the threshold table above).",

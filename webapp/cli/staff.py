@@ -7,17 +7,12 @@ import sys
 import time
 from datetime import datetime
 
+from jobreport_net.settings import flag_type
 from webapp.mail.staff import send_staff_report
 from webapp.report.staff_render import render_json, render_text
 from webapp.report.staff_service import record_window, staff_report
 from webapp.settings import Settings
-
-
-def _days(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 366:
-        raise argparse.ArgumentTypeError("must be more than 0 and at most 366")
-    return value
+from webapp.thresholds import STAFF_DAYS
 
 
 def _until(text: str) -> float:
@@ -29,7 +24,7 @@ def _until(text: str) -> float:
 
 
 def add_staff_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--days", type=_days, metavar="N",
+    parser.add_argument("--days", type=flag_type(STAFF_DAYS, "--days"), metavar="N",
                         help="window length in days (default: the settings block, 7)")
     parser.add_argument("--until", type=_until, metavar="TIME",
                         help="end of the window (Unix seconds or ISO time; default now)")

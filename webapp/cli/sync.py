@@ -6,19 +6,13 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
+from jobreport_net.settings import flag_type, ranged
 from webapp.cli.clusters import add_cluster_argument, settings_for
 from webapp.cli.durations import parse_lookback
 from webapp.model import JobId
 from webapp.settings import Settings
 from webapp.sync.options import DEFAULT_LIMIT, DIRECTIONS, SyncOptions
 from webapp.sync.run import ERROR_SHOWN, Syncer, SyncResult
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def _span(text: str) -> float:
@@ -35,7 +29,8 @@ def _job_id(text: str) -> str:
 def add_sync_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-j", "--jobid", type=_job_id, metavar="JOBID",
                         help="process this one job again (any end time; the watermark stays)")
-    parser.add_argument("-l", "--limit", type=_positive, default=DEFAULT_LIMIT, metavar="N",
+    parser.add_argument("-l", "--limit", type=flag_type(ranged(at_least=1, kind=int), "--limit"),
+                        default=DEFAULT_LIMIT, metavar="N",
                         help=f"at most N jobs per direction, then exit (default {DEFAULT_LIMIT})")
     parser.add_argument("--direction", choices=tuple(DIRECTIONS), default="both",
                         help="archive reports, queue emails, or both (default both)")

@@ -562,6 +562,7 @@ class JobReport:
     components: tuple[Step, ...] = ()  # a het job's components, one line each
     node_events: tuple[NodeEvent, ...] = ()  # its nodes down or drained during its run
     metrics_id: str | None = None  # the id the exporter labels its series with (jobid)
+    metrics_ids: tuple[str, ...] = ()  # a whole het job's: every component's (precedence)
     billing: float | None = None  # billing units per hour of the allocation (billing TRES)
     # Computed once by webapp.report (steps, waste, coverage); every renderer reads them.
     step_lines: tuple[StepLine, ...] = ()

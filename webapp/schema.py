@@ -129,7 +129,8 @@ REPORT: tuple[tuple[str, str | None, Codec | str], ...] = (
 # Report fields the JSON does not carry (an archived report is rebuilt without them): the
 # exporter's id for the series, a het job's components, the uid that cancelled (the
 # finding's sentence keeps it) and the array's id (the job id shows it).
-LEFT_OUT = frozenset({"metrics_id", "components", "cancelled_by", "array_job"})
+LEFT_OUT = frozenset({"metrics_id", "metrics_ids", "components", "cancelled_by",
+                      "array_job"})
 DERIVED = {"cpu_efficiency": "cpu_efficiency", "memory_peak_bytes": "memory_peak_bytes",
            "memory_requested_per_node_bytes": "memory_requested_per_node",
            "memory_efficiency": "memory_efficiency"}

@@ -115,6 +115,8 @@ def test_a_heterogeneous_job_is_judged_whole(stack_jobs, service):
     parts = [x for x in report.step_lines if x.kind == "component"]
     assert report.cpu_seconds == pytest.approx(sum(x.cpu_seconds or 0.0 for x in parts))
     assert set(report.nodes) == {n for c in report.components for n in c.nodes}
+    # every component's series count (each is a job of its own to the exporter)
+    assert report.coverage and all(n.samples for n in report.coverage.nodes), report.coverage
     out = text.render(report)
     assert "3 cores" in out and "Figures below are those of" not in out, out
     assert "of its 1 core" not in out

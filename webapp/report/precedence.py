@@ -192,6 +192,7 @@ def join(job_id: JobId, cluster: str, acct: AccountingJob | None, sj: SacctJob |
         steps=sj.steps if sj else (),
         components=sj.components if sj else (),
         metrics_id=t.metrics_id,
+        metrics_ids=t.metrics_ids,
         billing=first(acct and acct.billing, sj and sj.billing),
         cancelled_by=sj.cancelled_by if sj else None,
         array_job=first(acct and acct.array_job, array_job_of(sj)),

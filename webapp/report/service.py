@@ -186,7 +186,7 @@ class ReportService:
         coverage = None
         reader = getattr(self.prometheus, "coverage", None)
         if reader is not None and report.start_time and not report.usage.empty:
-            metrics_id = JobId.of(report.metrics_id or str(jid))
+            metrics_id = report.metrics_ids or JobId.of(report.metrics_id or str(jid))
             try:
                 coverage = reader(metrics_id, report.start_time,
                                   report.end_time or datetime.now(UTC), report.nodes)

@@ -412,12 +412,12 @@ class PrometheusSource:
             queries=tuple(sent),
         )
 
-    def coverage(self, job_id: JobId | str, start: datetime, end: datetime,
+    def coverage(self, job_id: JobId | str | tuple[str, ...], start: datetime, end: datetime,
                  nodes: Iterable[str] = ()) -> Coverage:
         """The samples' coverage of the run per node and per GPU (prometheus_coverage)."""
         nodes = tuple(nodes)
         a, b = start.timestamp(), max(end.timestamp(), start.timestamp() + 1)
-        sel = self.selector(str(job_id), nodes)
+        sel = self.selector(job_id if isinstance(job_id, tuple) else str(job_id), nodes)
         node = self.node_label or "instance"
         span = int(b - a + 2 * self.scrape_interval)
         at = b + self.scrape_interval

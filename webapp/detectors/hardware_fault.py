@@ -89,6 +89,7 @@ class HardwareFaultDetector:
         sentences = [gpu_sentence(report, f) for f in gpus]
         sentences += [node_sentence(report, e) for e in events]
         text = "; ".join(sentences)
+        nodes = sorted({*(f.gpu.split("/")[0] for f in gpus), *(e.node for e in events)})
         broke = failed(report.state)
         outcome = ("The job's failure may not be yours." if broke else
                    "The job ended well, but check its results: a fault can corrupt them "
@@ -100,10 +101,8 @@ class HardwareFaultDetector:
                 message=f"{text[0].upper()}{text[1:]} while the job ran. {outcome}",
                 advice=(
                     "Resubmit the job; if it fails again on the same node, tell the support "
-                    "team and quote this job's id. Meanwhile `--exclude="
-                    + ",".join(sorted({*(f.gpu.split('/')[0] for f in gpus),
-                                       *(e.node for e in events)}))
-                    + "` keeps the next run off the node."
+                    f"team and quote this job's id. Meanwhile `--exclude={','.join(nodes)}` "
+                    f"keeps the next run off {'that node' if len(nodes) == 1 else 'them'}."
                 ),
                 evidence_text=text + ".",
                 evidence={

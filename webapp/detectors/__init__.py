@@ -31,6 +31,7 @@ from webapp.detectors.open_files_near_limit import OpenFilesNearLimitDetector
 from webapp.detectors.out_of_memory import OutOfMemoryDetector
 from webapp.detectors.outcome import OutcomeDetector
 from webapp.detectors.oversubscribed import OversubscribedDetector
+from webapp.detectors.rules_version import detector_sources, rules_version, threshold_defaults
 from webapp.detectors.serial_on_many_cores import SerialOnManyCoresDetector
 from webapp.detectors.short_job import ShortJobDetector
 from webapp.detectors.small_io import SmallIoDetector
@@ -43,9 +44,9 @@ log = logging.getLogger(__name__)
 
 __all__ = ["DETECTORS", "RULES_VERSION", "Detector", "Thresholds", "detect_all"]
 
-# The rules' version, shown in every report's audit section: change it whenever a
-# detector's logic or a default threshold changes, so two reports can be compared.
-RULES_VERSION = "2026.11.29"
+# The rules' version, shown in every report's audit section: derived from this package's
+# sources and the thresholds' defaults (rules_version.py), so two reports can be compared.
+RULES_VERSION = rules_version(detector_sources(), threshold_defaults())
 
 
 class Detector(Protocol):

@@ -5,7 +5,11 @@ of its frozen dataclass carrying its default text, its help line and its parser:
 
 The variable's name follows from the field's (``PREFIX`` + upper case); ``load`` parses
 every variable with its field's parser and ``documented`` gives the docs' table, so a
-default, its parsed value and its documentation cannot disagree.
+default, its parsed value and its documentation cannot disagree. Each kind of value has
+one parser here that every deployable uses, so each rule is written once: ``boolean``
+(1/0, true/false, yes/no, on/off in any case; nothing else) and ``ranged`` (a number or
+an integer within bounds, the range named when refused); ``flag_type`` gives a
+command-line flag that mirrors a setting the same parser.
 """
 
 from __future__ import annotations

@@ -98,6 +98,11 @@ class ReplayAmdSmi:
     def amdsmi_get_power_info(self, handle: dict, sensor_ind: int = 0) -> dict:
         return dict(self._recorded(handle, "power_info"))
 
+    def amdsmi_get_gpu_total_ecc_count(self, handle: dict) -> dict:
+        """The RAS totals: ``correctable_count``, ``uncorrectable_count`` (and
+        ``deferred_count`` in newer releases), as recorded."""
+        return dict(self._recorded(handle, "total_ecc_count"))
+
     def amdsmi_get_gpu_process_list(self, handle: dict) -> list[dict]:
         return [dict(p) for p in handle.get("process_list", [])]
 

@@ -9,18 +9,26 @@ what gres.conf and the devices cgroup name) and nvmlDeviceGetUUID, and numbered 
 Slurm numbers the node's GPUs (exporter/gpu_devices.py: device-file order, or PCI bus id
 order under AutoDetect or where a driver cannot report a minor number). On a node whose
 minor numbers differ from NVML's order each job still gets its own cards.
+
+A card in MIG mode is its MIG devices (exporter/gpu_mig.py). Faults are the card's: its
+XID events (exporter/gpu_faults.py) and its volatile ECC counts
+(``nvmlDeviceGetTotalEccErrors``, since the driver loaded).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from exporter import gpu_faults, gpu_mig
 from exporter.gpu_devices import GpuDevice, GpuReading, parse_bus_id, slurm_order
+from exporter.gpu_mig import MigHandle
 
 __all__ = ["GpuReading", "Nvml", "load_nvml"]
 
@@ -46,9 +54,11 @@ class Nvml:
     vendor = "nvidia"
 
     def __init__(
-        self, nvml: Any, clock: Callable[[], float] = time.monotonic, order: str = "file"
+        self, nvml: Any, clock: Callable[[], float] = time.monotonic, order: str = "file",
+        proc_root: str = "/proc",
     ):
         self.nvml = nvml
+        self.proc_root = proc_root
         self.error: type[Exception] = nvml.NVMLError
         self.order = order
         self.found: list[tuple[GpuDevice, Any]] = []
@@ -58,16 +68,29 @@ class Nvml:
         # bus id -> (joules, time) integrated from power on boards without an energy counter
         self._integrated: dict[str, tuple[float, float]] = {}
         self._memory_v2 = True  # until the driver or binding refuses the second form
+        self.xids = gpu_faults.XidCounts()
+        self.xid_thread: threading.Thread | None = None
+        self.gpm = gpu_mig.GpmUtilization(nvml)
 
     def start(self) -> bool:
+        nv = self.nvml
         try:
-            self.nvml.nvmlInit()
-            count = self.nvml.nvmlDeviceGetCount()
-            handles = [self.nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
-            self.found = [(self._identify(h), h) for h in handles]
-        except self.nvml.NVMLError as exc:
+            nv.nvmlInit()
+            count = nv.nvmlDeviceGetCount()
+            cards = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            self.found = []
+            caps = None
+            for card in cards:
+                device = self._identify(card)
+                if not gpu_mig.enabled(nv, card):
+                    self.found.append((device, card))
+                    continue
+                caps = caps or gpu_mig.read_mig_caps(self.proc_root)
+                self.found.extend(gpu_mig.slices(nv, card, device, caps))
+        except nv.NVMLError as exc:
             log.info("NVIDIA GPUs not read: NVML unavailable (%s)", exc)
             return False
+        self.xid_thread = gpu_faults.watch(nv, cards, self.xids, self)
         by_device = {id(d): h for d, h in self.found}
         ordered = slurm_order([d for d, _ in self.found], self.order, quiet=True)
         self.devices = dict(enumerate(ordered))
@@ -98,19 +121,41 @@ class Nvml:
         return None if handle is None else self.read_handle(index, handle, self.devices[index])
 
     def read_handle(self, index: int, handle: Any, device: GpuDevice | None = None) -> GpuReading:
+        if isinstance(handle, MigHandle):
+            return self._read_mig(index, handle)
         util = self.nvml.nvmlDeviceGetUtilizationRates(handle)
         mem = self._memory(handle)
-        try:
-            power: float | None = self.nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0  # mW
-        except self.nvml.NVMLError:
-            power = None
         return GpuReading(
             index=index,
             utilization_ratio=util.gpu / 100.0,
             memory_used_bytes=int(mem.used),
             memory_total_bytes=int(mem.total),
-            power_watts=power,
+            power_watts=self._power(handle),
         )
+
+    def _read_mig(self, index: int, mig: MigHandle) -> GpuReading:
+        """A MIG device: its memory, its engine activity from the card's performance
+        monitor, its share of the card's power (an estimate)."""
+        mem = self._memory(mig.handle)
+        try:
+            util = self.gpm.ratio(mig)
+        except self.nvml.NVMLError as exc:
+            log.debug("MIG utilisation unreadable: %s", exc)
+            util = None
+        watts = self._power(mig.card)
+        return GpuReading(
+            index=index,
+            utilization_ratio=util,
+            memory_used_bytes=int(mem.used),
+            memory_total_bytes=int(mem.total),
+            power_watts=None if watts is None else watts * mig.share,
+        )
+
+    def _power(self, handle: Any) -> float | None:
+        try:
+            return self.nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0  # mW
+        except self.nvml.NVMLError:
+            return None
 
     def _memory(self, handle: Any) -> Any:
         """``nvmlDeviceGetMemoryInfo`` in its second form where the driver has it (R510+):
@@ -134,7 +179,11 @@ class Nvml:
     def energy_of(self, device: GpuDevice, handle: Any) -> float | None:
         """The energy counter in joules (nvmlDeviceGetTotalEnergyConsumption: millijoules
         since the driver loaded, Volta and later). Older boards: the power reading
-        integrated over the time between calls. None: neither is available."""
+        integrated over the time between calls. None: neither is available. A MIG
+        device: its share of its card's."""
+        if isinstance(handle, MigHandle):
+            joules = self.energy_of(dataclasses.replace(device, mig=None), handle.card)
+            return None if joules is None else joules * handle.share
         try:
             return self.nvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0
         except self.nvml.NVMLError:
@@ -148,6 +197,27 @@ class Nvml:
         joules += watts * (now - then)
         self._integrated[device.bus_id] = (joules, now)
         return joules
+
+    def memory_errors(self, device: GpuDevice, handle: Any) -> tuple[int | None, int | None]:
+        """(corrected, uncorrected) volatile ECC errors of the card since the driver
+        loaded; None where the board has no ECC or it is off."""
+        nv = self.nvml
+        card = handle.card if isinstance(handle, MigHandle) else handle
+        volatile = getattr(nv, "NVML_VOLATILE_ECC", 0)
+        out = []
+        for kind in ("NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"):
+            try:
+                out.append(int(nv.nvmlDeviceGetTotalEccErrors(card, getattr(nv, kind),
+                                                              volatile)))
+            except nv.NVMLError:
+                out.append(None)
+        return out[0], out[1]
+
+    def xid_errors(self, device: GpuDevice) -> dict[int, int]:
+        """XID events of the device's card since the exporter started, by code (a MIG
+        device: the card's and its GPU instance's)."""
+        return self.xids.of(device.bus_id, None if device.mig is None
+                            else device.mig.gpu_instance)
 
 
 def _text(value: bytes | str) -> str:

@@ -28,7 +28,7 @@ import logging
 import os
 import re
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from exporter.gpu_devices import DRM_MAJOR, NVIDIA_MAJOR, RENDER_MINOR_BASE
 
@@ -75,13 +75,15 @@ def _index(text: str) -> int:
     return int(text)
 
 
-def parse_devices_list(text: str) -> tuple[tuple[int, int], ...] | None:
+def parse_devices_list(text: str, caps_majors: Collection[int] = ()
+                       ) -> tuple[tuple[int, int], ...] | None:
     """GPU device files (major, minor) a v1 devices whitelist allows; None when it cannot tell.
 
     ``c 195:1 rwm``  (``/dev/nvidia1``)     ``c 226:129 rw`` (``/dev/dri/renderD129``)
-    ``c 136:* rwm``
+    ``c 136:* rwm``  ``c 508:22 rw`` (``/dev/nvidia-caps/nvidia-cap22``, ``caps_majors``)
     ``a *:* rwm`` (default allow: the kernel does not show what was denied) -> None
     """
+    majors = {str(NVIDIA_MAJOR), str(DRM_MAJOR), *(str(m) for m in caps_majors)}
     if len(text) > _MAX_TEXT * 16:
         raise ValueError("devices.list too long")
     numbers: set[tuple[int, int]] = set()
@@ -93,7 +95,7 @@ def parse_devices_list(text: str) -> tuple[tuple[int, int], ...] | None:
         if kind == "a":
             return None
         major, _, minor = spec.partition(":")
-        if kind != "c" or major not in (str(NVIDIA_MAJOR), str(DRM_MAJOR)):
+        if kind != "c" or major not in majors:
             continue
         if minor == "*":
             return None  # every GPU of the node: not an allocation
@@ -104,6 +106,8 @@ def parse_devices_list(text: str) -> tuple[tuple[int, int], ...] | None:
             numbers.add(number)
         elif number[0] == DRM_MAJOR and number[1] in _RENDER_MINORS:
             numbers.add(number)
+        elif number[0] not in (NVIDIA_MAJOR, DRM_MAJOR):
+            numbers.add(number)  # a MIG capability file
     return tuple(sorted(numbers))
 
 

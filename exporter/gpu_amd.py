@@ -12,6 +12,10 @@ and energy are the card's (the card does not meter its partitions): they are rea
 card's first partition and each partition reports an equal share, so the node's total
 counts the card once.
 
+Memory errors are the card's RAS counts (``amdsmi_get_gpu_total_ecc_count``:
+``correctable_count``, ``uncorrectable_count``), read from its first partition; amdsmi has
+no XID events.
+
 Units as the binding returns them: activity in percent (``"N/A"`` where unsupported), VRAM
 in MB (MiB: the library divides bytes by 1024²), power in W, the energy accumulator in
 ticks of ``counter_resolution`` µJ.
@@ -19,6 +23,7 @@ ticks of ``counter_resolution`` µJ.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import time
@@ -80,6 +85,9 @@ class AmdSmi:
             log.info("AMD GPUs not read: amdsmi unavailable (%s)", exc)
             return False
         self._shares = dict(Counter(d.card for d, _ in self.found))
+        self.found = [(d if d.partition is None else
+                       dataclasses.replace(d, partitions=self._shares[d.card]), h)
+                      for d, h in self.found]
         for device, handle in sorted(self.found, key=lambda f: f[0].partition or 0,
                                      reverse=True):
             self._primary[device.card] = handle  # the lowest partition is kept
@@ -170,3 +178,15 @@ class AmdSmi:
             joules += watts * (now - then)
             self._integrated[card] = (joules, now)
         return joules / self._shares.get(card, 1)
+
+    def memory_errors(self, device: GpuDevice, handle: Any) -> tuple[int | None, int | None]:
+        """(correctable, uncorrectable) errors of the card's memory (RAS); None where
+        the binding or the board has no count."""
+        count = self._optional("amdsmi_get_gpu_total_ecc_count", self._primary[device.card])
+        count = count or {}
+        found = (_number(count.get("correctable_count")),
+                 _number(count.get("uncorrectable_count")))
+        return tuple(None if v is None else int(v) for v in found)  # type: ignore[return-value]
+
+    def xid_errors(self, device: GpuDevice) -> dict[int, int]:
+        return {}  # an NVIDIA driver's reports; AMD's errors are its RAS counts

@@ -16,6 +16,12 @@ through that list, never taken as a driver index:
 
 When a device's file is unknown (a driver that does not report its minor number) the file
 order cannot be told, and PCI bus id order is used for every device.
+
+A card in MIG mode is not a GPU of Slurm's: each of its MIG devices is (gres.conf
+``MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21,/dev/nvidia-caps/nvidia-cap22``,
+the card's file and its GPU and compute instance's capability files, exporter/gpu_mig.py).
+In file order they follow their card's file, by capability number; in PCI order, their
+card's bus id, then GPU and compute instance.
 """
 
 from __future__ import annotations
@@ -36,6 +42,36 @@ _DIGITS = re.compile(r"(\d+)")
 
 
 @dataclass(frozen=True)
+class MigSlice:
+    """Where a MIG device sits on its card (exporter/gpu_mig.py)."""
+
+    parent_uuid: str  # the card's UUID; "" when the driver does not tell
+    parent_minor: int | None  # the card's /dev/nvidia<minor>
+    gpu_instance: int
+    compute_instance: int
+    profile: str  # "1g.10gb"; "" when the driver does not name it
+    slices: int  # compute slices of the compute instance
+    gi_slices: int  # compute slices of its GPU instance
+    card_slices: int  # compute slices of the whole card (7 on A100 and H100)
+    caps_major: int | None = None  # major of /dev/nvidia-caps/*; None: unknown
+    gi_minor: int | None = None  # /dev/nvidia-caps/nvidia-cap<gi_minor>
+    ci_minor: int | None = None
+
+    @property
+    def share(self) -> float:
+        """The card's compute the slice holds: its power and energy are this share."""
+        return self.slices / self.card_slices
+
+    @property
+    def numbers(self) -> tuple[tuple[int, int], ...]:
+        """(major, minor) of its capability files, compute instance first."""
+        if self.caps_major is None:
+            return ()
+        return tuple((self.caps_major, m) for m in (self.ci_minor, self.gi_minor)
+                     if m is not None)
+
+
+@dataclass(frozen=True)
 class GpuDevice:
     """One GPU (or one compute partition of a partitioned card) as the node sees it."""
 
@@ -45,6 +81,8 @@ class GpuDevice:
     bus_id: str  # canonical PCI bus id, "0000:05:00.0"
     minor: int | None  # minor number of the device file; None: unknown
     partition: int | None = None  # compute partition of a partitioned card (AMD CPX ...)
+    mig: MigSlice | None = None  # a MIG device: its place on its card (bus_id is the card's)
+    partitions: int | None = None  # a partition: how many its card has (sharing its power)
 
     @property
     def major(self) -> int:
@@ -52,7 +90,14 @@ class GpuDevice:
 
     @property
     def path(self) -> str | None:
-        """The device file Slurm's gres.conf names for this GPU."""
+        """The device file Slurm's gres.conf names for this GPU (a MIG device: its files,
+        as ``MultipleFiles=`` lists them)."""
+        if self.mig is not None:
+            m = self.mig
+            if m.parent_minor is None or m.gi_minor is None or m.ci_minor is None:
+                return None
+            return (f"/dev/nvidia{m.parent_minor},/dev/nvidia-caps/nvidia-cap{m.gi_minor},"
+                    f"/dev/nvidia-caps/nvidia-cap{m.ci_minor}")
         if self.minor is None:
             return None
         if self.vendor == "nvidia":
@@ -61,8 +106,39 @@ class GpuDevice:
 
     @property
     def number(self) -> tuple[int, int] | None:
-        """(major, minor) of the device file, as the devices cgroup lists it."""
+        """(major, minor) of the device file, as the devices cgroup lists it (a MIG
+        device: its compute instance's capability file)."""
+        if self.mig is not None:
+            return next(iter(self.mig.numbers), None)
         return None if self.minor is None else (self.major, self.minor)
+
+    @property
+    def numbers(self) -> tuple[tuple[int, int], ...]:
+        """Every device number that may name this GPU in a devices cgroup."""
+        if self.mig is not None:
+            return self.mig.numbers
+        return () if self.number is None else (self.number,)
+
+    def label(self, index: int) -> str:
+        """The ``gpu`` label: Slurm's index; a MIG device ``<card minor>/<GPU instance>``
+        (``/<compute instance>`` added where its GPU instance is split), as nvidia-smi
+        names it, since its card has no index of Slurm's."""
+        if self.mig is None:
+            return str(index)
+        m = self.mig
+        card = str(m.parent_minor) if m.parent_minor is not None else self.bus_id
+        whole = m.slices >= m.gi_slices
+        return f"{card}/{m.gpu_instance}" + ("" if whole else f"/{m.compute_instance}")
+
+    @property
+    def power_share(self) -> str:
+        """"" where power and energy are the device's own readings; ``3/7``, ``1/8``: the
+        share of its card's readings it reports (an estimate)."""
+        if self.mig is not None:
+            return f"{self.mig.slices}/{self.mig.card_slices}"
+        if self.partition is not None and self.partitions:
+            return f"1/{self.partitions}"
+        return ""
 
     @property
     def card(self) -> str:
@@ -98,7 +174,9 @@ def _natural(path: str) -> tuple:
 
 
 def _pci_key(device: GpuDevice) -> tuple:
-    return (device.bus_id, device.partition or 0)
+    mig = device.mig
+    return (device.bus_id, device.partition or 0, -1 if mig is None else mig.gpu_instance,
+            -1 if mig is None else mig.compute_instance)
 
 
 def slurm_order(devices: Iterable[GpuDevice], order: str, quiet: bool = False
@@ -117,10 +195,25 @@ def slurm_order(devices: Iterable[GpuDevice], order: str, quiet: bool = False
 
 def describe(devices: dict[int, GpuDevice]) -> str:
     """``0=amd 0000:05:00.0 /dev/dri/renderD128, ...`` for a log line."""
-    return ", ".join(f"{i}={d.vendor} {d.bus_id} {d.path or '(device file unknown)'}"
-                     for i, d in devices.items())
+    return ", ".join(f"{i}={d.vendor} {d.bus_id}"
+                     f"{f' MIG {d.mig.profile or d.label(i)}' if d.mig else ''}"
+                     f" {d.path or '(device file unknown)'}" for i, d in devices.items())
 
 
 def by_number(devices: Sequence[GpuDevice]) -> dict[tuple[int, int], int]:
-    """(major, minor) of each known device file -> the device's position in ``devices``."""
-    return {d.number: i for i, d in enumerate(devices) if d.number is not None}
+    """(major, minor) of each known device file -> the device's position in ``devices``.
+    A number that names several (a GPU instance's capability, shared by its compute
+    instances) names none."""
+    seen: dict[tuple[int, int], list[int]] = {}
+    for i, d in enumerate(devices):
+        for number in d.numbers:
+            seen.setdefault(number, []).append(i)
+    return {n: found[0] for n, found in seen.items() if len(found) == 1}
+
+
+def shared_numbers(devices: Sequence[GpuDevice]) -> frozenset[tuple[int, int]]:
+    """Device files every job on a card in MIG mode is allowed (the card's
+    ``/dev/nvidia<minor>``) or that several MIG devices share: no GPU of their own."""
+    out = {(NVIDIA_MAJOR, d.mig.parent_minor) for d in devices
+           if d.mig is not None and d.mig.parent_minor is not None}
+    return frozenset(out | (set().union(*(d.numbers for d in devices)) - set(by_number(devices))))

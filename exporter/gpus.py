@@ -12,7 +12,14 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from exporter.gpu_devices import GpuDevice, GpuReading, by_number, describe, slurm_order
+from exporter.gpu_devices import (
+    GpuDevice,
+    GpuReading,
+    by_number,
+    describe,
+    shared_numbers,
+    slurm_order,
+)
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +32,9 @@ class Reader(Protocol):
     def start(self) -> bool: ...
     def read_handle(self, index: int, handle: Any, device: GpuDevice) -> GpuReading: ...
     def energy_of(self, device: GpuDevice, handle: Any) -> float | None: ...
+    def memory_errors(self, device: GpuDevice, handle: Any
+                      ) -> tuple[int | None, int | None]: ...
+    def xid_errors(self, device: GpuDevice) -> dict[int, int]: ...
 
 
 class Gpus:
@@ -35,6 +45,9 @@ class Gpus:
         self.order = order
         self.devices: dict[int, GpuDevice] = {}
         self.numbers: dict[tuple[int, int], int] = {}  # (major, minor) -> index
+        # device files that are no GPU of their own: a MIG card's, shared capabilities
+        self.shared: frozenset[tuple[int, int]] = frozenset()
+        self.labels: dict[int, str] = {}  # index -> the gpu label of its series
         self._where: dict[int, tuple[Any, Any]] = {}  # index -> (reader, handle)
         self.errors: tuple[type[Exception], ...] = ()
 
@@ -46,6 +59,8 @@ class Gpus:
         self.devices = dict(enumerate(ordered))
         self._where = {i: where[id(d)] for i, d in self.devices.items()}
         self.numbers = by_number(ordered)
+        self.shared = shared_numbers(ordered)
+        self.labels = {i: d.label(i) for i, d in self.devices.items()}
         self.errors = tuple(r.error for r in started)
         if started:
             log.info("GPUs by Slurm's index (%s order): %s", self.order, describe(self.devices))
@@ -61,3 +76,19 @@ class Gpus:
     def energy_joules(self, index: int) -> float | None:
         reader, handle = self._where[index]
         return reader.energy_of(self.devices[index], handle)
+
+    def memory_errors(self, index: int) -> tuple[int | None, int | None]:
+        """(corrected, uncorrected) memory errors of GPU ``index``'s card."""
+        reader, handle = self._where[index]
+        return reader.memory_errors(self.devices[index], handle)
+
+    def xid_errors(self, index: int) -> dict[int, int]:
+        """XID events of GPU ``index``'s card (or GPU instance) by code."""
+        reader, _ = self._where[index]
+        return reader.xid_errors(self.devices[index])
+
+    @property
+    def caps_majors(self) -> frozenset[int]:
+        """Majors of MIG capability files, which a devices cgroup may list."""
+        return frozenset(d.mig.caps_major for d in self.devices.values()
+                         if d.mig is not None and d.mig.caps_major is not None)

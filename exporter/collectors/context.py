@@ -23,6 +23,7 @@ class CollectorContext:
     # every GPU's energy counter in joules, and each job's allocated GPU indexes.
     gpu_energy: dict[int, float] = field(default_factory=dict)
     gpu_allocations: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    gpu_labels: dict[int, str] = field(default_factory=dict)  # index -> its gpu label
     # This scrape's cgroup readings by job id, kept by the cpu and memory collectors so
     # that the energy collector reads no file twice.
     cpu_usage: dict[str, CpuUsage] = field(default_factory=dict)

@@ -172,7 +172,9 @@ class EnergyCollector:
                 continue
             mine = self._jobs.setdefault(job_id, {})
             for source in sources:
-                parts = ({("gpu", str(i)): gpu.get(i, 0.0) for i in gpus_of[job_id]}
+                labels = self.context.gpu_labels
+                parts = ({("gpu", labels.get(i, str(i))): gpu.get(i, 0.0)
+                          for i in gpus_of[job_id]}
                          if source == "gpu" else {(source, ""): by_source[source]})
                 for key, joules in parts.items():
                     mine[key] = mine.get(key, 0.0) + joules
@@ -207,7 +209,7 @@ class EnergyCollector:
             "jobs_energy_joules",
             "Energy attributed to the job on this node by source (cpu: RAPL package by CPU "
             "time share, dram: by memory share, gpu: its GPUs, other: the rest of the node "
-            "meter by allocated cores), in joules; gpu per GPU (its index, as jobs_gpu_*).",
+            "meter by allocated cores), in joules; gpu per GPU (its gpu label, as jobs_gpu_*).",
             labels=["jobid", "source"],
         )
         for job_id, by_source in sorted(self._jobs.items()):

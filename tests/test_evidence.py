@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 
 from tests import test_detectors_causes as causes
+from tests import test_memory_kinds as memory_kinds
 from tests.helpers.reports import sample_report
 from tests.test_detectors import CASES, HB, flat, report_for
 from tests.test_node_idle import two_node_report
@@ -45,6 +46,7 @@ def triggering_reports():
     yield "gpu-type-unavailable", queue_report(q, gpus=1), WAIT_ONLY
     yield "node-idle", two_node_report(0.0), Thresholds()
     yield from causes.triggering_reports()
+    yield "memory-in-tmpfs", memory_kinds.shm_stack(), Thresholds()
 
 
 ALL = [(case, detect_all(report, t)) for case, report, t in triggering_reports()]

@@ -298,7 +298,7 @@ def test_json_schema_is_pinned():
         "end_time", "elapsed_seconds", "time_limit_seconds", "time_limit_kind",
         "headline", "verdict", "figures_from", "cpus", "cpu_seconds", "cpu_seconds_source",
         "cpu_efficiency",
-        "memory_peak_bytes", "memory_peak", "memory_requested_bytes",
+        "memory_peak_bytes", "memory_peak", "memory_nodes", "memory_requested_bytes",
         "memory_requested_per_node_bytes", "memory_efficiency", "gpus", "usage", "steps",
         "findings", "gaps", "notes", "queue", "array", "series", "sizing",
         "step_lines", "billing", "waste", "energy", "coverage", "node_events",

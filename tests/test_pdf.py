@@ -24,7 +24,7 @@ from webapp.renderers.presentation import evidence_line
 
 # The title each plot draws inside its own figure (what a reader sees on page 2).
 PLOT_TITLES = ("CPU: cores busy per node", "CPU: mean busy per core",
-               "Memory: resident set per node", "GPU utilization per GPU",
+               "Memory held per node", "GPU utilization per GPU",
                "I/O: read and write rate per node")
 
 

@@ -62,12 +62,14 @@ def test_details_and_audit_add_what_one_screen_leaves_out():
 # --- one order in every format ---------------------------------------------------------
 
 TEXT_HEADINGS = {"Key figures": "figures", "Findings": "findings",
-                 "Next submission": "sizing", "Plots": "plots", "Steps": "steps",
+                 "Next submission": "sizing", "Plots": "plots", "Memory": "memory",
+                 "Steps": "steps",
                  "Array tasks": "tasks", "Queue": "queue", "Waste": "waste",
                  "Coverage": "coverage", "Audit": "audit"}
 # The JSON's key for each section (``coverage`` holds the audit: one object, last).
 JSON_KEYS = {"headline": "headline", "figures": "cpu_efficiency", "findings": "findings",
-             "sizing": "sizing", "plots": "series", "steps": "step_lines", "tasks": "array",
+             "sizing": "sizing", "plots": "series", "memory": "memory_nodes",
+             "steps": "step_lines", "tasks": "array",
              "queue": "queue", "waste": "waste", "coverage": "coverage"}
 
 

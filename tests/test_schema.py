@@ -17,6 +17,7 @@ from webapp.model import Energy, Gap, JobReport, TimeLimitKind
 from webapp.renderers.json import to_dict
 from webapp.report.archived import archive_record, from_archive
 from webapp.report.coverage import audited
+from webapp.report.peak import node_memory
 from webapp.report.waste import compute_waste
 from webapp.schema import DERIVED, LEFT_OUT, REPORT, decode, encode
 
@@ -31,9 +32,12 @@ def full_report() -> JobReport:
                                  findings=detect_all(report, t))
     report = audited(report, t, 0.8)
     sample = sample_report()
+    shared = tuple(dataclasses.replace(s, points=tuple((t, v / 4) for t, v in s.points))
+                   for s in sample.usage.memory_rss)
+    usage = dataclasses.replace(sample.usage, memory_shmem=shared, memory_cache=shared)
     return dataclasses.replace(
-        report, usage=dataclasses.replace(
-            sample.usage, queries=(("cpu", "rate(x[1m])"),), energy_joules=7.2e6,
+        report, memory_nodes=node_memory(usage, None), usage=dataclasses.replace(
+            usage, queries=(("cpu", "rate(x[1m])"),), energy_joules=7.2e6,
             energy_gpu_joules=3.6e6, energy_other_joules=1.8e6,
             energy_by_node=(("node01", 5.4e6), ("node02", 1.8e6)),
             gpu_energy=(("node01/0", 2.5e6), ("node01/1", 1.1e6))),
@@ -85,12 +89,16 @@ def test_report_archive_report_is_identical(tmp_path):
     assert got == want
 
 
-@pytest.mark.parametrize("key", ["memory_peak", "array"])
+@pytest.mark.parametrize("key", ["memory_peak", "array", "memory_nodes"])
 def test_summaries_written_before_a_field_still_decode(key):
     summary = json.loads(json.dumps(encode(full_report())))
     if key == "memory_peak":
         del summary["memory_peak"]  # only the bytes were kept then
         assert decode(summary).memory_peak_bytes == summary["memory_peak_bytes"]
+    elif key == "memory_nodes":
+        del summary["memory_nodes"], summary["series"]["memory_shmem_bytes"]
+        assert decode(summary).memory_nodes == ()
+        assert decode(summary).usage.memory_shmem == ()
     else:
         del summary["array"]["task_list"]  # only the count was kept then
         assert len(decode(summary).array.tasks) == summary["array"]["tasks"] == 5

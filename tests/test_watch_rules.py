@@ -87,7 +87,7 @@ def test_memory_growing_into_the_limit_before_the_time_limit_alerts():
     job = running_job(ran=HOUR, limit=10 * HOUR)
     # 1 GiB now... growing 0.5 GiB per hour reaches the 4 GiB limit in 6 h, before 9 h left
     series = memory_series(per_second=0.5 * GIB / HOUR, base=0.5 * GIB)
-    sample = LiveSample(job, NOW, WINDOWS, 5.0, memory_rss=(series,),
+    sample = LiveSample(job, NOW, WINDOWS, 5.0, memory_held=(series,),
                         memory_limit_bytes=4 * GIB)
     alert = memory_growth(sample, T)
     assert alert is not None and alert.rule == "memory_growth"
@@ -97,10 +97,10 @@ def test_memory_growing_into_the_limit_before_the_time_limit_alerts():
 def test_memory_that_will_not_reach_the_limit_in_time_gets_none():
     job = running_job(ran=HOUR, limit=2 * HOUR)  # 1 h left: +0.5 GiB is 1.5 GiB < 4 GiB
     series = memory_series(per_second=0.5 * GIB / HOUR, base=0.5 * GIB)
-    sample = LiveSample(job, NOW, WINDOWS, 5.0, memory_rss=(series,),
+    sample = LiveSample(job, NOW, WINDOWS, 5.0, memory_held=(series,),
                         memory_limit_bytes=4 * GIB)
     assert memory_growth(sample, T) is None
-    flat = LiveSample(job, NOW, WINDOWS, 5.0, memory_rss=(memory_series(0.0, GIB),),
+    flat = LiveSample(job, NOW, WINDOWS, 5.0, memory_held=(memory_series(0.0, GIB),),
                       memory_limit_bytes=4 * GIB)
     assert memory_growth(flat, T) is None
 

@@ -320,11 +320,10 @@ class Usage:
     # 0..1 busy over the whole job: one single-point series per node/core (v1 only)
     cpu_per_core: tuple[Series, ...] = ()
     memory_rss: tuple[Series, ...] = ()  # bytes, per node: anonymous memory
-    # bytes per node: shared memory (tmpfs, /dev/shm files), the page cache (which
-    # includes it) and all memory charged; none from an exporter (or a v1 kernel) without
+    # bytes per node: shared memory (tmpfs, /dev/shm files) and the page cache, which
+    # includes it; none from an exporter (or a v1 kernel) without them
     memory_shmem: tuple[Series, ...] = ()
     memory_cache: tuple[Series, ...] = ()
-    memory_usage: tuple[Series, ...] = ()
     memory_limit_bytes: int | None = None
     memory_max_usage_bytes: int | None = None  # includes page cache
     gpu_utilization: tuple[Series, ...] = ()  # 0..1, one per GPU

@@ -141,7 +141,6 @@ SERIES: tuple[tuple[str, str], ...] = (
     ("memory_rss_bytes", "memory_rss"),
     ("memory_shmem_bytes", "memory_shmem"),
     ("memory_cache_bytes", "memory_cache"),
-    ("memory_usage_bytes", "memory_usage"),
     ("gpu_utilization", "gpu_utilization"),
     ("gpu_memory_used_bytes", "gpu_memory_used"),
     ("io_read_bytes_per_second", "io_read_rate"),

@@ -53,8 +53,11 @@ def test_one_peak_in_every_format_and_in_the_finding(multi_task, tmp_path):
     assert next(f for f in data["findings"]
                 if f["name"] == "memory_over_requested")["evidence"]["memory_peak_bytes"] == peak
     node = multi_task.nodes[0]
-    assert f"{shown} ({pct}) peak; largest RSS Prometheus sampled on {node}" in one_line(
-        html.render(multi_task))
+    assert (f"{shown} ({pct}) peak; largest anonymous + shared memory Prometheus sampled "
+            f"on {node}") in one_line(html.render(multi_task))
+    # the memory details' held figure of that node is the same number
+    held = next(n.held_bytes for n in multi_task.memory_nodes if n.node == node)
+    assert held == peak and data["memory_nodes"][0]["held_bytes"] == peak
     path = tmp_path / "report.pdf"
     path.write_bytes(pdf.render(multi_task))
     pdf_text = one_line(subprocess.run(["pdftotext", str(path), "-"], check=True,

@@ -18,7 +18,7 @@ from webapp.renderers.presentation import evidence_line
 
 # Each figure's own title, drawn inside the plot (tests/test_pdf.py checks the same names).
 PLOT_TITLES = {"cpu": "CPU: cores busy per node", "cpu-cores": "CPU: mean busy per core",
-               "memory": "Memory: resident set per node", "gpu": "GPU utilization per GPU",
+               "memory": "Memory held per node", "gpu": "GPU utilization per GPU",
                "io": "I/O: read and write rate per node"}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webapp.model import JobReport, Series, StepLine
+from webapp.model import JobReport, NodeMemory, Series, StepLine
 from webapp.thresholds import Thresholds
 from webapp.unused import idle_nodes
 
@@ -247,6 +247,15 @@ def responsible_step(lines: tuple[StepLine, ...], share: float = 0.5) -> StepLin
     if total <= 0 or (worst.idle_core_seconds or 0.0) <= share * total:
         return None
     return worst
+
+
+def peak_node_memory(report: JobReport) -> NodeMemory | None:
+    """The parts of the memory held on the peak's node (the busiest one), when measured."""
+    peak = report.memory_peak
+    nodes = {n.node: n for n in report.memory_nodes}
+    if peak is not None and peak.node in nodes:
+        return nodes[peak.node]
+    return max(report.memory_nodes, key=lambda n: n.held_bytes or 0, default=None)
 
 
 def peak_source_text(report: JobReport) -> str:

@@ -1,9 +1,11 @@
-"""Resident memory rising steadily through the job toward its limit: a probable leak.
+"""Memory rising steadily through the job toward its limit: a probable leak.
 
-Judged on a least-squares line through each node's RSS series, not on two points: the
-line must explain most of the variation (``memory_growth_fit``), add a good share of the
-limit over the run and still rise in the last third, which a job that climbs to a high
-plateau (and simply needs more memory) does not.
+Judged on a least-squares line through each node's series of what it held (anonymous +
+shared memory, ``webapp.report.peak.held_series``: files piling up in /dev/shm fill the
+limit as surely as a growing heap), not on two points: the line must explain most of the
+variation (``memory_growth_fit``), add a good share of the limit over the run and still
+rise in the last third, which a job that climbs to a high plateau (and simply needs more
+memory) does not.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from webapp.detectors.measures import long_enough, memory_limit
 from webapp.detectors.out_of_memory import OOM
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import Finding, JobReport, LinearFit, Series, Severity
+from webapp.report.peak import held_series
 from webapp.thresholds import Thresholds
 
 
@@ -38,7 +41,8 @@ class MemoryGrowthDetector:
         limit = memory_limit(report)
         if not limit or not long_enough(report, t.min_runtime_seconds):
             return ()
-        found = [(s, fit) for s in report.usage.memory_rss if (fit := growth(s, limit, t))]
+        held = held_series(report.usage)
+        found = [(s, fit) for s in held if (fit := growth(s, limit, t))]
         if not found:
             return ()
         series, fit = max(found, key=lambda sf: sf[1].slope)
@@ -49,7 +53,7 @@ class MemoryGrowthDetector:
         unit, span = ("hour", 3600) if (report.elapsed_seconds or 0) >= 3600 else ("minute", 60)
         rate = f"{format_bytes(fit.slope * span)} per {unit}"
         oom = report.state == OOM or any(s.state == OOM for s in report.steps)
-        where = f" on {series.label}" if len(report.usage.memory_rss) > 1 else ""
+        where = f" on {series.label}" if len(held) > 1 else ""
         if oom:
             outcome = "until the limit killed it"
         elif left <= 0:

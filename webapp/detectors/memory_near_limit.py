@@ -1,9 +1,19 @@
-"""Peak memory close to the limit: a slightly larger input would be killed."""
+"""Peak memory close to the limit: a slightly larger input would be killed.
+
+The peak is what the kernel cannot reclaim, anonymous plus shared memory (files in
+/dev/shm or another tmpfs); a page cache near the limit is no risk, the kernel drops it
+before it kills anything (``webapp.report.peak``).
+"""
 
 from __future__ import annotations
 
 from webapp.detectors.advice import next_mem
-from webapp.detectors.measures import memory_limit, peak_source_text, step_states
+from webapp.detectors.measures import (
+    memory_limit,
+    peak_node_memory,
+    peak_source_text,
+    step_states,
+)
 from webapp.detectors.out_of_memory import OOM
 from webapp.formatting import format_bytes, format_percent
 from webapp.model import Finding, JobReport, Severity
@@ -20,6 +30,18 @@ class MemoryNearLimitDetector:
         if not peak or not limit or peak / limit < t.memory_near_limit:
             return ()
         mem = next_mem(peak, t.memory_margin)
+        node = peak_node_memory(report)
+        shmem = node.shmem_bytes if node and report.memory_peak.source == "prometheus" else None
+        shared = (f" Up to {format_bytes(shmem)} of it were files in /dev/shm or another "
+                  "tmpfs, which count as memory." if shmem and shmem >= 0.1 * peak else "")
+        evidence: dict[str, float | int | str] = {
+            "memory_peak_bytes": round(peak),
+            "memory_peak_source": str(report.memory_peak.source),
+            "memory_limit_bytes": limit,
+            "suggested_mem": mem,
+        }
+        if shmem is not None:
+            evidence["memory_shmem_bytes"] = shmem
         return (
             Finding(
                 name=self.name,
@@ -27,18 +49,13 @@ class MemoryNearLimitDetector:
                 message=(
                     f"Peak memory {format_bytes(peak)} reached {format_percent(peak / limit)} "
                     f"of the {format_bytes(limit)} limit; a slightly larger input would have "
-                    "been killed."
+                    f"been killed.{shared}"
                 ),
                 advice=f"Ask for `--mem={mem}` next time to keep a safety margin.",
                 evidence_text=(
                     f"Peak {format_bytes(peak)} ({peak_source_text(report)}) of the "
                     f"{format_bytes(limit)} limit: {format_percent(peak / limit)}."
                 ),
-                evidence={
-                    "memory_peak_bytes": round(peak),
-                    "memory_peak_source": str(report.memory_peak.source),
-                    "memory_limit_bytes": limit,
-                    "suggested_mem": mem,
-                },
+                evidence=evidence,
             ),
         )

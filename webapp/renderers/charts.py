@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from webapp.formatting import GIB
 from webapp.model import JobReport, Series
 from webapp.renderers.node_bands import MAX_LINES, bands
+from webapp.report.peak import held_series
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -165,20 +166,21 @@ def _request_per_node(report: JobReport) -> int | None:
 
 
 def _memory_summary(report: JobReport) -> str | None:
-    rss = report.usage.memory_rss
-    if not any(s.points for s in rss):
+    held = held_series(report.usage)
+    if not any(s.points for s in held):
         return None
     per_node = _request_per_node(report)
-    peak = max(s.max() or 0.0 for s in rss)
+    peak = max(s.max() or 0.0 for s in held)
     of = f" of {per_node / GIB:.1f} GiB requested per node" if per_node else ""
-    return f"Peak resident memory {peak / GIB:.2f} GiB on one node{of}."
+    return f"Peak memory held {peak / GIB:.2f} GiB on one node{of}."
 
 
 def _memory_draw(report: JobReport, size: tuple[float, float]) -> Figure:
-    """Resident memory per node against the request and the cgroup limit."""
+    """Memory held per node (anonymous + shared: what the kernel cannot reclaim) against
+    the request and the cgroup limit."""
     usage = report.usage
-    fig, ax = _figure("Memory: resident set per node", size)
-    _lines(ax, report, usage.memory_rss, scale=GIB, linewidth=1.2)
+    fig, ax = _figure("Memory held per node", size)  # anonymous + shared (its summary)
+    _lines(ax, report, held_series(usage), scale=GIB, linewidth=1.2)
     per_node = _request_per_node(report)
     if per_node:
         ax.axhline(per_node / GIB, color="tab:orange", linestyle="--",

@@ -23,8 +23,8 @@ __all__ = ["SCHEMA_VERSION", "render", "to_dict"]
 _AFTER_JOB = "time_limit_kind"
 _NOTES = ("gaps", "notes")
 # After the key figures: what a person needs next, then the details, the audit last.
-_AFTER_FIGURES = ("findings", "sizing", "series", "steps", "step_lines", "array", "queue",
-                  "billing", "waste", "coverage")
+_AFTER_FIGURES = ("findings", "sizing", "series", "memory_nodes", "steps", "step_lines",
+                  "array", "queue", "billing", "waste", "coverage")
 
 
 def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:

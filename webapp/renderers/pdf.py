@@ -3,7 +3,7 @@
 The sections in their one order (``sections.SECTIONS``). Page 1: the title, the headline
 with its verdict, gap notes, the key figures as bar gauges, the findings with advice and
 evidence, and the suggested ``#SBATCH`` block. Page 2: the details (the job's facts, the
-plots in a grid of two columns, steps, array tasks, queue, waste, coverage), then the
+plots in a grid of two columns, memory, steps, array tasks, queue, waste, coverage), then the
 audit; long tables may add pages. Nothing floats: the one page break is before the
 details. Every figure comes from ``presentation.context``, as on the page and in the
 text.
@@ -225,6 +225,12 @@ def _steps(doc: Document, c: dict[str, Any]) -> None:
         _raw(doc, _grid("Steps", c["step_header"], c["steps"], "llllrrrr"))
 
 
+def _memory(doc: Document, c: dict[str, Any]) -> None:
+    if c["memory"]:
+        _raw(doc, _grid("Memory", c["memory_header"], c["memory"], "lrrrrr"),
+             r"{\footnotesize\color{muted}", escaped(c["memory_sentence"]), r"\par}")
+
+
 def _waste(doc: Document, c: dict[str, Any]) -> None:
     """The sentence and how it was priced; the per-resource table is on the page and in
     the JSON (here it would push the audit onto a third page)."""
@@ -271,6 +277,7 @@ def build_document(report: JobReport, tmp: str) -> Document:
     _raw(doc, r"\clearpage", r"\detail{The job}",
          _pairs_table(c["summary"], size=r"\footnotesize"))
     _plots(doc, report, tmp)
+    _memory(doc, c)
     _steps(doc, c)
     _array_tasks(doc, c)
     _queue(doc, c)

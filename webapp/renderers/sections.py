@@ -25,9 +25,16 @@ from webapp.renderers.node_bands import MAX_LINES
 # The one order of a report's sections in every format (text, HTML, PDF, email, JSON):
 # what a person needs first, the details after, the audit last.
 SECTIONS = ("headline", "figures", "findings", "sizing",
-            "plots", "steps", "tasks", "queue", "waste", "coverage", "audit")
-DETAILS = ("plots", "steps", "tasks", "queue", "waste", "coverage")
+            "plots", "memory", "steps", "tasks", "queue", "waste", "coverage", "audit")
+DETAILS = ("plots", "memory", "steps", "tasks", "queue", "waste", "coverage")
 
+MEMORY_HEADER = ("node", "held", "anonymous", "shm, tmpfs", "page cache", "sacct MaxRSS")
+MEMORY_SENTENCE = (
+    "Peaks per node, each at its own time. Held is anonymous plus shared memory (files in "
+    "/dev/shm or another tmpfs): what the kernel cannot reclaim, and what the memory "
+    "findings judge. The page cache it drops before it kills anything. sacct's MaxRSS is "
+    "the largest single task's: its anonymous memory on cgroup v1, all its memory (page "
+    "cache too) on cgroup v2.")
 STEP_HEADER = ("step", "name", "state", "exit", "elapsed", "CPUs", "CPU eff.", "peak memory")
 WASTE_HEADER = ("resource", "allocated", "unused", "billing units", "core-hours")
 COVERAGE_HEADER = ("series", "samples", "interval", "covered", "gaps")
@@ -52,6 +59,19 @@ def step_rows(report: JobReport) -> list[tuple[str, ...]]:
          _known(format_bytes(x.memory_peak_bytes), x.memory_peak_bytes))
         for x in report.step_lines
     ]
+
+
+def memory_rows(report: JobReport) -> list[tuple[str, ...]]:
+    """One row per node (MEMORY_HEADER's columns), the busiest first; past ``MAX_LINES``
+    nodes the rest are counted. A figure not measured is blank."""
+    nodes = sorted(report.memory_nodes, key=lambda n: (-(n.held_bytes or 0), n.node))
+    rows = [(_clean(n.node), *(_known(format_bytes(v), v) for v in (
+                n.held_bytes, n.anon_bytes, n.shmem_bytes, n.page_cache_bytes,
+                n.max_rss_bytes)))
+            for n in nodes[:MAX_LINES]]
+    if len(nodes) > MAX_LINES:
+        rows.append((f"{len(nodes) - MAX_LINES} more nodes", "", "", "", "", ""))
+    return rows
 
 
 def waste_header(report: JobReport) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from webapp.renderers.node_bands import TOP, extremes
 from webapp.renderers.presentation import Gauge, context, evidence_line, sizing_lines
 from webapp.renderers.sections import NO_FINDINGS
 from webapp.renderers.wording import cpu_source_text, peak_text, time_limit_text
+from webapp.report.peak import held_series
 
 WIDTH = 80
 BAR = 20
@@ -52,8 +53,8 @@ def sparkline(series: Series, width: int = 50, top: float | None = None) -> str:
 GAUGE_LABELS = {"Memory peak of requested": "Memory efficiency",
                 "Time used of requested": "Time used"}
 HEADINGS = {"figures": "Key figures", "findings": "Findings", "sizing": "Next submission",
-            "plots": "Plots", "steps": "Steps", "tasks": "Array tasks", "queue": "Queue",
-            "waste": "Waste", "coverage": "Coverage", "audit": "Audit"}
+            "plots": "Plots", "memory": "Memory", "steps": "Steps", "tasks": "Array tasks",
+            "queue": "Queue", "waste": "Waste", "coverage": "Coverage", "audit": "Audit"}
 
 
 def _line(label: str, value: str) -> str:
@@ -224,11 +225,11 @@ def _plots(r: JobReport) -> list[str]:
     for s in cpus:
         out.append(f"  CPU {s.label[:8]:<8} {sparkline(s, 48, top)} max {s.max() or 0.0:.2f} cores")
     out += _left_out(cpus_left, "nodes")
-    rss, rss_left = extremes(u.memory_rss)
-    for s in rss:
-        out.append(f"  RSS {_clean(s.label)[:8]:<8} {sparkline(s, 48)} "
+    held, held_left = extremes(held_series(u))  # anonymous + shared: what the peak is
+    for s in held:
+        out.append(f"  Mem {_clean(s.label)[:8]:<8} {sparkline(s, 48)} "
                    f"max {format_bytes(s.max())}")
-    out += _left_out(rss_left, "nodes")
+    out += _left_out(held_left, "nodes")
     gpus, gpus_left = extremes(u.gpu_utilization)
     for s in gpus:
         out.append(f"  GPU {_clean(s.label)[:8]:<8} {sparkline(s, 48, 1.0)} "
@@ -238,8 +239,12 @@ def _plots(r: JobReport) -> list[str]:
 
 
 def _details(r: JobReport, c: dict[str, Any]) -> list[str]:
-    """Plots, steps, array tasks, queue, waste and coverage, in SECTIONS' order."""
+    """Plots, memory, steps, array tasks, queue, waste and coverage, in SECTIONS'
+    order."""
     out = _plots(r)
+    if c["memory"]:
+        out += ["", HEADINGS["memory"], *_wrapped(c["memory_sentence"])]
+        out += _table("", c["memory_header"], c["memory"], (10, 10, 11, 11, 12, 13))[2:]
     out += _table(HEADINGS["steps"], c["step_header"], c["steps"], (8, 11, 11, 6, 9, 5, 9, 12))
     out += _array_tasks(r)
     if c["queue"]:

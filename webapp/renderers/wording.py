@@ -69,7 +69,7 @@ def peak_text(peak: MemoryPeak | None) -> str:
         return "no memory figure from any source"
     where = f" on {peak.node}" if peak.node else ""
     if peak.source == PeakSource.PROMETHEUS:
-        return f"largest RSS Prometheus sampled{where}"
+        return f"largest anonymous + shared memory Prometheus sampled{where}"
     step = f", step {peak.step_id}" if peak.step_id else ""
     tasks = peak.tasks or 1
     if tasks > 1:

@@ -2,20 +2,34 @@
 
 ``--mem`` is per node, so the peak is that of the busiest node.
 
-- Prometheus: the largest RSS the exporter sampled of the job's cgroup on each node
-  (``jobs_memory_rss_bytes``: all the job's tasks on that node together; page cache
-  excluded). The busiest node's value.
+- Prometheus: the most memory the job's cgroup held on each node that the kernel cannot
+  reclaim: anonymous memory (``jobs_memory_rss_bytes``, all the job's tasks on that node
+  together) plus shared memory (``jobs_memory_shmem_bytes``: files in /dev/shm or another
+  tmpfs, shared anonymous mappings), summed sample by sample (``held_series``). The page
+  cache is left out: the kernel drops it before it kills anything, so a cache near the
+  limit is no risk. Shared memory is page cache too, but it has no file to be written
+  back to; only swap could take it, and compute nodes seldom have swap. The busiest
+  node's value.
 - sacct: MaxRSS is the largest *single task*; a step running N tasks on that node may
   have held up to N times that at once (seff's "estimated maximum"). So the estimate is
   MaxRSS x the step's tasks per node, for the step whose estimate is largest; without
-  step lines (old Slurm), the allocation line's MaxRSS.
+  step lines (old Slurm), the allocation line's MaxRSS. What MaxRSS counts depends on
+  the cgroup version (``jobacct_gather/cgroup``): on v1 the task's anonymous memory
+  (total_rss: a GiB written to /dev/shm reads as a MaxRSS of about 1 MiB), on v2 all its
+  memory.current, shared memory and page cache included.
 
 Prometheus wins when it has samples, unless a single task's MaxRSS alone exceeds them
-(the peak fell between two scrapes): then sacct's estimate is the better account.
+(the peak fell between two scrapes): then sacct's estimate is the better account. Not on
+cgroup v2, where MaxRSS counts the page cache: there it may exceed what the job held by
+its cache alone (a job that read 440 MiB of files under a 500M limit on v24: MaxRSS
+455 MiB, 0.6 MiB held), and Prometheus' samples of what it held stand.
 
 Samples of the job's exit are not its memory: a scrape that lands while its processes
 exit (or after its last task ended, the cgroup still there) reads the few MiB left, and
 that one point would end a leak's straight line (``while_running``).
+
+``node_memory`` lays the parts side by side per node (anonymous, shared, page cache,
+MaxRSS), each its own largest sample; the report's details show them.
 """
 
 from __future__ import annotations
@@ -23,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from webapp.model import MemoryPeak, PeakSource, SacctJob, Series, Step, Usage
+from webapp.model import MemoryPeak, NodeMemory, PeakSource, SacctJob, Series, Step, Usage
 
 # A final sample under this share of the one before it, taken in the job's last steps:
 # its processes were exiting, not shrinking (no job frees half its memory in one scrape
@@ -65,20 +79,83 @@ def sacct_peak(job: SacctJob) -> MemoryPeak | None:
     return best
 
 
+def _by_time(series: Series) -> dict[float, float]:
+    return dict(series.points)
+
+
+def held(anon: tuple[Series, ...], shmem: tuple[Series, ...]) -> tuple[Series, ...]:
+    """Per node, anonymous + shared memory at each sample of the anonymous series. A node
+    without shared memory series (an older exporter, a kernel without the figure) holds
+    its anonymous memory alone."""
+    shared = {s.label: _by_time(s) for s in shmem}
+    return tuple(Series(a.label, tuple((t, v + shared.get(a.label, {}).get(t, 0.0))
+                                       for t, v in a.points)) for a in anon)
+
+
+def held_series(usage: Usage) -> tuple[Series, ...]:
+    """What the job held on each node over time: what the peak is the largest of."""
+    return held(usage.memory_rss, usage.memory_shmem)
+
+
+def page_cache_series(usage: Usage) -> tuple[Series, ...]:
+    """Per node, the page cache without its shared memory: what the kernel can reclaim."""
+    shmem = {s.label: _by_time(s) for s in usage.memory_shmem}
+    return tuple(Series(c.label, tuple((t, max(0.0, v - shmem.get(c.label, {}).get(t, 0.0)))
+                                       for t, v in c.points))
+                 for c in usage.memory_cache)
+
+
 def prometheus_peak(usage: Usage) -> MemoryPeak | None:
-    """The largest RSS sample of the busiest node; None when nothing was sampled."""
+    """The largest held sample of the busiest node; None when nothing was sampled."""
     best: MemoryPeak | None = None
-    for series in usage.memory_rss:
+    for series in held_series(usage):
         top = series.max()
         if top and (best is None or top > best.bytes):
             best = MemoryPeak(int(top), PeakSource.PROMETHEUS, node=series.label or None)
     return best
 
 
-def job_peak(sacct: MemoryPeak | None, prometheus: MemoryPeak | None) -> MemoryPeak | None:
-    """Prometheus' peak, unless one task's MaxRSS alone is larger (a peak between scrapes)."""
+def _top(series: tuple[Series, ...]) -> dict[str, int]:
+    return {s.label: int(top) for s in series if (top := s.max()) is not None}
+
+
+def _max_rss_by_node(job: SacctJob | None) -> dict[str, int]:
+    """The largest task's MaxRSS on each node sacct names (MaxRSSNode, or a one-node
+    step's node)."""
+    out: dict[str, int] = {}
+    for step in job.steps if job else ():
+        node = step.max_rss_node or (step.nodes[0] if len(step.nodes) == 1 else None)
+        if node and step.max_rss_bytes is not None:
+            out[node] = max(out.get(node, 0), step.max_rss_bytes)
+    return out
+
+
+def node_memory(usage: Usage, job: SacctJob | None) -> tuple[NodeMemory, ...]:
+    """Each node's anonymous, shared and page cache peaks (Prometheus) beside the largest
+    task's MaxRSS (sacct), sorted by node; () when neither measured anything."""
+    held, anon = _top(held_series(usage)), _top(usage.memory_rss)
+    shmem, cache = _top(usage.memory_shmem), _top(page_cache_series(usage))
+    max_rss = _max_rss_by_node(job)
+    nodes = sorted({*held, *shmem, *cache, *max_rss})
+    return tuple(NodeMemory(n, held.get(n), anon.get(n), shmem.get(n), cache.get(n),
+                            max_rss.get(n)) for n in nodes)
+
+
+def maxrss_counts_page_cache(usage: Usage) -> bool:
+    """The job ran on cgroup v2 nodes (the memory events only v2 has) whose page cache
+    Prometheus sampled: there Slurm's cgroup plugin reads MaxRSS from memory.current, page
+    cache included, so a MaxRSS above what the job held may be only its page cache."""
+    return usage.memory_high_events is not None and bool(usage.memory_cache)
+
+
+def job_peak(sacct: MemoryPeak | None, prometheus: MemoryPeak | None,
+             usage: Usage | None = None) -> MemoryPeak | None:
+    """Prometheus' peak, unless one task's MaxRSS alone is larger (a peak between
+    scrapes); never where MaxRSS counts the page cache (``maxrss_counts_page_cache``)."""
     if prometheus is None:
         return sacct
+    if usage is not None and maxrss_counts_page_cache(usage):
+        return prometheus
     if sacct is not None and (sacct.per_task_bytes or 0) > prometheus.bytes:
         return sacct
     return prometheus
@@ -98,11 +175,20 @@ def exit_tail_start(series: Series, end: float, step: float) -> int:
 
 
 def while_running(usage: Usage, end: float | None) -> Usage:
-    """``usage`` with each node's memory series cut before its exit tail; as is while the
-    job runs (``end`` None) or without the series' step."""
+    """``usage`` with each node's memory series (anonymous, shared, cache) cut before the
+    exit tail of what it held; as is while the job runs (``end`` None) or without the
+    series' step."""
     if end is None or not usage.step_seconds or not usage.memory_rss:
         return usage
     step = usage.step_seconds
-    cut = tuple(Series(s.label, s.points[:exit_tail_start(s, end, step)])
-                for s in usage.memory_rss)
-    return replace(usage, memory_rss=cut) if cut != usage.memory_rss else usage
+    tails = {s.label: s.points[i][0] for s in held_series(usage)
+             if (i := exit_tail_start(s, end, step)) < len(s.points)}
+    if not tails:
+        return usage
+
+    def cut(series: tuple[Series, ...]) -> tuple[Series, ...]:
+        return tuple(Series(s.label, tuple(p for p in s.points if p[0] < tails[s.label]))
+                     if s.label in tails else s for s in series)
+
+    return replace(usage, memory_rss=cut(usage.memory_rss),
+                   memory_shmem=cut(usage.memory_shmem), memory_cache=cut(usage.memory_cache))

@@ -42,13 +42,7 @@ from webapp.model import (
     TimeLimitKind,
     Usage,
 )
-from webapp.report.peak import (
-    charged_peak,
-    job_peak,
-    node_memory,
-    prometheus_peak,
-    sacct_peak,
-)
+from webapp.report.peak import job_peak, node_memory, prometheus_peak, sacct_peak
 from webapp.sources.sacct_values import parse_nodelist
 from webapp.states import running, started
 
@@ -185,8 +179,7 @@ def join(job_id: JobId, cluster: str, acct: AccountingJob | None, sj: SacctJob |
         figures_from=record if record and record != str(job_id) else None,
         cpu_seconds=cpu_seconds,
         cpu_source=cpu_source,
-        memory_peak=job_peak(sacct_peak(sj) if sj else None, prometheus_peak(usage),
-                             charged_peak(usage)),
+        memory_peak=job_peak(sacct_peak(sj) if sj else None, prometheus_peak(usage), usage),
         memory_nodes=node_memory(usage, sj),
         usage=usage,
         steps=sj.steps if sj else (),

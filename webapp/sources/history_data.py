@@ -1,9 +1,10 @@
 """A user's past jobs in bulk: one ``sacct`` call for the window and two PromQL queries
 per 200 jobs (memory peak per node, GPUs busy), never a query per job.
 
-The memory peak per node is the largest RSS sample of the job's cgroup there, the figure
-``webapp.report.peak`` takes from Prometheus for a single report; the caller joins it
-with sacct's estimate by the same rule.
+The memory peak per node is what the job's cgroup held there (anonymous + shared memory,
+the figure ``webapp.report.peak`` takes from Prometheus for a single report, here
+bounded from above: see PEAK_QUERY); the caller joins it with sacct's estimate by the
+same rule.
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ log = logging.getLogger(__name__)
 # The single report's columns, plus Submit last (no free text after it: safe to split).
 HISTORY_FIELDS = (*FIELDS, "Submit")
 CHUNK = 200  # job ids per PromQL regex
-PEAK_QUERY = "max by (jobid, {node}) (max_over_time(jobs_memory_rss_bytes{{{sel}}}[{w}s]))"
+# What each job held per node (webapp.report.peak: anonymous + shared memory), bounded
+# from above by the largest anonymous sample plus the largest shared one: their sum per
+# sample would need a subquery at scrape resolution over the whole window. Shared memory
+# counts as 0 where the exporter gave none.
+PEAK_QUERY = (
+    "max by (jobid, {node}) (max_over_time(jobs_memory_rss_bytes{{{sel}}}[{w}s]))"
+    " + (max by (jobid, {node}) (max_over_time(jobs_memory_shmem_bytes{{{sel}}}[{w}s]))"
+    " or 0 * max by (jobid, {node}) (max_over_time(jobs_memory_rss_bytes{{{sel}}}[{w}s])))")
 # Per job, the GPUs whose mean utilization reached ``idle`` (0 when it had GPU series
 # but none busy; absent when it had none).
 GPU_BUSY_QUERY = ("sum by (jobid) (avg by (jobid, {node}, gpu) "

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from webapp.model import AccountingJob, Series
+from webapp.report.peak import held
 from webapp.sources.prometheus import PrometheusSource
 
 
@@ -46,7 +47,8 @@ class LiveSample:
     scrape_interval: float
     gpu_utilization: tuple[Measured, ...] = ()  # mean 0..1 per GPU over windows.gpu
     node_cores: tuple[Measured, ...] = ()  # mean cores busy per node over windows.node
-    memory_rss: tuple[Series, ...] = ()  # bytes per node over windows.memory
+    # bytes held per node over windows.memory: anonymous + shared (webapp.report.peak)
+    memory_held: tuple[Series, ...] = ()
     memory_limit_bytes: float | None = None  # per node (the cgroup's limit)
     written_bytes: float | None = None  # increase over windows.output
     small_files_write_bytes: float | None = None  # increase over windows.small_files
@@ -96,13 +98,14 @@ class LiveSource:
                       f" / {max(int(windows.node), 1)}", now)
         core_counts = v(f"max by ({node}) (count_over_time(jobs_cpus{{{sel}}}[{n}]))", now)
         m, o, s = self._w(windows.memory), self._w(windows.output), self._w(windows.small_files)
-        memory = self.p.range(f"max by ({node}) (jobs_memory_rss_bytes{{{sel}}})",
-                              now - windows.memory, now, node)
+        anon, shmem = (self.p.range(f"max by ({node}) (jobs_memory_{kind}_bytes{{{sel}}})",
+                                    now - windows.memory, now, node)
+                       for kind in ("rss", "shmem"))
         return LiveSample(
             job=job, now=now, windows=windows, scrape_interval=self.p.scrape_interval,
             gpu_utilization=_measured(gpu_rows, _counts(gpu_counts, gpu_label), gpu_label),
             node_cores=_measured(core_rows, _counts(core_counts, node), node),
-            memory_rss=tuple(memory),
+            memory_held=held(tuple(anon), tuple(shmem)),
             memory_limit_bytes=_scalar(v(f"max(max_over_time(jobs_memory_limit_bytes{{{sel}}}"
                                          f"[{m}]))", now)),
             written_bytes=_scalar(v(f"sum(increase(jobs_write_bytes_total{{{sel}}}[{o}]))", now)),

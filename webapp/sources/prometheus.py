@@ -71,10 +71,10 @@ TAIL_SCRAPES = 10  # the last samples are looked for this many scrapes (at least
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 # Requests one report may make: every range query in its pieces, each vector query with
-# its fallback, the tail figures, the window figures and the tail figures' fallback
-# (11 with today's queries, whatever the job's length).
+# its fallback, the tail figures, the window figures, the GPUs' energy and the tail
+# figures' fallback (14 with today's queries, whatever the job's length).
 REQUEST_BUDGET = (
-    len(RANGE_QUERIES) * math.ceil(MAX_POINTS / PIECE_STEPS) + 2 * len(VECTOR_QUERIES) + 3
+    len(RANGE_QUERIES) * math.ceil(MAX_POINTS / PIECE_STEPS) + 2 * len(VECTOR_QUERIES) + 4
 )
 
 
@@ -376,7 +376,6 @@ class PrometheusSource:
             memory_rss=ranges["memory_rss"],
             memory_shmem=ranges["memory_shmem"],
             memory_cache=ranges["memory_cache"],
-            memory_usage=ranges["memory_usage"],
             memory_limit_bytes=_int(scalars.get("memory_limit_bytes")),
             memory_max_usage_bytes=_int(scalars.get("memory_max_usage_bytes")),
             gpu_utilization=ranges["gpu_utilization"],

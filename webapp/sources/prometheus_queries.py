@@ -23,9 +23,6 @@ RANGE_QUERIES: dict[str, tuple[str, str]] = {
     # what the job held and what the kernel could have reclaimed (webapp.report.peak)
     "memory_shmem": ("sum by ({node}) (jobs_memory_shmem_bytes{{{sel}}})", "{node}"),
     "memory_cache": ("sum by ({node}) (jobs_memory_cache_bytes{{{sel}}})", "{node}"),
-    # all memory charged (v2 memory.current, v1 usage_in_bytes): what sacct's MaxRSS is
-    # on cgroup v2, so the bar it must clear to stand for a peak between scrapes
-    "memory_usage": ("sum by ({node}) (jobs_memory_usage_bytes{{{sel}}})", "{node}"),
     "gpu_utilization": (
         "max by ({node}, gpu) (jobs_gpu_utilization_ratio{{{sel}}})",
         "{node}/gpu",

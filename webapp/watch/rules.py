@@ -97,7 +97,7 @@ def memory_growth(s: LiveSample, t: Thresholds) -> Alert | None:
         return None
     end = job.start_time.timestamp() + job.time_limit_seconds
     rows, hits = [], []
-    for series in s.memory_rss:
+    for series in s.memory_held:
         slope = fit_slope(series)
         if slope is None or len(series.points) < t.memory_min_points or slope <= 0:
             continue

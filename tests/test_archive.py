@@ -1,4 +1,4 @@
-"""The archive on SQLite: migrations, keys, watermarks, downsampling, a report's round trip,
+"""The archive on SQLite: its creation, keys, watermarks, downsampling, a report's round trip,
 retention, and the sacct fallback's parser."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from tests.helpers.reports import sample_report
 from webapp.archive.codec import MAX_POINTS, downsample
-from webapp.archive.migrations import LATEST
 from webapp.archive.store import Archive, ArchiveBusy
+from webapp.migrations import ARCHIVE, head, state
 from webapp.renderers import text
 from webapp.renderers.json import to_dict
 from webapp.report.archived import archive_record, from_archive
@@ -23,12 +23,13 @@ def archive(tmp_path):
         yield a
 
 
-def test_migrations_run_once_on_open(tmp_path):
+def test_a_new_archive_is_created_at_the_newest_revision_once(tmp_path):
     path = str(tmp_path / "a.sqlite")
     with Archive(path) as a:
-        assert a.version() == LATEST
+        assert state(ARCHIVE, a.db.conn, "sqlite").revision == head(ARCHIVE)
     with Archive(path) as a:  # reopening applies nothing twice
-        assert a.db.query("SELECT count(*) FROM schema_version")[0][0] == LATEST
+        assert a.db.query("SELECT version_num FROM alembic_version_archive") == [
+            (head(ARCHIVE),)]
 
 
 def test_put_is_idempotent_by_cluster_job_and_submit_time(archive):

@@ -16,30 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from jobreport_net.sqlite_file import prepare
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS watch_alerts (
-    key TEXT PRIMARY KEY,              -- the alert email's outbox key
-    cluster TEXT NOT NULL,
-    user TEXT NOT NULL,
-    job_id TEXT NOT NULL,
-    rule TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS watch_alerts_user ON watch_alerts (user, created_at);
-CREATE TABLE IF NOT EXISTS watch_cancellations (
-    key TEXT PRIMARY KEY,
-    cluster TEXT NOT NULL,
-    user TEXT NOT NULL,
-    account TEXT NOT NULL,
-    partition TEXT NOT NULL,
-    job_id TEXT NOT NULL,
-    rule TEXT NOT NULL,
-    evidence TEXT NOT NULL,            -- JSON list of [label, value] rows
-    outcome TEXT NOT NULL,             -- "cancelled" or scancel's error
-    cancelled_at REAL NOT NULL
-);
-"""
+from webapp.migrations import OUTBOX, ready
 
 
 @dataclass(frozen=True)
@@ -74,8 +51,13 @@ class AlertLog:
     def __init__(self, path: str, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
-        prepare(path, SCHEMA)
+        prepare(path)
         self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        try:
+            ready(OUTBOX, self.db, "sqlite", path)  # its tables: webapp/migrations/outbox
+        except BaseException:
+            self.db.close()
+            raise
 
     def close(self) -> None:
         self.db.close()

@@ -6,7 +6,6 @@ Statements are written once with ``?`` placeholders and the few dialect differen
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -16,7 +15,7 @@ from typing import Any
 
 from jobreport_net.filelock import held
 from jobreport_net.mysql_url import mysql_params
-from jobreport_net.sqlite_file import prepare
+from jobreport_net.sqlite_file import prepare, sqlite_path
 
 IN_CHUNK = 500  # values in one statement's IN (...) list
 
@@ -47,18 +46,6 @@ MYSQL = Dialect(
     _WATERMARK + "ON DUPLICATE KEY UPDATE end_time = GREATEST(end_time, VALUES(end_time)),"
     " updated_at = VALUES(updated_at)",
 )
-
-
-def sqlite_path(url: str) -> str | None:
-    """The file of ``sqlite:///abs/path``, ``sqlite:rel/path`` or a bare path; None for
-    ``mysql://``."""
-    if url.startswith(("mysql://", "mariadb://")):
-        return None
-    if url.startswith("sqlite://"):
-        return url[len("sqlite://"):] or ":memory:"
-    if url.startswith("sqlite:"):
-        return url[len("sqlite:"):]
-    return url
 
 
 class Database:
@@ -130,27 +117,6 @@ class Database:
             self.execute("ROLLBACK")
             raise
         self.execute("COMMIT")
-
-    @contextmanager
-    def lock_blocking(self, name: str, timeout: int = 60) -> Iterator[None]:
-        """Wait for the lock (schema migrations: the second process waits, then finds
-        the work done)."""
-        if self.dialect is MYSQL:
-            self.query("SELECT GET_LOCK(?, ?)", (f"jobreport:{name}", timeout))
-            try:
-                yield
-            finally:
-                self.query("SELECT RELEASE_LOCK(?)", (f"jobreport:{name}",))
-            return
-        if self.path == ":memory:":
-            yield
-            return
-        fd = os.open(f"{self.path}.{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
 
     @contextmanager
     def lock(self, name: str) -> Iterator[None]:

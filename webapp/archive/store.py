@@ -16,8 +16,8 @@ from typing import Any
 
 from webapp.archive.db import ArchiveBusy as ArchiveBusy
 from webapp.archive.db import Database
-from webapp.archive.migrations import LATEST, MIGRATIONS
 from webapp.archive.staff_rows import StaffRows, Window
+from webapp.migrations import ARCHIVE, ready
 
 STREAMS = ("archive", "email")
 ERROR_CHARS = 500  # of a failure's message kept for the next run's log
@@ -45,13 +45,18 @@ _JOB_COLUMNS = ("cluster, job_id, submit_time, end_time, user_name, state, resol
 
 
 class Archive:
-    """The archive at ``url`` (``sqlite:///path``, a bare path, or ``mysql://...``);
-    opening it applies any migration not yet applied."""
+    """The archive at ``url`` (``sqlite:///path``, a bare path, or ``mysql://...``): a new,
+    empty one is created; one whose schema is older than the code's is refused
+    (``webapp.migrations.SchemaOutdated``, naming `jobreport db-upgrade`)."""
 
     def __init__(self, url: str, clock: Callable[[], float] = time.time) -> None:
         self.db = Database(url)
         self.clock = clock
-        self.migrate()
+        try:
+            ready(ARCHIVE, self.db.conn, self.db.dialect.name, url)
+        except BaseException:
+            self.db.close()
+            raise
 
     def close(self) -> None:
         self.db.close()
@@ -61,24 +66,6 @@ class Archive:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- schema -----------------------------------------------------------------
-    def version(self) -> int:
-        self.db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        rows = self.db.query("SELECT max(version) FROM schema_version")
-        return int(rows[0][0] or 0) if rows else 0
-
-    def migrate(self) -> int:
-        """Apply the missing migrations in order (one process at a time); the version."""
-        if self.version() >= LATEST:
-            return LATEST
-        with self.db.lock_blocking("migrate"):
-            current = self.version()
-            for number in sorted(n for n in MIGRATIONS if n > current):
-                for statement in MIGRATIONS[number][self.db.dialect.name]:
-                    self.db.execute(statement)
-                self.db.execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
-        return self.version()
 
     # -- jobs -------------------------------------------------------------------
     def put(self, job: ArchivedJob) -> bool:

@@ -14,7 +14,20 @@ from dataclasses import dataclass
 
 from jobreport_net.redact import redact
 from mgmt.setup import SetupError
-from webapp.cli import db_setup, history, jobs, mail, policy, serve, show, staff, sync, watch
+from webapp.cli import (
+    db_setup,
+    db_upgrade,
+    history,
+    jobs,
+    mail,
+    policy,
+    serve,
+    show,
+    staff,
+    sync,
+    watch,
+)
+from webapp.migrations import SchemaOutdated
 from webapp.model import InvalidJobId, JobNotFound, SourceUnavailable
 from webapp.settings import Settings, SettingsError
 
@@ -94,6 +107,13 @@ COMMANDS: tuple[Command, ...] = (
             "over the accounting tables and a user that can read only it. "
             "Idempotent.",
             db_setup.add_arguments, db_setup.run_db_setup),
+    Command("db-upgrade", "create or upgrade the archive, the outbox and the web app's state",
+            "Bring jobreport's own databases (JOBREPORT_ARCHIVE_URL, JOBREPORT_OUTBOX, "
+            "JOBREPORT_WEB_STATE) to the schema this release needs, creating what is "
+            "missing: a database an earlier release made keeps every row. Run it after "
+            "installing a release, before the sync and the web app start (they refuse an "
+            "older schema). Idempotent.",
+            db_upgrade.add_arguments, db_upgrade.run_db_upgrade),
 )
 DEFAULT = jobs.run_jobs  # ``jobreport`` with no command
 
@@ -132,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except JobNotFound as exc:
         print(f"jobreport: job {exc.job_id} not found", file=sys.stderr)
         return 1
-    except (SourceUnavailable, SettingsError, ValueError, SetupError) as exc:
+    except (SourceUnavailable, SettingsError, ValueError, SetupError, SchemaOutdated) as exc:
         print(f"jobreport: {redact(str(exc))}", file=sys.stderr)
         return 1
 

@@ -38,6 +38,7 @@ from tqdm import tqdm
 
 from jobreport_net.filelock import held
 from jobreport_net.sqlite_file import prepare
+from webapp.migrations import OUTBOX, ready
 
 log = logging.getLogger(__name__)
 
@@ -45,28 +46,6 @@ BACKOFF_BASE = 60.0  # seconds before the first retry; doubles each attempt
 BACKOFF_MAX = 6 * 3600.0
 MAX_ATTEMPTS = 10
 CHAT = "chat"  # the kind of a chat notice's row
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS outbox (
-    id INTEGER PRIMARY KEY,
-    key TEXT NOT NULL UNIQUE,          -- job id + kind: a re-run never enqueues twice
-    job_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    from_addr TEXT NOT NULL,
-    to_addr TEXT NOT NULL,
-    message_id TEXT NOT NULL,
-    message BLOB NOT NULL,             -- the whole RFC 5322 message, CRLF line ends
-    status TEXT NOT NULL DEFAULT 'pending'
-        CHECK (status IN ('pending', 'sending', 'sent', 'failed')),
-    attempts INTEGER NOT NULL DEFAULT 0,
-    next_attempt_at REAL NOT NULL,
-    last_error TEXT,
-    created_at REAL NOT NULL,
-    sent_at REAL
-);
-CREATE INDEX IF NOT EXISTS outbox_due ON outbox (status, next_attempt_at);
-"""
-
 
 class OutboxBusy(RuntimeError):
     """Another process holds the delivery lock."""
@@ -118,8 +97,13 @@ class Outbox:
             os.fchmod(fd, 0o600)
         finally:
             os.close(fd)
-        prepare(path, SCHEMA)
+        prepare(path)
         self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        try:
+            ready(OUTBOX, self.db, "sqlite", path)  # its tables: webapp/migrations/outbox
+        except BaseException:
+            self.db.close()
+            raise
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA synchronous=FULL")  # a 'sent' mark survives power loss
 

@@ -29,6 +29,7 @@ from webapp.mail.chat import Notify, apprise_notify, deliver_chat
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
 from webapp.mail.owner import file_opt_outs, queue_owner_email
 from webapp.mail.sending import Connect, smtp_connect
+from webapp.migrations import OUTBOX, check
 from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
 from webapp.report.archived import archive_record
 from webapp.report.service import ReportService
@@ -88,6 +89,9 @@ class Syncer:
                  notify: Notify = apprise_notify) -> None:
         self.settings = settings
         self.cluster = settings.cluster
+        # Both schemas checked at the start, not at the first email: an older one stops
+        # the run, naming `jobreport db-upgrade`.
+        check(OUTBOX, settings.outbox)
         self.archive = archive or Archive(settings.archive_url)
         self.service = service or ReportService(settings, archive=self.archive)
         self.connect = connect or smtp_connect(settings)

@@ -7,6 +7,7 @@ from datetime import timedelta
 from flask import Flask, g
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+from webapp.migrations import check_all, locations
 from webapp.renderers.pdf_store import pdf_store
 from webapp.renderers.templates import TEMPLATES, install_filters
 from webapp.report.service import ReportService
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     on first use unless given (tests pass a fake)."""
     settings = Settings.from_env() if settings is None else settings
     check_secret_key(settings.secret_key)
+    check_all(locations(settings))  # an older schema stops the start: `jobreport db-upgrade`
     app = Flask("webapp", template_folder=str(TEMPLATES), static_folder=None)
     app.config.update(
         SECRET_KEY=settings.secret_key,

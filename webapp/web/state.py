@@ -15,22 +15,23 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from jobreport_net.sqlite_file import prepare
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS ended_sessions (sid TEXT PRIMARY KEY, until REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS counters (
-    key TEXT PRIMARY KEY, value INTEGER NOT NULL, expires REAL NOT NULL);
-"""
+from webapp.migrations import WEB_STATE, ready
 
 
 class WebState:
-    """The shared file at ``path``, created (owner-only) with its tables on first use."""
+    """The shared file at ``path``, created (owner-only) with its tables on first use;
+    refused when its schema is older than the code's (SchemaOutdated)."""
 
     def __init__(self, path: str) -> None:
         self.path = str(Path(path).resolve())
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         # Owner-only: it names who logged in and from where.
-        prepare(self.path, SCHEMA, timeout=10)
+        prepare(self.path, timeout=10)
+        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        try:
+            ready(WEB_STATE, db, "sqlite", self.path)  # its tables: webapp/migrations/web_state
+        finally:
+            db.close()
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:

@@ -148,6 +148,17 @@ STACK_JOBS: tuple[StackJob, ...] = (
     # An idle job whose first half of samples the coverage test deletes from Prometheus
     # (its own jobid only): no other test reads its series (the bulk test leaves it out).
     StackJob("coverage-half", "bob", ("-c1", "--mem=500M", "--time=10"), "sleep 30"),
+    # A GiB written to /dev/shm and held 25 s under 1500M: files in memory, charged to the
+    # job as shared memory, which cgroup v1's MaxRSS leaves out (deleted on exit).
+    StackJob("shm", "alice", ("-c1", "--mem=1500M", "--time=10"),
+             'f=/dev/shm/jobreport-$SLURM_JOB_ID; trap "rm -f $f" EXIT; '
+             "dd if=/dev/zero of=$f bs=1M count=1024 status=none; sleep 25"),
+    # 440 MiB written to a file and read back under 500M: page cache near the limit, which
+    # the kernel drops before it kills anything (not near the limit).
+    StackJob("page-cache", "bob", ("-c1", "--mem=500M", "--time=10"),
+             'f=page-cache-$SLURM_JOB_ID; trap "rm -f $f" EXIT; '
+             "dd if=/dev/zero of=$f bs=1M count=440 status=none; cat $f > /dev/null; "
+             "sleep 20; cat $f > /dev/null"),
 )
 
 

@@ -78,7 +78,8 @@ def test_the_exporter_exports_a_running_job_under_its_id(vm_env, cluster):
             time.sleep(2)
         assert f'jobs_info{{jobid="{job_id}",uid=' in text, text[-2000:]
         for metric in ("jobs_cpu_seconds_total", "jobs_memory_rss_bytes",
-                       "jobs_pressure_waiting_seconds_total", "jobs_memory_limit_bytes"):
+                       "jobs_memory_shmem_bytes", "jobs_pressure_waiting_seconds_total",
+                       "jobs_memory_limit_bytes"):
             assert re.search(rf'^{metric}{{jobid="{job_id}"', text, re.M), metric
         # Per-step series: each srun step's own cgroup.
         for step_id in ("0", "1"):

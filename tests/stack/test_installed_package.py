@@ -53,3 +53,14 @@ def test_installed_show_html_and_pdf(installed, tmp_path, stack_env, stack_jobs)
     text = subprocess.run(["pdftotext", str(tmp_path / "r.pdf"), "-"], capture_output=True,
                           text=True, check=True).stdout
     assert job in text
+
+
+def test_installed_db_upgrade_creates_the_databases_from_the_wheels_revisions(
+        installed, tmp_path, stack_env):
+    """The revisions ship in the wheel: Alembic reads them as files from site-packages."""
+    env = {"JOBREPORT_CONFIG": "", "JOBREPORT_ARCHIVE_URL": str(tmp_path / "a.sqlite"),
+           "JOBREPORT_OUTBOX": str(tmp_path / "o.sqlite"),
+           "JOBREPORT_WEB_STATE": str(tmp_path / "w.sqlite")}
+    done = _run(installed, tmp_path, {**stack_env, **env}, "db-upgrade")
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().count("new (no tables); now at revision") == 3

@@ -123,3 +123,11 @@ def test_rendering_fits_80_columns_and_shows_the_block():
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
     assert "  #SBATCH --mem=600M" in lines and "  #SBATCH --time=00:05:00" in lines
     assert sizing_block(h.sizing)[1].startswith("Next submission (from 10 jobs named")
+
+
+def test_memory_hours_are_gib_hours_everywhere():
+    # The block's saving and the waste figures (webapp.unused, which keeps its own copy
+    # of the constant: the layers contract keeps it and formatting independent).
+    from webapp import formatting, unused
+
+    assert formatting.GIB == unused.GIB == 2**30

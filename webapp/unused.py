@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from webapp.formatting import GIB
-
+# The value of webapp.formatting.GIB: the layers contract keeps formatting and this module
+# independent (pyproject.toml), so neither imports the other.
+GIB = 1024**3
 HOUR = 3600.0
 
 

@@ -17,7 +17,16 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine
 from sqlalchemy.pool import StaticPool
 
-from webapp.migrations import HERE, SchemaOutdated, State, Target, head, newer, refusal, state
+from webapp.migrations.revision import (
+    HERE,
+    SchemaOutdated,
+    State,
+    Target,
+    head,
+    newer,
+    refusal,
+    state,
+)
 
 DRIVERS = {"sqlite": "sqlite://", "mysql": "mysql+pymysql://"}
 

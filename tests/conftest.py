@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -15,11 +18,47 @@ from tests.helpers.mail import FAKE_PDF, Recorder, free_port
 os.environ.setdefault("JOBREPORT_CONFIG", "")
 
 
+# What a unit test may need beyond Python, marked `@pytest.mark.needs("pdflatex")`: where it
+# is missing the test is skipped with the reason, so `pytest -m "not stack"` passes for a
+# newcomer without root or these tools. Never in CI (CI=true), which installs all of them
+# (scripts/dev-stack): there a missing one fails the test.
+NEEDS = {
+    "pdflatex": (("pdflatex", "pdftotext"),
+                 "pdflatex and pdftotext (apt install texlive-latex-base lmodern poppler-utils)"),
+    "chromium": (("chromium", "chromedriver"),
+                 "Chromium and chromedriver (apt install chromium chromium-driver)"),
+    "root": ((), "root (the real cgroup tree, other processes' /proc)"),
+}
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+STACK_DIRS = tuple(str(Path(__file__).parent / d) + os.sep for d in ("stack", "vm"))
+
+
+@functools.cache
+def _missing(what: str) -> str | None:
+    """Why ``what`` cannot run here (None: it can)."""
+    commands, reason = NEEDS[what]
+    if what == "root":
+        return None if os.geteuid() == 0 else reason
+    return None if all(shutil.which(c) for c in commands) else reason
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"needs(*what): needs one of {sorted(NEEDS)} beyond "
+                            "Python; skipped with the reason where missing, never in CI")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Whatever needs the real stack is marked `stack`, so `-m "not stack"` runs without it.
+    # Whatever needs the real stack is marked `stack`, so `-m "not stack"` runs without it:
+    # every test of tests/stack/ and tests/vm/ (a wheel built and installed from the index
+    # too), and any other that asks for the stack.
     for item in items:
-        if "stack_env" in getattr(item, "fixturenames", ()):
+        if ("stack_env" in getattr(item, "fixturenames", ())
+                or str(item.path).startswith(STACK_DIRS)):
             item.add_marker(pytest.mark.stack)
+        for mark in item.iter_markers("needs"):
+            missing = [m for m in map(_missing, mark.args) if m]
+            if missing and not IN_CI:
+                item.add_marker(pytest.mark.skip(reason="needs " + " and ".join(missing)))
     # Modules whole, in this order: stack modules with jobs of their own, the unit tests,
     # then the modules that read the session's jobs, which the cluster ran meanwhile.
     def group(module: str) -> int:

@@ -15,6 +15,9 @@ from selenium.webdriver.common.by import By
 from tests.helpers.browser import ARTIFACTS, login, serve, severe, wait_for_url
 from tests.helpers.reports import HTML_PAYLOAD, default_service
 
+pytestmark = pytest.mark.needs("chromium")
+
+
 
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory) -> Iterator[str]:

@@ -47,6 +47,7 @@ from webapp.settings import Settings
 from webapp.sync.run import Syncer
 
 
+@pytest.mark.needs("pdflatex")
 def test_render_mime_parts_with_real_pdf():
     msg = email_renderer.render(gap_report(), "alice@example.org", "jobreport@example.org")
     assert msg.get_content_type() == "multipart/mixed"
@@ -111,6 +112,7 @@ def test_parse_duration(text, seconds):
     assert parse_lookback(text).total_seconds() == seconds
 
 
+@pytest.mark.needs("pdflatex")
 def test_send_one_to_owner_over_smtp(smtp, tmp_path, capsys):
     recorder, port = smtp
     settings = mail_settings(tmp_path, port)

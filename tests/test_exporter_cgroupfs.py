@@ -11,6 +11,9 @@ import pytest
 
 from exporter import cgroup_files, cgroup_parsers, cgroupfs
 
+pytestmark = pytest.mark.needs("root")  # it makes cgroups in the real v1 hierarchy
+
+
 MEMORY = "/sys/fs/cgroup/memory"
 
 

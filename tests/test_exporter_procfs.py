@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from exporter import proc_reader, procfs
 from tests.helpers.exporter_scrape import FIXTURES
 
@@ -121,6 +123,7 @@ def test_time_budget_reads_least_recently_read_first_and_keeps_the_rest():
     assert reader.refresh(pids) == 0 and not reader.samples and not reader._open
 
 
+@pytest.mark.needs("root")  # real procfs: fstat sizes of another process's fd directory
 def test_fd_count_by_fstat_matches_the_listing():
     code = (
         "import time; fs=[open('/dev/null') for _ in range(200)]; "

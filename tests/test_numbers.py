@@ -85,6 +85,7 @@ def one_line(s: str) -> str:
 ISSUE41 = "reportseff_fixture_rows_issue41_12col.psv"
 
 
+@pytest.mark.needs("pdflatex")
 def test_multi_task_peak_is_one_figure_everywhere(tmp_path):
     # 131042.0 ran 8 tasks; MaxRSS 1947276K is the largest one; 16000M requested.
     report = show(sacct_answer(ISSUE41), "131042")

@@ -22,6 +22,9 @@ from webapp.renderers import latex, pdf
 from webapp.renderers.charts import FIGURES
 from webapp.renderers.presentation import evidence_line
 
+pytestmark = pytest.mark.needs("pdflatex")  # every test compiles a report
+
+
 # The title each plot draws inside its own figure (what a reader sees on page 2).
 PLOT_TITLES = ("CPU: cores busy per node", "CPU: mean busy per core",
                "Memory held per node", "GPU utilization per GPU",

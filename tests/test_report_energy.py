@@ -112,6 +112,7 @@ def test_bad_carbon_intensity_names_the_variable(value):
         Settings.from_env({"JOBREPORT_CARBON_INTENSITY": value, "JOBREPORT_CONFIG": ""})
 
 
+@pytest.mark.needs("pdflatex")
 def test_pdf_carries_the_energy_line(tmp_path):
     report = energy_report()
     report = dataclasses.replace(

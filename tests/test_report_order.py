@@ -119,6 +119,7 @@ def _json(report) -> list[str]:
     return [wanted[k] for k, v in data.items() if k in wanted and v not in (None, [], {})]
 
 
+@pytest.mark.needs("pdflatex")
 @pytest.mark.parametrize("name", ["steps", "array", "gpu-untouched", "shm"])
 def test_every_format_has_the_same_section_order(name, tmp_path):
     report = captured(name)

@@ -127,7 +127,7 @@ def test_after_the_retries_the_job_is_logged_as_failed_and_the_watermark_moves_o
         by_hand(BAD, ["archive"], SyncOptions(job_id=BAD.job_id), None, frozenset(), result)
 
 
-def test_each_stream_holds_only_its_own_watermark(syncer, monkeypatch):
+def test_each_stream_holds_only_its_own_watermark(syncer, monkeypatch, fast_pdf):
     """The archive stream succeeded before the email stream failed: only email retries."""
     import webapp.sync.run
 

@@ -274,6 +274,7 @@ def test_txt_route(client):
     assert "4242" in response.get_data(as_text=True)
 
 
+@pytest.mark.needs("pdflatex")
 def test_pdf_route(client):
     login(client)
     response = client.get("/jobs/4243.pdf")

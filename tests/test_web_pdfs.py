@@ -166,6 +166,7 @@ def test_405_keeps_its_allow_header(app):
     assert "GET" in response.headers["Allow"]
 
 
+@pytest.mark.needs("pdflatex")
 def test_pdf_of_a_job_with_a_13000_backslash_work_dir_is_served(tmp_path):
     """Real pdflatex: the work dir's one escaped line overflowed its buffer (a 500)."""
     report = replace(sample_report("7000", "alice"), work_dir="/tmp/" + "\\" * 13_000)

@@ -188,6 +188,7 @@ def test_the_details_show_the_parts_side_by_side_in_text():
     assert "Mem cpu1" in out  # the plot line is what the job held
 
 
+@pytest.mark.needs("pdflatex")
 def test_the_details_show_the_parts_side_by_side_in_html_json_and_pdf(tmp_path):
     r = shm_stack()
     page = html.render(r)

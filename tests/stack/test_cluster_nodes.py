@@ -37,7 +37,9 @@ def test_sinfo_lists_the_nodes_of_both_partitions(stack_env):
                             text=True, check=True).stdout.splitlines()
     assert len({line.split()[0] for line in listed}) >= 4
     gres = {line.split()[2] for line in listed if line.split()[1] == "gpu"}
-    assert gres == {"gpu:t4:2", "gpu:h100:2"}  # two GPU models
+    # two NVIDIA models, AMD MI300X, and an H100 in MIG mode whose MIG devices are the GPUs
+    assert gres == {"gpu:t4:2", "gpu:h100:2", "gpu:mi300x:2",
+                    "gpu:3g.40gb:1,gpu:2g.20gb:1,gpu:1g.10gb:2"}
 
 
 def test_a_two_node_job_has_figures_per_node_and_the_busiest_nodes_peak(stack_jobs, service):

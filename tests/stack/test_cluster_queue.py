@@ -110,8 +110,9 @@ def test_cluster_page_in_chromium(app_url, driver):
     assert len(shown) >= 4
     gpu_rows = {r.text.split()[0]: r.text for r in
                 driver.find_elements(By.CSS_SELECTOR, "#gpus tr")[1:]}
-    assert set(gpu_rows) == {"t4", "h100"}  # a row per model, two GPUs each
-    assert all(row.endswith(" 2") for row in gpu_rows.values())
+    # a row per gres type: two GPUs of each model, the MIG node's devices by profile
+    assert {t: row.split()[-1] for t, row in gpu_rows.items()} == {
+        "t4": "2", "h100": "2", "mi300x": "2", "3g.40gb": "1", "2g.20gb": "1", "1g.10gb": "2"}
     assert driver.find_element(By.CSS_SELECTOR, "#usage svg").is_displayed()
     ARTIFACTS.mkdir(exist_ok=True)
     shot = Path(ARTIFACTS) / "browser-cluster-page.png"

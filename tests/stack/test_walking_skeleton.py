@@ -114,7 +114,7 @@ def test_dev_stack_twice_leaves_one_of_each(stack_env):
         assert len(_pgrep("-x", daemon)) == 1, daemon
     nodes = stack.nodes()
     assert len(nodes) >= 4 and {n.partition for n in nodes} == {"debug", "gpu"}
-    assert len({n.gpu_type for n in nodes if n.gpu_type}) == 2  # two GPU models
+    assert len({n.gpu_type for n in nodes if n.gpu_type}) == 4  # T4, H100, MI300X, MIG
     for node in nodes:  # one slurmd and one exporter per node
         assert len(_pgrep("-f", f"slurmd -N {node.name}$")) == 1, node
         assert len(_pgrep("-f", f"bin/jobs-exporter --listen 127.0.0.1:{node.exporter_port} "

@@ -188,7 +188,8 @@ def slurm_order(devices: Iterable[GpuDevice], order: str, quiet: bool = False
     if order == "file" and all(d.path is not None for d in devices):
         return sorted(devices, key=lambda d: (_natural(d.path or ""), _pci_key(d)))
     if order == "file" and devices and not quiet:
-        unknown = [d.bus_id for d in devices if d.path is None]
+        unknown = [d.bus_id + (f" GI {d.mig.gpu_instance}" if d.mig else "")
+                   for d in devices if d.path is None]
         log.info("GPU device files unknown for %s: numbering GPUs in PCI bus id order", unknown)
     return sorted(devices, key=_pci_key)
 

@@ -16,6 +16,7 @@ import logging
 import pytest
 
 from exporter import gpu, gpu_mig
+from exporter.__main__ import main
 from exporter.gpu_devices import GpuDevice, MigSlice, slurm_order
 from exporter.gpus import Gpus
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, samples, scrape, value
@@ -190,3 +191,19 @@ def test_file_order_puts_mig_devices_after_their_cards_file():
     slices = [mig(0, 10, 93), mig(0, 9, 84), mig(2, 9, 30 * 135 + 84)]
     ordered = slurm_order([*slices, whole], "file")
     assert [d.label(0) for d in ordered] == ["0/9", "0/10", "0", "2/9"]
+
+
+def test_cli_once_with_the_mig_replay(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("JOBREPORT_EXPORTER_SCONTROL", "")
+    rc = main([
+        "--once", "--nvml-replay", str(NVML / "replay-mig.json"),
+        "--cgroup-root", str(V1_LOCAL / "cgroup"), "--proc-root", str(V1_LOCAL / "proc"),
+        "--node-name", "vm", "--gpu-alloc-dir", alloc_dir(tmp_path, j2="3"),
+        "--powercap-root", str(tmp_path / "none"), "--hwmon-root", str(tmp_path / "none"),
+    ])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert 'jobs_gpu_memory_total_bytes{gpu="0/10",jobid="2"} 1.0468982784e+10' in out
+    assert 'profile="1g.10gb"' in out and 'power_share="1/7"' in out
+    assert 'jobs_gpu_ecc_errors_total{gpu="0/10",jobid="2",type="uncorrected"} 0.0' in out
+    assert 'jobs_gpu_utilization_ratio{gpu="0/10"' not in out  # one scrape: no interval

@@ -11,8 +11,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-
-import pymysql
+from typing import Any
 
 from tests.helpers import stack
 from tests.helpers.stack import ROOT
@@ -115,7 +114,10 @@ def all_done(ids: list[str]) -> bool:
     return all(stack._done(j, current) for j in ids)
 
 
-def root_mysql() -> pymysql.connections.Connection:
+def root_mysql() -> Any:
+    """Root's connection over the socket (PyMySQL, the `mariadb` extra: the stack tests')."""
+    import pymysql
+
     return pymysql.connect(unix_socket="/run/mysqld/mysqld.sock", user="root", autocommit=True)
 
 

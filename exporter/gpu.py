@@ -86,7 +86,11 @@ class Nvml:
                     self.found.append((device, card))
                     continue
                 caps = caps or gpu_mig.read_mig_caps(self.proc_root)
-                self.found.extend(gpu_mig.slices(nv, card, device, caps))
+                try:
+                    self.found.extend(gpu_mig.slices(nv, card, device, caps))
+                except nv.NVMLError as exc:  # the card stays no GPU: Slurm has its slices
+                    log.warning("GPU %s is in MIG mode but its MIG devices are unreadable "
+                                "(%s): none reported", device.bus_id, exc)
         except nv.NVMLError as exc:
             log.info("NVIDIA GPUs not read: NVML unavailable (%s)", exc)
             return False

@@ -127,9 +127,14 @@ def slices(nv: Any, card: Any, device: GpuDevice, caps: MigCaps
             handle = nv.nvmlDeviceGetMigDeviceHandleByIndex(card, position)
         except nv.NVMLError:
             continue  # NOT_FOUND: no MIG device there
-        gi = nv.nvmlDeviceGetGpuInstanceId(handle)
-        ci = nv.nvmlDeviceGetComputeInstanceId(handle)
-        attributes = nv.nvmlDeviceGetAttributes(handle)
+        try:
+            gi = nv.nvmlDeviceGetGpuInstanceId(handle)
+            ci = nv.nvmlDeviceGetComputeInstanceId(handle)
+            attributes = nv.nvmlDeviceGetAttributes(handle)
+        except nv.NVMLError as exc:
+            log.warning("MIG device %d of GPU %s unreadable (%s): left out", position,
+                        device.bus_id, exc)
+            continue
         minor = device.minor
         mig = MigSlice(
             parent_uuid=device.uuid,

@@ -207,3 +207,14 @@ def test_cli_once_with_the_mig_replay(tmp_path, capsys, monkeypatch):
     assert 'profile="1g.10gb"' in out and 'power_share="1/7"' in out
     assert 'jobs_gpu_ecc_errors_total{gpu="0/10",jobid="2",type="uncorrected"} 0.0' in out
     assert 'jobs_gpu_utilization_ratio{gpu="0/10"' not in out  # one scrape: no interval
+
+
+def test_an_unreadable_mig_device_is_left_out_and_the_others_read(caplog):
+    card = mig_devices()[0]
+    broken = {k: v for k, v in card["mig"]["devices"][1].items() if k != "gpu_instance_slices"}
+    card["mig"]["devices"][1] = broken  # its attributes raise NotSupported
+    gpus = Gpus([gpu.Nvml(FakeNvml([card]))], "file")
+    with caplog.at_level(logging.WARNING):
+        assert gpus.start()
+    assert [gpus.labels[i] for i in gpus.devices] == ["0/2", "0/9", "0/10"]
+    assert "MIG device 1 of GPU 0000:00:09.0 unreadable" in caplog.text

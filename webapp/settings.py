@@ -281,6 +281,10 @@ class Settings:
         "",
         "Label naming the cluster in `jobs_*` series where one Prometheus holds several clusters' (their job ids overlap), e.g. `cluster` set as a scrape target label: every query of `jobs_*` series then also matches `<label>=\"<cluster>\"`, the served cluster's own name (JOBREPORT_CLUSTER, or a JOBREPORT_CLUSTERS name); empty: every `jobs_*` series is this cluster's.",
         _label)
+    gpu_metrics: str = setting(
+        "jobs",
+        "Where GPU figures come from: `jobs` (jobs-exporter's `jobs_gpu_*`), `dcgm` (NVIDIA dcgm-exporter run with `--hpc-job-mapping-dir`, series labelled `hpc_job`; MIG cards left out), `amd` (AMD device-metrics-exporter with its Slurm labels, `job_id`) or `tres` (Slurm's `gres/gpuutil` and `gres/gpumem` TRES from sacct, where no GPU exporter is scraped). The report names the source in its audit.",
+        choice("jobs", "dcgm", "amd", "tres"))
     db_url: str = setting(
         "mysql://jobreport:jobreport@127.0.0.1:3306/jobreport",
         "Accounting view, read as the restricted user (leave the password out when JOBREPORT_DB_PASSWORD_FILE holds it).")
@@ -569,7 +573,8 @@ CLUSTER_SETTINGS = (
     "prometheus_url", "prometheus_timeout", "prometheus_user", "prometheus_password_file",
     "prometheus_token_file", "prometheus_ca_bundle", "prometheus_client_cert",
     "prometheus_client_key", "prometheus_node_label", "prometheus_cluster_label",
-    "scrape_interval", "db_url", "db_password_file", "sacct", "sacct_source", "sacct_timeout",
+    "gpu_metrics", "scrape_interval", "db_url", "db_password_file", "sacct", "sacct_source",
+    "sacct_timeout",
     "slurmrestd_url", "slurmrestd_user", "slurmrestd_token_file", "scontrol", "sacctmgr",
     "admin_comment", "admin_comment_db_url",
 )

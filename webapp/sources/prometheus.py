@@ -421,7 +421,8 @@ class PrometheusSource:
         span = int(b - a + 2 * self.scrape_interval)
         at = b + self.scrape_interval
         sent, calls = [], []
-        gsel = self.selector(str(job_id), nodes, self.gpu_metrics.job_label)
+        gsel = self.selector(job_id if isinstance(job_id, tuple) else str(job_id), nodes,
+                             self.gpu_metrics.job_label)
         for name, template, label in COVERAGE_QUERIES:
             query = template.format(sel=sel, span=span)
             if name == "coverage_gpus" and self.gpu_metrics is not JOBS:

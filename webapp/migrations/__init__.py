@@ -23,13 +23,12 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 from jobreport_net.mysql_url import mysql_params
 from jobreport_net.redact import redact_url
-from jobreport_net.sqlite_file import setting_up, sqlite_path
+from jobreport_net.sqlite_file import prepare, sqlite_path
 from webapp.migrations.revision import (
     ARCHIVE,
     COMMAND,
@@ -40,7 +39,6 @@ from webapp.migrations.revision import (
     SchemaOutdated,
     State,
     Target,
-    cursor_query,
     head,
     newer,
     refusal,
@@ -54,6 +52,7 @@ __all__ = ["ARCHIVE", "COMMAND", "HERE", "OUTBOX", "TARGETS", "WEB_STATE", "Sche
 
 log = logging.getLogger(__name__)
 
+
 def ready(target: Target, conn: Any, dialect: str, where: str) -> None:
     """Open-time check of a store's database on its own connection: create a new, empty
     one at the head revision (one process at a time); refuse any other that is not at
@@ -62,12 +61,9 @@ def ready(target: Target, conn: Any, dialect: str, where: str) -> None:
     if found.revision == head(target):
         return
     if found.empty:
-        with _migrating(target, conn, dialect):
-            if state(target, conn, dialect).empty:
-                from webapp.migrations.upgrade import run
+        from webapp.migrations.upgrade import run  # Alembic: only to create one
 
-                run(target, conn, dialect)
-            found = state(target, conn, dialect)
+        _, found = run(target, conn, dialect, where)  # under the lock, found again there
         if found.revision == head(target):
             return
     raise SchemaOutdated(refusal(target, where, found))
@@ -112,13 +108,9 @@ def connect(where: str, create: bool = True, timeout: float = 30.0) -> tuple[Any
     a MariaDB server out of reach (or refusing the login) raises OSError."""
     path = sqlite_path(where)
     if path is not None:
-        if create:
-            from jobreport_net.sqlite_file import prepare
-
-            if path != ":memory:":
-                os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
-                prepare(path, timeout=timeout)
-            return sqlite3.connect(path, timeout=timeout, isolation_level=None), "sqlite"
+        if create and path != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+            prepare(path, timeout=timeout)
         return sqlite3.connect(path, timeout=timeout, isolation_level=None), "sqlite"
     import pymysql
 
@@ -128,24 +120,3 @@ def connect(where: str, create: bool = True, timeout: float = 30.0) -> tuple[Any
     except pymysql.OperationalError as exc:
         raise OSError(redact_url(str(exc))) from None
     return conn, "mysql"
-
-
-@contextmanager
-def _migrating(target: Target, conn: Any, dialect: str) -> Iterator[None]:
-    """One process changes a database's schema at a time; the others wait, then find the
-    work done: MariaDB's GET_LOCK, an flock on a SQLite file (none in memory)."""
-    query = cursor_query(conn)
-    if dialect == "mysql":
-        name = f"jobreport:migrate-{target.name}"
-        query(f"SELECT GET_LOCK('{name}', 120)")  # noqa: S608 (a constant)
-        try:
-            yield
-        finally:
-            query(f"SELECT RELEASE_LOCK('{name}')")  # noqa: S608
-        return
-    path = next((r[2] for r in query("PRAGMA database_list") if r[1] == "main"), "")
-    if not path:
-        yield
-        return
-    with setting_up(path):
-        yield

@@ -1,16 +1,18 @@
 """Where one of jobreport's databases stands: the targets, their newest revision (read
-from the revision files, without Alembic) and the revision a database is at (plain SQL
-on the store's own DB-API connection)."""
+from the revision files, without Alembic), the revision a database is at (plain SQL on
+the store's own DB-API connection) and the lock under which its schema changes."""
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from jobreport_net.redact import redact_url
+from jobreport_net.sqlite_file import setting_up
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # webapp/migrations
 COMMAND = "jobreport db-upgrade"
@@ -126,3 +128,24 @@ def refusal(target: Target, where: str, found: State) -> str:
         return (f"{what}, made by a later jobreport than this one (which knows revisions up"
                 f" to {head(target)}): run that release or a later one")
     return f"{what}; this jobreport needs revision {head(target)}: run `{COMMAND}`"
+
+
+@contextmanager
+def migrating(target: Target, conn: Any, dialect: str) -> Iterator[None]:
+    """One process changes a database's schema at a time; the others wait, then find the
+    work done: MariaDB's GET_LOCK, an flock on a SQLite file (none in memory)."""
+    query = cursor_query(conn)
+    if dialect == "mysql":
+        name = f"jobreport:migrate-{target.name}"
+        query(f"SELECT GET_LOCK('{name}', 120)")  # noqa: S608 (a constant)
+        try:
+            yield
+        finally:
+            query(f"SELECT RELEASE_LOCK('{name}')")  # noqa: S608
+        return
+    path = next((r[2] for r in query("PRAGMA database_list") if r[1] == "main"), "")
+    if not path:
+        yield
+        return
+    with setting_up(path):
+        yield

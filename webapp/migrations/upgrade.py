@@ -23,6 +23,7 @@ from webapp.migrations.revision import (
     State,
     Target,
     head,
+    migrating,
     newer,
     refusal,
     state,
@@ -47,24 +48,26 @@ def history(target: Target) -> ScriptDirectory:
 
 
 def run(target: Target, conn: Any, dialect: str, where: str = "") -> tuple[State, State]:
-    """Upgrade the database on ``conn`` (at ``where``) to the head revision; where it
-    stood before and after. A later release's database is refused (SchemaOutdated)."""
-    before = state(target, conn, dialect)
-    if before.revision == head(target):
-        return before, before
-    if newer(target, before):
-        raise SchemaOutdated(refusal(target, where, before))
-    # The store's connection itself, so an in-memory database, a lock it holds and its
-    # connection settings all apply; Alembic never closes it.
-    engine = create_engine(DRIVERS[dialect], creator=lambda: conn, poolclass=StaticPool)
-    with engine.connect() as connection:
-        cfg = config(target, dialect)
-        cfg.attributes["connection"] = connection
-        if before.legacy:
-            command.stamp(cfg, before.legacy)
-        command.upgrade(cfg, "head")
-        connection.commit()
-    return before, state(target, conn, dialect)
+    """Upgrade the database on ``conn`` (at ``where``) to the head revision, one process
+    at a time; where it stood before and after. A later release's database is refused
+    (SchemaOutdated)."""
+    with migrating(target, conn, dialect):
+        before = state(target, conn, dialect)
+        if before.revision == head(target):
+            return before, before
+        if newer(target, before):
+            raise SchemaOutdated(refusal(target, where, before))
+        # The store's connection itself, so an in-memory database, a lock it holds and its
+        # connection settings all apply; Alembic never closes it.
+        engine = create_engine(DRIVERS[dialect], creator=lambda: conn, poolclass=StaticPool)
+        with engine.connect() as connection:
+            cfg = config(target, dialect)
+            cfg.attributes["connection"] = connection
+            if before.legacy:
+                command.stamp(cfg, before.legacy)
+            command.upgrade(cfg, "head")
+            connection.commit()
+        return before, state(target, conn, dialect)
 
 
 def sql(target: Target, before: State, dialect: str, out: TextIO, where: str = "") -> None:

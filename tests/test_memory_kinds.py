@@ -23,7 +23,7 @@ from webapp.detectors import Thresholds, detect_all
 from webapp.model import JobId, JobReport, NodeMemory, PeakSource, Series, Usage
 from webapp.renderers import html, pdf, text
 from webapp.renderers import json as json_renderer
-from webapp.report.peak import held_series, node_memory, page_cache_series, while_running
+from webapp.report.peak import node_memory, page_cache_series, while_running
 from webapp.report.precedence import join, timing
 
 MIB, GIB = 1024**2, 1024**3
@@ -42,7 +42,8 @@ def usage_of(node: str, start: float, rss: float, shmem: float | None, cache: fl
         memory_shmem=(flat(node, shmem, start),) if shmem is not None else (),
         memory_cache=(flat(node, cache, start),),
         memory_limit_bytes=int(limit),
-        memory_high_events=0.0 if v2 else None,  # the exporter's v2-only memory events
+        # the exporter's per-core CPU series: cgroup v1 only
+        cpu_per_core=() if v2 else (Series(f"{node}/0", ((start + 25, 0.05),)),),
     )
 
 
@@ -83,7 +84,7 @@ def test_held_memory_is_anonymous_plus_shared_at_each_sample():
     cache = Series("n1", ((0.0, 260.0), (5.0, 40.0), (10.0, 900.0)))
     other = Series("n2", ((0.0, 70.0),))  # no shared memory series: its anonymous alone
     usage = Usage(memory_rss=(anon, other), memory_shmem=(shmem,), memory_cache=(cache,))
-    assert held_series(usage) == (Series("n1", ((0.0, 350.0), (5.0, 300.0), (10.0, 350.0))),
+    assert usage.memory_held == (Series("n1", ((0.0, 350.0), (5.0, 300.0), (10.0, 350.0))),
                                   Series("n2", ((0.0, 70.0),)))
     # the page cache without its shared memory: what the kernel may drop
     assert page_cache_series(usage) == (Series("n1", ((0.0, 10.0), (5.0, 40.0),

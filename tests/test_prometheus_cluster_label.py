@@ -120,7 +120,7 @@ def test_each_cluster_reads_its_own_job_under_a_shared_id(prom, cluster):
     job = prom.jobs[(cluster, SHARED)][0]
     now = end.timestamp() + SCRAPE
     live = LiveSource(mine).sample(job, now, WINDOWS)
-    assert live.memory_rss
+    assert live.memory_held
     assert dataclasses.replace(live, job=job) == dataclasses.replace(
         LiveSource(alone).sample(prom.jobs[(cluster, ALONE[cluster])][0], now, WINDOWS),
         job=job)

@@ -312,6 +312,16 @@ class SacctJob:
         return max(values) if values else None
 
 
+def held_memory(anon: tuple[Series, ...], shmem: tuple[Series, ...]) -> tuple[Series, ...]:
+    """Per node, anonymous + shared memory at each sample of the anonymous series: what the
+    job held that the kernel cannot reclaim (the page cache it can), the measure of
+    ``webapp.report.peak``. A node without shared memory series (an older exporter, a
+    kernel without the figure) holds its anonymous memory alone."""
+    shared = {s.label: dict(s.points) for s in shmem}
+    return tuple(Series(a.label, tuple((t, v + shared.get(a.label, {}).get(t, 0.0))
+                                       for t, v in a.points)) for a in anon)
+
+
 @dataclass(frozen=True)
 class Usage:
     """What Prometheus recorded while the job ran (the exporter's jobs_* metrics)."""
@@ -368,6 +378,12 @@ class Usage:
     @property
     def empty(self) -> bool:
         return not (self.cpu_cores or self.memory_rss or self.gpu_utilization)
+
+    @property
+    def memory_held(self) -> tuple[Series, ...]:
+        """Per node, what the job held over time (``held_memory``): the series the peak is
+        the largest sample of, plotted and fitted."""
+        return held_memory(self.memory_rss, self.memory_shmem)
 
 
 class PeakSource(StrEnum):

@@ -1,7 +1,7 @@
 """Memory rising steadily through the job toward its limit: a probable leak.
 
 Judged on a least-squares line through each node's series of what it held (anonymous +
-shared memory, ``webapp.report.peak.held_series``: files piling up in /dev/shm fill the
+shared memory, ``Usage.memory_held``: files piling up in /dev/shm fill the
 limit as surely as a growing heap), not on two points: the line must explain most of the
 variation (``memory_growth_fit``), add a good share of the limit over the run and still
 rise in the last third, which a job that climbs to a high plateau (and simply needs more
@@ -14,7 +14,6 @@ from webapp.detectors.measures import long_enough, memory_limit
 from webapp.detectors.out_of_memory import OOM
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import Finding, JobReport, LinearFit, Series, Severity
-from webapp.report.peak import held_series
 from webapp.thresholds import Thresholds
 
 
@@ -41,7 +40,7 @@ class MemoryGrowthDetector:
         limit = memory_limit(report)
         if not limit or not long_enough(report, t.min_runtime_seconds):
             return ()
-        held = held_series(report.usage)
+        held = report.usage.memory_held
         found = [(s, fit) for s in held if (fit := growth(s, limit, t))]
         if not found:
             return ()

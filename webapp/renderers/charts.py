@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from webapp.formatting import GIB
 from webapp.model import JobReport, Series
 from webapp.renderers.node_bands import MAX_LINES, bands
-from webapp.report.peak import held_series
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -166,7 +165,7 @@ def _request_per_node(report: JobReport) -> int | None:
 
 
 def _memory_summary(report: JobReport) -> str | None:
-    held = held_series(report.usage)
+    held = report.usage.memory_held
     if not any(s.points for s in held):
         return None
     per_node = _request_per_node(report)
@@ -180,7 +179,7 @@ def _memory_draw(report: JobReport, size: tuple[float, float]) -> Figure:
     the request and the cgroup limit."""
     usage = report.usage
     fig, ax = _figure("Memory held per node", size)  # anonymous + shared (its summary)
-    _lines(ax, report, held_series(usage), scale=GIB, linewidth=1.2)
+    _lines(ax, report, usage.memory_held, scale=GIB, linewidth=1.2)
     per_node = _request_per_node(report)
     if per_node:
         ax.axhline(per_node / GIB, color="tab:orange", linestyle="--",

@@ -17,7 +17,6 @@ from webapp.renderers.node_bands import TOP, extremes
 from webapp.renderers.presentation import Gauge, context, evidence_line, sizing_lines
 from webapp.renderers.sections import NO_FINDINGS
 from webapp.renderers.wording import cpu_source_text, peak_text, time_limit_text
-from webapp.report.peak import held_series
 
 WIDTH = 80
 BAR = 20
@@ -225,7 +224,7 @@ def _plots(r: JobReport) -> list[str]:
     for s in cpus:
         out.append(f"  CPU {s.label[:8]:<8} {sparkline(s, 48, top)} max {s.max() or 0.0:.2f} cores")
     out += _left_out(cpus_left, "nodes")
-    held, held_left = extremes(held_series(u))  # anonymous + shared: what the peak is
+    held, held_left = extremes(u.memory_held)  # anonymous + shared: what the peak is
     for s in held:
         out.append(f"  Mem {_clean(s.label)[:8]:<8} {sparkline(s, 48)} "
                    f"max {format_bytes(s.max())}")

@@ -5,7 +5,7 @@
 - Prometheus: the most memory the job's cgroup held on each node that the kernel cannot
   reclaim: anonymous memory (``jobs_memory_rss_bytes``, all the job's tasks on that node
   together) plus shared memory (``jobs_memory_shmem_bytes``: files in /dev/shm or another
-  tmpfs, shared anonymous mappings), summed sample by sample (``held_series``). The page
+  tmpfs, shared anonymous mappings), summed sample by sample (``Usage.memory_held``). The page
   cache is left out: the kernel drops it before it kills anything, so a cache near the
   limit is no risk. Shared memory is page cache too, but it has no file to be written
   back to; only swap could take it, and compute nodes seldom have swap. The busiest
@@ -83,20 +83,6 @@ def _by_time(series: Series) -> dict[float, float]:
     return dict(series.points)
 
 
-def held(anon: tuple[Series, ...], shmem: tuple[Series, ...]) -> tuple[Series, ...]:
-    """Per node, anonymous + shared memory at each sample of the anonymous series. A node
-    without shared memory series (an older exporter, a kernel without the figure) holds
-    its anonymous memory alone."""
-    shared = {s.label: _by_time(s) for s in shmem}
-    return tuple(Series(a.label, tuple((t, v + shared.get(a.label, {}).get(t, 0.0))
-                                       for t, v in a.points)) for a in anon)
-
-
-def held_series(usage: Usage) -> tuple[Series, ...]:
-    """What the job held on each node over time: what the peak is the largest of."""
-    return held(usage.memory_rss, usage.memory_shmem)
-
-
 def page_cache_series(usage: Usage) -> tuple[Series, ...]:
     """Per node, the page cache without its shared memory: what the kernel can reclaim."""
     shmem = {s.label: _by_time(s) for s in usage.memory_shmem}
@@ -108,7 +94,7 @@ def page_cache_series(usage: Usage) -> tuple[Series, ...]:
 def prometheus_peak(usage: Usage) -> MemoryPeak | None:
     """The largest held sample of the busiest node; None when nothing was sampled."""
     best: MemoryPeak | None = None
-    for series in held_series(usage):
+    for series in usage.memory_held:
         top = series.max()
         if top and (best is None or top > best.bytes):
             best = MemoryPeak(int(top), PeakSource.PROMETHEUS, node=series.label or None)
@@ -133,7 +119,7 @@ def _max_rss_by_node(job: SacctJob | None) -> dict[str, int]:
 def node_memory(usage: Usage, job: SacctJob | None) -> tuple[NodeMemory, ...]:
     """Each node's anonymous, shared and page cache peaks (Prometheus) beside the largest
     task's MaxRSS (sacct), sorted by node; () when neither measured anything."""
-    held, anon = _top(held_series(usage)), _top(usage.memory_rss)
+    held, anon = _top(usage.memory_held), _top(usage.memory_rss)
     shmem, cache = _top(usage.memory_shmem), _top(page_cache_series(usage))
     max_rss = _max_rss_by_node(job)
     nodes = sorted({*held, *shmem, *cache, *max_rss})
@@ -142,10 +128,11 @@ def node_memory(usage: Usage, job: SacctJob | None) -> tuple[NodeMemory, ...]:
 
 
 def maxrss_counts_page_cache(usage: Usage) -> bool:
-    """The job ran on cgroup v2 nodes (the memory events only v2 has) whose page cache
-    Prometheus sampled: there Slurm's cgroup plugin reads MaxRSS from memory.current, page
-    cache included, so a MaxRSS above what the job held may be only its page cache."""
-    return usage.memory_high_events is not None and bool(usage.memory_cache)
+    """The job ran on cgroup v2 nodes (no per-core CPU series: the exporter has them on v1
+    only) whose page cache Prometheus sampled: there Slurm's cgroup plugin reads MaxRSS
+    from memory.current, page cache included, so a MaxRSS above what the job held may be
+    only its page cache. Both the report's and the bulk source's usage carry the two."""
+    return bool(usage.memory_cache) and not usage.cpu_per_core
 
 
 def job_peak(sacct: MemoryPeak | None, prometheus: MemoryPeak | None,
@@ -181,7 +168,7 @@ def while_running(usage: Usage, end: float | None) -> Usage:
     if end is None or not usage.step_seconds or not usage.memory_rss:
         return usage
     step = usage.step_seconds
-    tails = {s.label: s.points[i][0] for s in held_series(usage)
+    tails = {s.label: s.points[i][0] for s in usage.memory_held
              if (i := exit_tail_start(s, end, step)) < len(s.points)}
     if not tails:
         return usage

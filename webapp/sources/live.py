@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from webapp.model import AccountingJob, Series
-from webapp.report.peak import held
+from webapp.model import AccountingJob, Series, held_memory
 from webapp.sources.prometheus import PrometheusSource
 
 
@@ -47,7 +46,7 @@ class LiveSample:
     scrape_interval: float
     gpu_utilization: tuple[Measured, ...] = ()  # mean 0..1 per GPU over windows.gpu
     node_cores: tuple[Measured, ...] = ()  # mean cores busy per node over windows.node
-    # bytes held per node over windows.memory: anonymous + shared (webapp.report.peak)
+    # bytes held per node over windows.memory: anonymous + shared (model.held_memory)
     memory_held: tuple[Series, ...] = ()
     memory_limit_bytes: float | None = None  # per node (the cgroup's limit)
     written_bytes: float | None = None  # increase over windows.output
@@ -105,7 +104,7 @@ class LiveSource:
             job=job, now=now, windows=windows, scrape_interval=self.p.scrape_interval,
             gpu_utilization=_measured(gpu_rows, _counts(gpu_counts, gpu_label), gpu_label),
             node_cores=_measured(core_rows, _counts(core_counts, node), node),
-            memory_held=held(tuple(anon), tuple(shmem)),
+            memory_held=held_memory(tuple(anon), tuple(shmem)),
             memory_limit_bytes=_scalar(v(f"max(max_over_time(jobs_memory_limit_bytes{{{sel}}}"
                                          f"[{m}]))", now)),
             written_bytes=_scalar(v(f"sum(increase(jobs_write_bytes_total{{{sel}}}[{o}]))", now)),

@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 
 from tests import test_detectors_causes as causes
+from tests import test_hardware_fault as hardware
 from tests import test_memory_kinds as memory_kinds
 from tests.helpers.reports import sample_report
 from tests.test_detectors import CASES, HB, flat, report_for
@@ -47,6 +48,8 @@ def triggering_reports():
     yield "node-idle", two_node_report(0.0), Thresholds()
     yield from causes.triggering_reports()
     yield "memory-in-tmpfs", memory_kinds.shm_stack(), Thresholds()
+    yield "hardware-fault", hardware.with_faults(
+        hardware.GpuFault("node01/2", "xid", "79", 1, hardware.AT)), Thresholds()
 
 
 ALL = [(case, detect_all(report, t)) for case, report, t in triggering_reports()]

@@ -43,6 +43,9 @@ class SqliteView:
         self.conn = sqlite3.connect(":memory:", check_same_thread=False)
         self.conn.execute(f"CREATE TABLE jobs ({', '.join(f'`{n}`' for n in NAMES)})")
         self.conn.execute("CREATE TABLE tres (id, type, name)")
+        # the view of slurmdbd's node events (mgmt/03_event_view_branch.sql): none here
+        self.conn.execute("CREATE TABLE node_events (cluster, node, start_time, end_time, "
+                          "state, reason)")
         self.conn.executemany(
             f"INSERT INTO jobs VALUES ({', '.join('?' for _ in NAMES)})",  # noqa: S608
             [tuple(r[n] for n in NAMES) for r in rows])

@@ -89,6 +89,7 @@ class HardwareFaultDetector:
         sentences = [gpu_sentence(report, f) for f in gpus]
         sentences += [node_sentence(report, e) for e in events]
         text = "; ".join(sentences)
+        text = text[0].upper() + text[1:]
         nodes = sorted({*(f.gpu.split("/")[0] for f in gpus), *(e.node for e in events)})
         broke = failed(report.state)
         outcome = ("The job's failure may not be yours." if broke else
@@ -98,7 +99,7 @@ class HardwareFaultDetector:
             Finding(
                 name=self.name,
                 severity=Severity.CRITICAL if broke else Severity.WARNING,
-                message=f"{text[0].upper()}{text[1:]} while the job ran. {outcome}",
+                message=f"{text} while the job ran. {outcome}",
                 advice=(
                     "Resubmit the job; if it fails again on the same node, tell the support "
                     f"team and quote this job's id. Meanwhile `--exclude={','.join(nodes)}` "

@@ -17,8 +17,8 @@ import tempfile
 import time
 from dataclasses import replace
 
-from webapp.report.staff_service import staff_report
 from webapp.settings import Settings
+from webapp.staff.service import staff_report
 from webapp.watch.run import Watcher
 
 

@@ -41,11 +41,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from webapp.archive.staff_rows import StaffRows  # noqa: E402
 from webapp.archive.store import Archive, ArchivedJob  # noqa: E402
-from webapp.report.staff import memory_peak  # noqa: E402
-from webapp.report.staff_archive import staff_row  # noqa: E402
 from webapp.sources.sacct import FIELDS, parse_sacct  # noqa: E402
-from webapp.sources.staff_data import StaffJob, parse_window  # noqa: E402
-from webapp.sources.staff_data import staff_job as staff_job_of  # noqa: E402
+from webapp.staff.archived import staff_row  # noqa: E402
+from webapp.staff.data import StaffJob, parse_window  # noqa: E402
+from webapp.staff.data import staff_job as staff_job_of  # noqa: E402
+from webapp.staff.tables import memory_peak  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CLUSTER = "bench"

@@ -34,7 +34,7 @@ from webapp.sources.live import LiveSource, Windows
 from webapp.sources.prometheus import PrometheusSource, job_selector
 from webapp.sources.prometheus_bulk import BulkMetrics, JobWindow, id_selector
 from webapp.sources.sacct import SacctSource
-from webapp.sources.staff_data import StaffDataSource
+from webapp.staff.data import StaffDataSource
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))

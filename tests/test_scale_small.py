@@ -22,8 +22,8 @@ from webapp.archive.store import Archive  # noqa: E402
 from webapp.report import job_page  # noqa: E402
 from webapp.report.job_list import SORT_KEYS, ListQuery, select  # noqa: E402
 from webapp.report.job_page import archive_page, row_of  # noqa: E402
-from webapp.report.staff_archive import build_staff_report_sql, staff_row  # noqa: E402
-from webapp.report.staff_build import build_staff_report, memory_totals  # noqa: E402
+from webapp.staff.archived import build_staff_report_sql, staff_row  # noqa: E402
+from webapp.staff.build import build_staff_report, memory_totals  # noqa: E402
 from webapp.thresholds import StaffConfig, Thresholds  # noqa: E402
 from webapp.unused import Held, unused  # noqa: E402
 

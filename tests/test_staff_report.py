@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from webapp.archive.alerts import AlertRecord
-from webapp.report.staff_build import build_staff_report
-from webapp.report.staff_render import render_json, render_text
 from webapp.settings import Settings, SettingsError
-from webapp.sources.staff_data import StaffJob, parse_window
+from webapp.staff.build import build_staff_report
+from webapp.staff.data import StaffJob, parse_window
+from webapp.staff.render import render_json, render_text
 from webapp.thresholds import StaffConfig, Thresholds
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/sacct/local-staff-window.psv"

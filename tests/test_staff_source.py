@@ -20,15 +20,15 @@ from tests.helpers.reports import sample_report  # noqa: E402
 from webapp.archive.staff_rows import StaffRows  # noqa: E402
 from webapp.archive.store import Archive  # noqa: E402
 from webapp.report.archived import archive_record  # noqa: E402
-from webapp.report.staff_archive import staff_row  # noqa: E402
-from webapp.report.staff_render import heading, render_json, when  # noqa: E402
-from webapp.report.staff_service import (  # noqa: E402
+from webapp.settings import Settings  # noqa: E402
+from webapp.staff.archived import staff_row  # noqa: E402
+from webapp.staff.render import heading, render_json, when  # noqa: E402
+from webapp.staff.service import (  # noqa: E402
     ARCHIVE_SLACK,
     DAY,
     archive_holds,
     staff_report,
 )
-from webapp.settings import Settings  # noqa: E402
 
 CLUSTER = scale_archive.CLUSTER
 UNTIL = int(time.time()) // 60 * 60

@@ -29,13 +29,13 @@ from webapp.model import (
     SourceUnavailable,
 )
 from webapp.report.service import ReportService
-from webapp.report.staff_archive import build_staff_report_sql, report_staff_job, staff_row
-from webapp.report.staff_service import record_window
 from webapp.settings import Settings
 from webapp.sources.ended import EndedJob
 from webapp.sources.no_metrics import NoMetrics
 from webapp.sources.sacct_records import delimiter_of
-from webapp.sources.staff_data import StaffDataSource, parse_window
+from webapp.staff.archived import build_staff_report_sql, report_staff_job, staff_row
+from webapp.staff.data import StaffDataSource, parse_window
+from webapp.staff.service import record_window
 from webapp.sync.options import SyncOptions
 from webapp.sync.run import Syncer
 from webapp.thresholds import StaffConfig

@@ -15,9 +15,9 @@ from webapp.archive.digest import build_digest
 from webapp.archive.store import Archive
 from webapp.report.archived import archive_record
 from webapp.report.job_list import from_sacct, row_from_report
-from webapp.report.staff_build import memory_unused
 from webapp.report.waste import compute_waste
-from webapp.sources.staff_data import staff_job
+from webapp.staff.build import memory_unused
+from webapp.staff.data import staff_job
 from webapp.thresholds import StaffConfig
 from webapp.unused import GIB, Held, unused
 

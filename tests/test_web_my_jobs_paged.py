@@ -33,11 +33,11 @@ from webapp.report.job_list import (  # noqa: E402
 )
 from webapp.report.job_page import row_of  # noqa: E402
 from webapp.report.service import ReportService  # noqa: E402
-from webapp.report.staff_archive import staff_row  # noqa: E402
 from webapp.settings import Settings  # noqa: E402
 from webapp.sources.accounting import AccountingSource  # noqa: E402
 from webapp.sources.no_metrics import NoMetrics  # noqa: E402
 from webapp.sources.sacct import SacctSource  # noqa: E402
+from webapp.staff.archived import staff_row  # noqa: E402
 
 CLUSTER = scale_archive.CLUSTER
 NOW = SYNCED = 0  # set when the module starts (_clock), not when it is collected

@@ -11,8 +11,8 @@ import pytest
 
 from webapp.archive.staff_rows import StaffRows, Window
 from webapp.archive.store import Archive
-from webapp.report.staff_service import record_window, staff_report
 from webapp.settings import Settings
+from webapp.staff.service import record_window, staff_report
 
 pytestmark = pytest.mark.stack
 DAYS = 1.0
@@ -56,7 +56,7 @@ def test_mariadb_archive_ranks_and_pages_as_sqlite_does(stack_env, tmp_path):
     from tests.helpers.sync import create_mariadb_archive, drop_mariadb_archive
     from webapp.report.job_list import ListQuery
     from webapp.report.job_page import archive_page
-    from webapp.report.staff_archive import build_staff_report_sql, staff_row
+    from webapp.staff.archived import build_staff_report_sql, staff_row
     from webapp.thresholds import StaffConfig, Thresholds
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))

@@ -9,9 +9,9 @@ from datetime import datetime
 
 from jobreport_net.settings import flag_type
 from webapp.mail.staff import send_staff_report
-from webapp.report.staff_render import render_json, render_text
-from webapp.report.staff_service import record_window, staff_report
 from webapp.settings import Settings
+from webapp.staff.render import render_json, render_text
+from webapp.staff.service import record_window, staff_report
 from webapp.thresholds import STAFF_DAYS
 
 

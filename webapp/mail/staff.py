@@ -15,9 +15,9 @@ from webapp.mail.policy import usable_address
 from webapp.mail.smtp import SmtpSender
 from webapp.renderers.email import header_text
 from webapp.renderers.templates import environment
-from webapp.report.staff import StaffReport
-from webapp.report.staff_render import heading, render_text, when
 from webapp.settings import Settings
+from webapp.staff.render import heading, render_text, when
+from webapp.staff.tables import StaffReport
 
 
 def staff_addresses(settings: Settings) -> list[str]:

@@ -33,11 +33,11 @@ from webapp.migrations import OUTBOX, check
 from webapp.model import JobId, JobNotFound, JobReport, SourceUnavailable
 from webapp.report.archived import archive_record
 from webapp.report.service import ReportService
-from webapp.report.staff_archive import report_staff_job, staff_row
 from webapp.settings import Settings
 from webapp.sources.accounting import is_stand_in
 from webapp.sources.admin_comment import comment_writer_from
 from webapp.sources.ended import EndedJob, SacctEnded
+from webapp.staff.archived import report_staff_job, staff_row
 from webapp.sync.admin_comment import write_summary
 from webapp.sync.bulk import BATCH, prefetch
 from webapp.sync.options import DIRECTIONS, SyncOptions

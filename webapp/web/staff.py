@@ -10,8 +10,8 @@ from flask import Blueprint, abort, g, render_template, request
 from webapp.archive.alerts import AlertLog, ordinal
 from webapp.model import SourceUnavailable
 from webapp.report import query_params as params
-from webapp.report.staff_render import heading, when
-from webapp.report.staff_service import DAY, staff_report
+from webapp.staff.render import heading, when
+from webapp.staff.service import DAY, staff_report
 from webapp.web import auth
 
 bp = Blueprint("staff", __name__, url_prefix="/staff")

@@ -1,4 +1,4 @@
-"""The staff report from the archive: the same tables as ``staff_build``, with the sums
+"""The staff report from the archive: the same tables as ``staff.build``, with the sums
 and the rankings done by the database (``webapp.archive.staff_rows``).
 
 Per-user tables read one GROUP BY row per user; each per-job table reads only the rows
@@ -17,7 +17,9 @@ from typing import Any
 from webapp.archive.alerts import AlertRecord
 from webapp.archive.staff_rows import StaffRows, Window
 from webapp.model import JobReport
-from webapp.report.staff import (
+from webapp.staff.build import memory_table, offenders, time_table
+from webapp.staff.data import StaffJob
+from webapp.staff.tables import (
     GIB,
     HOUR,
     StaffReport,
@@ -30,8 +32,6 @@ from webapp.report.staff import (
     memory_peak,
     smaller_gpu,
 )
-from webapp.report.staff_build import memory_table, offenders, time_table
-from webapp.sources.staff_data import StaffJob
 from webapp.thresholds import StaffConfig, Thresholds
 
 
@@ -102,7 +102,7 @@ def staff_job(r: Mapping[str, Any]) -> StaffJob:
 def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: float,
                            cfg: StaffConfig, t: Thresholds,
                            alerts: Mapping[str, list[AlertRecord]]) -> StaffReport:
-    """``staff_build.build_staff_report`` over the archived jobs that ended in
+    """``staff.build.build_staff_report`` over the archived jobs that ended in
     [since, until]."""
     w = Window(cluster, since, until, cfg.partitions)
     n = int(cfg.rows)

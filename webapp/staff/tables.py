@@ -1,6 +1,6 @@
 """The staff report: who wasted what over a window, as ranked tables (pure).
 
-Every table is computed from ``StaffJob``s (sacct + Prometheus, ``sources.staff_data``)
+Every table is computed from ``StaffJob``s (sacct + Prometheus, ``staff.data``)
 and the alert record; each row keeps its raw ``values`` (JSON, tests) besides the
 formatted cells, and names the job or user it links to.
 """
@@ -20,7 +20,7 @@ from webapp.formatting import (
     format_percent,
 )
 from webapp.report.peak import sacct_peak
-from webapp.sources.staff_data import StaffJob
+from webapp.staff.data import StaffJob
 from webapp.thresholds import StaffConfig, Thresholds
 
 HOUR = 3600.0

@@ -1,6 +1,6 @@
-"""The staff report as text (terminal, email) and JSON. It sits beside the report it
-renders (renderers/ is below report/); the HTML page and the email's HTML part are the
-templates ``staff.html`` and ``email/staff.html``."""
+"""The staff report as text (terminal, email) and JSON. The staff room owns its renderer
+(renderers/ render the job report, a layer below); the HTML page and the email's HTML part
+are the templates ``staff.html`` and ``email/staff.html``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import textwrap
 from dataclasses import asdict
 from datetime import UTC, datetime
 
-from webapp.report.staff import StaffReport, Table
+from webapp.staff.tables import StaffReport, Table
 from webapp.thresholds import STAFF
 
 

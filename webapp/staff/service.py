@@ -9,12 +9,12 @@ import time
 from webapp.archive.alerts import AlertLog
 from webapp.archive.staff_rows import StaffRows
 from webapp.archive.store import Archive
-from webapp.report.staff import StaffReport
-from webapp.report.staff_archive import build_staff_report_sql, staff_row
-from webapp.report.staff_build import build_staff_report
 from webapp.settings import Settings
 from webapp.sources.from_settings import prometheus_from
-from webapp.sources.staff_data import StaffDataSource
+from webapp.staff.archived import build_staff_report_sql, staff_row
+from webapp.staff.build import build_staff_report
+from webapp.staff.data import StaffDataSource
+from webapp.staff.tables import StaffReport
 
 DAY = 86400.0
 # The archive answers a window it holds: its sync this close to the window's end (the

@@ -1,5 +1,5 @@
 """The staff report assembled: the per-user tables (what was requested and not used,
-repeat offenders) and every table of ``report.staff`` over one window's jobs."""
+repeat offenders) and every table of ``staff.tables`` over one window's jobs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from collections import Counter
 from collections.abc import Mapping
 
 from webapp.archive.alerts import AlertRecord, ordinal
-from webapp.report.staff import (
+from webapp.staff.data import StaffJob
+from webapp.staff.tables import (
     HOUR,
     Row,
     StaffReport,
@@ -21,7 +22,6 @@ from webapp.report.staff import (
     smaller_gpu,
     user_efficiency,
 )
-from webapp.sources.staff_data import StaffJob
 from webapp.thresholds import StaffConfig, Thresholds
 from webapp.unused import Held, unused
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import re
 import subprocess
 from pathlib import Path
 
@@ -259,29 +258,16 @@ def test_database_outage_reads_plainly_and_logs_the_detail(caplog):
     assert ACCOUNTING_DOWN in one_line(text.render(report))
 
 
-def test_web_page_shows_the_detail_to_staff_only(tmp_path):
-    from werkzeug.security import generate_password_hash
-
-    from webapp.web.app import create_app
+def test_web_page_shows_the_detail_to_staff_only(web_settings):
+    from tests.helpers.web import make_app, signed_in
 
     answer = sacct_answer("slyme_JobReportTest_sacct_rows_2014.psv", SLYME_2014,
                           job="10048462")
     gaps = show(answer, "10048462").gaps
     report = dataclasses.replace(sample_report("7000", "alice"), gaps=gaps)
-    pw = tmp_path / "passwords"
-    hashed = generate_password_hash("pw")
-    pw.write_text(f"alice:{hashed}\nstaffer:{hashed}\n")
-    settings = Settings(secret_key="a-test-secret-of-at-least-32-bytes", password_file=str(pw),
-                        staff=frozenset({"staffer"}), outbox=str(tmp_path / "o.sqlite"),
-                        web_state=str(tmp_path / "web-state.sqlite"))
-    app = create_app(settings, FakeService({"7000": report}))
-    pages = {}
-    for user in ("alice", "staffer"):
-        client = app.test_client()
-        form = client.get("/login").get_data(as_text=True)
-        csrf = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)
-        client.post("/login", data={"username": user, "password": "pw", "csrf_token": csrf})
-        pages[user] = one_line(client.get("/jobs/7000").get_data(as_text=True))
+    app = make_app(web_settings, FakeService({"7000": report}))
+    pages = {user: one_line(signed_in(app, user).get("/jobs/7000").get_data(as_text=True))
+             for user in ("alice", "staffer")}
     for page in pages.values():
         assert ACCOUNTING_DOWN in page
     assert "Connection refused" not in pages["alice"]
@@ -324,5 +310,5 @@ def test_json_schema_is_pinned():
         "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
         "memory_high_events", "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max",
         "energy_joules", "energy_gpu_joules", "energy_other_joules", "energy_by_node",
-        "gpu_energy", "gpu_faults",
+        "gpu_energy", "gpu_faults", "gpu_devices",
     }  # fmt: skip

@@ -144,6 +144,19 @@ class NodeEvent:
 
 
 @dataclass(frozen=True)
+class GpuDevice:
+    """What one allocated GPU is (the exporter's ``jobs_gpu_info``): its vendor and model,
+    a MIG device's profile, and the identity it keeps whatever index a tool shows."""
+
+    gpu: str  # labelled as gpu_utilization's series: "<node>/<gpu>"
+    vendor: str  # "nvidia", "amd"
+    model: str
+    profile: str = ""  # a MIG device's ("1g.10gb"); "" for a whole card
+    uuid: str = ""
+    pci_bus_id: str = ""
+
+
+@dataclass(frozen=True)
 class GpuFault:
     """Errors a GPU reported while the job held it: an XID (NVIDIA's driver error codes)
     or memory errors (ECC on NVIDIA, RAS on AMD), from the exporter's counters."""
@@ -373,6 +386,7 @@ class Usage:
     energy_by_node: tuple[tuple[str, float], ...] = ()  # (node, joules)
     gpu_energy: tuple[tuple[str, float], ...] = ()  # (label as gpu_utilization's, joules)
     gpu_faults: tuple[GpuFault, ...] = ()  # errors the job's GPUs reported during its run
+    gpu_devices: tuple[GpuDevice, ...] = ()  # what each allocated GPU is (jobs_gpu_info)
     queries: tuple[tuple[str, str], ...] = ()  # (name, PromQL) as sent, for the audit
 
     @property

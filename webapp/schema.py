@@ -31,6 +31,7 @@ from webapp.model import (
     Energy,
     Finding,
     Gap,
+    GpuDevice,
     GpuFault,
     JobReport,
     MemoryPeak,
@@ -406,7 +407,9 @@ SECTIONS: dict[str, tuple[Callable[[JobReport], Any], Callable[[Mapping[str, Any
     "usage": (lambda r: {**{k: getattr(r.usage, k) for k in USAGE},
                          **{k: _pairs(getattr(r.usage, k)) for k in USAGE_PAIRS},
                          "gpu_faults": [{k: getattr(f, k) for k in _names(GpuFault)}
-                                        for f in r.usage.gpu_faults]},
+                                        for f in r.usage.gpu_faults],
+                         "gpu_devices": [{k: getattr(d, k) for k in _names(GpuDevice)}
+                                         for d in r.usage.gpu_devices]},
               lambda s: None),
     # its nodes down or drained during the run (slurmdbd's node events)
     "node_events": (lambda r: [{"node": e.node, "start": TIME[0](e.start),
@@ -458,7 +461,8 @@ def decode(summary: Mapping[str, Any], series: Mapping[str, Any] | None = None) 
     usage = Usage(**{attr: _series_back(series.get(key, [])) for key, attr in SERIES},
                   **{k: u.get(k) for k in USAGE},
                   **{k: _pairs_back(u.get(k)) for k in USAGE_PAIRS}, queries=queries,
-                  gpu_faults=tuple(GpuFault(**f) for f in u.get("gpu_faults") or ()))
+                  gpu_faults=tuple(GpuFault(**f) for f in u.get("gpu_faults") or ()),
+                  gpu_devices=tuple(GpuDevice(**d) for d in u.get("gpu_devices") or ()))
     values: dict[str, Any] = {"usage": usage}
     for key, attr, codec in REPORT:
         if attr is None or key == "usage":

@@ -54,6 +54,10 @@ def test_a_job_sleeping_on_an_mi300x_gets_the_idle_gpu_finding(idle_jobs, servic
     assert finding["evidence"]["idle_gpus"] == f"gpu3/{info['gpu']}"  # the device named
     assert finding["evidence"]["idle_max_utilization"] == 0.0
     assert finding["evidence"]["idle_gpus_energy_joules"] > 0  # its replayed power
+    # the advice in ROCm's words, the device as the report knows it
+    assert "`ROCR_VISIBLE_DEVICES`" in finding["advice"] and "`rocm-smi`" in finding["advice"]
+    (device,) = data["usage"]["gpu_devices"]
+    assert (device["vendor"], device["pci_bus_id"]) == ("amd", info["pci_bus_id"])
 
 
 def test_a_job_sleeping_on_a_1g_10gb_mig_device_gets_the_idle_gpu_finding(idle_jobs, service):
@@ -65,6 +69,9 @@ def test_a_job_sleeping_on_a_1g_10gb_mig_device_gets_the_idle_gpu_finding(idle_j
     assert (info["profile"], info["power_share"]) == ("1g.10gb", "1/7")
     assert info["parent_uuid"] == "GPU-00000000-0000-0000-0000-000000000000"
     assert finding["evidence"]["idle_gpus"] == f"gpu4/{info['gpu']}"  # the device named
+    assert "`CUDA_VISIBLE_DEVICES`" in finding["advice"]
+    (device,) = data["usage"]["gpu_devices"]
+    assert (device["vendor"], device["profile"]) == ("nvidia", "1g.10gb")
     assert finding["evidence"]["idle_max_utilization"] == 0.0
     # its seventh of the card's 433.78 W over the job
     joules = finding["evidence"]["idle_gpus_energy_joules"]

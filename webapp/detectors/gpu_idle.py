@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from webapp.detectors.gpu_input_bound import input_bound
-from webapp.detectors.measures import gpu_series, long_enough
+from webapp.detectors.measures import gpu_series, gpu_terms, long_enough
 from webapp.formatting import format_energy, format_percent
 from webapp.model import Finding, JobReport, Series, Severity
 from webapp.thresholds import Thresholds
@@ -20,7 +20,8 @@ def _sentence(allocated: int, idle: list[Series]) -> str:
 
 
 def _idle_energy(report: JobReport, idle: list[Series]) -> float | None:
-    """Joules the idle GPUs drew (their NVML counters); None without energy series."""
+    """Joules the idle GPUs drew (each GPU's joules as the exporter attributed them to the
+    job, ``Usage.gpu_energy``: the energy report's figure too); None without them."""
     joules = dict(report.usage.gpu_energy)
     found = [joules[s.label] for s in idle if s.label in joules]
     return sum(found) if found else None
@@ -47,10 +48,12 @@ class IdleGpuDetector:
                 f"None of the {allocated} allocated GPU(s) did any work: utilisation stayed "
                 f"below {format_percent(t.gpu_idle)} for the whole job."
             )
+            variable, tool = gpu_terms(report)
             advice = (
                 "If the program is meant to use a GPU, check that it was built with GPU support "
-                "and sees the device (CUDA_VISIBLE_DEVICES); otherwise submit it without "
-                "--gres=gpu / --gpus so the GPU stays free for others."
+                f"and sees the device (`{variable}`; `{tool}` on the node shows what runs "
+                "there); otherwise submit it without --gres=gpu / --gpus so the GPU stays "
+                "free for others."
             )
         else:
             message = (

@@ -41,6 +41,24 @@ def per_core_means(report: JobReport) -> list[float]:
     return [m for s in report.usage.cpu_per_core if (m := s.mean()) is not None]
 
 
+# What a user types to see and check GPUs, by vendor (AMD's ROCm, else NVIDIA's CUDA).
+GPU_TERMS = {
+    "nvidia": ("CUDA_VISIBLE_DEVICES", "nvidia-smi"),
+    "amd": ("ROCR_VISIBLE_DEVICES", "rocm-smi"),
+}
+
+
+def gpu_vendor(report: JobReport) -> str:
+    """``amd`` when the exporter said every allocated GPU is AMD's, else ``nvidia``."""
+    vendors = {d.vendor for d in report.usage.gpu_devices}
+    return "amd" if vendors == {"amd"} else "nvidia"
+
+
+def gpu_terms(report: JobReport) -> tuple[str, str]:
+    """(the variable naming the visible devices, the monitoring tool) for the job's GPUs."""
+    return GPU_TERMS[gpu_vendor(report)]
+
+
 def gpu_series(report: JobReport) -> list[Series]:
     """Utilisation series of allocated GPUs that have at least one point."""
     return [s for s in report.usage.gpu_utilization if s.points]

@@ -29,7 +29,12 @@ from webapp.model import Coverage, JobId, Series, SourceUnavailable, Usage
 from webapp.sources.gpu_metrics import JOBS, GpuMetrics, gpu_coverage_query, total_query
 
 # The answer parsers are re-exported: callers import them from here too.
-from webapp.sources.prometheus_answers import dated, parse_fault_matrix, parse_gpu_faults
+from webapp.sources.prometheus_answers import (
+    dated,
+    parse_fault_matrix,
+    parse_gpu_devices,
+    parse_gpu_faults,
+)
 from webapp.sources.prometheus_answers import merge_series as merge_series
 from webapp.sources.prometheus_answers import parse_matrix as parse_matrix
 from webapp.sources.prometheus_answers import parse_matrix_body as parse_matrix_body
@@ -42,6 +47,7 @@ from webapp.sources.prometheus_queries import (
     GPU_ENERGY_QUERY,
     GPU_FAULT_QUERIES,
     GPU_FAULT_SERIES,
+    GPU_INFO_QUERY,
     MAYBE_ABSENT_FIGURES,
     combined,
     peak_query,
@@ -71,8 +77,9 @@ TAIL_SCRAPES = 10  # the last samples are looked for this many scrapes (at least
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 # Requests one report may make: every range query in its pieces, each vector query with
-# its fallback, the tail figures, the window figures, the GPUs' energy and the tail
-# figures' fallback (14 with today's queries, whatever the job's length).
+# its fallback, the tail figures, the window figures, the GPUs' energy, faults and devices
+# (one request) and the tail figures' fallback, whatever the job's length; a job whose
+# GPUs reported faults makes one more, to date them.
 REQUEST_BUDGET = (
     len(RANGE_QUERIES) * math.ceil(MAX_POINTS / PIECE_STEPS) + 2 * len(VECTOR_QUERIES) + 4
 )
@@ -330,15 +337,15 @@ class PrometheusSource:
                   "time": next(iter(peaks.values()))[1]}
         calls.append(self._call("/api/v1/query", gauges, parse_labelled))
         sent.append(("window peaks", gauges["query"]))
-        gpu_energy = GPU_ENERGY_QUERY.format(node=node, sel=sel, span=span)
-        calls.append(self._call("/api/v1/query", {"query": gpu_energy, "time": at_end},
+        # The GPUs' energy, faults and identities: one request (each answer its figure)
+        gpus = combined({
+            "energy": GPU_ENERGY_QUERY.format(node=node, sel=sel, span=span),
+            **{k: q.format(node=node, sel=sel, span=span) for k, q in GPU_FAULT_QUERIES.items()},
+            "info": GPU_INFO_QUERY.format(node=node, sel=sel, span=span),
+        })
+        calls.append(self._call("/api/v1/query", {"query": gpus, "time": at_end},
                                 parse_labelled))
-        sent.append(("GPU energy", gpu_energy))
-        faults = combined({k: q.format(node=node, sel=sel, span=span)
-                           for k, q in GPU_FAULT_QUERIES.items()})
-        calls.append(self._call("/api/v1/query", {"query": faults, "time": at_end},
-                                parse_labelled))
-        sent.append(("GPU faults", faults))
+        sent.append(("GPU energy, faults and devices", gpus))
         if gm is not JOBS:
             sent.append((f"GPU figures from {gm.exporter}", gm.note))
         answers = iter(self._run(calls))
@@ -350,9 +357,14 @@ class PrometheusSource:
         vectors = {name: tuple(next(answers)) for name in VECTOR_QUERIES}
         per_node = next(answers)
         scalars = _figures(next(answers))
+        by_figure: dict[str, list[tuple[dict[str, str], float]]] = {}
+        for labels, value in next(answers):
+            by_figure.setdefault(labels.get(FIGURE_LABEL, ""), []).append((labels, value))
         per_gpu = tuple(sorted((f"{m.get(node, '?')}/{m.get('gpu', '?')}", v)
-                               for m, v in next(answers)))
-        gpu_faults = parse_gpu_faults(next(answers), node)
+                               for m, v in by_figure.get("energy", ())))
+        gpu_faults = parse_gpu_faults(
+            [*by_figure.get("xid", ()), *by_figure.get("ecc", ())], node)
+        gpu_devices = parse_gpu_devices(by_figure.get("info", []), node)
         if gpu_faults:  # rare: one more query dates each fault's first sample
             params = {"query": GPU_FAULT_SERIES.format(node=node, sel=sel),
                       "start": window.start, "end": at_end, "step": step}
@@ -408,6 +420,7 @@ class PrometheusSource:
             energy_by_node=_by_node(per_node, "energy_joules"),
             gpu_energy=per_gpu,
             gpu_faults=gpu_faults,
+            gpu_devices=gpu_devices,
             queries=tuple(sent),
         )
 

@@ -15,7 +15,7 @@ from itertools import chain, islice
 from operator import itemgetter, lt
 from typing import Any
 
-from webapp.model import GpuFault, Series
+from webapp.model import GpuDevice, GpuFault, Series
 
 
 def parse_matrix(payload: Mapping[str, Any], label: str) -> list[Series]:
@@ -234,3 +234,13 @@ def dated(faults: tuple[GpuFault, ...],
             first[key] = when
     return tuple(dataclasses.replace(f, first_at=first.get((f.gpu, f.kind, f.code)))
                  for f in faults)
+
+
+def parse_gpu_devices(answer: list[tuple[dict[str, str], float]], node: str
+                      ) -> tuple[GpuDevice, ...]:
+    """``jobs_gpu_info``'s labels as devices, labelled as the GPU series are."""
+    return tuple(sorted(
+        (GpuDevice(f"{m.get(node, '?')}/{m.get('gpu', '?')}", m.get("vendor", ""),
+                   m.get("model", ""), m.get("profile", ""), m.get("uuid", ""),
+                   m.get("pci_bus_id", ""))
+         for m, _ in answer), key=lambda d: d.gpu))

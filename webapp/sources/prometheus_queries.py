@@ -167,6 +167,10 @@ PIECE_SECONDS = 3600  # at least; grows past ~8 days so that at most 200 pieces 
 GPU_ENERGY_QUERY = ('sum by ({node}, gpu) '
                     '(max_over_time(jobs_energy_joules_total{{{sel},source="gpu"}}[{span}]))')
 
+# What each allocated GPU is: vendor, model, a MIG device's profile, its identity.
+GPU_INFO_QUERY = ("max by ({node}, gpu, vendor, model, profile, uuid, pci_bus_id) "
+                  "(last_over_time(jobs_gpu_info{{{sel}}}[{span}]))")
+
 # Errors the job's GPUs reported over its run (exporter README "GPU faults"): XIDs by
 # code, and memory errors by type (NVIDIA ECC, AMD RAS); only those that counted.
 GPU_FAULT_QUERIES = {

@@ -282,8 +282,9 @@ def test_memory_freed_before_the_end_is_not_an_exit_sample():
 
 # --- GPU memory ------------------------------------------------------------------------
 
-def gpu_mem_report(peak: float, total: float, types: tuple[str, ...] | None) -> JobReport:
-    usage = Usage(gpu_utilization=(flat("n1/0", 0.7),), gpu_memory_used=(flat("n1/0", peak),),
+def gpu_mem_report(peak: float, total: float, types: tuple[str, ...] | None,
+                   busy: float = 0.7) -> JobReport:
+    usage = Usage(gpu_utilization=(flat("n1/0", busy),), gpu_memory_used=(flat("n1/0", peak),),
                   gpu_memory_total_bytes=int(total))
     queue = None if types is None else QueueContext(
         partition="gpu", pending_seconds=5.0, gpus_available=tuple((t, 1) for t in types))
@@ -292,13 +293,25 @@ def gpu_mem_report(peak: float, total: float, types: tuple[str, ...] | None) -> 
 
 def test_small_use_of_a_large_gpu_names_the_clusters_smaller_types():
     types = ("a100_80g", "a100-40gb", "nvidia_a100_80gb_2g.20gb", "v100", "untyped")
-    r = gpu_mem_report(6 * GIB, 80 * GIB, types)
+    r = gpu_mem_report(6 * GIB, 80 * GIB, types, busy=0.2)
     assert cluster_gpu_types(r) == sorted(set(types) - {"untyped"})
     f = next(f for f in detect_all(r, T) if f.name == "gpu_memory_low")
     # 6 GiB x 1.25 = 7.5 GiB: the 16 GiB V100, the 20 GiB MIG slice and the 40 GiB A100
     assert f.advice.startswith("Ask for `--gres=gpu:v100:1` (16 GiB), "
                                "`--gres=gpu:nvidia_a100_80gb_2g.20gb:1` (20 GiB)")
     assert f.evidence["smaller_types"].split(", ")[0] == "v100"
+
+
+def test_a_whole_card_jobs_own_peaks_name_the_mig_slice_it_would_fit():
+    types = ("nvidia_a100_80gb", "nvidia_a100_80gb_1g.10gb", "nvidia_a100_80gb_3g.40gb")
+    f = next(f for f in detect_all(gpu_mem_report(6 * GIB, 80 * GIB, types, busy=0.12), T)
+             if f.name == "gpu_memory_low")
+    assert f.advice.startswith("Its 6.0 GiB peak and 12% use would fit a 1g.10gb slice. "
+                               "Ask for `--gres=gpu:nvidia_a100_80gb_1g.10gb:1` (10 GiB)")
+    # busier than a seventh of the card: the 1g slice would slow it; the 3g one holds it
+    f = next(f for f in detect_all(gpu_mem_report(6 * GIB, 80 * GIB, types, busy=0.3), T)
+             if f.name == "gpu_memory_low")
+    assert "would fit a 3g.40gb slice" in f.advice and "1g.10gb" not in f.advice
 
 
 def test_gpu_memory_negatives_and_boundary():
@@ -320,6 +333,7 @@ def test_without_cluster_types_the_size_needed_is_said():
 @pytest.mark.parametrize(("name", "gib"), [
     ("a100", 40), ("A100_80gb", 80), ("nvidia_h100_80gb_hbm3_4g.40gb", 40), ("A30", 24),
     ("Q6K", 24), ("v100-32g", 32), ("t4", 16), ("l40s", 48), ("tesla", None), ("untyped", None),
+    ("mi300x", 192), ("MI250X", 64),
 ])
 def test_gpu_type_memory_from_its_name(name, gib):
     got = type_memory_bytes(name)

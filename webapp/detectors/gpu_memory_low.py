@@ -3,8 +3,8 @@ have done, named from the GPU types the job's partition has."""
 
 from __future__ import annotations
 
-from webapp.detectors.gpu_models import is_mig, type_memory_bytes
-from webapp.detectors.measures import gpu_memory_peak, long_enough
+from webapp.detectors.gpu_models import compute_share, is_mig, mig_profile, type_memory_bytes
+from webapp.detectors.measures import gpu_mean, gpu_memory_peak, long_enough
 from webapp.formatting import format_bytes, format_percent
 from webapp.model import Finding, JobReport, Severity
 from webapp.thresholds import Thresholds
@@ -20,11 +20,15 @@ def cluster_gpu_types(report: JobReport) -> list[str]:
     return sorted({n for n in names if n and n != "untyped"})
 
 
-def smaller_types(report: JobReport, need: float, size: float) -> list[tuple[str, float]]:
+def smaller_types(report: JobReport, need: float, size: float,
+                  busy: float | None = None) -> list[tuple[str, float]]:
     """Types (and MIG slices) of the cluster that hold ``need`` bytes and are smaller than
-    ``size``, smallest first."""
+    ``size``, smallest first; a MIG slice only where its share of the card's compute holds
+    ``busy`` too (the whole card's mean utilisation: 12 % fits a 1g slice's seventh)."""
     sized = [(t, m) for t in cluster_gpu_types(report) if (m := type_memory_bytes(t))]
-    return sorted(((t, m) for t, m in sized if need <= m < size), key=lambda tm: (tm[1], tm[0]))
+    fits = [(t, m) for t, m in sized if need <= m < size
+            and (busy is None or busy <= compute_share(t))]
+    return sorted(fits, key=lambda tm: (tm[1], tm[0]))
 
 
 class GpuMemoryLowDetector:
@@ -39,7 +43,8 @@ class GpuMemoryLowDetector:
         if peak >= t.gpu_memory_low * size:
             return ()  # below the share, as for gpu_util_low
         need = peak * t.gpu_memory_margin
-        fits = smaller_types(report, need, size)
+        busy = gpu_mean(report)
+        fits = smaller_types(report, need, size, busy)
         known = cluster_gpu_types(report)
         if fits:
             slices = [n for n, _ in fits if is_mig(n)]
@@ -51,6 +56,9 @@ class GpuMemoryLowDetector:
                 + "; smaller GPUs are easier to get and leave the large ones to jobs that "
                 "need their memory."
             )
+            if is_mig(fits[0][0]) and busy is not None:  # the smallest that fits: a slice
+                advice = (f"Its {format_bytes(peak)} peak and {format_percent(busy)} use "
+                          f"would fit a {mig_profile(fits[0][0])} slice. " + advice)
         elif known:
             # the partition has no smaller type: nothing to suggest but the size needed
             return ()

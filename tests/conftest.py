@@ -116,6 +116,38 @@ def service(settings):
     return ReportService(settings)
 
 
+@pytest.fixture
+def web_settings(tmp_path):
+    """The web tests' settings: password login for alice, bob, carol and staffer (staff;
+    tests/helpers/web.py), state under the test's own directory. A module testing other
+    settings overrides this fixture; ``app`` and ``client`` follow."""
+    from tests.helpers.web import password_settings
+
+    return password_settings(tmp_path, outbox=str(tmp_path / "outbox.sqlite"))
+
+
+@pytest.fixture
+def web_service():
+    """The report service the web tests' app serves: the fake one's sample reports."""
+    from tests.helpers.reports import default_service
+
+    return default_service()
+
+
+@pytest.fixture
+def app(web_settings, web_service):
+    """The web app on ``web_settings`` and ``web_service``."""
+    from tests.helpers.web import make_app
+
+    return make_app(web_settings, web_service)
+
+
+@pytest.fixture
+def client(app):
+    """A Flask test client of ``app``, signed out."""
+    return app.test_client()
+
+
 @pytest.fixture(scope="module")
 def driver():
     """Headless Chromium (JavaScript off) with a throw-away profile."""

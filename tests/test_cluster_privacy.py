@@ -9,13 +9,10 @@ from pathlib import Path
 import pytest
 from flask import render_template
 
-from tests.helpers.reports import default_service
-from tests.helpers.sessions import password_settings
-from webapp import create_app
 from webapp.model import Series, SourceUnavailable
-from webapp.report.cluster_view import TOP, cluster_view, hides_others
 from webapp.sources.cluster_overview import ClusterOverview
 from webapp.sources.slurm_config import SlurmConfigSource, parse_config, parse_private_data
+from webapp.web.cluster_view import TOP, cluster_view, hides_others
 
 CAPTURE = Path(__file__).resolve().parent.parent / "fixtures" / "slurm" / \
     "local-scontrol-show-config.txt"
@@ -114,8 +111,7 @@ def test_unknown_private_data_hides_as_the_strict_setting_would():
     assert view.hidden_by == "PrivateData could not be read"
 
 
-def test_the_page_shows_no_other_user_or_account_when_private(tmp_path):
-    app = create_app(password_settings(tmp_path), default_service())
+def test_the_page_shows_no_other_user_or_account_when_private(app):
     view = cluster_view(OVERVIEW, "alice", staff=False,
                         private_data=frozenset({"jobs", "usage"}))
     with app.test_request_context("/cluster"):

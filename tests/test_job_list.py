@@ -7,22 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.helpers.reports import default_service, sample_report
+from tests.helpers.reports import sample_report
+from tests.helpers.web import login, make_client
+from webapp.lists.job_list import ListQuery, select, top_waste, totals
 from webapp.model import AccountingJob, SacctJob, SourceUnavailable, Step, cpu_efficiency
-from webapp.report.job_list import (
-    JobRow,
-    ListQuery,
-    ListSources,
-    list_jobs,
-    select,
-    top_waste,
-    totals,
-)
+from webapp.report.job_rows import JobRow, ListSources, list_jobs
 from webapp.report.peak import sacct_peak
-from webapp.report.query_params import BadQuery
 from webapp.settings import Settings, SettingsError
 from webapp.unused import GIB
-from webapp.web.app import create_app
+from webapp.web.query_params import BadQuery, list_query
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -36,13 +29,13 @@ def row(job_id: str, **kw) -> JobRow:
 
 # -- parameters -------------------------------------------------------------------------
 def test_defaults():
-    q = ListQuery.parse({})
+    q = list_query({})
     assert (q.days, q.state, q.name, q.findings_only, q.sort, q.order) == (
         7, "", "", False, "submit", "desc")
 
 
 def test_every_parameter():
-    q = ListQuery.parse({"days": "30", "state": "failed", "name": " train ", "findings": "1",
+    q = list_query({"days": "30", "state": "failed", "name": " train ", "findings": "1",
                          "sort": "cpu_eff", "order": "asc", "cluster": "b"}, ("a", "b"))
     assert q == ListQuery(30, "FAILED", "train", True, "cpu_eff", "asc", "b")
 
@@ -55,11 +48,11 @@ def test_every_parameter():
 ])
 def test_garbage_is_refused(args):
     with pytest.raises(BadQuery):
-        ListQuery.parse(args, ("demo",))
+        list_query(args, ("demo",))
 
 
 def test_sort_links_toggle_the_current_column_only():
-    q = ListQuery.parse({"sort": "cpu_eff", "order": "desc", "state": "FAILED"})
+    q = list_query({"sort": "cpu_eff", "order": "desc", "state": "FAILED"})
     assert q.sort_link("cpu_eff") == {"sort": "cpu_eff", "order": "asc", "state": "FAILED"}
     assert q.sort_link("name") == {"sort": "name", "order": "asc", "state": "FAILED"}
     assert q.sort_link("mem_waste")["order"] == "desc"
@@ -188,29 +181,8 @@ def test_memory_waste_uses_gib():
 
 
 # -- the pages, on the fake service ------------------------------------------------------
-@pytest.fixture
-def client(tmp_path):
-    from werkzeug.security import generate_password_hash
-
-    (tmp_path / "pw").write_text("".join(f"{u}:{generate_password_hash('pw')}\n"
-                                         for u in ("alice", "staff")))
-    settings = Settings(secret_key="x" * 40, password_file=str(tmp_path / "pw"),
-                        session_cookie_secure=False, web_state=str(tmp_path / "s.sqlite"),
-                        staff=frozenset({"staff"}))
-    app = create_app(settings, default_service())
-    return app.test_client()
-
-
-def _login(client, user):
-    client.get("/login")
-    with client.session_transaction() as s:
-        token = s["csrf"]
-    r = client.post("/login", data={"username": user, "password": "pw", "csrf_token": token})
-    assert r.status_code == 302
-
-
 def test_home_lists_only_my_jobs_and_pages_check_access(client):
-    _login(client, "alice")
+    login(client, "alice")
     page = client.get("/").get_data(as_text=True)
     assert 'data-job="4242"' in page and 'data-job="5000"' not in page
     assert client.get("/?sort=bogus").status_code == 400
@@ -221,7 +193,7 @@ def test_home_lists_only_my_jobs_and_pages_check_access(client):
 
 
 def test_staff_pages_and_name_validation(client):
-    _login(client, "staff")
+    login(client, "staffer")
     page = client.get("/users/bob").get_data(as_text=True)
     assert 'data-job="5000"' in page and 'data-job="4242"' not in page
     assert 'id="waste-cpu_waste"' in page
@@ -242,15 +214,11 @@ def test_clusters_setting():
             Settings.from_env({"JOBREPORT_CLUSTERS": bad})
 
 
-def test_cluster_urls(tmp_path):
-    from werkzeug.security import generate_password_hash
+def test_cluster_urls(web_settings):
+    from dataclasses import replace
 
-    (tmp_path / "pw").write_text(f"staff:{generate_password_hash('pw')}\n")
-    settings = Settings(secret_key="x" * 40, password_file=str(tmp_path / "pw"),
-                        session_cookie_secure=False, web_state=str(tmp_path / "s.sqlite"),
-                        staff=frozenset({"staff"}), clusters={"other": ""})
-    client = create_app(settings, default_service()).test_client()
-    _login(client, "staff")
+    client = make_client(replace(web_settings, clusters={"other": ""}))
+    login(client, "staffer")
     assert client.get("/jobs/4242").status_code == 200  # today's URLs stay
     page = client.get("/c/demo/jobs/4242").get_data(as_text=True)
     assert 'href="/c/demo/jobs/4242.pdf"' in page

@@ -11,9 +11,8 @@ from datetime import UTC, datetime
 
 import pytest
 from itsdangerous import URLSafeSerializer
-from werkzeug.security import generate_password_hash
 
-from webapp import create_app
+from tests.helpers.web import login, make_client, password_file
 from webapp.archive.digest import build_digest
 from webapp.archive.mail_state import MailState
 from webapp.archive.opt_out_link import SALT, OptOutToken, make_token, opt_out_url, read_token
@@ -67,7 +66,7 @@ def _settings(tmp_path, **env) -> Settings:
 
 def test_opt_out_page_needs_no_sign_in_and_records_on_post(tmp_path):
     settings = _settings(tmp_path)
-    client = create_app(settings).test_client()
+    client = make_client(settings)
     path = f"/unsubscribe/{make_token(SECRET, 'demo', 'bob')}"
     page = client.get(path)
     assert page.status_code == 200 and b"Stop these emails" in page.data
@@ -83,7 +82,7 @@ def test_opt_out_page_needs_no_sign_in_and_records_on_post(tmp_path):
 
 def test_expired_link_changes_nothing_and_offers_sign_in(tmp_path):
     settings = _settings(tmp_path, JOBREPORT_OPT_OUT_LINK_DAYS="30")
-    client = create_app(settings).test_client()
+    client = make_client(settings)
     old = make_token(SECRET, "demo", "bob", clock=lambda: time.time() - 31 * DAY)
     for response in (client.get(f"/unsubscribe/{old}"), client.post(f"/unsubscribe/{old}")):
         assert response.status_code == 410
@@ -94,14 +93,8 @@ def test_expired_link_changes_nothing_and_offers_sign_in(tmp_path):
         assert MailState(archive.db).opted_out("demo") == {}
     # ... and signing in there stops (and resumes) the user's own emails.
     assert client.get("/emails?cluster=demo").status_code == 302  # to the login page
-    password_file = tmp_path / "passwords"
-    password_file.write_text(f"bob:{generate_password_hash('pw')}\n")
-    client = create_app(dataclasses.replace(
-        settings, password_file=str(password_file))).test_client()
-    client.get("/login")
-    with client.session_transaction() as session:
-        csrf = session["csrf"]
-    client.post("/login", data={"username": "bob", "password": "pw", "csrf_token": csrf})
+    client = make_client(dataclasses.replace(settings, password_file=password_file(tmp_path)))
+    login(client, "bob")
     with client.session_transaction() as session:
         csrf = session["csrf"]  # a login starts a fresh session
     page = client.get("/emails?cluster=demo")

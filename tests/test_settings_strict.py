@@ -30,9 +30,7 @@ from slurm_exporter.__main__ import build_parser as slurm_parser
 from slurm_exporter.__main__ import settings_from as slurm_settings_from
 from slurm_exporter.settings import PREFIX as SLURM_PREFIX
 from slurm_exporter.settings import Settings as SlurmSettings
-from tests.helpers.reports import default_service
-from tests.helpers.sessions import PASSWORD, password_settings
-from webapp import create_app
+from tests.helpers.web import login, make_client, password_settings
 from webapp.cli.staff import add_staff_arguments
 from webapp.settings import Settings as WebSettings
 
@@ -109,12 +107,7 @@ def test_session_cookie_secure_on_sends_secure_cookies(tmp_path):
         "JOBREPORT_WEB_STATE": base.web_state, "JOBREPORT_PDF_CACHE_DIR": base.pdf_cache_dir,
         "JOBREPORT_PDF_PROCESS": "Off", "JOBREPORT_SESSION_COOKIE_SECURE": "on"})
     assert settings.session_cookie_secure is True and settings.pdf_process is False
-    app = create_app(replace(settings, staff=base.staff), default_service())
-    client = app.test_client()
-    page = client.get("/login").get_data(as_text=True)
-    csrf = page.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
-    resp = client.post("/login", data={"username": "alice", "password": PASSWORD,
-                                       "csrf_token": csrf, "next": "/"})
+    resp = login(make_client(replace(settings, staff=base.staff)), "alice")
     assert resp.status_code == 302
     assert "; Secure" in resp.headers["Set-Cookie"]
 

@@ -3,52 +3,15 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
-from werkzeug.security import generate_password_hash
 
-from tests.helpers.reports import HTML_PAYLOAD, FakeService, default_service, sample_report
+from tests.helpers.reports import HTML_PAYLOAD, FakeService, sample_report
+from tests.helpers.web import PASSWORD, login, make_client, token
 from webapp import create_app
 from webapp.renderers import html
-from webapp.settings import Settings, SettingsError
+from webapp.settings import SettingsError
 from webapp.web.reports import ReportCache
-
-PASSWORD = "correct horse"
-SECRET = "test-secret-of-at-least-32-bytes!"
-
-
-@pytest.fixture
-def web_settings(tmp_path) -> Settings:
-    pw = tmp_path / "passwords"
-    hashed = generate_password_hash(PASSWORD)
-    pw.write_text(f"# user:hash\nalice:{hashed}\nbob:{hashed}\nstaffer:{hashed}\n")
-    return Settings(secret_key=SECRET, password_file=str(pw),
-                    staff=frozenset({"staffer"}), outbox=str(tmp_path / "outbox.sqlite"),
-                    web_state=str(tmp_path / "web-state.sqlite"),
-                    pdf_cache_dir=str(tmp_path / "pdf-cache"), pdf_process=False)
-
-
-@pytest.fixture
-def app(web_settings):
-    app = create_app(web_settings, default_service())
-    app.testing = True
-    return app
-
-
-@pytest.fixture
-def client(app):
-    return app.test_client()
-
-
-def token(client, path: str = "/login") -> str:
-    page = client.get(path).get_data(as_text=True)
-    return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-
-
-def login(client, user: str = "alice", password: str = PASSWORD, next_url: str = "/"):
-    return client.post("/login", data={"username": user, "password": password,
-                                       "csrf_token": token(client), "next": next_url})
 
 
 def test_secret_key_required(web_settings):
@@ -185,9 +148,8 @@ def test_other_users_job_is_403(client):
     assert client.get("/jobs/5000.pdf").status_code == 403
 
 
-def test_other_users_job_is_refused_before_any_report_is_built(web_settings):
-    service = default_service()
-    client = create_app(web_settings, service).test_client()
+def test_other_users_job_is_refused_before_any_report_is_built(client, web_service):
+    service = web_service
     login(client, "alice")
     for path in ("/jobs/5000", "/jobs/5000.json", "/jobs/5000.txt", "/jobs/5000.pdf"):
         assert client.get(path).status_code == 403
@@ -199,15 +161,14 @@ def test_other_users_job_is_refused_before_any_report_is_built(web_settings):
 
 def test_job_without_owner_is_403_for_users(web_settings):
     service = FakeService({"4242": sample_report(user=None)})
-    client = create_app(web_settings, service).test_client()
+    client = make_client(web_settings, service)
     login(client, "alice")
     assert client.get("/jobs/4242").status_code == 403
     assert service.built == []
 
 
-def test_staff_see_every_job(web_settings):
-    service = default_service()
-    client = create_app(web_settings, service).test_client()
+def test_staff_see_every_job(client, web_service):
+    service = web_service
     login(client, "staffer")
     assert client.get("/jobs/5000").status_code == 200
     assert client.get("/jobs/4242").status_code == 200
@@ -234,7 +195,7 @@ def test_malformed_id_is_400(client, job):
 
 @pytest.mark.parametrize("user", ["alice", "staffer"])
 def test_accounting_down_is_503(web_settings, user):
-    client = create_app(web_settings, FakeService(down=True)).test_client()
+    client = make_client(web_settings, FakeService(down=True))
     login(client, user)
     response = client.get("/jobs/4242")
     assert response.status_code == 503
@@ -287,7 +248,7 @@ def test_pdf_route(client):
 def proxy_client(web_settings):
     from dataclasses import replace
 
-    return create_app(replace(web_settings, auth="remote-user"), default_service()).test_client()
+    return make_client(replace(web_settings, auth="remote-user"))
 
 
 def test_remote_user_header(proxy_client):
@@ -320,7 +281,7 @@ def test_service_built_lazily(web_settings, monkeypatch):
             super().__init__({"4242": sample_report()})
 
     monkeypatch.setattr(webapp.web.reports, "ReportService", Service)
-    client = create_app(web_settings).test_client()
+    client = make_client(web_settings, None)
     assert made == []
     login(client)
     assert client.get("/jobs/4242").status_code == 200
@@ -334,9 +295,8 @@ def test_standalone_render():
     assert HTML_PAYLOAD not in page
 
 
-def test_reports_reused_briefly_but_access_checked_each_time(web_settings):
-    service = default_service()
-    app = create_app(web_settings, service)
+def test_reports_reused_briefly_but_access_checked_each_time(app, web_service):
+    service = web_service
     staff, alice = app.test_client(), app.test_client()
     login(staff, "staffer")
     login(alice, "alice")

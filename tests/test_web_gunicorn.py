@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ import pytest
 import requests
 
 from tests.helpers.mail import free_port
-from tests.helpers.sessions import PASSWORD, SECRET, password_settings
+from tests.helpers.web import PASSWORD, SECRET, csrf_in, http_login, password_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,12 +45,7 @@ def server(tmp_path_factory):
 
 def login(base: str, user: str, password: str, session: requests.Session | None = None):
     """A login on a fresh connection each time, so both workers take turns."""
-    s = session or requests.Session()
-    page = s.get(f"{base}/login", headers={"Connection": "close"}, timeout=10).text
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-    return s.post(f"{base}/login", data={"username": user, "password": password,
-                                         "csrf_token": csrf},
-                  headers={"Connection": "close"}, allow_redirects=False, timeout=10)
+    return http_login(base, user, password, session, Connection="close")
 
 
 def test_failed_logins_count_across_workers(server):
@@ -67,7 +61,7 @@ def test_logout_ends_a_copied_cookie_on_every_worker(server):
     assert login(server, "bob", PASSWORD, bob).status_code == 302
     copied = bob.cookies.get("session")
     page = bob.get(f"{server}/", timeout=10).text
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+    csrf = csrf_in(page)
     bob.post(f"{server}/logout", data={"csrf_token": csrf}, timeout=10)
     for _ in range(4):
         replay = requests.get(f"{server}/", cookies={"session": copied},

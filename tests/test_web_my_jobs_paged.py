@@ -21,19 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import scale_archive  # noqa: E402
 
 from tests.helpers.view_sqlite import SqliteView  # noqa: E402
-from webapp import create_app  # noqa: E402
+from tests.helpers.web import login, make_app, password_settings  # noqa: E402
 from webapp.archive.staff_rows import StaffRows  # noqa: E402
 from webapp.archive.store import Archive  # noqa: E402
-from webapp.report.job_list import (  # noqa: E402
-    WASTE_KEYS,
-    ListQuery,
-    select,
-    top_waste,
-    totals,
-)
-from webapp.report.job_page import row_of  # noqa: E402
+from webapp.lists.job_list import WASTE_KEYS, ListQuery, select, top_waste, totals  # noqa: E402
+from webapp.lists.job_page import row_of  # noqa: E402
 from webapp.report.service import ReportService  # noqa: E402
-from webapp.settings import Settings  # noqa: E402
 from webapp.sources.accounting import AccountingSource  # noqa: E402
 from webapp.sources.no_metrics import NoMetrics  # noqa: E402
 from webapp.sources.sacct import SacctSource  # noqa: E402
@@ -90,27 +83,19 @@ def archive(tmp_path_factory):
 
 
 @pytest.fixture
-def client(tmp_path, archive):
-    pw = tmp_path / "pw"
-    pw.write_text("".join(f"{u}:{generate_password_hash('pw')}\n"
-                          for u in ("alice", "bob", "staff")))
-    settings = Settings(secret_key="x" * 40, password_file=str(pw), cluster=CLUSTER,
-                        session_cookie_secure=False, web_state=str(tmp_path / "s.sqlite"),
-                        archive_url=archive, staff=frozenset({"staff"}))
+def web_settings(tmp_path, archive):
+    """The conftest's web settings on the module's archive (``app`` and ``client`` follow)."""
+    return password_settings(tmp_path, cluster=CLUSTER, archive_url=archive)
+
+
+@pytest.fixture
+def web_service(web_settings, archive):
+    """The real report service: the archive, the accounting view's SQL on the view rows."""
     view = SqliteView(_view_rows())
-    service = ReportService(
-        settings, accounting=AccountingSource("mysql://unused", CLUSTER, connect=lambda: view),
+    return ReportService(
+        web_settings, accounting=AccountingSource("mysql://unused", CLUSTER, connect=lambda: view),
         sacct=SacctSource("sacct", cluster=CLUSTER, runner=lambda argv: ""),
         prometheus=NoMetrics(CLUSTER), archive=Archive(archive))
-    return create_app(settings, service).test_client()
-
-
-def _login(client, user: str = "alice") -> None:
-    client.get("/login")
-    with client.session_transaction() as s:
-        token = s["csrf"]
-    r = client.post("/login", data={"username": user, "password": "pw", "csrf_token": token})
-    assert r.status_code == 302
 
 
 def _ids(page: str, table: str) -> list[str]:
@@ -132,7 +117,7 @@ def _expected(q: ListQuery) -> list[str]:
 
 
 def test_first_page_lists_the_jobs_not_archived_yet_then_fifty_archived_ones(client):
-    _login(client)
+    login(client)
     page = client.get("/").get_data(as_text=True)
     # Running and ended since the sync, from the view; 7003 is archived: listed once.
     assert sorted(_ids(page, "recent")) == ["7001", "7002"]
@@ -145,7 +130,7 @@ def test_first_page_lists_the_jobs_not_archived_yet_then_fifty_archived_ones(cli
 
 
 def test_later_pages_are_cut_by_the_database_and_link_both_ways(client):
-    _login(client)
+    login(client)
     page = client.get("/?page=3").get_data(as_text=True)
     assert _ids(page, "jobs") == _expected(ListQuery())[100:150]
     assert 'id="recent"' not in page  # the live jobs lead page 1 only
@@ -159,13 +144,13 @@ def test_later_pages_are_cut_by_the_database_and_link_both_ways(client):
 @pytest.mark.parametrize(("sort", "order"), [("cpu_eff", "asc"), ("mem_eff", "desc"),
                                              ("elapsed", "desc"), ("gpu_util", "desc")])
 def test_a_sort_the_page_offers_is_done_by_the_database(client, sort, order):
-    _login(client)
+    login(client)
     q = ListQuery(sort=sort, order=order, page=2)
     page = client.get(f"/?sort={sort}&order={order}&page=2").get_data(as_text=True)
     got, want = _ids(page, "jobs"), _expected(q)
     assert len(got) == 50
     # Equal values may tie in another order; the sort key's values must match row by row.
-    from webapp.report.job_list import SORT_KEYS
+    from webapp.lists.job_list import SORT_KEYS
 
     rows = {r.job_id: r for r in (row_of(staff_row(CLUSTER, j)) for j in _jobs())}
     assert [SORT_KEYS[sort](rows[i]) for i in got] == \
@@ -175,7 +160,7 @@ def test_a_sort_the_page_offers_is_done_by_the_database(client, sort, order):
 
 
 def test_state_filter_is_applied_by_the_database(client):
-    _login(client)
+    login(client)
     page = client.get("/?state=OUT_OF_MEMORY").get_data(as_text=True)
     oom = _expected(ListQuery(state="OUT_OF_MEMORY"))
     assert 0 < len(oom) < 50
@@ -185,14 +170,14 @@ def test_state_filter_is_applied_by_the_database(client):
 
 
 def test_sorts_the_archive_does_not_index_list_the_jobs_unpaged(client):
-    _login(client)
+    login(client)
     page = client.get("/?sort=name").get_data(as_text=True)
     assert 'class="pager"' not in page and 'id="recent"' not in page
     assert {"7001", "7002"} <= set(_ids(page, "jobs"))  # the view's jobs, as before
 
 
 def test_bad_pages_are_refused_and_a_page_past_the_end_links_back(client):
-    _login(client)
+    login(client)
     for bad in ("0", "-1", "abc", "1e3", "100001"):
         assert client.get(f"/?page={bad}").status_code == 400
     page = client.get("/?page=40").get_data(as_text=True)
@@ -200,7 +185,7 @@ def test_bad_pages_are_refused_and_a_page_past_the_end_links_back(client):
 
 
 def test_another_user_sees_only_their_own_jobs(client):
-    _login(client, "bob")
+    login(client, "bob")
     page = client.get("/").get_data(as_text=True)
     assert _ids(page, "recent") == ["7004"]
     assert _ids(page, "jobs") == [] and "page 1 of 1" in page
@@ -212,7 +197,7 @@ def test_before_the_first_sync_the_list_is_read_unpaged(tmp_path, client):
         fresh = ReportService(service.settings, accounting=service.accounting,
                               sacct=service.sacct, prometheus=service.prometheus, archive=a)
         client.application.extensions["jobreport.service"] = fresh
-        _login(client)
+        login(client)
         page = client.get("/").get_data(as_text=True)
     assert 'class="pager"' not in page and set(_ids(page, "jobs")) == {"7001", "7002", "7003"}
 
@@ -235,7 +220,7 @@ def test_the_load_benchs_app_serves_its_generated_site(tmp_path, monkeypatch):
                        "JOBREPORT_OUTBOX": str(tmp_path / "o.sqlite")}.items():
         monkeypatch.setenv(key, value)
     client = bench_web_scale.app().test_client()
-    _login(client, "user0001")
+    login(client, "user0001", "pw")
     page = client.get("/").get_data(as_text=True)
     assert len(_ids(page, "recent")) == bench_web_scale.RUNNING
     mine = per_user["user0001"]
@@ -251,7 +236,7 @@ def test_jobs_archived_without_their_row_send_the_list_back_to_unpaged(client, a
     from tests.helpers.reports import sample_report
     from webapp.report.archived import archive_record
 
-    _login(client, "bob")  # no staff rows: an empty page so far
+    login(client, "bob")  # no staff rows: an empty page so far
     assert 'class="pager"' in client.get("/").get_data(as_text=True)
     with Archive(archive) as a:
         old = dataclasses.replace(archive_record(sample_report("6999", "bob")),
@@ -275,7 +260,7 @@ def _waste_tables(page: str) -> dict[str, list[str]]:
 def test_staff_pages_are_paged_ranked_and_summed_by_the_database(client, path, who):
     """A user's and an account's page over the archive: one page of the jobs, and the
     waste tables and sums over all of them, as the list ranks and sums them in Python."""
-    _login(client, "staff")
+    login(client, "staffer")
     page = client.get(f"{path}?sort=cpu_waste").get_data(as_text=True)
     mine = [row_of(staff_row(CLUSTER, j)) for j in _jobs()
             if (j.user if who == "user" else j.account) == path.rsplit("/", 1)[1]]
@@ -313,11 +298,8 @@ def test_several_clusters_synced_into_one_archive_are_paged_together(tmp_path):
             StaffRows(a.db).put([*(staff_row(CLUSTER, j) for j in alice[:80]),
                                  *(staff_row("other", j) for j in alice[80:160])])
         a.advance(CLUSTER, "archive", SYNCED)
-    pw = tmp_path / "pw"
-    pw.write_text(f"alice:{generate_password_hash('pw')}\n")
-    settings = Settings(secret_key="x" * 40, password_file=str(pw), cluster=CLUSTER,
-                        clusters={"other": ""}, session_cookie_secure=False,
-                        web_state=str(tmp_path / "s.sqlite"), archive_url=path)
+    settings = password_settings(tmp_path, cluster=CLUSTER, clusters={"other": ""},
+                                 archive_url=path)
     running = {**_view_rows()[0], "cluster": "other", "job_id": 8001}
     services = {}
     for cluster, rows in ((CLUSTER, _view_rows()), ("other", [running])):
@@ -327,10 +309,10 @@ def test_several_clusters_synced_into_one_archive_are_paged_together(tmp_path):
             accounting=AccountingSource("mysql://unused", cluster, connect=lambda v=view: v),
             sacct=SacctSource("sacct", cluster=cluster, runner=lambda argv: ""),
             archive=Archive(path))
-    app = create_app(settings, services[CLUSTER])
+    app = make_app(settings, services[CLUSTER])
     app.extensions["jobreport.service.other"] = services["other"]
     client = app.test_client()
-    _login(client)
+    login(client)
     unpaged = client.get("/").get_data(as_text=True)
     assert 'class="pager"' not in unpaged  # "other" has no watermark yet: read whole
     with Archive(path) as a:

@@ -13,23 +13,15 @@ from dataclasses import replace
 import pytest
 
 from tests.helpers.reports import default_service, sample_report
-from tests.helpers.sessions import password_settings, sign_in
-from webapp import create_app
+from tests.helpers.web import make_client, password_settings, signed_in
 from webapp.renderers.pdf_store import NoSlot, PdfStore, pdf_key
 from webapp.web.pdfs import PdfBuilds, PdfBusy
 
 
 @pytest.fixture
-def app(tmp_path):
-    app = create_app(password_settings(tmp_path, pdf_builds=1), default_service())
-    app.testing = True
-    return app
-
-
-def staff_client(app):
-    client = app.test_client()
-    sign_in(client, "staffer")
-    return client
+def web_settings(tmp_path):
+    """The conftest's web settings with one PDF build at a time."""
+    return password_settings(tmp_path, pdf_builds=1)
 
 
 def test_builds_beyond_the_bound_get_503_with_retry_after(app, monkeypatch):
@@ -44,10 +36,10 @@ def test_builds_beyond_the_bound_get_503_with_retry_after(app, monkeypatch):
 
     monkeypatch.setattr("webapp.renderers.pdf.render", slow_render)
     app.extensions["jobreport.pdfs"].store.wait = 0.2
-    first = threading.Thread(target=lambda: staff_client(app).get("/jobs/4242.pdf"))
+    first = threading.Thread(target=lambda: signed_in(app, "staffer").get("/jobs/4242.pdf"))
     first.start()
     assert started.wait(10)
-    busy = staff_client(app).get("/jobs/5000.pdf")
+    busy = signed_in(app, "staffer").get("/jobs/5000.pdf")
     release.set()
     first.join(10)
     assert busy.status_code == 503
@@ -60,7 +52,7 @@ def test_pdfs_of_ended_jobs_are_kept(app, monkeypatch):
     renders: list[str] = []
     monkeypatch.setattr("webapp.renderers.pdf.render",
                         lambda report: renders.append(report.job_id) or b"%PDF " + b"x" * 100)
-    client = staff_client(app)
+    client = signed_in(app, "staffer")
     for _ in range(3):
         assert client.get("/jobs/4242.pdf").data.startswith(b"%PDF")
         assert client.get("/jobs/4243.pdf").status_code == 200  # has a gap: built each time
@@ -69,9 +61,8 @@ def test_pdfs_of_ended_jobs_are_kept(app, monkeypatch):
 
 def test_a_kept_pdf_is_still_only_for_its_owner(app, monkeypatch):
     monkeypatch.setattr("webapp.renderers.pdf.render", lambda report: b"%PDF bob's")
-    assert staff_client(app).get("/jobs/5000.pdf").status_code == 200  # now cached
-    alice = app.test_client()
-    sign_in(alice, "alice")
+    assert signed_in(app, "staffer").get("/jobs/5000.pdf").status_code == 200  # now cached
+    alice = signed_in(app, "alice")
     assert alice.get("/jobs/5000.pdf").status_code == 403
 
 
@@ -160,7 +151,7 @@ def test_a_new_release_starts_an_empty_folder(tmp_path):
 
 
 def test_405_keeps_its_allow_header(app):
-    client = staff_client(app)
+    client = signed_in(app, "staffer")
     response = client.put("/jobs/4242")
     assert response.status_code == 405
     assert "GET" in response.headers["Allow"]
@@ -172,9 +163,7 @@ def test_pdf_of_a_job_with_a_13000_backslash_work_dir_is_served(tmp_path):
     report = replace(sample_report("7000", "alice"), work_dir="/tmp/" + "\\" * 13_000)
     service = default_service()
     service.reports["7000"] = report
-    app = create_app(password_settings(tmp_path), service)
-    app.testing = True
-    resp = staff_client(app).get("/jobs/7000.pdf")
+    resp = make_client(password_settings(tmp_path), service, "staffer").get("/jobs/7000.pdf")
     assert resp.status_code == 200
     assert resp.mimetype == "application/pdf" and resp.data.startswith(b"%PDF")
 
@@ -186,7 +175,7 @@ def test_a_final_reports_plots_are_drawn_once_for_every_worker(tmp_path, monkeyp
     from webapp.renderers.presentation import CHARTS
 
     settings = password_settings(tmp_path)
-    first = staff_client(create_app(settings, default_service()))
+    first = make_client(settings, user="staffer")
     page = first.get("/jobs/4242").get_data(as_text=True)
     assert page.count('<img src="/jobs/4242/plots/') == 5
     assert not list((tmp_path / "pdf-cache").rglob("*.svg.json"))  # listed, not drawn
@@ -200,11 +189,11 @@ def test_a_final_reports_plots_are_drawn_once_for_every_worker(tmp_path, monkeyp
 
     monkeypatch.setattr("webapp.renderers.charts.svg_charts", no_matplotlib)
     monkeypatch.setattr("webapp.web.pdfs.chart_refs", no_matplotlib)
-    second = staff_client(create_app(settings, default_service()))
+    second = make_client(settings, user="staffer")
     assert second.get("/jobs/4242").get_data(as_text=True).count("<img src=") == 5
     assert second.get("/jobs/4242/plots/cpu.svg").get_data(as_text=True) == cpu
     monkeypatch.undo()
-    gap = staff_client(create_app(settings, default_service())).get("/jobs/4243")
+    gap = make_client(settings, user="staffer").get("/jobs/4243")
     assert gap.status_code == 200
     assert len(list((tmp_path / "pdf-cache").rglob("*.svg.json"))) == 1  # a gap: not kept
 

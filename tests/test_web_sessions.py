@@ -12,37 +12,16 @@ import pytest
 from werkzeug.security import generate_password_hash
 
 from tests.helpers.reports import default_service
-from tests.helpers.sessions import PASSWORD, password_settings
+from tests.helpers.web import login, make_client, password_settings, token
 from webapp import create_app
 from webapp.settings import Settings, SettingsError
 
 
 @pytest.fixture
 def web_settings(tmp_path) -> Settings:
+    """The conftest's web settings with tight login limits (``app`` and ``client`` follow)."""
     return password_settings(tmp_path, login_limit_user="3 per 15 minutes",
                              login_limit_address="5 per 15 minutes")
-
-
-def make_client(settings: Settings):
-    app = create_app(settings, default_service())
-    app.testing = True
-    return app.test_client()
-
-
-@pytest.fixture
-def client(web_settings):
-    return make_client(web_settings)
-
-
-def token(client, path: str = "/login") -> str:
-    page = client.get(path).get_data(as_text=True)
-    return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-
-
-def login(client, user: str = "alice", password: str = PASSWORD, **environ):
-    return client.post("/login", data={"username": user, "password": password,
-                                       "csrf_token": token(client), "next": "/jobs/4242"},
-                       environ_base=environ)
 
 
 def session_cookie(client) -> str:

@@ -271,17 +271,15 @@ def once_per_session(state: Path, name: str, make: Callable[[], T]) -> T:
 def login(base: str, user: str) -> requests.Session:
     """A signed-in session of the stack's web app at ``base``, through its login form
     (the demo users share the password in var/demo-password)."""
-    import re
-
     import requests
+
+    from tests.helpers.web import http_login
 
     password = (STACK_ROOT / "var" / "demo-password").read_text().strip()
     session = requests.Session()
-    form = session.get(f"{base}/login", timeout=30).text
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)
-    answer = session.post(f"{base}/login", timeout=30, data={
-        "username": user, "password": password, "csrf_token": csrf})
-    assert answer.ok and "/login" not in answer.url, answer.url
+    answer = http_login(base, user, password, session, timeout=30)
+    assert answer.status_code == 302 and "/login" not in answer.headers["Location"], \
+        answer.headers.get("Location")
     return session
 
 

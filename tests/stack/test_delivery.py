@@ -15,9 +15,8 @@ from selenium.webdriver.common.by import By
 
 from tests.helpers.browser import ARTIFACTS, severe, wait_for_url
 from tests.helpers.mail import free_port
-from tests.helpers.sessions import pdf_of, sign_in
 from tests.helpers.stack import ROOT
-from webapp import create_app
+from tests.helpers.web import make_client, pdf_of
 from webapp.report.service import ReportService
 
 WEB = "http://127.0.0.1:8000"
@@ -129,13 +128,9 @@ def test_real_job_email_through_smtp(stack_jobs, settings, tmp_path):
 
 
 def _client(settings, tmp_path, **changes):
-    app = create_app(dataclasses.replace(settings, staff=frozenset({"staff"}),
-                                         web_state=str(tmp_path / "web-state.sqlite")),
-                     ReportService(dataclasses.replace(settings, **changes)))
-    app.config["TESTING"] = True
-    client = app.test_client()
-    sign_in(client, "staff")
-    return client
+    return make_client(dataclasses.replace(settings, staff=frozenset({"staff"}),
+                                           web_state=str(tmp_path / "web-state.sqlite")),
+                       ReportService(dataclasses.replace(settings, **changes)), "staff")
 
 
 def test_prometheus_down_page_still_renders(stack_jobs, settings, tmp_path):

@@ -13,7 +13,7 @@ from email.policy import default
 import pytest
 
 from tests.helpers.sync import known
-from webapp import create_app
+from tests.helpers.web import make_client
 from webapp.archive.store import Archive
 from webapp.mail.digest import send_digests
 from webapp.mail.outbox import Outbox
@@ -79,7 +79,7 @@ def test_policy_clean_opt_out_cap_and_digest(policy_settings, stack_jobs, smtp):
     url = re.fullmatch(r"<(https://jobs\.example\.org(/unsubscribe/[^>]+))>",
                        msg["List-Unsubscribe"])
     assert url and url.group(1) in msg.get_body(("plain",)).get_content()
-    client = create_app(settings).test_client()
+    client = make_client(settings, None)
     assert b"Stop these emails" in client.get(url.group(2)).data  # a GET changes nothing
     assert client.post(url.group(2) + "x").status_code == 404  # a forged token
     page = client.post(url.group(2), data={"List-Unsubscribe": "One-Click"})

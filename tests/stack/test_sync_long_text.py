@@ -18,10 +18,9 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from tests.helpers.mail import Recorder, free_port
-from tests.helpers.sessions import pdf_of, sign_in
 from tests.helpers.stack import wait_until_done
 from tests.helpers.sync import mail_env, sbatch, start_watermarks
-from webapp import create_app
+from tests.helpers.web import make_client, pdf_of
 from webapp.archive.store import Archive
 from webapp.cli import main as jobreport
 from webapp.report.service import ReportService
@@ -148,12 +147,9 @@ def test_the_emailed_pdf_cuts_the_path_and_says_so(synced):
 @pytest.mark.stack
 def test_web_page_and_pdf_of_the_job(synced, stack_env, tmp_path):
     settings = Settings.from_env(stack_env)
-    app = create_app(dataclasses.replace(settings, staff=frozenset({"staff"}),
-                                         web_state=str(tmp_path / "web-state.sqlite")),
-                     ReportService(settings))
-    app.config["TESTING"] = True
-    client = app.test_client()
-    sign_in(client, "staff")
+    client = make_client(dataclasses.replace(settings, staff=frozenset({"staff"}),
+                                             web_state=str(tmp_path / "web-state.sqlite")),
+                         ReportService(settings), "staff")
     page = client.get(f"/jobs/{synced['deep']}")
     assert page.status_code == 200
     assert "\\" * PER_LEVEL in page.get_data(as_text=True)

@@ -20,9 +20,9 @@ import pytest
 
 from mgmt.setup import IDENT_RE
 from tests.helpers import stack
+from tests.helpers.web import SECRET, login, make_client, password_file
 from webapp.settings import SETTINGS_DOC, Settings
 from webapp.sources.accounting import connect_from_url
-from webapp.web.app import create_app
 
 SECOND = "jrsecond"  # a name no real cluster of the stack has
 ACCT_DB = "slurm_acct_db"
@@ -127,19 +127,12 @@ def _settings(stack_env) -> Settings:
 
 
 def test_same_id_two_reports_on_the_web(two_clusters, stack_env, tmp_path):
-    from werkzeug.security import generate_password_hash
-
     first = stack_env["JOBREPORT_CLUSTER"]
-    (tmp_path / "pw").write_text(f"alice:{generate_password_hash('pw')}\n")
     settings = dataclasses.replace(
-        _settings(stack_env), secret_key="two-clusters-test-key-of-32-bytes-at-least",
-        password_file=str(tmp_path / "pw"), session_cookie_secure=False,
+        _settings(stack_env), secret_key=SECRET, password_file=password_file(tmp_path),
         web_state=str(tmp_path / "state.sqlite"), archive_url=str(tmp_path / "a.sqlite"))
-    client = create_app(settings).test_client()
-    client.get("/login")
-    with client.session_transaction() as s:
-        token = s["csrf"]
-    client.post("/login", data={"username": "alice", "password": "pw", "csrf_token": token})
+    client = make_client(settings, None)  # the real report service, built on first use
+    login(client, "alice")
     one = client.get(f"/c/{first}/jobs/{two_clusters}.json")
     two = client.get(f"/c/{SECOND}/jobs/{two_clusters}.json")
     assert one.status_code == two.status_code == 200

@@ -19,9 +19,10 @@ import scale_archive  # noqa: E402
 
 from webapp.archive.staff_rows import StaffRows  # noqa: E402
 from webapp.archive.store import Archive  # noqa: E402
-from webapp.report import job_page  # noqa: E402
-from webapp.report.job_list import SORT_KEYS, ListQuery, select  # noqa: E402
-from webapp.report.job_page import archive_page, row_of  # noqa: E402
+from webapp.detectors.gpu_models import card_profiles
+from webapp.lists import job_page  # noqa: E402
+from webapp.lists.job_list import SORT_KEYS, ListQuery, select  # noqa: E402
+from webapp.lists.job_page import archive_page, row_of  # noqa: E402
 from webapp.staff.archived import build_staff_report_sql, staff_row  # noqa: E402
 from webapp.staff.build import build_staff_report, memory_totals  # noqa: E402
 from webapp.thresholds import StaffConfig, Thresholds  # noqa: E402
@@ -90,7 +91,10 @@ def test_staff_report_in_sql_equals_the_one_in_memory(filled):
     for a, b in zip(py.tables, sql.tables, strict=True):
         assert a.key == b.key and a.columns == b.columns
         assert len(a.rows) == len(b.rows), a.key
-        assert a.rows or a.key == "repeat_offenders", f"{a.key}: an empty table proves nothing"
+        # the captured shapes' GPUs are 16 GiB T4s, which MIG does not split
+        splittable = any(card_profiles(j.gpu_memory_total or 0) for j in in_window)
+        assert a.rows or a.key == "repeat_offenders" or (
+            a.key == "mig_fit" and not splittable), f"{a.key}: an empty table proves nothing"
         for ra, rb in zip(a.rows, b.rows, strict=True):
             assert ra.values.keys() == rb.values.keys()
             assert all(_same(ra.values[k], rb.values[k]) for k in ra.values), (a.key, ra, rb)

@@ -65,6 +65,24 @@ def test_gpu_tables_smaller_gpu_and_fragmentation():
     assert [row.job for row in table(r, "gpu_fragmentation").rows] == ["12"]
 
 
+def test_the_weeks_gpu_jobs_by_the_mig_slice_they_would_have_fitted():
+    h100 = 79.6 * GIB  # what an H100 80GB reports
+    jobs = [job("20", gpus=1, gpu_utilization=0.12, gpu_memory_used=6 * GIB,
+                gpu_memory_total=h100),  # 7.5 GiB needed, a seventh's use: 1g.10gb
+            job("21", gpus=1, gpu_utilization=0.12, gpu_memory_used=6 * GIB,
+                gpu_memory_total=h100, elapsed=2 * H),
+            job("22", gpus=2, gpu_utilization=0.4, gpu_memory_used=20 * GIB,
+                gpu_memory_total=h100),  # 25 GiB and 40 %: 3g.40gb
+            job("23", gpus=1, gpu_utilization=0.9, gpu_memory_used=2 * GIB,
+                gpu_memory_total=h100),  # busy: only a whole card
+            job("24", gpus=1, gpu_utilization=0.0, gpu_memory_used=0,
+                gpu_memory_total=16 * GIB)]  # a T4: MIG does not split it, not counted
+    t = table(build_staff_report("demo", jobs, 0, 2 * H, CFG, T, {}), "mig_fit")
+    assert [(r.values["profile"], r.values["jobs"], r.values["gpu_hours"]) for r in t.rows] == [
+        ("1g.10gb", 2, 3.0), ("3g.40gb", 1, 2.0), ("whole card", 1, 1.0)]
+    assert t.rows[0].values["share"] == 0.5
+
+
 def test_idle_nodes_memory_and_time_unused_queue_and_offenders():
     jobs = [job("20", nodes=("a", "b"), node_cpu_seconds={"a": 2 * H, "b": 1.0}),
             job("21", "bob", memory_requested=10 * GIB, max_rss=2 * GIB, submit=-500.0,

@@ -23,6 +23,15 @@ MODEL_GIB: tuple[tuple[str, float], ...] = (
 )
 # A MIG slice's compute share is its slices of the card's seven (NVIDIA's MIG guide).
 MIG_SLICES_PER_CARD = 7
+# The MIG profiles of each card size (GiB of the whole card), smaller than the card itself,
+# from NVIDIA's MIG user guide: A30, A100 40 GB, A100/H100 80 GB, H100 NVL 94 GB, H200.
+MIG_PROFILES: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (24, ("1g.6gb", "2g.12gb")),
+    (40, ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb")),
+    (80, ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb")),
+    (94, ("1g.12gb", "2g.24gb", "3g.47gb", "4g.47gb")),
+    (141, ("1g.18gb", "2g.35gb", "3g.71gb", "4g.71gb")),
+)
 MIG_SLICE = re.compile(r"(\d+)g\.(\d+)gb", re.I)
 SIZE = re.compile(r"(?<![\d.])(\d+)\s*g(?:b|ib)?(?![a-z])", re.I)
 
@@ -50,6 +59,24 @@ def mig_profile(gpu_type: str) -> str | None:
     """``1g.10gb`` of ``nvidia_a100_80gb_1g.10gb``; None for a whole GPU."""
     m = MIG_SLICE.search(gpu_type)
     return m.group(0).lower() if m else None
+
+
+def card_profiles(card_bytes: float) -> tuple[str, ...]:
+    """The MIG profiles of the card size nearest ``card_bytes`` (a device reports a little
+    less than its nominal size); () for a card under 24 GiB, which MIG does not split."""
+    gib = card_bytes / GIB
+    if gib < 20:
+        return ()
+    return min(MIG_PROFILES, key=lambda size_profiles: abs(size_profiles[0] - gib))[1]
+
+
+def smallest_slice(card_bytes: float, need_bytes: float, busy: float) -> str | None:
+    """The smallest MIG profile of the card that holds ``need_bytes`` and whose compute
+    share holds ``busy`` (0..1 of the whole card); None when only a whole card does."""
+    for profile in card_profiles(card_bytes):
+        if need_bytes <= (type_memory_bytes(profile) or 0) and busy <= compute_share(profile):
+            return profile
+    return None
 
 
 def compute_share(gpu_type: str) -> float:

@@ -30,6 +30,7 @@ from webapp.staff.tables import (
     large_memory,
     longest_queued,
     memory_peak,
+    mig_fit,
     smaller_gpu,
 )
 from webapp.thresholds import StaffConfig, Thresholds
@@ -126,6 +127,8 @@ def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: f
                         " gpu_memory_total > 0 AND gpu_utilization < ? AND"
                         " COALESCE(gpu_memory_used, 0) <= ? * gpu_memory_total",
                         (t.small_gpu_util, t.small_gpu_memory), "elapsed * gpus"), cfg, t),
+        mig_fit(top(f"{long_enough} AND gpus > 0 AND gpu_utilization IS NOT NULL AND"
+                    " gpu_memory_total >= ?", (20 * GIB,), limit=None), t),
         fragmentation(top(f"{long_enough} AND node_count >= 2 AND gpus >= 2 AND"
                           " gpus <= node_count", (), "elapsed * gpus"), cfg),
         # Which nodes idled depends on each node's figure: every candidate, ranked here.

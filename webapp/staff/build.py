@@ -19,6 +19,7 @@ from webapp.staff.tables import (
     large_memory,
     longest_queued,
     memory_peak,
+    mig_fit,
     smaller_gpu,
     user_efficiency,
 )
@@ -112,6 +113,7 @@ def build_staff_report(cluster: str, jobs: list[StaffJob], since: float, until: 
     tables = (
         user_efficiency(jobs, cfg, t, notices),
         smaller_gpu(long_enough, cfg, t),
+        mig_fit(long_enough, t),
         fragmentation(long_enough, cfg),
         idle_nodes(long_enough, cfg, t),
         memory_unused(jobs, cfg),

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from webapp import unused
+from webapp.detectors.gpu_models import card_profiles, smallest_slice
 from webapp.formatting import (
     GIB,
     JOULES_PER_KWH,
@@ -168,6 +169,36 @@ def smaller_gpu(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds) -> Table:
                       f"at most {_pct(t.small_gpu_memory)} of the GPU's.",
                       ("GPUs", "GPU utilisation", "GPU memory peak", "GPU-hours"),
                       jobs, cell, "gpu_hours", cfg)
+
+
+def mig_fit(jobs: list[StaffJob], t: Thresholds) -> Table:
+    """How many of the window's whole-card GPU jobs would have fitted which MIG slice of
+    their card (peak memory x ``gpu_memory_margin`` and mean use within the slice's share
+    of the card's compute, ``gpu_models.smallest_slice``): a site's question before it
+    converts cards."""
+    fits: Counter[str] = Counter()
+    hours: Counter[str] = Counter()
+    seen = 0
+    for j in jobs:
+        if not j.gpus or j.gpu_utilization is None or not j.gpu_memory_total:
+            continue
+        if not card_profiles(j.gpu_memory_total):
+            continue  # a card MIG does not split, or a job already on a slice
+        seen += 1
+        need = (j.gpu_memory_used or 0.0) * t.gpu_memory_margin
+        name = smallest_slice(j.gpu_memory_total, need, j.gpu_utilization) or "whole card"
+        fits[name] += 1
+        hours[name] += j.elapsed * j.gpus / HOUR
+    order = sorted(fits, key=lambda n: (n == "whole card", int(n.split("g.")[0])
+                                        if n != "whole card" else 0, n))
+    rows = tuple(Row((n, str(fits[n]), _pct(fits[n] / seen), f"{hours[n]:,.1f}"),
+                     {"profile": n, "jobs": fits[n], "share": fits[n] / seen,
+                      "gpu_hours": hours[n]}) for n in order)
+    return Table("mig_fit", "GPU jobs a MIG slice would have held",
+                 "Each whole-card GPU job by the smallest MIG slice of its card that holds its "
+                 f"peak GPU memory x {t.gpu_memory_margin:g} and its mean use (a slice's share "
+                 "of the card's compute: 1g is a seventh).",
+                 ("slice", "jobs", "share of GPU jobs", "GPU-hours"), rows)
 
 
 def fragmentation(jobs: list[StaffJob], cfg: StaffConfig) -> Table:

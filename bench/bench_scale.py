@@ -52,8 +52,8 @@ def measure(url: str, what: str, runs: int) -> dict:
 
     from webapp.archive.staff_rows import StaffRows, Window
     from webapp.archive.store import Archive
-    from webapp.report.job_list import ListQuery
-    from webapp.report.job_page import archive_page, archive_waste
+    from webapp.lists.job_list import ListQuery
+    from webapp.lists.job_page import archive_page, archive_waste
     from webapp.staff.archived import build_staff_report_sql, staff_job
     from webapp.staff.build import build_staff_report
     from webapp.thresholds import StaffConfig, Thresholds

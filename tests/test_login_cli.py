@@ -15,8 +15,9 @@ from tests.test_numbers import FIX, sacct_answer
 from webapp import settings as settings_module
 from webapp.cli.jobs import render_jobs
 from webapp.cli.login import WITHHELD, WithheldMetrics, build_for_caller, recent_rows, service_for
+from webapp.lists.job_list import ListQuery, select
 from webapp.model import JobId, JobNotFound
-from webapp.report.job_list import RUNNING_NOTE, ListQuery, select
+from webapp.report.job_rows import RUNNING_NOTE
 from webapp.settings import Settings, caller_env
 from webapp.sources.sacct import FIELDS
 from webapp.sources.sacct_accounting import (

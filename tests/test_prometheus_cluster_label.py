@@ -26,7 +26,7 @@ import requests
 
 from tests.helpers.mail import free_port
 from webapp.model import AccountingJob, SacctJob
-from webapp.report.job_list import ListSources, list_jobs
+from webapp.report.job_rows import ListSources, list_jobs
 from webapp.settings import Settings
 from webapp.sources.from_settings import prometheus_from
 from webapp.sources.history_data import HistorySource

@@ -14,10 +14,11 @@ from tests.helpers.reports import sample_report
 from tests.test_history import job as history_job
 from tests.test_job_list import NOW, Accounting, Prometheus, Sacct, _acct, _sacct
 from webapp.detectors import Thresholds
+from webapp.lists.job_list import STATES
 from webapp.mail.policy import skip_reason
 from webapp.report.arrays import summarize_array
 from webapp.report.history import MIN_JOBS, suggest
-from webapp.report.job_list import RUNNING_NOTE, STATES, ListSources, list_jobs
+from webapp.report.job_rows import RUNNING_NOTE, ListSources, list_jobs
 from webapp.settings import Settings
 from webapp.sources.ended import FINAL_STATES
 from webapp.sources.sacct import parse_sacct

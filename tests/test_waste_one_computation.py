@@ -14,7 +14,7 @@ from tests.test_detectors import HB, report_for, sacct_job
 from webapp.archive.digest import build_digest
 from webapp.archive.store import Archive
 from webapp.report.archived import archive_record
-from webapp.report.job_list import from_sacct, row_from_report
+from webapp.report.job_rows import from_sacct, row_from_report
 from webapp.report.waste import compute_waste
 from webapp.staff.build import memory_unused
 from webapp.staff.data import staff_job

@@ -184,7 +184,7 @@ class FakeService:
 
     def job_list(self, since, now, user=None, account=None):
         """The reports' own figures as list rows (the real service reads them in bulk)."""
-        from webapp.report.job_list import row_from_report
+        from webapp.report.job_rows import row_from_report
 
         if self.down:
             raise SourceUnavailable("accounting", "Can't connect to MySQL server on '127.0.0.1'")

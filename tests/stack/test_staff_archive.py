@@ -54,8 +54,8 @@ def test_mariadb_archive_ranks_and_pages_as_sqlite_does(stack_env, tmp_path):
     from pathlib import Path
 
     from tests.helpers.sync import create_mariadb_archive, drop_mariadb_archive
-    from webapp.report.job_list import ListQuery
-    from webapp.report.job_page import archive_page
+    from webapp.lists.job_list import ListQuery
+    from webapp.lists.job_page import archive_page
     from webapp.staff.archived import build_staff_report_sql, staff_row
     from webapp.thresholds import StaffConfig, Thresholds
 

@@ -59,7 +59,7 @@ USER_TOTAL_NAMES = ("user", "core_seconds", "cpu_seconds", "gpu_seconds", "gpu_s
                     "gpu_used_seconds", "memory_unused", "memory_requested", "memory_jobs",
                     "time_unused", "time_requested", "time_jobs", "energy_joules",
                     "energy_jobs")
-# A user's job list sorted by the database: the list's sort keys (``report.job_list``)
+# A user's job list sorted by the database: the list's sort keys (``lists.job_list``)
 # as expressions; NULL (unknown) sorts last either way, as the list does.
 _CPU_KNOWN = "elapsed > 0 AND cpus > 0 AND cpu_seconds IS NOT NULL"
 PAGE_SORTS = {
@@ -83,7 +83,7 @@ PAGE_SORTS = {
                  " gpu_utilization IS NOT NULL THEN (CASE WHEN gpu_utilization < 1 THEN"
                  f" gpus * (1 - gpu_utilization) * {_HOURS} ELSE 0 END) END",
 }
-WASTE_SORTS = ("cpu_waste", "gpu_waste", "mem_waste")  # report.job_list.WASTE_KEYS
+WASTE_SORTS = ("cpu_waste", "gpu_waste", "mem_waste")  # lists.job_list.WASTE_KEYS
 # Whose jobs a list shows: the page's kind -> its column.
 OWNERS = {"user": "user_name", "account": "account"}
 

@@ -1,5 +1,5 @@
 """``jobreport [jobs] [--user U] [--days 7] [--limit 20]``: recent jobs, with the rows and
-figures of the web app's job list (``webapp.report.job_list``: one ``sacct`` call per
+figures of the web app's job list (``webapp.report.job_rows``: one ``sacct`` call per
 list, the archived report where there is one), as a table within 80 columns."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 from webapp.cli.login import caller, recent_rows
 from webapp.formatting import format_duration, format_percent
+from webapp.lists.job_list import ListQuery, select
 from webapp.renderers.text import printable
-from webapp.report.job_list import JobRow, ListQuery, select
+from webapp.report.job_rows import JobRow
 from webapp.settings import Settings
 
 RECENT_DAYS = 7

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from webapp.model import JobId, JobReport, SacctJob, SourceUnavailable, Usage
-from webapp.report.job_list import JobRow, ListSources, list_jobs
+from webapp.report.job_rows import JobRow, ListSources, list_jobs
 from webapp.report.service import ReportService
 from webapp.settings import Settings
 from webapp.sources.from_settings import prometheus_from

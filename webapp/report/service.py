@@ -26,7 +26,7 @@ from webapp.report.build import build_report
 from webapp.report.coverage import audited
 from webapp.report.energy import Intensity, compute_energy, intensity_for
 from webapp.report.history import history
-from webapp.report.job_list import JobRow, ListSources, archived_report, list_jobs
+from webapp.report.job_rows import JobRow, ListSources, archived_report, list_jobs
 from webapp.report.jobstats_history import with_jobstats_summary
 from webapp.report.node_events import with_node_events
 from webapp.report.queue import with_queue

@@ -115,7 +115,7 @@ class ClusterOverviewSource:
         cpus, gpus = held("cpus"), held("gpus")
         rows = [(name, cpus.get(name, 0.0), gpus.get(name, 0.0)) for name in set(cpus) | set(gpus)]
         rows = [r for r in rows if r[1] or r[2]]
-        # Every holder: the page cuts the list (webapp.report.cluster_view), after totals.
+        # Every holder: the page cuts the list (webapp.web.cluster_view), after totals.
         return tuple(sorted(rows, key=lambda r: (-r[2], -r[1], r[0])))
 
     def _health(self) -> tuple[tuple[str, bool, float | None], ...]:

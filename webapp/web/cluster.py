@@ -1,7 +1,7 @@
 """The cluster page (node states, GPUs, queue, who holds what, fair share, usage against
 the allocation targets) and ``/api/constants``. Login required, like every page; other
 users' holdings and fair share only where the site's Slurm shows them to every user
-(``PrivateData``, ``webapp.report.cluster_view``), and always to staff."""
+(``PrivateData``, ``webapp.web.cluster_view``), and always to staff."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from flask import Blueprint, current_app, g, jsonify, render_template
 from jobreport_net.constants import ConstantsError, as_json, load_constants
 from webapp.model import SourceUnavailable
 from webapp.renderers.cluster_chart import usage_svg
-from webapp.report.cluster_view import cluster_view
 from webapp.settings import Settings, SettingsError
 from webapp.sources.cluster_overview import ClusterOverviewSource
 from webapp.sources.from_settings import prometheus_from
 from webapp.web import auth
+from webapp.web.cluster_view import cluster_view
 
 bp = Blueprint("cluster", __name__)
 log = logging.getLogger(__name__)

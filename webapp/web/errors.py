@@ -8,7 +8,7 @@ from flask import Flask, jsonify, make_response, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from webapp.model import InvalidJobId, JobNotFound, SourceUnavailable
-from webapp.report.query_params import BadQuery
+from webapp.web.query_params import BadQuery
 
 log = logging.getLogger(__name__)
 

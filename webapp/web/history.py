@@ -9,9 +9,9 @@ from flask import Blueprint, abort, g, render_template, request
 
 from webapp.model import SourceUnavailable
 from webapp.renderers.presentation import sizing_lines
-from webapp.report import query_params as params
 from webapp.report.history import MIN_JOBS, PERCENTILE, history
 from webapp.web import auth
+from webapp.web import query_params as params
 from webapp.web.reports import get_service
 
 bp = Blueprint("history", __name__)

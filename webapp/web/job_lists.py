@@ -4,7 +4,7 @@ or account's (``/accounts/<name>``) jobs and their top waste for the staff.
 Server-rendered tables sorted through links (``?sort=cpu_eff&order=asc``); every
 parameter is validated (``query_params``: 400 naming it), every SQL value bound by the
 sources. The home page of one cluster is paged by the archive's database
-(``report.my_jobs``: ``?page=2``) whenever the sync has run and the sort is one it
+(``lists.my_jobs``: ``?page=2``) whenever the sync has run and the sort is one it
 indexes; otherwise, and on the staff pages, the list is read whole and sorted here.
 """
 
@@ -16,20 +16,13 @@ from datetime import UTC, datetime
 
 from flask import Blueprint, abort, g, render_template, request
 
+from webapp.lists.job_list import STATES, WASTE_KEYS, ListQuery, select, top_waste, totals
+from webapp.lists.my_jobs import MyJobs, paged, waste
 from webapp.model import SourceUnavailable
-from webapp.report.job_list import (
-    STATES,
-    WASTE_KEYS,
-    JobRow,
-    ListQuery,
-    select,
-    top_waste,
-    totals,
-)
-from webapp.report.my_jobs import MyJobs, paged, waste
-from webapp.report.query_params import slurm_name
+from webapp.report.job_rows import JobRow
 from webapp.report.service import ReportService
 from webapp.web import auth
+from webapp.web import query_params as params
 from webapp.web.reports import get_service
 
 bp = Blueprint("job_lists", __name__)
@@ -40,7 +33,7 @@ TOP = 10
 
 
 def _query(default_sort: str = "submit") -> ListQuery:
-    return ListQuery.parse(request.args, auth.settings().cluster_names, default_sort)
+    return params.list_query(request.args, auth.settings().cluster_names, default_sort)
 
 
 def _rows(q: ListQuery, user: str | None = None,
@@ -112,7 +105,7 @@ def my_jobs():
 
 
 def _staff_page(kind: str, name: str):
-    slurm_name(name, kind)
+    params.slurm_name(name, kind)
     q = _query()
     now = datetime.now(UTC)
     found = _paged(q, name, kind, now, every_page=True)

@@ -9,10 +9,10 @@ from flask import Blueprint, abort, g, render_template, request
 
 from webapp.archive.alerts import AlertLog, ordinal
 from webapp.model import SourceUnavailable
-from webapp.report import query_params as params
 from webapp.staff.render import heading, when
 from webapp.staff.service import DAY, staff_report
 from webapp.web import auth
+from webapp.web import query_params as params
 
 bp = Blueprint("staff", __name__, url_prefix="/staff")
 MAX_DAYS = 90  # a bounded window: the report's queries grow with it

@@ -11,8 +11,8 @@ from flask import Blueprint, abort, current_app, g, render_template, request
 from webapp.archive.mail_state import MailState
 from webapp.archive.opt_out_link import OptOutToken, read_token
 from webapp.archive.store import Archive
-from webapp.report.query_params import choice
 from webapp.settings import Settings
+from webapp.web.query_params import choice
 
 bp = Blueprint("unsubscribe", __name__)
 GONE = 410

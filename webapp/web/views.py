@@ -16,9 +16,9 @@ from flask import (
 
 from webapp.model import JobId
 from webapp.renderers.presentation import context
-from webapp.report import query_params as params
 from webapp.sources.prometheus import RESOLUTIONS
 from webapp.web import auth
+from webapp.web import query_params as params
 from webapp.web.job_lists import my_jobs
 from webapp.web.reports import authorize, load_report
 

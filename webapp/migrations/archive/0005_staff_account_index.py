@@ -1,5 +1,5 @@
 """An account's jobs of a window, paged and ranked by the database (the staff pages,
-webapp.report.my_jobs), as a user's are by archive_staff_user."""
+webapp.lists.my_jobs), as a user's are by archive_staff_user."""
 
 from __future__ import annotations
 

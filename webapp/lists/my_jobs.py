@@ -16,9 +16,10 @@ from datetime import UTC, datetime, timedelta
 
 from webapp.archive.staff_rows import StaffRows
 from webapp.archive.store import Archive
+from webapp.lists.job_list import ListQuery, select, top_waste, totals
+from webapp.lists.job_page import PER_PAGE, archive_page, archive_waste
 from webapp.model import SourceUnavailable
-from webapp.report.job_list import JobRow, ListQuery, select, top_waste, totals
-from webapp.report.job_page import PER_PAGE, archive_page, archive_waste
+from webapp.report.job_rows import JobRow
 from webapp.report.service import ReportService
 
 STREAM = "archive"  # the sync stream whose watermark says what is archived

@@ -18,8 +18,9 @@ from typing import Any
 
 from webapp.archive.staff_rows import PAGE_SORTS, WASTE_SORTS, StaffRows
 from webapp.archive.store import Archive
+from webapp.lists.job_list import ListQuery
 from webapp.model import cpu_efficiency
-from webapp.report.job_list import JobRow, ListQuery
+from webapp.report.job_rows import JobRow
 
 PER_PAGE = 50
 NOT_ARCHIVED = "name and findings: open the report"

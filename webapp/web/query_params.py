@@ -11,6 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from webapp.lists.job_list import (
+    DEFAULT_DAYS,
+    MAX_DAYS,
+    MAX_NAME,
+    MAX_PAGE,
+    SORT_KEYS,
+    STATES,
+    ListQuery,
+)
+
 MAX_TEXT = 200
 # Slurm user and account names; anything else is a 400 before any query.
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
@@ -74,3 +84,18 @@ def optional_name(args: Mapping[str, str], key: str) -> str:
     """``key`` as a Slurm name, or "" when absent or empty."""
     value = args.get(key, "").strip()
     return slurm_name(value, key) if value else ""
+
+
+def list_query(args: Mapping[str, str], clusters: Iterable[str] = (),
+               default_sort: str = "submit") -> ListQuery:
+    """A job list's parameters; raise BadQuery on any value outside what the page offers."""
+    days = whole_number(args, "days", 1, MAX_DAYS, DEFAULT_DAYS)
+    state = choice(args, "state", STATES, upper=True)
+    name = text(args, "name", MAX_NAME)
+    findings = flag(args, "findings", "only jobs with findings")
+    sort = choice(args, "sort", SORT_KEYS, default_sort)
+    order = choice(args, "order", ("asc", "desc"),
+                   "asc" if sort in ("job", "name", "user") else "desc")
+    cluster = choice(args, "cluster", clusters)
+    page = whole_number(args, "page", 1, MAX_PAGE, 1)
+    return ListQuery(days, state, name, findings, sort, order, cluster, page)

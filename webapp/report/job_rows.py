@@ -1,4 +1,4 @@
-"""Job lists: a user's (or an account's) recent jobs with their efficiencies and waste.
+"""A job list's rows: a user's (or an account's) recent jobs with their efficiencies and waste.
 
 Every figure is the report's own: CPU efficiency is ``model.cpu_efficiency``, the memory
 peak ``report.peak``, GPU use ``model.gpu_utilization``. Per job, the first source that
@@ -15,10 +15,9 @@ has it wins, and the row says which:
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from webapp.model import (
     AccountingJob,
@@ -27,20 +26,14 @@ from webapp.model import (
     SourceUnavailable,
     cpu_efficiency,
 )
-from webapp.report import query_params as params
 from webapp.report.peak import sacct_peak
 from webapp.sources.accounting import LIST_LIMIT
 from webapp.sources.prometheus import braced
-from webapp.states import LIST_STATES, ended
+from webapp.states import ended
 from webapp.unused import Held, gpus_busy, unused
 
-DEFAULT_DAYS = 7
-MAX_DAYS = 90  # a bounded window: the queries grow with it
-MAX_NAME = 200
-MAX_PAGE = 100_000  # pages of a database-paged list (50 rows each): bounded, like days
-STATES = LIST_STATES
-# Mean GPU utilisation of each job, one query for all of them (the staff report's too).
 RUNNING_NOTE = "not ended: the report has the live figures"
+# Mean GPU utilisation of each job, one query for all of them (the staff report's too).
 # {scope}: the cluster's matcher in braces where one Prometheus holds several clusters'.
 GPU_QUERY = "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio{scope}[{w}]))"
 
@@ -96,88 +89,6 @@ class JobRow:
         """Memory GiB-hours requested and not used (the report's waste figure)."""
         return self._unused("memory")
 
-
-# Sort keys of the tables: parameter -> the row's value (None sorts last either way).
-SORT_KEYS: dict[str, Callable[[JobRow], object]] = {
-    "job": lambda r: (r.cluster, int(re.split(r"[_+]", r.job_id)[0]), r.job_id),
-    "name": lambda r: r.name.lower(),
-    "user": lambda r: r.user,
-    "state": lambda r: r.state,
-    "submit": lambda r: r.submit,
-    "elapsed": lambda r: r.elapsed,
-    "cpu_eff": lambda r: r.cpu_efficiency,
-    "mem_eff": lambda r: r.memory_efficiency,
-    "gpu_util": lambda r: r.gpu_utilization,
-    "findings": lambda r: r.findings,
-    "cpu_waste": lambda r: r.cpu_hours_unused,
-    "gpu_waste": lambda r: r.gpu_hours_unused,
-    "mem_waste": lambda r: r.memory_gb_hours_unused,
-}
-WASTE_KEYS = ("cpu_waste", "gpu_waste", "mem_waste")
-
-
-@dataclass(frozen=True)
-class ListQuery:
-    """A job list's validated parameters: ``?days=7&state=FAILED&name=train&findings=1
-    &sort=cpu_eff&order=asc&page=2`` (``page``: lists the database pages)."""
-
-    days: int = DEFAULT_DAYS
-    state: str = ""
-    name: str = ""
-    findings_only: bool = False
-    sort: str = "submit"
-    order: str = "desc"
-    cluster: str = ""  # one of several clusters, "" for all
-    page: int = 1
-
-    @classmethod
-    def parse(cls, args: Mapping[str, str], clusters: Iterable[str] = (),
-              default_sort: str = "submit") -> ListQuery:
-        """Raise BadQuery on any value outside what the page offers."""
-        days = params.whole_number(args, "days", 1, MAX_DAYS, DEFAULT_DAYS)
-        state = params.choice(args, "state", STATES, upper=True)
-        name = params.text(args, "name", MAX_NAME)
-        findings = params.flag(args, "findings", "only jobs with findings")
-        sort = params.choice(args, "sort", SORT_KEYS, default_sort)
-        order = params.choice(args, "order", ("asc", "desc"),
-                              "asc" if sort in ("job", "name", "user") else "desc")
-        cluster = params.choice(args, "cluster", clusters)
-        page = params.whole_number(args, "page", 1, MAX_PAGE, 1)
-        return cls(days, state, name, findings, sort, order, cluster, page)
-
-    def args(self, **changes: object) -> dict[str, str]:
-        """The query string of this list with ``changes`` (for links), defaults left out."""
-        q = replace(self, **changes)  # type: ignore[arg-type]
-        out = {"days": str(q.days) if q.days != DEFAULT_DAYS else "", "state": q.state,
-               "name": q.name, "findings": "1" if q.findings_only else "",
-               "sort": q.sort, "order": q.order, "cluster": q.cluster,
-               "page": str(q.page) if q.page != 1 else ""}
-        return {k: v for k, v in out.items() if v}
-
-    def sort_link(self, key: str) -> dict[str, str]:
-        """The column header's link: this column, the other order when it is the current;
-        back to the first page (another order is another list)."""
-        if key == self.sort:
-            return self.args(order="asc" if self.order == "desc" else "desc", page=1)
-        return self.args(sort=key, order="asc" if key in ("job", "name", "user") else "desc",
-                         page=1)
-
-    def since(self, now: datetime) -> datetime:
-        return now - timedelta(days=self.days)
-
-
-def select(rows: Iterable[JobRow], q: ListQuery) -> list[JobRow]:
-    """The rows the filters keep, in the asked order (unknown values last either way)."""
-    kept = [r for r in rows
-            if (not q.state or r.state == q.state)
-            and (not q.name or q.name.lower() in r.name.lower())
-            and (not q.findings_only or (r.findings or 0) > 0)
-            and (not q.cluster or r.cluster == q.cluster)]
-    key = SORT_KEYS[q.sort]
-    known = [r for r in kept if key(r) is not None]
-    unknown = [r for r in kept if key(r) is None]
-    known.sort(key=lambda r: (key(r), r.job_id), reverse=q.order == "desc")
-    return known + unknown
 
 
 # -- the rows, from the sources ---------------------------------------------------------
@@ -322,20 +233,3 @@ def archived_report(
         return from_archive(record) if record is not None else None
 
     return lookup
-
-
-def top_waste(rows: Iterable[JobRow], key: str, n: int = 10) -> list[JobRow]:
-    """The ``n`` jobs that left most of ``key`` (cpu_waste, gpu_waste, mem_waste) unused."""
-    value = SORT_KEYS[key]
-    ranked = [r for r in rows if (value(r) or 0) > 0]
-    ranked.sort(key=lambda r: (-float(value(r) or 0.0), r.job_id))  # type: ignore[arg-type]
-    return ranked[:n]
-
-
-def totals(rows: Iterable[JobRow]) -> dict[str, float]:
-    """Sum of each kind of waste over the rows that have it."""
-    out = dict.fromkeys(WASTE_KEYS, 0.0)
-    for r in rows:
-        for k in WASTE_KEYS:
-            out[k] += float(SORT_KEYS[k](r) or 0.0)  # type: ignore[arg-type]
-    return out

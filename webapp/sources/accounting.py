@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from jobreport_net.mysql_url import mysql_params
+from jobreport_net.mysql_url import import_pymysql, mysql_params
 from webapp.model import (
     AccountingJob,
     JobId,
@@ -221,7 +221,7 @@ def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> Accounti
 
 def connect_from_url(url: str, timeout: float = 5.0) -> Any:
     """``mysql://user:pass@host:port/db`` (or ``?unix_socket=/path``) -> a pymysql connection."""
-    import pymysql
+    pymysql = import_pymysql()
 
     try:
         params = mysql_params(url, "jobreport")
@@ -249,8 +249,11 @@ class AccountingSource:
         return self._run(QUERIES[name], params, name)
 
     def _run(self, sql: str, params: Sequence[object], name: str) -> list[dict[str, Any]]:
-        import pymysql
-
+        try:  # an install without the mariadb extra: a visible gap, as an unreachable database
+            pymysql = import_pymysql()
+        except ImportError as exc:
+            raise SourceUnavailable(self.name, "accounting database unreachable",
+                                    str(exc)) from None
         # The driver's words (host, port, errno) go to ``detail``: logs and staff only.
         try:
             conn = self._connect()
@@ -323,16 +326,17 @@ class AccountingSource:
                     out[key] = parse_row(row, self.tres_names())
         return out
 
-    def node_events(self, nodes: Iterable[str], start: datetime, end: datetime
+    def node_events(self, nodes: Iterable[str] | None, start: datetime, end: datetime
                     ) -> tuple[NodeEvent, ...]:
-        """The events of ``nodes`` that began between ``start`` and ``end``."""
-        wanted = set(nodes)
+        """The events of ``nodes`` (None: every node) that began between ``start`` and
+        ``end``."""
+        wanted = None if nodes is None else set(nodes)
         rows = self._query("node_events", self.cluster, int(start.timestamp()),
                            int(end.timestamp()))
         return tuple(
             NodeEvent(str(r["node"]), _time(r["start_time"]) or start, _time(r["end_time"]),
                       node_state_name(int(r["state"] or 0)), str(r["reason"] or ""))
-            for r in rows if r["node"] in wanted
+            for r in rows if wanted is None or r["node"] in wanted
         )
 
     def ended_since(self, since: datetime) -> list[str]:

@@ -37,7 +37,7 @@ class NodeEventReader(Protocol):
     """Optional of an accounting source: its nodes' down and drain periods (the view
     ``jobreport.node_events``); sacct alone has none."""
 
-    def node_events(self, nodes: Iterable[str], start: datetime, end: datetime
+    def node_events(self, nodes: Iterable[str] | None, start: datetime, end: datetime
                     ) -> tuple[NodeEvent, ...]: ...
 
 

@@ -10,10 +10,13 @@ from webapp.archive.alerts import AlertLog
 from webapp.archive.staff_rows import StaffRows
 from webapp.archive.store import Archive
 from webapp.settings import Settings
+from webapp.sources.accounting import AccountingSource
 from webapp.sources.from_settings import prometheus_from
+from webapp.sources.prometheus import cluster_matcher
 from webapp.staff.archived import build_staff_report_sql, staff_row
 from webapp.staff.build import build_staff_report
 from webapp.staff.data import StaffDataSource
+from webapp.staff.hardware import hardware_table
 from webapp.staff.tables import StaffReport
 
 DAY = 86400.0
@@ -83,11 +86,25 @@ def staff_report(settings: Settings, *, days: float | None = None,
                 report = build_staff_report_sql(StaffRows(archive.db), settings.cluster,
                                                 since, until, cfg, settings.thresholds,
                                                 alerts)
-                return dataclasses.replace(report, source="archive", archived_until=(
-                    mark if mark is not None else archive.watermark(settings.cluster,
-                                                                    "archive")))
+                return with_hardware(dataclasses.replace(
+                    report, source="archive", archived_until=(
+                        mark if mark is not None else archive.watermark(settings.cluster,
+                                                                        "archive"))),
+                    settings, since, until)
         finally:
             archive.close()
     jobs = _source(settings).jobs(since, until)
-    return build_staff_report(settings.cluster, jobs, since, until, cfg, settings.thresholds,
-                              alerts)
+    return with_hardware(build_staff_report(settings.cluster, jobs, since, until, cfg,
+                                            settings.thresholds, alerts),
+                         settings, since, until)
+
+
+def with_hardware(report: StaffReport, settings: Settings, since: float,
+                  until: float) -> StaffReport:
+    """The report with its GPU and node faults table (Prometheus and the node events)."""
+    prometheus = prometheus_from(settings, min_timeout=30.0)
+    accounting = AccountingSource(settings.db_url, settings.cluster) if settings.db_url else None
+    table = hardware_table(prometheus, accounting, settings.prometheus_node_label or "instance",
+                           since, until,
+                           cluster_matcher(prometheus.cluster_label, prometheus.cluster))
+    return dataclasses.replace(report, tables=(*report.tables, table))

@@ -28,6 +28,7 @@ from webapp.report.peak import while_running
 from webapp.report.precedence import Timing, join, owner, partition, time_limit, timing
 from webapp.sources.protocols import (
     AccountingReader,
+    JobFiguresReader,
     MetricsReader,
     PartitionReader,
     SacctReader,
@@ -74,8 +75,10 @@ def read_records(job_id: JobId, accounting: AccountingReader, sacct: SacctReader
     try:
         # The view's tres_alloc already gave GPUs, memory and billing: sacct's AllocTRES
         # would repeat them at the cost of a second slurmdbd request.
-        figures = getattr(sacct, "job_figures", None) if acct is not None else None
-        sj = figures(job_id) if figures is not None else sacct.job(job_id)
+        if acct is not None and isinstance(sacct, JobFiguresReader):
+            sj = sacct.job_figures(job_id)
+        else:
+            sj = sacct.job(job_id)
     except JobNotFound:
         not_found += 1
     except SourceUnavailable as exc:

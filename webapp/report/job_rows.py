@@ -29,6 +29,7 @@ from webapp.model import (
 from webapp.report.peak import sacct_peak
 from webapp.sources.accounting import LIST_LIMIT
 from webapp.sources.prometheus import braced
+from webapp.sources.protocols import ClusterScoped
 from webapp.states import ended
 from webapp.unused import Held, gpus_busy, unused
 
@@ -209,7 +210,8 @@ def _gpu_means(src: ListSources, rows: list[JobRow], pending: list[int], since: 
     window = f"{max(1, math.ceil((now - since).total_seconds()))}s"
     # A reader that is no PrometheusSource (none configured, withheld, a test's) has no
     # other cluster's series to keep out.
-    scope = braced(getattr(src.prometheus, "cluster_matcher", ""))
+    scope = braced(src.prometheus.cluster_matcher
+                   if isinstance(src.prometheus, ClusterScoped) else "")
     try:
         answer = src.prometheus.vector(GPU_QUERY.format(w=window, scope=scope),  # type: ignore[attr-defined]
                                        now.timestamp())

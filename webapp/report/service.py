@@ -42,11 +42,15 @@ from webapp.sources.no_metrics import NoMetrics
 from webapp.sources.partitions import PartitionSource
 from webapp.sources.protocols import (
     AccountingReader,
+    AdminCommentReader,
+    BillingWeightsReader,
     ClusterReader,
+    CoverageReader,
     MetricsReader,
     PartitionReader,
     QueueHistoryReader,
     SacctReader,
+    VectorReader,
 )
 from webapp.sources.sacct import SacctSource
 from webapp.sources.slurmrestd import slurmrestd_from
@@ -171,10 +175,9 @@ class ReportService:
     def _jobstats_fallback(self, report: JobReport, jid: JobId) -> JobReport:
         """A job Prometheus lost and the archive lacks: the usage jobstats (or our sync)
         left in its AdminComment, judged again."""
-        read = getattr(self.sacct, "admin_comment", None)
-        if read is None:
+        if not isinstance(self.sacct, AdminCommentReader):
             return report
-        filled = with_jobstats_summary(report, read)
+        filled = with_jobstats_summary(report, self.sacct.admin_comment)
         if filled is report:
             return report
         filled = self._derived(filled, jid)
@@ -184,19 +187,18 @@ class ReportService:
     def _derived(self, report: JobReport, jid: JobId) -> JobReport:
         """The steps table, the samples' coverage and the waste: computed once, here."""
         coverage = None
-        reader = getattr(self.prometheus, "coverage", None)
-        if reader is not None and report.start_time and not report.usage.empty:
+        reader = self.prometheus
+        if isinstance(reader, CoverageReader) and report.start_time and not report.usage.empty:
             metrics_id = report.metrics_ids or JobId.of(report.metrics_id or str(jid))
             try:
-                coverage = reader(metrics_id, report.start_time,
-                                  report.end_time or datetime.now(UTC), report.nodes)
+                coverage = reader.coverage(metrics_id, report.start_time,
+                                           report.end_time or datetime.now(UTC), report.nodes)
             except SourceUnavailable as exc:
                 log.info("job %s: no coverage: %s", jid, exc.reason)
         weights: dict[str, float] = {}
-        billing_weights = getattr(self.partitions, "billing_weights", None)
-        if billing_weights is not None and report.partition:
+        if isinstance(self.partitions, BillingWeightsReader) and report.partition:
             try:
-                weights = billing_weights(report.partition)
+                weights = self.partitions.billing_weights(report.partition)
             except SourceUnavailable as exc:
                 log.info("partition %s: %s (%s)", report.partition, exc.reason, exc.detail)
         report = dataclasses.replace(report, step_lines=step_lines(report), coverage=coverage)
@@ -209,8 +211,8 @@ class ReportService:
         if report.usage.energy_joules is None:
             return None
         try:
-            intensity = intensity_for(self.settings.carbon_intensity, report,
-                                      getattr(self.prometheus, "vector", None),
+            vector = self.prometheus.vector if isinstance(self.prometheus, VectorReader) else None
+            intensity = intensity_for(self.settings.carbon_intensity, report, vector,
                                       self.settings.carbon_country)
         except SourceUnavailable as exc:
             log.info("job %s: no carbon intensity: %s", report.job_id, exc.reason)

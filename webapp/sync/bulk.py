@@ -20,6 +20,7 @@ from webapp.sources.ended import EndedJob
 from webapp.sources.prefetched import PrefetchedAccounting, PrefetchedSacct
 from webapp.sources.prometheus import PrometheusSource
 from webapp.sources.prometheus_bulk import BulkMetrics, JobWindow, PrefetchedMetrics
+from webapp.sources.protocols import BulkAccountingReader, BulkSacctReader
 
 log = logging.getLogger(__name__)
 BATCH = 1000  # jobs fetched together; the sync's default --limit (200) is one batch
@@ -58,13 +59,13 @@ def prefetch(service: ReportService, jobs: Sequence[EndedJob]) -> ReportService:
     ids = list(dict.fromkeys(j.job_id for j in jobs))
     acct: dict[str, AccountingJob] = {}
     sj: dict[str, SacctJob] = {}
-    if hasattr(service.accounting, "jobs"):
+    accounting, sacct = service.accounting, service.sacct
+    if isinstance(accounting, BulkAccountingReader):
         # Each job's own record, by the sync's key: an id may name an older job too.
         submitted = {j.job_id: j.submit_time for j in jobs if j.submit_time}
-        acct = _bulk("accounting", lambda: service.accounting.jobs(  # type: ignore[attr-defined]
-            ids, submitted=submitted))
-    if hasattr(service.sacct, "jobs"):
-        sj = _bulk("sacct", lambda: service.sacct.jobs(ids))  # type: ignore[attr-defined]
+        acct = _bulk("accounting", lambda: accounting.jobs(ids, submitted=submitted))
+    if isinstance(sacct, BulkSacctReader):
+        sj = _bulk("sacct", lambda: sacct.jobs(ids))
     metrics: Any = service.prometheus
     if isinstance(metrics, PrometheusSource):
         job_windows = windows(ids, acct, sj)

@@ -6,7 +6,6 @@ service is injectable (``make_service``); the integration copy points it at a re
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +13,7 @@ from selenium.webdriver.common.by import By
 
 from tests.helpers.browser import ARTIFACTS, login, serve, severe, wait_for_url
 from tests.helpers.reports import HTML_PAYLOAD, default_service
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.needs("chromium")
 
@@ -37,10 +37,8 @@ def test_job_page_in_a_real_browser(driver, base_url):
     # each an image the browser asks for then.
     assert not any(img.is_displayed() for img in plots)
     driver.find_element(By.CSS_SELECTOR, "details#details > summary").click()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not all(
-            img.get_property("complete") and img.get_property("naturalWidth") for img in plots):
-        time.sleep(0.2)
+    wait_for(lambda: all(img.get_property("complete") and img.get_property("naturalWidth")
+                         for img in plots), 30, "every plot loaded", every=0.2)
     for img in plots:
         assert img.is_displayed() and img.size["width"] > 300 and img.size["height"] > 100
         assert img.get_property("naturalWidth") > 300  # the SVG arrived and was drawn

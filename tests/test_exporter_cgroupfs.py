@@ -10,6 +10,7 @@ import time
 import pytest
 
 from exporter import cgroup_files, cgroup_parsers, cgroupfs
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.needs("root")  # it makes cgroups in the real v1 hierarchy
 
@@ -86,9 +87,8 @@ def test_discovery_reads_every_pid_of_a_big_leaf():
         shell.stdin.write(b"go\n")
         shell.stdin.close()
         procs = f"{dirs[0]}/cgroup.procs"
-        deadline = time.monotonic() + 60
-        while len(open(procs).read().split()) < 1000 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: len(open(procs).read().split()) >= 1000, 60,  # noqa: SIM115
+                 "the 1000 processes in the cgroup", every=0.1)
         assert len(open(procs).read()) > 4096  # more than one page
         for files in (None, cgroup_files.OpenFiles()):
             jobs = cgroupfs.discover_jobs("/sys/fs/cgroup", "/proc", node)

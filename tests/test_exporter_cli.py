@@ -11,6 +11,7 @@ import pytest
 from exporter.__main__ import build_parser, main, settings_from
 from exporter.settings import Settings, SettingsError
 from tests.helpers.exporter_scrape import FIXTURES
+from tests.helpers.wait import wait_for
 
 
 def test_defaults():
@@ -87,7 +88,6 @@ def test_console_script_help():
 
 def test_listen_serves_metrics():
     import socket
-    import time
     import urllib.request
 
     with socket.socket() as s:
@@ -109,16 +109,15 @@ def test_listen_serves_metrics():
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 10
-        while True:
+        def scraped() -> str | None:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-                    body = r.read().decode()
-                break
+                    return r.read().decode()
             except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.1)
+                assert proc.poll() is None, "the exporter exited"
+                return None
+
+        body = wait_for(scraped, 10, "the exporter answering /metrics", every=0.1)
     finally:
         proc.terminate()
         proc.wait(timeout=5)

@@ -22,6 +22,7 @@ from exporter.registry import JobsCollector
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, samples, value
 from tests.helpers.fake_amdsmi import FakeAmdSmi, replay_devices
 from tests.helpers.fake_nvml import FakeNvml
+from tests.helpers.wait import wait_for
 from tests.test_exporter_gpu_amd import alloc_dir
 
 NVML = FIXTURES / "nvml"
@@ -30,14 +31,6 @@ V1_LOCAL = FIXTURES / "v1-local"  # job 2 of the local stack
 
 def xid_devices() -> list[dict]:
     return json.loads((NVML / "replay-xid.json").read_text())["devices"]
-
-
-def wait_for(check, seconds: float = 5.0):
-    deadline = time.monotonic() + seconds
-    while not (found := check()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-    return found
 
 
 def test_the_replay_holds_the_kernel_logs_xids():
@@ -56,7 +49,8 @@ def test_xids_are_counted_by_card_and_code_once_their_time_has_come():
     time.sleep(0.1)
     assert nvml.xid_errors(device) == {}  # 219 s after the driver loaded: not yet
     clock[0] = 220.0
-    assert wait_for(lambda: nvml.xid_errors(device) == {48: 1, 64: 1})
+    wait_for(lambda: nvml.xid_errors(device) == {48: 1, 64: 1}, 5, "both Xids counted",
+             every=0.02)
 
 
 def test_a_job_holding_the_card_sees_a_new_xid_at_0_then_its_count(tmp_path):
@@ -77,7 +71,7 @@ def test_a_job_holding_the_card_sees_a_new_xid_at_0_then_its_count(tmp_path):
         text = generate_latest(registry).decode()
         return text if "jobs_gpu_xid_errors_total{" in text else None
 
-    first = wait_for(with_xids)
+    first = wait_for(with_xids, 5, "an exposition with the Xid counters", every=0.02)
     assert value(first, "jobs_gpu_xid_errors_total", jobid="2", gpu="0", xid="48") == 0.0
     second = generate_latest(registry).decode()
     assert value(second, "jobs_gpu_xid_errors_total", jobid="2", gpu="0", xid="48") == 1.0

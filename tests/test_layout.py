@@ -8,7 +8,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import grimp
@@ -16,6 +15,7 @@ import pytest
 import requests
 
 from jobreport_net.bind import parse_bind
+from tests.helpers.wait import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("webapp", "exporter", "slurm_exporter", "mgmt", "jobreport_net")
@@ -137,15 +137,14 @@ def test_serve_on_ipv6_loopback(tmp_path):
     proc = subprocess.Popen([str(jobreport), "serve"], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 20
-        while True:
+        def healthz() -> list[requests.Response] | None:
             try:
-                answer = requests.get(f"http://[::1]:{port}/healthz", timeout=2)
-                break
+                return [requests.get(f"http://[::1]:{port}/healthz", timeout=2)]
             except requests.ConnectionError:
                 assert proc.poll() is None, proc.stdout.read().decode()
-                assert time.monotonic() < deadline, "jobreport serve did not answer on ::1"
-                time.sleep(0.2)
+                return None
+
+        (answer,) = wait_for(healthz, 20, "jobreport serve answering on ::1", every=0.2)
         assert answer.status_code == 200 and answer.json() == {"status": "ok"}
     finally:
         proc.terminate()

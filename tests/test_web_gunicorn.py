@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import requests
 
 from tests.helpers.mail import free_port
+from tests.helpers.wait import wait_for
 from tests.helpers.web import PASSWORD, SECRET, csrf_in, http_login, password_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,14 +30,16 @@ def server(tmp_path_factory):
                              f"127.0.0.1:{port}", "--log-level", "warning", "webapp:create_app()"],
                             cwd=ROOT, env=env)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
+
+    def answers() -> bool:
         try:
             requests.get(f"{base}/healthz", timeout=2)
-            break
+            return True
         except requests.RequestException:  # not listening yet, or the workers still booting
-            assert proc.poll() is None and time.monotonic() < deadline, "gunicorn did not start"
-            time.sleep(0.2)
+            assert proc.poll() is None, "gunicorn exited"
+            return False
+
+    wait_for(answers, 30, "gunicorn answering", every=0.2)
     yield base
     proc.terminate()
     proc.wait(10)

@@ -5,7 +5,6 @@ exporters as the stack's Prometheus does (which is never restarted or reconfigur
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +13,7 @@ import requests
 
 from tests.helpers import stack
 from tests.helpers.mail import free_port
+from tests.helpers.wait import wait_for
 
 SCRAPE = """global:
   scrape_interval: 5s
@@ -31,17 +31,15 @@ remote_write:
 
 
 def _ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"{proc.args[0]} exited: {log.read_text()[-2000:]}")
         try:
-            if requests.get(url, timeout=1).status_code == 200:
-                return
+            return requests.get(url, timeout=1).status_code == 200
         except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} not ready after {timeout:.0f} s")
+            return False
+
+    wait_for(ready, timeout, f"{url} ready", every=0.2)
 
 
 def _stop(proc: subprocess.Popen) -> None:

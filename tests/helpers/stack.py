@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from tests.helpers.wait import wait_for
 from webapp.states import ENDED_STATES
 
 if TYPE_CHECKING:
@@ -352,23 +353,21 @@ def wait_until_done(job_ids: list[str], timeout: float = 600,
                     sacct: tuple[str, ...] = ("sacct",)) -> dict[str, str]:
     """Poll (every second) until every job is in a final state; returns the states.
     ``sacct``: the command that asks (another cluster's, run where it answers)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        current = states(job_ids, sacct)
-        if all(_done(j, current) for j in job_ids):
-            return current
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"jobs not finished after {timeout}s: {current}")
-        time.sleep(1)
+    current: dict[str, str] = {}
+
+    def done() -> bool:
+        current.clear()
+        current.update(states(job_ids, sacct))
+        return all(_done(j, current) for j in job_ids)
+
+    wait_for(done, timeout, lambda: f"jobs not finished: {current}")
+    return current
 
 
 def wait_until_running(job_id: str, timeout: float = 300,
                        sacct: tuple[str, ...] = ("sacct",)) -> None:
-    deadline = time.monotonic() + timeout
-    while states([job_id], sacct).get(job_id) != "RUNNING":
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"job {job_id} did not start within {timeout}s")
-        time.sleep(0.5)
+    wait_for(lambda: states([job_id], sacct).get(job_id) == "RUNNING", timeout,
+             f"job {job_id} running", every=0.5)
 
 
 def wait_for_scrape_after(prometheus_url: str, when: float, timeout: float = 60) -> None:
@@ -377,16 +376,14 @@ def wait_for_scrape_after(prometheus_url: str, when: float, timeout: float = 60)
     sleep of "a scrape or two"."""
     import requests
 
-    deadline = time.monotonic() + timeout
-    while True:
+    def scraped() -> bool:
         answer = requests.get(f"{prometheus_url}/api/v1/query", timeout=10,
                               params={"query": "timestamp(up)"}).json()
-        scraped = [float(r["value"][1]) for r in answer.get("data", {}).get("result", [])]
-        if scraped and min(scraped) >= when:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{prometheus_url} scraped nothing after {when} in {timeout}s")
-        time.sleep(0.5)
+        times = [float(r["value"][1]) for r in answer.get("data", {}).get("result", [])]
+        return bool(times) and min(times) >= when
+
+    wait_for(scraped, timeout, f"{prometheus_url} scraping every target after {when}",
+             every=0.5)
 
 
 def jobreport(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -428,15 +425,14 @@ def exporter_targets_yaml(indent: int = 6) -> str:
 
 def node_of(job_id: str, timeout: float = 600) -> str:
     """The node a one-node job runs on, once it runs (polls squeue every 0.5 s)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T %N"],
-                             capture_output=True, text=True).stdout.split()
-        if len(out) == 2 and out[0] == "RUNNING":
-            return out[1]
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"job {job_id} did not start within {timeout}s: {out}")
-        time.sleep(0.5)
+    out: list[str] = []
+
+    def node() -> str | None:
+        out[:] = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T %N"],
+                                capture_output=True, text=True).stdout.split()
+        return out[1] if len(out) == 2 and out[0] == "RUNNING" else None
+
+    return wait_for(node, timeout, lambda: f"job {job_id} running: {out}", every=0.5)
 
 
 def waited_for_cpu(report, thresholds) -> bool:

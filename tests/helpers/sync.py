@@ -165,14 +165,6 @@ def run_sync(env: dict[str, str], *args: str, kill_after: float | None = None) -
     return proc.returncode
 
 
-def wait_for(predicate, timeout: float, what: str, every: float = 1.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(every)
-
-
 def email_step(syncer, reports, job_ids, outbox, opt_outs) -> Counter:  # noqa: ANN001
     """The sync's email step for these jobs (as `jobreport sync --direction email` runs it
     once it has selected them), each from its report in ``reports``: the outcomes."""

@@ -7,7 +7,6 @@ served app). The fixtures built on them (``web_settings``, ``web_service``, ``ap
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +15,7 @@ from flask.testing import FlaskClient
 from werkzeug.security import generate_password_hash
 
 from tests.helpers.reports import default_service
+from tests.helpers.wait import wait_for
 from webapp import create_app
 from webapp.settings import Settings
 from webapp.web import auth
@@ -118,9 +118,8 @@ def pdf_of(get, url: str, limit: float = 120.0):  # noqa: ANN001, ANN201 - a res
     """The PDF at ``url`` as a browser gets it: an ended job's is built in the background,
     and its "being built" page (202, Retry-After) is reloaded until the PDF is there.
     ``get``: a requests session's or a Flask test client's ``get``."""
-    deadline = time.monotonic() + limit
-    while True:
+    def built():  # noqa: ANN202 - the response in a list (a requests error answer is false)
         resp = get(url)
-        if resp.status_code != 202 or time.monotonic() > deadline:
-            return resp
-        time.sleep(float(resp.headers.get("Retry-After", "3")))
+        return None if resp.status_code == 202 else [resp]
+
+    return wait_for(built, limit, f"the PDF at {url} built", every=1)[0]

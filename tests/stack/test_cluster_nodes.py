@@ -16,6 +16,7 @@ import pytest
 import requests
 
 from tests.helpers import stack
+from tests.helpers.wait import wait_for
 from webapp.detectors.gpu_type_unavailable import GpuTypeUnavailableDetector
 from webapp.renderers import text
 from webapp.renderers.json import to_dict
@@ -188,21 +189,28 @@ def test_a_job_waiting_for_a_busy_gpu_model_while_the_other_idles(stack_env, ser
     try:
         subprocess.run(["scontrol", "top", blocker], check=False, capture_output=True)
         stack.node_of(blocker)
-        # No sample of the wait's window (it reaches one scrape before the submission) may
-        # predate the blocker: slurm-exporter caches its answers for up to 2 s.
-        stack.wait_for_scrape_after(service.settings.prometheus_url, time.time() + 3)
-        time.sleep(5)
+        # No sample of the wait's window (it reaches one scrape, 5 s, before the submission)
+        # may predate the blocker: slurm-exporter caches its answers for up to 2 s. Every
+        # target scraped 3 s after the blocker ran, and a scrape interval later, before the
+        # submission.
+        stack.wait_for_scrape_after(service.settings.prometheus_url, time.time() + 3 + 5)
         waiter = stack.submit(stack.StackJob("t4-waiter", "bob", (
             "-c1", "--mem=100M", "-p", "gpu", "--gres=gpu:t4:1", "--time=5"), "sleep 5"))
         t = dataclasses.replace(service.thresholds, queue_wait_min_seconds=15.0)
-        deadline = time.monotonic() + 120
-        while True:  # until the wait is long enough and an H100 was seen free in it
-            time.sleep(5)
+        built: list = []
+
+        def long_enough():  # noqa: ANN202 - a report or None
+            """The waiter's report once its wait is long enough and an H100 was seen free
+            in it."""
             report = service.build(waiter)
+            built[:] = [report]
             q = report.queue
-            if q and q.pending_seconds >= 15 and dict(q.gpus_available_max).get("h100"):
-                break
-            assert time.monotonic() < deadline, q
+            return report if q and q.pending_seconds >= 15 and dict(
+                q.gpus_available_max).get("h100") else None
+
+        report = wait_for(long_enough, 120, lambda: f"the wait long enough: {built[0].queue}",
+                          every=5)
+        q = report.queue
         assert report.state == "PENDING" and q.requested_gpu_types == ("t4",)
         assert dict(q.gpus_available_max)["t4"] == 0
         (finding,) = GpuTypeUnavailableDetector().detect(report, t)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from selenium.webdriver.common.by import By
 
 from tests.helpers import stack
 from tests.helpers.browser import ARTIFACTS, serve, severe, wait_for_url
+from tests.helpers.wait import wait_for
 from webapp.renderers import text
 from webapp.report.service import ReportService
 from webapp.settings import SETTINGS_DOC, Settings
@@ -94,19 +94,23 @@ def test_cluster_page_in_chromium(app_url, driver):
 
     # Jobs of other tests start and end meanwhile, and the page shows what the last scrape
     # saw (5 s ago at most): compare with each node's states around the page load.
-    deadline = time.monotonic() + 30
-    while True:
+    seen: list = []
+
+    def page_agrees() -> bool:
+        if seen:
+            driver.refresh()
         before = base_states()
         rows = driver.find_elements(By.CSS_SELECTOR, "#nodes tr")[1:]
         shown = {r.find_elements(By.TAG_NAME, "td")[0].text:
                  r.find_element(By.CSS_SELECTOR, "td.state").text.split("+")[0] for r in rows}
-        after = base_states()
-        if set(shown) == set(before) and all(
-                shown[n] in {before[n], after.get(n)} for n in shown):
-            break
-        assert time.monotonic() < deadline, (shown, before, after)
-        time.sleep(2)
-        driver.refresh()
+        seen[:] = [shown, before, base_states()]
+        after = seen[2]
+        return set(shown) == set(before) and all(
+            shown[n] in {before[n], after.get(n)} for n in shown)
+
+    wait_for(page_agrees, 30, lambda: f"the page's node states (shown, before, after): {seen}",
+             every=2)
+    shown = seen[0]
     assert len(shown) >= 4
     gpu_rows = {r.text.split()[0]: r.text for r in
                 driver.find_elements(By.CSS_SELECTOR, "#gpus tr")[1:]}

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tests.helpers import stack
+from tests.helpers.wait import wait_for
 from webapp.sources.cluster_overview import ClusterOverviewSource
 from webapp.sources.from_settings import prometheus_from
 
@@ -22,15 +23,16 @@ def test_gpu_allocation_ends_at_the_query_time(settings):
     job_id = stack.submit(HOLDER)
     try:
         stack.wait_until_running(job_id)
-        deadline = time.monotonic() + 90
-        while True:  # until slurm-exporter's squeue (every 10 s) and a scrape saw it
+        seen: list = []
+
+        def held() -> bool:  # once slurm-exporter's squeue (every 10 s) and a scrape saw it
             now = time.time()
-            usage = source.overview(now).usage
-            recent = [v for s in usage for t, v in s.points if t >= now - 60]
-            if recent and max(recent) >= 1:
-                break
-            assert time.monotonic() < deadline, usage
-            time.sleep(2)
+            seen[:] = [now, source.overview(now).usage]
+            recent = [v for s in seen[1] for t, v in s.points if t >= now - 60]
+            return bool(recent) and max(recent) >= 1
+
+        wait_for(held, 90, lambda: f"the GPU held in the usage: {seen[1]}", every=2)
+        now, usage = seen
         # From now - 7 days the last instant fell up to a step (606 s) short of now.
         assert max(s.points[-1][0] for s in usage if s.points) == pytest.approx(now, abs=1e-3)
     finally:

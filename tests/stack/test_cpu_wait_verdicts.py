@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -19,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.registry import JobsCollector
 from exporter.settings import Settings as ExporterSettings
 from tests.helpers import stack
+from tests.helpers.wait import wait_for
 from webapp.detectors import detect_all
 
 # A busy loop bounded by timeout(1), N of them in parallel in the batch step.
@@ -63,12 +63,11 @@ def measured(stack_env):
     load: list[subprocess.Popen] = []
     wait, busy = {}, {}
     try:
-        deadline = time.monotonic() + 900
-        while time.monotonic() < deadline:
+        def sampled_until_ended() -> bool:
             states = stack.states(list(ids.values()))
             if not load and "RUNNING" in states.values():  # load only while ours run
-                load = [subprocess.Popen(["sh", "-c", "while :; do :; done"])
-                        for _ in range(OUTSIDE_LOAD)]
+                load.extend(subprocess.Popen(["sh", "-c", "while :; do :; done"])
+                            for _ in range(OUTSIDE_LOAD))
             for node in _nodes(list(ids.values())) - registries.keys():
                 registries[node] = CollectorRegistry()
                 registries[node].register(JobsCollector(
@@ -79,9 +78,9 @@ def measured(stack_env):
                     wait[job] = got["jobs_cpu_wait_seconds_total"]
                 if "jobs_busy_tasks" in got:
                     busy[job] = max(busy.get(job, 0.0), got["jobs_busy_tasks"])
-            if all(states.get(j) in stack.FINAL_STATES for j in ids.values()):
-                break
-            time.sleep(3)
+            return all(states.get(j) in stack.FINAL_STATES for j in ids.values())
+
+        wait_for(sampled_until_ended, 900, f"the jobs {ids} ended", every=3)
     finally:
         for p in load:
             p.kill()

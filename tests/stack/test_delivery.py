@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import email
 import subprocess
-import time
 from email import policy
 
 import requests
@@ -16,6 +15,7 @@ from selenium.webdriver.common.by import By
 from tests.helpers.browser import ARTIFACTS, severe, wait_for_url
 from tests.helpers.mail import free_port
 from tests.helpers.stack import ROOT
+from tests.helpers.wait import wait_for
 from tests.helpers.web import make_client, pdf_of
 from webapp.report.service import ReportService
 
@@ -50,10 +50,8 @@ def test_real_job_page_in_chromium(stack_jobs, driver):
     browser.find_element(By.CSS_SELECTOR, "details#details > summary").click()  # the details
     plots = browser.find_elements(By.CSS_SELECTOR, "section.plot img")  # loaded on opening
     assert len(plots) >= 3 and all(p.is_displayed() for p in plots)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not all(
-            p.get_property("complete") and p.get_property("naturalWidth") for p in plots):
-        time.sleep(0.3)
+    wait_for(lambda: all(p.get_property("complete") and p.get_property("naturalWidth")
+                         for p in plots), 60, "every plot loaded", every=0.3)
     assert all(p.get_property("naturalWidth") > 300 for p in plots)  # each SVG drawn
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / f"browser-real-job-{job}.png"

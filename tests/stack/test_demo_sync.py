@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import os
 import re
-import time
 
 from tests.helpers import stack
 from tests.helpers.stack import StackJob
+from tests.helpers.wait import wait_for
 
 SYNC_EVERY = 60  # scripts/dev-stack's SYNC_EVERY
 IDLE = StackJob("demo-sync-idle", "alice", ("-c1", "--mem=500M", "--time=10"), "sleep 15")
@@ -45,14 +45,15 @@ def test_my_jobs_on_the_demo_stack_lists_findings(stack_env):
     base = "http://" + stack_env["JOBREPORT_BIND"]
     session = stack.login(base, "alice")
     # The next run, or a slow one: the loop runs at nice 19, behind the test workers.
-    deadline = time.monotonic() + 5 * SYNC_EVERY
-    row = ""
-    while time.monotonic() < deadline:
-        row = _row(session.get(f"{base}/", timeout=30).text, job_id)
-        if (_findings(row) or "").isdigit():
-            break
-        time.sleep(5)
+    rows = [""]
+
+    def counted() -> bool:
+        rows[0] = _row(session.get(f"{base}/", timeout=30).text, job_id)
+        return (_findings(rows[0]) or "").isdigit()
+
+    wait_for(counted, 5 * SYNC_EVERY, lambda: f"job {job_id}'s findings counted in {rows[0]!r}",
+             every=5)
+    row = rows[0]
     cell = _findings(row)
-    assert cell is not None and cell.isdigit(), f"job {job_id}: findings {cell!r} in {row!r}"
     assert int(cell) >= 1  # sleep 15 on one core: idle CPU at the least
     assert "not archived yet" not in row

@@ -16,6 +16,7 @@ from exporter.registry import JobsCollector
 from exporter.settings import Settings
 from tests.helpers import stack
 from tests.helpers.exporter_scrape import samples
+from tests.helpers.wait import wait_for
 
 SCRATCH = "/tmp/jobreport-scratch"
 JOB_SCRIPT = f"""#!/bin/bash
@@ -47,16 +48,6 @@ def _scrape(collector: JobsCollector, job_id: str) -> dict[str, float]:
             extra = ",".join(f"{k}={v}" for k, v in sorted(labels.items()) if k != "jobid")
             out[f"{name}{{{extra}}}" if extra else name] = value
     return out
-
-
-def _wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @pytest.mark.stack
@@ -96,10 +87,11 @@ def test_running_job_is_scraped(stack_env):
         user_name=lambda uid: f"uid{uid}",
     )
     try:
-        first = _wait_for(
+        first = wait_for(
             lambda: (s := _scrape(collector, job_id)).get("jobs_open_files", 0) >= 200 and s,
-            timeout=50,
-            what=f"job {job_id} running with 200 open files",
+            50,
+            f"job {job_id} running with 200 open files",
+            every=0.2,
         )
         time.sleep(0.5)
         second = _scrape(collector, job_id)
@@ -151,12 +143,13 @@ def test_gpu_owner_from_real_scontrol_not_from_the_jobs_environment(stack_env, t
         user_name=lambda uid: f"uid{uid}",
     )
     try:
-        both = _wait_for(
+        both = wait_for(
             lambda: (a := _scrape(collector, gpu_job)).get("jobs_processes")
             and (b := _scrape(collector, hostile)).get("jobs_processes")
             and (a, b),
-            timeout=90,
-            what=f"jobs {gpu_job} and {hostile} running",
+            90,
+            f"jobs {gpu_job} and {hostile} running",
+            every=0.2,
         )
         shown = subprocess.run(
             ["scontrol", "-d", "show", "job", gpu_job], capture_output=True, text=True
@@ -188,10 +181,11 @@ def test_job_name_holding_a_gpu_line_gets_no_gpu(stack_env, tmp_path):
         user_name=lambda uid: f"uid{uid}",
     )
     try:
-        series = _wait_for(
+        series = wait_for(
             lambda: (s := _scrape(collector, hostile)).get("jobs_processes") and s,
-            timeout=300,
-            what=f"job {hostile} running",
+            300,
+            f"job {hostile} running",
+            every=0.2,
         )
         shown = subprocess.run(
             ["scontrol", "-d", "show", "job", hostile], capture_output=True, text=True

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +13,7 @@ import requests
 
 from tests.helpers import stack
 from tests.helpers.promtool import check_metrics
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.stack
 
@@ -41,12 +41,11 @@ def scrape_urls(prometheus_url: str) -> dict[tuple[str, str], str]:
 def scrape_showing(url: str, marker: str) -> str:
     """The exposition once it holds ``marker``: the jobs exporter sees the job's cgroup,
     and slurm-exporter's next poll its state, a moment after Slurm says RUNNING."""
-    deadline = time.monotonic() + 30
-    while True:
+    def showing() -> str | None:
         text = requests.get(url, timeout=30).text
-        if marker in text or time.monotonic() > deadline:
-            return text
-        time.sleep(1)
+        return text if marker in text else None
+
+    return wait_for(showing, 30, f"{marker} in the exposition at {url}")
 
 
 @pytest.mark.parametrize("exporter", ["jobs", "slurm"])

@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from tests.helpers import stack
+from tests.helpers.wait import wait_for
 from webapp.report.service import ReportService
 from webapp.settings import Settings
 from webapp.sources.sacct import parse_memory, parse_sacct_duration
@@ -146,7 +147,6 @@ def test_text_report_shows_the_gap(stack_jobs, settings):
 
 
 def test_running_job_uses_prometheus_for_cpu(stack_env, service):
-    import time
 
     from tests.helpers import stack
 
@@ -156,11 +156,11 @@ def test_running_job_uses_prometheus_for_cpu(stack_env, service):
     try:
         stack.wait_until_running(job_id)
         # Until Prometheus holds enough scrapes for a rate (three, 5 s apart), no longer.
-        deadline = time.monotonic() + 90
-        report = service.build(job_id)
-        while not report.cpu_efficiency and time.monotonic() < deadline:
-            time.sleep(1)
+        def with_a_rate():  # noqa: ANN202 - the report once it has an efficiency
             report = service.build(job_id)
+            return report if report.cpu_efficiency else None
+
+        report = wait_for(with_a_rate, 90, f"job {job_id}'s CPU efficiency")
         assert report.state == "RUNNING" and report.end_time is None
         assert report.cpu_efficiency is not None and report.cpu_efficiency > 0
         # a busy loop so far: runnable (on its core or waiting for it, which load beside

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from datetime import UTC, datetime
 
 import pytest
 
 from tests.helpers import stack
+from tests.helpers.wait import wait_for
 from webapp.model import JobNotFound
 from webapp.report.arrays import summarize_array
 from webapp.settings import Settings
@@ -22,17 +22,14 @@ FINAL = stack.FINAL_STATES
 
 
 def _wait(src: SacctSource, ids: dict[str, str], timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    def ended() -> bool:
         try:
             jobs = [src.job(ids["steps"]), src.job(ids["exit3"]), *src.array(ids["array"])]
-            if len(jobs) == 5 and all(j.state in FINAL for j in jobs):
-                return
         except JobNotFound:
-            pass  # slurmdbd not told yet
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"sacct test jobs {ids} not finished after {timeout}s")
-        time.sleep(1)
+            return False  # slurmdbd not told yet
+        return len(jobs) == 5 and all(j.state in FINAL for j in jobs)
+
+    wait_for(ended, timeout, f"sacct test jobs {ids} finished")
 
 
 @pytest.fixture(scope="module")

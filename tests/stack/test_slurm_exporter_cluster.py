@@ -7,7 +7,6 @@ The node is shared with other tests: it is resumed in a `finally` right after ea
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +17,7 @@ from slurm_exporter.registry import SlurmCollector, build_sources
 from slurm_exporter.settings import Settings
 from tests.helpers.slurm_wrappers import require_slurm
 from tests.helpers.stack import IDLE_GPU, node_of
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.stack
 
@@ -93,15 +93,15 @@ def test_pending_reasons_appear_and_each_job_counts_once(jobs):
                        "--array=1-3", "--wrap", "sleep 1"))
     jobs.append(sbatch("bob", "-J", "slurmexp-later", "--begin=now+1hour", "--mem=100M",
                        "--time=5", "--wrap", "sleep 1"))
-    deadline = time.monotonic() + 30
-    while True:
+    grown: dict[str, float] = {}
+
+    def counted() -> dict | None:
         after = scrape()
-        grown = {r: pending(after, r) - pending(before, r)
-                 for r in ("JobHeldUser", "BeginTime")}
-        if grown == {"JobHeldUser": 3, "BeginTime": 1}:
-            break
-        assert time.monotonic() < deadline, grown
-        time.sleep(1)
+        grown.update({r: pending(after, r) - pending(before, r)
+                      for r in ("JobHeldUser", "BeginTime")})
+        return after if grown == {"JobHeldUser": 3, "BeginTime": 1} else None
+
+    after = wait_for(counted, 30, lambda: f"the new pending jobs counted: {grown}")
     listed = subprocess.run(["squeue", "-h", "-r", "-t", "PD", "-o", "%i"], check=True,
                             capture_output=True, text=True).stdout.split()
     # Every pending job in exactly one reason (the scrape and squeue are a moment apart).

@@ -20,6 +20,7 @@ from slurm_exporter.settings import Settings
 from slurm_exporter.throttle import ThrottledSource
 from tests.helpers import stack
 from tests.helpers.slurm_wrappers import Wrappers, require_slurm
+from tests.helpers.wait import wait_for
 
 CPUS = os.cpu_count()  # every node of the stack declares this machine's CPUs
 
@@ -122,10 +123,8 @@ def test_slurmctld_unreachable_drops_series_after_three_poll_limits_then_back(ex
     # squeue may answer slowly while the suite's jobs load slurmctld: a first good run
     # within a minute is the starting point (the failures below are the wrapper's).
     url = start(poll_limit=poll, timeout=20.0)
-    deadline = time.monotonic() + 60
-    while value(requests.get(url, timeout=30).text, "slurm_jobs") is None:
-        assert time.monotonic() < deadline, "squeue never answered"
-        time.sleep(poll)
+    wait_for(lambda: value(requests.get(url, timeout=30).text, "slurm_jobs") is not None, 60,
+             "squeue answering", every=poll)
     ok_at = time.monotonic()
     wrappers.set("squeue", "fail")
     time.sleep(poll + 0.1)
@@ -192,10 +191,7 @@ def test_run_command_kills_the_whole_process_group(tmp_path: Path):
     assert caught.value.kind == "timeout"
     child = int(pid_file.read_text())
     # Killed with its group; init reaps the orphan a moment later (a zombie still answers).
-    deadline = time.monotonic() + 5
-    while alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(child)
+    wait_for(lambda: not alive(child), 5, f"the child {child} gone", every=0.05)
 
 
 def test_run_command_nonzero_exit_and_missing_program():

@@ -25,6 +25,7 @@ from tests.helpers.stack import (
     wait_for_scrape_after,
     wait_until_done,
 )
+from tests.helpers.wait import wait_for
 from webapp.report.service import ReportService
 from webapp.sources.sacct import SacctSource
 from webapp.sources.slurmrestd import SlurmrestdSource
@@ -55,10 +56,12 @@ def restd():
             [exe, "-a", "rest_auth/local", "-s", "openapi/v0.0.38,openapi/dbv0.0.38",
              f"unix:{sock}"], user="nobody", group="nogroup", extra_groups=[],
             stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 20
-    while not sock.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-        time.sleep(0.1)
+
+    def listening() -> bool:
+        assert proc.poll() is None, log.read_text()
+        return sock.exists()
+
+    wait_for(listening, 20, lambda: f"slurmrestd's socket: {log.read_text()}", every=0.1)
     yield f"unix:{sock}"
     proc.terminate()
     proc.wait(timeout=10)

@@ -23,6 +23,7 @@ from tests.helpers.sync import (
     start_watermarks,
     submit_short_jobs,
 )
+from tests.helpers.wait import wait_for
 from webapp.archive.store import Archive
 from webapp.mail.outbox import Outbox
 from webapp.sources.accounting import connect_from_url
@@ -66,37 +67,40 @@ def synced(stack_env, tmp_path_factory):
     t0 = int(time.time())
     start_watermarks(env, t0)
     ids = submit_short_jobs(PLAIN)
-    runs, kills, busy, violations = 0, 0, 0, []
-    finished = False
-    deadline = time.monotonic() + 900  # other jobs may hold the node for a while
+    count = {"runs": 0, "kills": 0, "busy": 0}
+    violations: list = []
+    jobs: dict = {}
     try:
-        while True:
+        def one_run() -> bool:
             done = all_done(ids)
             # Two runs die mid-way: from the second run that finds a few of these jobs to
             # process (one with nothing to do ends before a kill could land), until two
             # kills have landed.
             with Archive(env["JOBREPORT_ARCHIVE_URL"]) as archive:
                 archived = {j for j, _, _ in archive.outcomes("demo", "archive")}
-            busy += len(set(our_jobs(stack_env["JOBREPORT_DB_URL"], t0)) - archived) >= 3
-            killed = busy >= 2 and kills < 2
+            count["busy"] += len(set(our_jobs(stack_env["JOBREPORT_DB_URL"], t0))
+                                 - archived) >= 3
+            killed = count["busy"] >= 2 and count["kills"] < 2
             status = run_sync(env, "--limit", "7", kill_after=1.5 if killed else None)
-            runs += 1
-            kills += status is None
-            jobs = our_jobs(stack_env["JOBREPORT_DB_URL"], t0)
+            count["runs"] += 1
+            count["kills"] += status is None
+            jobs.clear()
+            jobs.update(our_jobs(stack_env["JOBREPORT_DB_URL"], t0))
+            finished = False
             with Archive(env["JOBREPORT_ARCHIVE_URL"]) as archive:
                 for stream in ("archive", "email"):
                     mark = archive.watermark("demo", stream)
                     logged = {j for j, _, _ in archive.outcomes("demo", stream)}
-                    violations += [(stream, j, end, mark) for j, (_, end) in jobs.items()
-                                   if end < mark and j not in logged]
+                    violations.extend((stream, j, end, mark) for j, (_, end) in jobs.items()
+                                      if end < mark and j not in logged)
                     if done and status == 0 and stream == "email":
                         finished = len(logged & set(jobs)) == len(jobs) == 50
-            if done and status == 0 and finished:
-                break
-            assert time.monotonic() < deadline, f"not synced after {runs} runs"
-            time.sleep(2)
-        yield {"env": env, "jobs": jobs, "runs": runs, "kills": kills, "t0": t0,
-               "violations": violations, "recorder": recorder}
+            return done and status == 0 and finished
+
+        # other jobs may hold the node for a while
+        wait_for(one_run, 900, lambda: f"every job synced ({count['runs']} runs)", every=2)
+        yield {"env": env, "jobs": jobs, "runs": count["runs"], "kills": count["kills"],
+               "t0": t0, "violations": violations, "recorder": recorder}
     finally:
         smtp.stop()
         subprocess_cancel(ids)

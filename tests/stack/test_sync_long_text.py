@@ -20,6 +20,7 @@ from aiosmtpd.controller import Controller
 from tests.helpers.mail import Recorder, free_port
 from tests.helpers.stack import wait_until_done
 from tests.helpers.sync import mail_env, sbatch, start_watermarks
+from tests.helpers.wait import wait_for
 from tests.helpers.web import make_client, pdf_of
 from webapp.archive.store import Archive
 from webapp.cli import main as jobreport
@@ -84,10 +85,8 @@ def synced(stack_env, tmp_path_factory):
     start_watermarks(env, t0)
     try:
         wait_until_done([deep, after], timeout=600)
-        deadline = time.monotonic() + 120
-        while not (records := _records(stack_env["JOBREPORT_DB_URL"], [deep, after])):
-            assert time.monotonic() < deadline, "slurmdbd never got the jobs' own records"
-            time.sleep(1)
+        records = wait_for(lambda: _records(stack_env["JOBREPORT_DB_URL"], [deep, after]), 120,
+                           "slurmdbd holding the jobs' own records")
         runs = []
         with pytest.MonkeyPatch.context() as mp:
             for name, value in env.items():

@@ -16,6 +16,7 @@ import requests
 from tests.helpers import stack
 from tests.helpers.longterm import prometheus_with_victoriametrics
 from tests.helpers.sync import known
+from tests.helpers.wait import wait_for
 from webapp.renderers import json as json_renderer
 from webapp.report.service import ReportService
 from webapp.settings import Settings
@@ -114,18 +115,20 @@ def same_samples(a: dict, b: dict) -> bool:
 def wait_until_both_hold_the_job(prom: str, vm: str, job_id: str) -> float:
     """Wait until Prometheus has the job's last scrape (its series stopped growing) and
     VictoriaMetrics holds exactly the same samples; the time of the last sample."""
-    deadline = time.monotonic() + 120
-    before: dict = {}
-    while True:
-        time.sleep(2)
+    before: list[dict] = [{}]
+
+    def both_hold() -> float | None:
         held = raw_samples(prom, job_id)
         # Still growing, or a new scrape may yet come (5 s scrapes, read late under load)?
-        settled = held and held == before and all(
+        settled = held and held == before[0] and all(
             v[-1][0] < time.time() - 12 for v in held.values())
+        before[0] = held
         if settled and same_samples(held, raw_samples(vm, job_id)):
             return max(v[-1][0] for v in held.values())
-        assert time.monotonic() < deadline, "VictoriaMetrics never held the job's samples"
-        before = held
+        return None
+
+    time.sleep(2)  # the first look compares with a reading 2 s before it, as every later one
+    return wait_for(both_hold, 120, "VictoriaMetrics holding the job's samples", every=2)
 
 
 def test_victoriametrics_gives_the_same_report(stack_env, tmp_path):

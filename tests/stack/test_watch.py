@@ -17,6 +17,7 @@ from aiosmtpd.controller import Controller
 
 from tests.helpers import stack
 from tests.helpers.mail import Recorder, free_port
+from tests.helpers.wait import wait_for
 from webapp.archive.alerts import AlertLog
 
 WINDOW = 30  # seconds of idle GPU before an alert (1 h in production)
@@ -76,15 +77,16 @@ def alerts_by_job(recorder: Recorder) -> dict[str, list[str]]:
 
 def test_idle_gpu_job_gets_exactly_one_alert_over_three_runs(watched):
     ids = watched["ids"]
-    deadline = time.monotonic() + 4 * WINDOW
     queued: list[str] = []
-    while len(queued) < 2:  # runs until each job's window is covered (they start apart)
-        out = watch(watched)
-        queued += [j for j in ids.values() for line in out.splitlines()
-                   if line.startswith(f"job {j} ") and line.endswith("gpu_idle: queued")]
-        assert time.monotonic() < deadline, out
-        if len(queued) < 2:
-            time.sleep(5)
+    outs = [""]
+
+    def both_queued() -> bool:  # runs until each job's window is covered (they start apart)
+        outs[0] = watch(watched)
+        queued.extend(j for j in ids.values() for line in outs[0].splitlines()
+                      if line.startswith(f"job {j} ") and line.endswith("gpu_idle: queued"))
+        return len(queued) >= 2
+
+    wait_for(both_queued, 4 * WINDOW, lambda: f"both jobs' alerts queued: {outs[0]}", every=5)
     assert sorted(queued) == sorted(ids.values())  # each queued once, never again
     for _ in range(2):
         out = watch(watched)
@@ -105,10 +107,8 @@ def test_policy_cancels_after_grace_dry_run_does_not_and_exempt_never(watched):
     assert stack.states(list(ids.values())) == {ids["bob"]: "RUNNING", ids["alice"]: "RUNNING"}
     out = watch(watched, policy=True)
     assert f"enforce: job {ids['bob']} rule gpu_idle: cancelled" in out
-    deadline = time.monotonic() + 60
-    while stack.states([ids["bob"]])[ids["bob"]] == "RUNNING":
-        assert time.monotonic() < deadline
-        time.sleep(1)
+    wait_for(lambda: stack.states([ids["bob"]])[ids["bob"]] != "RUNNING", 60,
+             f"bob's job {ids['bob']} cancelled")
     assert stack.states([ids["bob"]])[ids["bob"]] == "CANCELLED"
     assert stack.states([ids["alice"]])[ids["alice"]] == "RUNNING"
     log = AlertLog(watched["env"]["JOBREPORT_OUTBOX"])

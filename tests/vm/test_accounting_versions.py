@@ -19,6 +19,7 @@ import pytest
 from mgmt.setup import views_read
 from tests.helpers import vm
 from tests.helpers.stack import FINAL_STATES, STACK_ROOT, StackJob
+from tests.helpers.wait import wait_for
 from tests.test_db_setup import SCHEMAS
 from webapp.model import AccountingJob
 from webapp.settings import Settings
@@ -118,18 +119,19 @@ def _sacct(cluster: str, job_ids: list[str]) -> dict[str, dict[str, str]]:
 def _ended(cluster: str, ids: dict[str, str], timeout: float = 1800) -> dict[str, dict[str, str]]:
     """Wait until every job of ``ids`` (name -> id) has all its lines, each ended."""
     lines = {job.name: n for job, n in JOBS}
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = _sacct(cluster, list(ids.values()))
+    rows: dict[str, dict[str, str]] = {}
+
+    def ended() -> bool:
+        rows.clear()
+        rows.update(_sacct(cluster, list(ids.values())))
         done = {name: [r for r in rows.values()
                        if r["JobID"].split("_")[0].split("+")[0] == jid]
                 for name, jid in ids.items()}
-        if all(len(done[n]) == lines[n] and all(parse_sacct_state(r["State"])[0] in FINAL_STATES
-                                                for r in done[n]) for n in ids):
-            return rows
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{cluster}: jobs not ended after {timeout}s: {rows}")
-        time.sleep(3)
+        return all(len(done[n]) == lines[n] and all(
+            parse_sacct_state(r["State"])[0] in FINAL_STATES for r in done[n]) for n in ids)
+
+    wait_for(ended, timeout, lambda: f"{cluster}: every job ended: {rows}", every=3)
+    return rows
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from slurm_exporter.commands import COMMAND_ENV, COMMANDS
 from slurm_exporter.registry import PARSERS, SlurmCollector
 from slurm_exporter.throttle import ThrottledSource
 from tests.helpers.promtool import check_metrics
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.stack
 
@@ -243,10 +243,8 @@ def cluster_jobs(request) -> Iterator[tuple[str, str, str]]:
         ids.append(sbatch(cluster, "bob", "-J", "slurmexp-versions-held", "-H", "-c1",
                           "--mem=50M", "--gres=gpu:t4:1", "--time=10", "--wrap", "sleep 1"))
         vm(cluster, "scontrol", "update", f"jobid={ids[0]}", "priority=1000000")
-        deadline = time.monotonic() + 300
-        while vm(cluster, "squeue", "-h", "-j", ids[0], "-o", "%T").strip() != "RUNNING":
-            assert time.monotonic() < deadline, f"{cluster}: job {ids[0]} did not start"
-            time.sleep(2)
+        wait_for(lambda: vm(cluster, "squeue", "-h", "-j", ids[0], "-o", "%T").strip()
+                 == "RUNNING", 300, f"{cluster}: job {ids[0]} running", every=2)
         yield cluster, ids[0], ids[1]
     finally:
         if ids:
@@ -255,22 +253,24 @@ def cluster_jobs(request) -> Iterator[tuple[str, str, str]]:
 
 def test_exporter_equals_the_versions_own_commands(cluster_jobs):
     cluster, running, held = cluster_jobs
-    deadline = time.monotonic() + SETTLE_SECONDS
-    attempts = 0
-    while True:
-        attempts += 1
+    seen: dict = {"attempts": 0}
+
+    def agree() -> bool:
+        seen["attempts"] += 1
         out = snapshot(cluster)
         expected = from_commands(out, "before")
         stable = expected == from_commands(out, "after")
-        checkout, deployed = checkout_exposition(cluster, out), out["deployed"]
+        checkout = checkout_exposition(cluster, out)
         diffs = {"checkout": differences(expected, from_exposition(checkout)),
-                 "deployed": differences(expected, from_exposition(deployed))}
-        if stable and not any(diffs.values()):
-            break
-        assert time.monotonic() < deadline, (
-            f"{cluster}: after {attempts} snapshots, stable={stable}; differences "
-            f"(expected, seen): {diffs}")
-        time.sleep(1)
+                 "deployed": differences(expected, from_exposition(out["deployed"]))}
+        seen.update(out=out, expected=expected, checkout=checkout, stable=stable, diffs=diffs)
+        return stable and not any(diffs.values())
+
+    wait_for(agree, SETTLE_SECONDS, lambda: (
+        f"{cluster}: after {seen['attempts']} snapshots, stable={seen['stable']}; "
+        f"differences (expected, seen): {seen['diffs']}"))
+    out, expected, checkout = seen["out"], seen["expected"], seen["checkout"]
+    deployed = out["deployed"]
     # The moment compared holds this test's jobs, as each version's squeue printed them.
     assert "RUNNING|debug|alice|None" in {
         line.split("|", 1)[1] for line in out["before:squeue"].splitlines()

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 
 import pytest
 import requests
 
 from tests.helpers import stack, vm
 from tests.helpers.stack import StackJob
+from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.parametrize("cluster", vm.CLUSTERS)
 
@@ -70,12 +70,13 @@ def test_the_exporter_exports_a_running_job_under_its_id(vm_env, cluster):
     try:
         vm.ahead(cluster, job_id)
         vm.wait_until_running(cluster, job_id, timeout=900)
-        deadline, text = time.monotonic() + 120, ""
-        while time.monotonic() < deadline:
+        step_1 = f'jobs_step_cpu_seconds_total{{jobid="{job_id}",mode="user",step="1"}}'
+
+        def with_step_1() -> str | None:
             text = _exposition(cluster)
-            if f'jobs_step_cpu_seconds_total{{jobid="{job_id}",mode="user",step="1"}}' in text:
-                break
-            time.sleep(2)
+            return text if step_1 in text else None
+
+        text = wait_for(with_step_1, 120, f"{step_1} exported", every=2)
         assert f'jobs_info{{jobid="{job_id}",uid=' in text, text[-2000:]
         for metric in ("jobs_cpu_seconds_total", "jobs_memory_rss_bytes",
                        "jobs_memory_shmem_bytes", "jobs_pressure_waiting_seconds_total",

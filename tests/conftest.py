@@ -50,10 +50,15 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Whatever needs the real stack is marked `stack`, so `-m "not stack"` runs without it:
     # every test of tests/stack/ and tests/vm/ (a wheel built and installed from the index
-    # too), and any other that asks for the stack.
+    # too). A test elsewhere that asks for the stack is in the wrong folder.
+    misplaced = [item.nodeid for item in items
+                 if "stack_env" in getattr(item, "fixturenames", ())
+                 and not str(item.path).startswith(STACK_DIRS)]
+    if misplaced:
+        raise pytest.UsageError("tests that need the stack belong in tests/stack/: "
+                                + ", ".join(misplaced))
     for item in items:
-        if ("stack_env" in getattr(item, "fixturenames", ())
-                or str(item.path).startswith(STACK_DIRS)):
+        if str(item.path).startswith(STACK_DIRS):
             item.add_marker(pytest.mark.stack)
         for mark in item.iter_markers("needs"):
             missing = [m for m in map(_missing, mark.args) if m]

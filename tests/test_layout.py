@@ -1,5 +1,5 @@
 """The house: layers hold (import-linter), no import cycle, the one ADDR:PORT parser,
-`jobreport serve` on IPv6 loopback."""
+`jobreport serve` on IPv6 loopback, one name for each test file."""
 
 from __future__ import annotations
 
@@ -159,3 +159,12 @@ def test_every_package_ships_in_the_wheel():
     found = {str(p.parent.relative_to(ROOT)).replace("/", ".")
              for name in PACKAGES for p in (ROOT / name).rglob("__init__.py")}
     assert found - listed == set(), "add these to [tool.setuptools] packages"
+
+
+def test_a_test_file_name_says_which_one_it_is():
+    """No two test files share a name across tests/, tests/stack/ and tests/vm/: the stack's
+    test of what a unit test covers too is ``<name>_live.py``."""
+    seen: dict[str, list[str]] = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}

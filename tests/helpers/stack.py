@@ -165,7 +165,7 @@ STACK_JOBS: tuple[StackJob, ...] = (
 
 # Jobs of single modules that read them only once ended: in the batch too, so the cluster
 # runs them beside the rest instead of after it.
-# sacct's own answers (tests/stack/test_sacct.py): steps with exit codes, a failed job, an array.
+# sacct's own answers (tests/stack/test_sacct_live.py): steps with exit codes, a failed job, an array.
 STACK_JOBS += (
     StackJob("sacct-steps", "alice", ("-c1", "--mem=100M", "--time=5"),
              "srun true; srun sh -c 'exit 2'; exit 0"),
@@ -184,7 +184,7 @@ STACK_JOBS += (
              job_name="two\nlines|pipe"),
 )
 
-# The cluster of several nodes (tests/stack/test_cluster_nodes.py, test_staff_report.py).
+# The cluster of several nodes (tests/stack/test_cluster_nodes.py, test_staff_report_live.py).
 # Each srun task holds (1 + its rank) x 100 MiB and keeps ~0.2 cores busy, or sleeps.
 RANKS = ("srun python3 -c 'import os, time\n"
          "rank = int(os.environ[\"SLURM_PROCID\"])\n"

@@ -128,7 +128,7 @@ def web_settings(tmp_path):
     settings overrides this fixture; ``app`` and ``client`` follow."""
     from tests.helpers.web import password_settings
 
-    return password_settings(tmp_path, outbox=str(tmp_path / "outbox.sqlite"))
+    return password_settings(tmp_path)
 
 
 @pytest.fixture

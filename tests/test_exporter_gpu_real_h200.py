@@ -162,6 +162,7 @@ def test_nvidia_smi_agrees_with_nvml_power():
         with (NVML / f"{PREFIX}nvidia-smi_query-gpu_csv_{phase}.csv").open() as f:
             rows = list(csv.DictReader(f, skipinitialspace=True))
         nvml = [s["devices"][0] for s in RECORD["samples"] if s["phase"] == phase]
+        assert rows, phase
         for row, device in zip(rows, nvml, strict=True):
             assert row["name"] == "NVIDIA H200" and row["pci.bus_id"] == "00000000:00:06.0"
             drawn = float(row["power.draw [W]"].split()[0])

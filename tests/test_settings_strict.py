@@ -64,12 +64,15 @@ def test_every_bool_setting_of_every_deployable_uses_the_one_boolean():
 
 def test_every_numeric_setting_uses_the_shared_parsers():
     # No deployable writes its own range check again: ranged(), or a plain number.
+    checked = set()
     for cls, prefix in DEPLOYABLES:
         for f in declared(cls):
             if f.type in ("int", "float"):
                 parse = f.metadata["parse"]
                 assert parse in (integer, number) or \
                     parse.__qualname__ == "ranged.<locals>.parse", prefix + f.name.upper()
+                checked.add(prefix + f.name.upper())
+    assert {"JOBREPORT_SMTP_PORT", "JOBREPORT_MIN_COVERAGE"} <= checked, checked
 
 
 @given(word_and_value)
@@ -105,6 +108,7 @@ def test_session_cookie_secure_on_sends_secure_cookies(tmp_path):
     settings = WebSettings.from_env({
         "JOBREPORT_SECRET_KEY": base.secret_key, "JOBREPORT_PASSWORD_FILE": base.password_file,
         "JOBREPORT_WEB_STATE": base.web_state, "JOBREPORT_PDF_CACHE_DIR": base.pdf_cache_dir,
+        "JOBREPORT_ARCHIVE_URL": base.archive_url, "JOBREPORT_OUTBOX": base.outbox,
         "JOBREPORT_PDF_PROCESS": "Off", "JOBREPORT_SESSION_COOKIE_SECURE": "on"})
     assert settings.session_cookie_secure is True and settings.pdf_process is False
     resp = login(make_client(replace(settings, staff=base.staff)), "alice")

@@ -38,8 +38,9 @@ def test_captured_window_parses_ended_jobs_with_submit_and_raw_ids():
     by_id = {j.job_id: j for j in jobs}
     busy, idle = by_id["687"], by_id["688"]
     assert (busy.user, busy.cpus, busy.elapsed) == ("alice", 1, 30.0)
-    assert busy.cpu_seconds == pytest.approx(29.5, abs=6)
-    assert idle.cpu_seconds < 1 and idle.submit <= idle.start
+    assert busy.cpu_seconds == pytest.approx(29.858)  # TotalCPU 00:29.858
+    assert idle.cpu_seconds == pytest.approx(0.004)  # TotalCPU 00:00.004
+    assert (idle.submit, idle.start) == (1795442959, 1795443036)
     assert all(1795442930 <= j.end <= 1795443066 for j in jobs)
     assert "672" not in by_id and "676" in by_id  # 672 ended at ...925, before the window
 

@@ -165,7 +165,8 @@ STACK_JOBS: tuple[StackJob, ...] = (
 
 # Jobs of single modules that read them only once ended: in the batch too, so the cluster
 # runs them beside the rest instead of after it.
-# sacct's own answers (tests/stack/test_sacct_live.py): steps with exit codes, a failed job, an array.
+# sacct's own answers (tests/stack/test_sacct_live.py): steps with exit codes, a failed job,
+# an array.
 STACK_JOBS += (
     StackJob("sacct-steps", "alice", ("-c1", "--mem=100M", "--time=5"),
              "srun true; srun sh -c 'exit 2'; exit 0"),

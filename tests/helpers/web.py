@@ -36,9 +36,11 @@ def password_file(tmp: Path) -> str:
 
 
 def password_settings(tmp: Path, **changes) -> Settings:
-    """Password login for alice, bob, carol and staffer (staff), state under ``tmp``."""
+    """Password login for alice, bob, carol and staffer (staff); the archive, the outbox and
+    the web state under ``tmp``, never the demo stack's in var/."""
     values = dict(secret_key=SECRET, password_file=password_file(tmp),
                   staff=frozenset({"staffer"}), web_state=str(tmp / "web-state.sqlite"),
+                  archive_url=str(tmp / "archive.sqlite"), outbox=str(tmp / "outbox.sqlite"),
                   pdf_cache_dir=str(tmp / "pdf-cache"), pdf_process=False)
     return Settings(**(values | changes))
 

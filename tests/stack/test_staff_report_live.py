@@ -124,12 +124,18 @@ def test_low_efficiency_users_equal_sacct(both):
     used = per_user(jobs, lambda j: j["cpu"])
     ranks = {u: i + 1 for i, u in enumerate(sorted(core, key=lambda u: (-core[u], u)))}
     rows = {r["user"]: r for r in tables["low_efficiency_users"]["rows"]}
-    for user, c in core.items():
-        eff = used.get(user, 0.0) / c
-        if eff < Thresholds().cpu_efficiency_low:  # the stack leaves it at its default
-            assert rows[user]["rank_core_hours"] == ranks[user]
-            assert rows[user]["core_hours"] == pytest.approx(c / H, rel=1e-6)
-            assert rows[user]["cpu_efficiency"] == pytest.approx(eff, abs=1e-3)
+    t = Thresholds()  # the stack leaves both at their defaults
+    eff = {u: used.get(u, 0.0) / c for u, c in core.items()}
+    low = {u for u, e in eff.items() if e < t.cpu_efficiency_low}
+    assert low, f"the session's idle jobs leave no user below the threshold: {eff}"
+    for user in low:
+        assert rows[user]["rank_core_hours"] == ranks[user]
+        assert rows[user]["core_hours"] == pytest.approx(core[user] / H, rel=1e-6)
+        assert rows[user]["cpu_efficiency"] == pytest.approx(eff[user], abs=1e-3)
+    # Every other row is there for its GPUs alone.
+    for user in rows.keys() - low:
+        assert rows[user]["cpu_efficiency"] == pytest.approx(eff.get(user, 0.0), abs=1e-3)
+        assert rows[user]["gpu_efficiency"] < t.gpu_efficiency_low, rows[user]
 
 
 def test_longest_queued_equal_sacct_and_prometheus(both):

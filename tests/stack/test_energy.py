@@ -32,6 +32,7 @@ from tests.helpers.stack import (
     wait_for_scrape_after,
     wait_until_done,
 )
+from tests.helpers.wait import wait_for
 
 ENERGY = FIXTURES / "energy"
 ZONE = "intel-rapl:0/energy_uj"
@@ -56,13 +57,17 @@ def _energy(text: str) -> tuple[dict[str, float], float, float, float]:
             values[("jobs_node_energy_joules_total", (("source", "package"),))])
 
 
+def _cpu_seconds(text: str, job_id: str) -> float:
+    return sum(value for (name, labels), value in samples(text).items()
+               if name == "jobs_cpu_seconds_total" and dict(labels).get("jobid") == job_id)
+
+
 @pytest.mark.stack
 def test_real_job_energy_adds_up_to_the_meter(stack_env, tmp_path):
     job_id = submit(StackJob("energy-busy", "alice", ("-c1", "--mem=200M", "--time=3"),
                              BUSY.format(s=120)))
     try:
         node = node_of(job_id, timeout=2700)  # the shared stack may be busy (dozens queued)
-        time.sleep(3)
         powercap = shutil.copytree(ENERGY / "powercap", tmp_path / "powercap")
         collector = JobsCollector(
             Settings(gpus="off", powercap_root=str(powercap), hwmon_root=str(tmp_path / "none"),
@@ -73,6 +78,9 @@ def test_real_job_energy_adds_up_to_the_meter(stack_env, tmp_path):
         energy.bmc = bmc.BmcPoller(lambda: text, bmc.parse_ipmi_dcmi, 30)
         energy.bmc.poll_once()
         counter = int((powercap / ZONE).read_text())
+        # The job's cgroup seen and its busy loop counted: it has a share to be given.
+        wait_for(lambda: _cpu_seconds(_scrape(collector), job_id) > 0, 60,
+                 f"job {job_id}'s CPU seconds exported", every=0.5)
         _scrape(collector)  # the baseline
         scrapes = []
         for _ in range(3):

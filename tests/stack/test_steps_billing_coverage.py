@@ -17,13 +17,13 @@ import dataclasses
 import json
 import re
 import subprocess
-import time
 
 import pymysql
 import pytest
 import requests
 
 from tests.helpers.stack import jobreport
+from tests.helpers.wait import wait_for
 from webapp.renderers import html, text
 from webapp.renderers import json as json_renderer
 from webapp.report.service import ReportService
@@ -116,15 +116,24 @@ def _delete_first_half(prometheus: str, job_id: str, start: float, end: float) -
     assert resp.status_code == 204, resp.text
 
 
+def _samples_until(prometheus: str, job_id: str, start: float, t: float) -> list:
+    """The job's series (this jobid only) holding samples of [start - 10, t]."""
+    resp = requests.get(f"{prometheus}/api/v1/query", timeout=30, params={
+        "query": f'{{jobid="{job_id}"}}[{int(t - start) + 10}s]', "time": t})
+    return resp.json()["data"]["result"]
+
+
 @pytest.fixture(scope="module")
 def half_covered(stack_jobs, settings):
     job = stack_jobs["coverage-half"]
     service = ReportService(settings)
     before = service.build(job)
     assert before.coverage.node_fraction > 0.8
-    _delete_first_half(settings.prometheus_url, before.metrics_id,
-                       before.start_time.timestamp(), before.end_time.timestamp())
-    time.sleep(1)
+    start, end = before.start_time.timestamp(), before.end_time.timestamp()
+    _delete_first_half(settings.prometheus_url, before.metrics_id, start, end)
+    wait_for(lambda: not _samples_until(settings.prometheus_url, before.metrics_id, start,
+                                        start + (end - start) / 2), 30,
+             f"Prometheus without job {job}'s deleted samples", every=0.5)
     return job
 
 

@@ -7,7 +7,6 @@ names the rule in the log and the email, and alice's job is never cancelled."""
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from email import message_from_bytes
 from email.policy import default
@@ -100,9 +99,12 @@ def test_idle_gpu_job_gets_exactly_one_alert_over_three_runs(watched):
 
 def test_policy_cancels_after_grace_dry_run_does_not_and_exempt_never(watched):
     ids = watched["ids"]
-    time.sleep(4)  # the grace period (3 s) after the notices of the test before
-    dry = watch(watched, "--dry-run", policy=True)
-    assert f"enforce: job {ids['bob']} rule gpu_idle: would cancel" in dry
+
+    def past_the_grace() -> str | None:  # 3 s after the notices of the test before
+        out = watch(watched, "--dry-run", policy=True)
+        return out if f"enforce: job {ids['bob']} rule gpu_idle: would cancel" in out else None
+
+    dry = wait_for(past_the_grace, 60, "the dry run cancelling bob's job")
     assert f"job {ids['alice']}" not in dry.split("enforce:", 1)[-1]
     assert stack.states(list(ids.values())) == {ids["bob"]: "RUNNING", ids["alice"]: "RUNNING"}
     out = watch(watched, policy=True)

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple
 
+from jobreport_net.slurm_values import gpus_from_tres, tres_memory_bytes
+from jobreport_net.slurm_values import parse_tres as parse_tres_text
 from slurm_exporter.commands import SQUEUE_FIELDS
 from slurm_exporter.fields import split_line
 
-UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 PENDING = "PENDING"
 
 
@@ -96,31 +97,14 @@ def _job(rest: str) -> JobLine:
 
 
 def parse_tres(text: str) -> tuple[int, int]:
-    """(GPUs, memory bytes) of ``cpu=1,mem=62.50G,node=1,billing=1,gres/gpu=2``.
-
-    Memory units are binary (Slurm's 1G is 1024M). Typed GPU TRES (``gres/gpu:a100=2``)
-    repeat the untyped total, so they count only when no untyped entry exists.
-    """
-    gpus = typed = memory = 0
-    untyped_seen = False
+    """(GPUs, memory bytes) of ``cpu=1,mem=62.50G,node=1,billing=1,gres/gpu=2``: the web
+    app's reading of sacct's AllocTRES (jobreport_net.slurm_values), so a job's GPUs and
+    memory are the same figures in both. A bare memory number is MiB, Slurm's unit."""
     if text in ("", "N/A", "(null)"):
         return 0, 0
-    for item in text.split(","):
-        key, _, value = item.partition("=")
-        if key == "mem":
-            memory = memory_bytes(value)
-        elif key == "gres/gpu":
-            gpus, untyped_seen = int(value), True
-        elif key.startswith("gres/gpu:"):
-            typed += int(value)
-    return (gpus if untyped_seen else typed), memory
-
-
-def memory_bytes(value: str) -> int:
-    """``'62.50G'`` -> bytes; a bare number is MiB (Slurm's default unit)."""
-    if value and value[-1].upper() in UNITS:
-        return int(float(value[:-1]) * UNITS[value[-1].upper()])
-    return int(float(value) * 2**20)
+    tres = parse_tres_text(text)
+    mem = tres.get("mem", "")
+    return gpus_from_tres(tres), tres_memory_bytes(mem) if mem else 0
 
 
 def gpu_type(tres_per_node: str) -> str:

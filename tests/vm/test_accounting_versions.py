@@ -33,7 +33,7 @@ from webapp.sources.admin_comment import (
 from webapp.sources.sacct import SacctSource
 from webapp.sources.sacct_values import (
     gpus_from_tres,
-    parse_memory,
+    parse_alloc_memory,
     parse_sacct_state,
     parse_time_limit,
     parse_tres,
@@ -201,7 +201,7 @@ def _from_sacct(line: dict[str, str]) -> dict[str, object]:
         "job_name": line["JobName"], "state": parse_sacct_state(line["State"])[0],
         "exit_code": line["ExitCode"], "submit": int(line["Submit"]),
         "start": int(line["Start"]), "end": int(line["End"]), "cpus": int(line["AllocCPUS"]),
-        "memory": parse_memory(tres.get("mem", "")), "gpus": gpus_from_tres(tres),
+        "memory": parse_alloc_memory(tres.get("mem", "")), "gpus": gpus_from_tres(tres),
         "billing": float(tres["billing"]), "time_limit": parse_time_limit(line["Timelimit"])[1],
         "node_list": line["NodeList"], "work_dir": line["WorkDir"],
     }

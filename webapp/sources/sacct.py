@@ -29,6 +29,7 @@ from webapp.sources.sacct_records import (
 
 # The value parsers are re-exported: callers import them from here too.
 from webapp.sources.sacct_values import gpus_from_tres as gpus_from_tres
+from webapp.sources.sacct_values import parse_alloc_memory as parse_alloc_memory
 from webapp.sources.sacct_values import parse_memory as parse_memory
 from webapp.sources.sacct_values import parse_nodelist as parse_nodelist
 from webapp.sources.sacct_values import parse_req_mem as parse_req_mem
@@ -109,7 +110,7 @@ def _tres_facts(text: str) -> tuple[int, int | None, float | None]:
         return 0, None, None
     tres = parse_tres(text)
     billing = tres.get("billing")
-    return (gpus_from_tres(tres), parse_memory(tres["mem"]) if "mem" in tres else None,
+    return (gpus_from_tres(tres), parse_alloc_memory(tres.get("mem", "")),
             float(billing) if billing else None)
 
 

@@ -12,17 +12,18 @@ daylight-saving guess is ever needed; text in ISO form is read as local time (or
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 
+from jobreport_net.slurm_values import gpus_from_tres as gpus_from_tres
+from jobreport_net.slurm_values import parse_size, tres_memory_bytes
+from jobreport_net.slurm_values import parse_tres as parse_tres
 from jobreport_net.split import split_top
 from webapp.model import TimeLimitKind
 
-_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 _NO_LIMIT = frozenset({"", "UNLIMITED", "PARTITION_LIMIT", "INVALID", "NONE", "N/A"})
 _NO_TIME = frozenset({"", "UNKNOWN", "NONE", "N/A", "0"})
-_MEMORY_RE = re.compile(r"^([0-9]+(?:\.[0-9]*)?)([KMGTP]?)\Z")
+_UNKNOWN_SIZE_RE = re.compile(r"^[0-9]+(?:\.[0-9]*)?[KMGTP]?\?\Z")
 
 
 @lru_cache(maxsize=8192)
@@ -92,22 +93,38 @@ def parse_time_limit(text: str, raw: str = "") -> tuple[TimeLimitKind | None, fl
 
 @lru_cache(maxsize=8192)
 def parse_memory(text: str) -> int | None:
-    """Bytes from a sacct memory value (1024-based suffixes); None when empty.
+    """Bytes from a sacct usage figure (MaxRSS, a usage TRES's ``mem``; 1024-based
+    suffixes); None when empty.
 
         1294440K
         0
 
-    A bare number is bytes: sacct only shortens a value to K/M/G when it divides exactly.
-    A unit of ``?`` is past sacct's largest (P): how it prints NO_VAL64, its "not known",
-    as ``16?`` (seen on a job's allocation line the moment after it ended). None too.
+    A bare number is bytes: Slurm prints usage in bytes, shortened to K/M/G only when it
+    divides exactly. A unit of ``?`` is past sacct's largest (P): how it prints NO_VAL64,
+    its "not known", as ``16?`` (seen on a job's allocation line the moment after it
+    ended). None too. An allocation's memory is read by ``tres_memory_bytes`` (MiB).
     """
     t = text.strip().upper()
-    if not t or (t.endswith("?") and _MEMORY_RE.match(t[:-1])):
+    if not t or _UNKNOWN_SIZE_RE.match(t):
         return None
-    m = _MEMORY_RE.match(t)
-    if not m:
-        raise ValueError(f"not a memory size: {text!r}")
-    return round(float(m.group(1)) * _UNITS[m.group(2)])
+    return parse_size(t)
+
+
+@lru_cache(maxsize=1024)
+def parse_alloc_memory(text: str) -> int | None:
+    """Bytes of an allocation's or a request's memory (AllocTRES's ``mem``, ReqMem without
+    its ``c``/``n``); None when empty or not known (``16?``).
+
+        500M
+        62.50G
+
+    Slurm counts these in MB: a bare number (``0``, or a raw count) is MiB, not bytes as
+    in ``parse_memory``.
+    """
+    t = text.strip().upper()
+    if not t or _UNKNOWN_SIZE_RE.match(t):
+        return None
+    return tres_memory_bytes(t)
 
 
 def parse_req_mem(text: str, cpus: int | None = None, nodes: int | None = None) -> int | None:
@@ -123,36 +140,12 @@ def parse_req_mem(text: str, cpus: int | None = None, nodes: int | None = None) 
         return None
     suffix = t[-1]
     if suffix in "cn":
-        per = parse_memory(t[:-1])
+        per = parse_alloc_memory(t[:-1])
         count = cpus if suffix == "c" else nodes
         if per is None or not count:
             return None
         return per * count
-    return parse_memory(t)
-
-
-def parse_tres(text: str) -> dict[str, str]:
-    """A TRES string as a dict; values stay text (``500M``, ``2``, ``00:00:02``).
-
-        billing=1,cpu=1,mem=500M,node=1
-        billing=8,cpu=8,gres/gpu:v100=1,gres/gpu=1,mem=10G,node=1
-    """
-    out: dict[str, str] = {}
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
-
-
-def gpus_from_tres(tres: Mapping[str, str | float]) -> int:
-    """GPU count: ``gres/gpu`` if present, else the sum of typed ``gres/gpu:<type>`` (a
-    typed entry repeats the untyped total: ``gres/gpu:t4=1,gres/gpu=1`` is one GPU). From
-    sacct's text and from the accounting database's TRES ids alike."""
-    if "gres/gpu" in tres:
-        return int(float(tres["gres/gpu"]))
-    # gres/gpumem and gres/gpuutil (usage TRES) share the prefix but have no ':'.
-    return sum(int(float(v)) for k, v in tres.items() if k.startswith("gres/gpu:"))
+    return parse_alloc_memory(t)
 
 
 @lru_cache(maxsize=1024)

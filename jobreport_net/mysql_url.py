@@ -1,10 +1,23 @@
 """``mysql://user:pass@host:port/db?unix_socket=/path`` as pymysql's connection arguments:
-one reading of the URL for the accounting view and the archive."""
+one reading of the URL for the accounting view and the archive; and the driver itself,
+which only the ``mariadb`` extra installs."""
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
 from typing import Any
 from urllib.parse import unquote, urlsplit
+
+NO_DRIVER = "PyMySQL is not installed (pip install 'jobreport[mariadb]')"
+
+
+def import_pymysql() -> ModuleType:
+    """The pymysql module; ImportError saying which extra installs it when it is missing."""
+    try:
+        return importlib.import_module("pymysql")
+    except ImportError:
+        raise ImportError(NO_DRIVER) from None
 
 
 def mysql_params(url: str, default_db: str) -> dict[str, Any]:

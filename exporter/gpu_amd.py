@@ -33,10 +33,10 @@ from types import ModuleType
 from typing import Any
 
 from exporter.gpu_devices import GpuDevice, GpuReading, parse_bus_id, slurm_order
+from jobreport_net.units import MIB
 
 log = logging.getLogger(__name__)
 
-MIB = 2**20
 PARTITIONED = frozenset({"DPX", "TPX", "QPX", "CPX"})
 # Power fields of amdsmi_get_power_info, newest first: socket_power (ROCm 7),
 # current_socket_power (MI300 and later), average_socket_power (MI200 and earlier).

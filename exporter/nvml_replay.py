@@ -30,6 +30,8 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+from jobreport_net.units import MIB
+
 NVML_ERROR_NOT_SUPPORTED = 3  # pynvml's values
 NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_TIMEOUT = 10
@@ -200,7 +202,7 @@ class ReplayNvml:
             multiprocessorCount=handle.get("multiprocessors", 0),
             gpuInstanceSliceCount=handle["gpu_instance_slices"],
             computeInstanceSliceCount=handle["compute_instance_slices"],
-            memorySizeMB=handle["memory_total_bytes"] // 2**20,
+            memorySizeMB=handle["memory_total_bytes"] // MIB,
         )
 
     # The performance monitor: a sample is where and when; the metric between two is the

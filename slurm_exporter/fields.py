@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-MIB = 2**20
-
 
 def split_line(line: str, count: int) -> list[str]:
     """The ``count`` fields of one line; the last field is free text and may hold ``|``.

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jobreport_net.units import MIB
 from slurm_exporter.commands import SINFO_FIELDS
-from slurm_exporter.fields import MIB, integer, optional_float, split_line
+from slurm_exporter.fields import integer, optional_float, split_line
 from slurm_exporter.gres import parse_gpus
 from slurm_exporter.states import held_state, split_state
 

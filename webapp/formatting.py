@@ -11,9 +11,11 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
-GIB = 1024**3
+# Re-exported: the one definition of the units is jobreport_net.units.
+from jobreport_net.units import GIB as GIB
+from jobreport_net.units import MIB as MIB
+
 JOULES_PER_KWH = 3.6e6  # the one conversion of energy every figure and table uses
-MIB = 1024**2
 UNKNOWN = "n/a"
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 _SHOWN = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

@@ -22,15 +22,13 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from jobreport_net.settings import SettingsError, ranged
-from webapp.formatting import GIB
+from jobreport_net.units import GIB, MIB
 
 T = TypeVar("T")
 
 NON_NEGATIVE = ranged(at_least=0)
 # The staff report's window: JOBREPORT_STAFF_REPORT's days and `staff-report --days`.
 STAFF_DAYS = ranged(above=0, at_most=366)
-
-MIB = 1024**2
 
 # Which part reads a threshold.
 DETECTORS, WATCH, STAFF = "detectors", "watch", "staff report"

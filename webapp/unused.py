@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-# The value of webapp.formatting.GIB: the layers contract keeps formatting and this module
-# independent (pyproject.toml), so neither imports the other.
-GIB = 1024**3
+from jobreport_net.units import GIB
+
 HOUR = 3600.0
 
 

@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
-from webapp.formatting import GIB
+from webapp.formatting import GIB, MIB
 from webapp.model import JobReport, Series
 from webapp.renderers.node_bands import MAX_LINES, bands
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-MIB = 1024**2
 MAX_LEGEND = 8
 SIZE = (7.5, 2.8)  # inches: a full-width web plot
 # Half an A4 text width at print size (so 8-point labels print at 8 points): the PDF grid.

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from jobreport_net.units import MIB
 from webapp.model import ARCHIVE_SOURCE, JobReport
 from webapp.settings import Settings
 
@@ -195,7 +196,7 @@ def pdf_key(cluster: str, job_id: str) -> str:
 
 def pdf_store(settings: Settings, wait: float = 5.0) -> PdfStore:
     """The host's store as ``settings`` place it (one per process and directory)."""
-    return _store(settings.pdf_cache_dir, int(settings.pdf_cache_mb * 2**20),
+    return _store(settings.pdf_cache_dir, int(settings.pdf_cache_mb * MIB),
                   settings.pdf_builds, wait)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from jobreport_net.units import MIB
 from webapp.detectors.advice import PastRun, next_request, percentile
 from webapp.model import ArraySummary, ArrayTask, MemoryPeak, SacctJob, cpu_efficiency
 from webapp.report.peak import sacct_peak
@@ -22,7 +23,7 @@ from webapp.thresholds import Thresholds
 OUTLIER_FACTOR = 2.0  # a task using more than twice the median stands out
 # Differences too small to matter however large the ratio (seconds, bytes).
 MIN_ELAPSED_GAP = 60.0
-MIN_MEMORY_GAP = 100 * 1024**2
+MIN_MEMORY_GAP = 100 * MIB
 
 
 def array_task(job: SacctJob, peak: MemoryPeak | None = None) -> ArrayTask:

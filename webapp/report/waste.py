@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from jobreport_net.units import GIB, MIB
 from webapp.model import JobReport, Waste, WasteItem
-from webapp.unused import GIB, Held, gpus_busy, unused
+from webapp.unused import Held, gpus_busy, unused
 
-MB = 1024**2  # Slurm's MB, the unit of a memory billing weight
 NO_WEIGHTS = ("no TRESBillingWeights on the partition: Slurm bills the allocated CPUs, "
               "so a core-hour costs billing / CPUs units")
 WEIGHTS = "the partition's TRESBillingWeights"
@@ -48,7 +48,7 @@ def compute_waste(report: JobReport, weights: Mapping[str, float] | None = None,
     free = 0.0 if "cpu" in weights else None
     mem_weight = weights.get("mem")
     per_unit = {"cpu": weights.get("cpu"), "gpu": weights.get("gres/gpu", free),
-                "memory": mem_weight * GIB / MB if mem_weight is not None else free}
+                "memory": mem_weight * GIB / MIB if mem_weight is not None else free}
     items = []
     for a in amounts.values():
         if a.unused is None:

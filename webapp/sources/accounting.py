@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobreport_net.mysql_url import import_pymysql, mysql_params
+from jobreport_net.units import MIB
 from webapp.model import (
     AccountingJob,
     JobId,
@@ -151,8 +152,8 @@ def mem_req_bytes(mem_req: int, cpus: int | None, nodes: int) -> int | None:
     mem_req = int(mem_req or 0)
     if mem_req & MEM_PER_CPU:
         per_cpu = mem_req & ~MEM_PER_CPU
-        return per_cpu * (cpus or 1) * 2**20 if per_cpu else None
-    return mem_req * max(nodes, 1) * 2**20 if mem_req else None
+        return per_cpu * (cpus or 1) * MIB if per_cpu else None
+    return mem_req * max(nodes, 1) * MIB if mem_req else None
 
 
 def _limit_kind(minutes: int | None) -> TimeLimitKind | None:
@@ -178,7 +179,7 @@ def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> Accounti
         nodes = ()  # a corrupt host list costs the node filter, not the report
     cpus = int(alloc["cpu"]) if "cpu" in alloc else (int(row["cpus"]) if row["cpus"] else None)
     if "mem" in alloc:
-        mem = int(alloc["mem"] * 2**20)
+        mem = int(alloc["mem"] * MIB)
     else:
         mem = mem_req_bytes(row["mem_req"], cpus, len(nodes))
     limit = row["timelimit"]

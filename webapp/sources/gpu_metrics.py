@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MIB = 1048576
+from jobreport_net.units import MIB
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from jobreport_net.units import MIB, SLURM_SUFFIXES
 from webapp.model import SourceUnavailable, TimeLimitKind
 from webapp.sources.sacct_values import parse_sacct_duration
 
@@ -20,8 +21,6 @@ Runner = Callable[[list[str]], str]
 PARTITION_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")  # never pass anything else to scontrol
 _MAX_TIME_RE = re.compile(r"(?:^|\s)MaxTime=(\S+)")
 _WEIGHTS_RE = re.compile(r"(?:^|\s)TRESBillingWeights=(\S+)")
-# A memory weight is per MB unless suffixed (slurm.conf(5), TRESBillingWeights).
-_MEM_UNITS = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2}
 
 
 def parse_max_time(text: str) -> tuple[TimeLimitKind, float | None]:
@@ -60,7 +59,8 @@ def parse_billing_weights(text: str) -> dict[str, float]:
         unit = value[-1].upper() if value[-1].isalpha() else ""
         number = float(value[:-1] if unit else value)
         if name == "mem":
-            number /= _MEM_UNITS.get(unit, 1.0)  # weight per MB
+            # Per MB unless suffixed (slurm.conf(5), TRESBillingWeights): 0.25G is per GiB.
+            number *= MIB / SLURM_SUFFIXES.get(unit, MIB)
         out[name] = number
     return out
 

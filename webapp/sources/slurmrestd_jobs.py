@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
+from jobreport_net.units import MIB
 from webapp.model import SacctJob, SourceUnavailable, Step, TimeLimitKind
 
-MIB = 1024 * 1024
 MEM_PER_CPU = 1 << 63  # v0.0.38: slurm's flag bit on a per-CPU memory request
 NO_VAL = 4294967294  # v0.0.38's time limit when the partition's applies (sacct's NO_VAL)
 

@@ -14,6 +14,7 @@ from webapp.model import InvalidJobId, JobNotFound, SourceUnavailable
 from webapp.sources.sacct import (
     FIELDS,
     SacctSource,
+    find_array,
     gpus_from_tres,
     parse_memory,
     parse_nodelist,
@@ -496,6 +497,26 @@ def test_source_picks_het_leader_array_tasks_and_raw_ids():
     with pytest.raises(JobNotFound):
         rows = _rows(text, text.split("\n", 1)[0].split("|"))
         SacctSource(delimiter="|", runner=Runner(rows)).array("1853")
+
+
+def test_array_tasks_come_in_task_order_from_either_source():
+    """SacctSource and SlurmrestdSource share find_array: the tasks in task order whatever
+    order the source answers in (before, only slurmrestd's were sorted), and a task's own
+    numeric id (JobIDRaw 33 is 28_1) finds its array."""
+    text = (FIX / "local-array-28.psv").read_text()
+    header, *lines = text.splitlines()
+    # slurmdbd's order: the array's own record (28_4, raw id 28) first, then by raw id
+    scrambled = sorted(lines, key=lambda ln: (not ln.startswith("28_4"), ln))
+    rows = _rows("\n".join([header, *scrambled]), header.split("|"))
+    src = SacctSource(delimiter="|", runner=Runner(rows))
+    assert [t.job_id for t in src.array("28")] == ["28_1", "28_2", "28_3", "28_4"]
+    assert [t.job_id for t in src.array("33")] == ["28_1", "28_2", "28_3", "28_4"]
+    jobs = {j.job_id: j for j in parse_sacct(text, tz=UTC)}
+    by_raw_id = [jobs["28_4"], jobs["28_2"], jobs["28_1"], jobs["28_3"]]
+    assert [t.job_id for t in find_array("28_2", lambda _: by_raw_id)] == [
+        "28_1", "28_2", "28_3", "28_4"]
+    with pytest.raises(JobNotFound):
+        find_array("29", lambda _: ())
 
 
 def test_big_outputs_parse_the_same_and_leave_the_collector_as_found():

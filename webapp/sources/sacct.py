@@ -381,18 +381,7 @@ class SacctSource:
 
     def array(self, job_id: JobId | str) -> tuple[SacctJob, ...]:
         """Every task of the array job ``123`` (or of the array ``123_4`` belongs to)."""
-        master = str(JobId.of(job_id).job)
-        rows = [j for _, j in self._query(master)]
-        tasks = array_tasks(master, rows)
-        if not tasks:
-            # The id was a task's own numeric id (JobIDRaw): ask again by its array's id.
-            arrays = {j.job_id.partition("_")[0] for j in rows if "_" in j.job_id}
-            if len(arrays) == 1:
-                master = arrays.pop()
-                tasks = array_tasks(master, (j for _, j in self._query(master)))
-        if not tasks:
-            raise JobNotFound(str(job_id))
-        return tasks
+        return find_array(job_id, lambda jid: (j for _, j in self._query(jid)))
 
 
 def _with_components(job: SacctJob, rows: list[SacctJob]) -> SacctJob:
@@ -450,6 +439,30 @@ def pick_record(jid: str, rows: list[tuple[str, SacctJob]], alone: bool) -> Sacc
 def array_tasks(master: str, jobs: Iterable[SacctJob]) -> tuple[SacctJob, ...]:
     prefix = master + "_"
     return tuple(j for j in jobs if j.job_id.startswith(prefix))
+
+
+def find_array(job_id: JobId | str,
+               rows_of: Callable[[str], Iterable[SacctJob]]) -> tuple[SacctJob, ...]:
+    """Every task of the array job ``123`` (or of the array ``123_4`` belongs to), in task
+    order, from ``rows_of(id)``: a source's jobs for one id (sacct's, slurmrestd's).
+    JobNotFound when there is none.
+
+    An id that is a task's own numeric id (JobIDRaw) finds no ``<id>_`` task: it is asked
+    again by the one array its rows name. The tasks are sorted, whatever the source's
+    order: sacct lists them by index, slurmdbd's REST answer by numeric id (the array's
+    own record, its last task, last), and a report must not show one array two ways.
+    """
+    master = str(JobId.of(job_id).job)
+    rows = list(rows_of(master))
+    tasks = array_tasks(master, rows)
+    if not tasks:
+        arrays = {j.job_id.partition("_")[0] for j in rows if "_" in j.job_id}
+        if len(arrays) == 1:
+            master = arrays.pop()
+            tasks = array_tasks(master, rows_of(master))
+    if not tasks:
+        raise JobNotFound(str(job_id))
+    return tuple(sorted(tasks, key=task_number))
 
 
 def task_number(job: SacctJob) -> tuple[int, str]:

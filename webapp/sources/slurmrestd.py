@@ -24,7 +24,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from webapp.model import JobId, JobNotFound, SacctJob, SourceUnavailable
 from webapp.settings import Settings
-from webapp.sources.sacct import array_tasks, pick_record, task_number
+from webapp.sources.sacct import find_array, pick_record
 from webapp.sources.slurmrestd_jobs import admin_comment as _admin_comment
 from webapp.sources.slurmrestd_jobs import display_id as _display
 from webapp.sources.slurmrestd_jobs import parse_jobs
@@ -192,18 +192,7 @@ class SlurmrestdSource:
 
     def array(self, job_id: JobId | str) -> tuple[SacctJob, ...]:
         """Every task of the array job ``123`` (or of the array ``123_4`` belongs to)."""
-        master = str(JobId.of(job_id).job)
-        rows = [j for _, j in self._job_rows(master)]
-        tasks = array_tasks(master, rows)
-        if not tasks:
-            arrays = {j.job_id.partition("_")[0] for j in rows if "_" in j.job_id}
-            if len(arrays) == 1:
-                master = arrays.pop()
-                tasks = array_tasks(master, (j for _, j in self._job_rows(master)))
-        if not tasks:
-            raise JobNotFound(str(job_id))
-        # sacct lists tasks by index; slurmdbd answers by numeric id (the array's own last)
-        return tuple(sorted(tasks, key=task_number))
+        return find_array(job_id, lambda jid: (j for _, j in self._job_rows(jid)))
 
     def recent(self, since: datetime, user: str | None = None,
                account: str | None = None) -> tuple[SacctJob, ...]:

@@ -71,3 +71,23 @@ def test_fault_answers_are_parsed_and_dated():
         ("gpu1/0", "xid", "79", 1.0), ("gpu1/1", "ecc_uncorrected", None, 2.0)]
     series = [(("gpu1/0", "xid", "79"), [(100.0, 4.0), (110.0, 4.0), (120.0, 5.0)])]
     assert dated(faults, series)[0].first_at == 120.0 and dated(faults, series)[1].first_at is None
+
+
+def test_the_syncs_batch_reads_node_events_once_and_each_job_gets_its_own():
+    from webapp.sources.prefetched import PrefetchedAccounting
+
+    class Live:
+        calls = 0
+
+        def node_events(self, nodes, start, end):
+            Live.calls += 1
+            return (NodeEvent("n1", START + timedelta(minutes=5), None, "DOWN", "x"),
+                    NodeEvent("n2", START + timedelta(minutes=50), None, "IDLE+DRAIN", "y"))
+
+    window = (START, START + timedelta(hours=2))
+    batch = PrefetchedAccounting(Live(), {}, window)
+    first = batch.node_events(("n1",), START, START + timedelta(minutes=30))
+    second = batch.node_events(("n1", "n2"), START + timedelta(minutes=40),
+                               START + timedelta(hours=1))
+    assert [e.node for e in first] == ["n1"] and [e.node for e in second] == ["n2"]
+    assert Live.calls == 1

@@ -88,7 +88,7 @@ OFFERS = {
     # section (nor the verdicts it withholds), no carbon from an intensity series and no
     # AdminComment fallback, though the live sources they wrap have them.
     "PrefetchedAccounting": (lambda: PrefetchedAccounting(None, {}), "accounting",
-                             {AccountingReader, QueueHistoryReader}),
+                             {AccountingReader, QueueHistoryReader, NodeEventReader}),
     "PrefetchedSacct": (lambda: PrefetchedSacct(None, {}), "sacct", {SacctReader}),
     "PrefetchedMetrics": (lambda: PrefetchedMetrics(None, {}), "metrics", {MetricsReader}),
     "PrefetchedCluster": (lambda: PrefetchedCluster(None, {}), "cluster", {ClusterReader}),

@@ -54,6 +54,9 @@ COLUMNS = (
     " account, `partition`, job_name, state, exit_code, submit_time, start_time, end_time,"
     " cpus, mem_req, timelimit, nodelist, work_dir, tres_alloc, tres_req"
 )
+# Node events one query returns at most (a batch's window on a large cluster may hold
+# many: a reader that gets this many asks per job instead).
+NODE_EVENTS_LIMIT = 5000
 # Only fixed column lists are interpolated; every value is a bound %s parameter.
 QUERIES = {
     "job": f"SELECT {COLUMNS} FROM jobs WHERE cluster = %s AND job_id = %s"  # noqa: S608
@@ -69,7 +72,7 @@ QUERIES = {
     # nodes by the caller: a node list does not bind as one parameter).
     "node_events": "SELECT node, start_time, end_time, state, reason FROM node_events"
     " WHERE cluster = %s AND start_time >= %s AND start_time <= %s"
-    " ORDER BY start_time, node LIMIT 200",
+    " ORDER BY start_time, node LIMIT %s",
     "ended_since": "SELECT job_id, array_job_id, array_task_id, het_job_id, het_job_offset"
     " FROM jobs WHERE cluster = %s AND end_time >= %s ORDER BY end_time",
     "ended_between": "SELECT job_id, array_job_id, array_task_id, het_job_id,"
@@ -333,7 +336,7 @@ class AccountingSource:
         ``end``."""
         wanted = None if nodes is None else set(nodes)
         rows = self._query("node_events", self.cluster, int(start.timestamp()),
-                           int(end.timestamp()))
+                           int(end.timestamp()), NODE_EVENTS_LIMIT)
         return tuple(
             NodeEvent(str(r["node"]), _time(r["start_time"]) or start, _time(r["end_time"]),
                       node_state_name(int(r["state"] or 0)), str(r["reason"] or ""))

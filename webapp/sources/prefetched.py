@@ -7,12 +7,14 @@ as one job's, never knowing they were fetched together.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from webapp.model import AccountingJob, JobId, SacctJob
+from webapp.model import AccountingJob, JobId, NodeEvent, SacctJob, SourceUnavailable
+from webapp.sources.accounting import NODE_EVENTS_LIMIT
 from webapp.sources.ended import EndedJob
+from webapp.sources.protocols import NodeEventReader
 
 
 class PrefetchedAccounting:
@@ -20,10 +22,30 @@ class PrefetchedAccounting:
 
     name = "accounting"
 
-    def __init__(self, live: Any, jobs: Mapping[str, AccountingJob]) -> None:
+    def __init__(self, live: Any, jobs: Mapping[str, AccountingJob],
+                 events_window: tuple[datetime, datetime] | None = None) -> None:
         self.live = live
         self.prefetched = dict(jobs)
         self._limits: dict[str, dict[float, int]] = {}
+        # The batch's node events: one query over every job's run (``events_window``),
+        # then each job's filtered from it, as its accounting rows are.
+        self._events_window = events_window
+        self._events: tuple[NodeEvent, ...] | None = None
+
+    def node_events(self, nodes: Iterable[str] | None, start: datetime, end: datetime
+                    ) -> tuple[NodeEvent, ...]:
+        if not isinstance(self.live, NodeEventReader):
+            raise SourceUnavailable(self.name, "no node events without the accounting view")
+        window = self._events_window
+        if window is None or start < window[0] or end > window[1]:
+            return self.live.node_events(nodes, start, end)
+        if self._events is None:
+            self._events = self.live.node_events(None, *window)
+        if len(self._events) >= NODE_EVENTS_LIMIT:  # cut off: each job's own query
+            return self.live.node_events(nodes, start, end)
+        wanted = None if nodes is None else set(nodes)
+        return tuple(e for e in self._events if start <= e.start <= end
+                     and (wanted is None or e.node in wanted))
 
     def job(self, job_id: JobId) -> AccountingJob:
         found = self.prefetched.get(str(job_id))

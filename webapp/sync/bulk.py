@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from webapp.model import AccountingJob, JobId, SacctJob, SourceUnavailable
+from webapp.report.node_events import AFTER_END
 from webapp.report.precedence import timing
 from webapp.report.service import ReportService
 from webapp.sources.cluster import ClusterSource
@@ -78,7 +79,13 @@ def prefetch(service: ReportService, jobs: Sequence[EndedJob]) -> ReportService:
         cluster = PrefetchedCluster(cluster, _bulk(
             "queue", lambda: BulkQueue(service.cluster.prometheus,  # type: ignore[union-attr]
                                        service.settings.cluster).fetch(waits)))
+    # every job's run and the minutes after it (report.node_events.AFTER_END): one query
+    runs = [(datetime.fromtimestamp(w.start, UTC), datetime.fromtimestamp(w.end, UTC))
+            for w in windows(ids, acct, sj)]
+    events_window = (min(a for a, _ in runs), max(b for _, b in runs) + AFTER_END) if runs \
+        else None
     return ReportService(service.settings,
-                         accounting=PrefetchedAccounting(service.accounting, acct),
+                         accounting=PrefetchedAccounting(service.accounting, acct,
+                                                         events_window),
                          sacct=PrefetchedSacct(service.sacct, sj),
                          prometheus=metrics, cluster=cluster, archive=service.archive)

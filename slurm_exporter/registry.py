@@ -48,8 +48,10 @@ COLLECTORS = (
 )
 
 
-def build_sources(settings: Settings) -> dict[str, ThrottledSource]:
-    """One throttled source per enabled command, running it with the exporter's env."""
+def build_sources(settings: Settings,
+                  monotonic: Callable[[], float] = time.monotonic) -> dict[str, ThrottledSource]:
+    """One throttled source per enabled command, running it with the exporter's env;
+    ``monotonic``: the clock its poll limits are counted on."""
     env = {**os.environ, **COMMAND_ENV}
     sources = {}
     for name in settings.sources:
@@ -60,7 +62,7 @@ def build_sources(settings: Settings) -> dict[str, ThrottledSource]:
         def fetch(argv: list[str] = argv, parse: Callable[[str], Any] = PARSERS[name]) -> Any:
             return parse(run_command(argv, settings.timeout, env))
 
-        sources[name] = ThrottledSource(name, fetch, settings.poll_limit)
+        sources[name] = ThrottledSource(name, fetch, settings.poll_limit, monotonic=monotonic)
     return sources
 
 

@@ -57,6 +57,15 @@ class Wrappers:
         return int((self.dir / f"{name}.child").read_text())
 
 
+def alive(pid: int) -> bool:
+    """A killed child reparented to a PID 1 that does not reap stays a zombie: dead."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def _unreachable_conf(directory: Path) -> None:
     conf = Path(os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf")
     directory.mkdir()

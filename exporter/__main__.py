@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest, start_http_ser
 
 from exporter.registry import JobsCollector
 from exporter.settings import Settings, SettingsError, parse_listen
+from jobreport_net.settings import with_flags
 
 log = logging.getLogger("exporter")
 
@@ -70,19 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace, base: Settings) -> Settings:
-    changes: dict[str, object] = {}
-    for field in (
-        "listen", "cgroup_root", "proc_root", "node_name", "gpu_alloc_dir", "powercap_root",
-        "hwmon_root", "gpu_order",
-    ):
-        value = getattr(args, field)
-        if value is not None:
-            changes[field] = value
-    if args.scratch:
-        changes["scratch"] = tuple(args.scratch)
-    if args.no_gpus:
-        changes["gpus"] = "off"
-    return dataclasses.replace(base, **changes)
+    """The settings of the environment with the flags given in their place."""
+    return with_flags(base, {
+        **{name: getattr(args, name) for name in (
+            "listen", "cgroup_root", "proc_root", "node_name", "gpu_alloc_dir",
+            "powercap_root", "hwmon_root", "gpu_order")},
+        "scratch": ":".join(args.scratch) if args.scratch else None,
+        "gpus": "off" if args.no_gpus else None,
+    })
 
 
 def _raise_nofile_limit() -> None:

@@ -9,7 +9,8 @@ default, its parsed value and its documentation cannot disagree. Each kind of va
 one parser here that every deployable uses, so each rule is written once: ``boolean``
 (1/0, true/false, yes/no, on/off in any case; nothing else) and ``ranged`` (a number or
 an integer within bounds, the range named when refused); ``flag_type`` gives a
-command-line flag that mirrors a setting the same parser.
+command-line flag that mirrors a setting the same parser, and ``with_flags`` lays a
+command line's flags over the settings read from the environment.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 Parser = Callable[[str, str], Any]  # (variable's name, its text) -> value
+S = TypeVar("S")
 
 
 class SettingsError(ValueError):
@@ -126,6 +128,18 @@ def flag_type(parse: Parser, flag: str) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(str(exc)) from None
     convert.__name__ = flag  # argparse names the type in some of its messages
     return convert
+
+
+def with_flags(base: S, given: Mapping[str, str | None]) -> S:
+    """``base`` (settings from the environment) with the flags given on the command line
+    in their place: ``given`` maps a setting's field name to its flag's text (None: not
+    given). Each is parsed by its setting's own parser under the flag's name
+    (``poll_limit`` -> ``--poll-limit``), so a flag is checked as its variable is and a
+    refusal names the flag."""
+    parsers = {f.name: f.metadata["parse"] for f in declared(type(base))}
+    changes = {name: parsers[name]("--" + name.replace("_", "-"), raw)
+               for name, raw in given.items() if raw is not None}
+    return dataclasses.replace(base, **changes)  # type: ignore[type-var]
 
 
 def names(var: str, raw: str) -> frozenset[str]:

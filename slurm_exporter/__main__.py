@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import sys
 import threading
@@ -14,6 +13,7 @@ from collections.abc import Sequence
 
 from jobreport_net.bind import parse_bind
 from jobreport_net.constants import ConstantsError, load_constants
+from jobreport_net.settings import with_flags
 from slurm_exporter.exposition import render, serve
 from slurm_exporter.registry import SlurmCollector, build_sources
 from slurm_exporter.settings import (
@@ -22,8 +22,6 @@ from slurm_exporter.settings import (
     Settings,
     SettingsError,
     cluster_from_slurm_conf,
-    parse_sources,
-    positive,
 )
 
 log = logging.getLogger("slurm_exporter")
@@ -53,17 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace, base: Settings) -> Settings:
-    changes: dict[str, object] = {}
-    for name in ("listen", "cluster", "bin_dir", "constants"):
-        if getattr(args, name) is not None:
-            changes[name] = getattr(args, name)
-    if args.poll_limit is not None:
-        changes["poll_limit"] = positive("--poll-limit", args.poll_limit)
-    if args.timeout is not None:
-        changes["timeout"] = positive("--timeout", args.timeout)
-    if args.sources is not None:
-        changes["sources"] = parse_sources("--sources", args.sources)
-    return dataclasses.replace(base, **changes)
+    """The settings of the environment with the flags given in their place."""
+    return with_flags(base, {name: getattr(args, name) for name in (
+        "listen", "cluster", "poll_limit", "timeout", "sources", "bin_dir", "constants")})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

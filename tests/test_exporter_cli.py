@@ -71,6 +71,18 @@ def test_cli_overrides_env():
     assert s.scratch == ("/b", "/c") and s.node_name == "y"
 
 
+def test_flags_take_what_their_variables_take():
+    """Both exporters lay their flags over the environment with jobreport_net's
+    with_flags: each flag parsed by its setting's parser, refused naming the flag (the
+    jobs exporter took any text before, and found a bad --listen only later)."""
+    env = Settings.from_env({})
+    with pytest.raises(SettingsError, match="^--listen: "):
+        settings_from(build_parser().parse_args(["--listen", "nowhere"]), env)
+    s = settings_from(build_parser().parse_args(["--no-gpus", "--gpu-order", "pci"]), env)
+    assert (s.gpus, s.gpu_order) == ("off", "pci")
+    assert settings_from(build_parser().parse_args([]), env) == env
+
+
 def test_once_prints_exposition(capsys, monkeypatch):
     tree = FIXTURES / "v2-samples"
     monkeypatch.setenv("JOBREPORT_EXPORTER_GPUS", "off")

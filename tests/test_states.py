@@ -3,6 +3,7 @@ history, an array summary and a report (``webapp.states``)."""
 
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
 from datetime import UTC, timedelta
 from pathlib import Path
@@ -13,6 +14,7 @@ from tests.helpers import stack
 from tests.helpers.reports import sample_report
 from tests.test_history import job as history_job
 from tests.test_job_list import NOW, Accounting, Prometheus, Sacct, _acct, _sacct
+from webapp import states
 from webapp.detectors import Thresholds
 from webapp.lists.job_list import STATES
 from webapp.mail.policy import skip_reason
@@ -24,7 +26,8 @@ from webapp.sources.ended import FINAL_STATES
 from webapp.sources.sacct import parse_sacct
 from webapp.states import ENDED_STATES, NOT_ENDED_STATES, REQUEUED_STATES, ended
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sacct"
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "fixtures" / "sacct"
 # Every state the vocabulary names, and one it does not (a newer Slurm's).
 ALL = sorted(NOT_ENDED_STATES | set(ENDED_STATES) | {"UNKNOWN(99)"})
 
@@ -83,3 +86,18 @@ def test_final_states_are_one_list():
     assert FINAL_STATES == ("BF", "CA", "CD", "DL", "F", "NF", "OOM", "PR", "TO")
     assert stack.FINAL_STATES == set(ENDED_STATES)
     assert set(STATES) - {"PENDING", "RUNNING", "SUSPENDED"} == set(ENDED_STATES)
+
+
+def test_no_state_is_spelled_outside_the_vocabulary():
+    """Code compares a state with webapp.states' constants, never with its own literal
+    (docstrings and PromQL text aside): a typo there would match no job, silently."""
+    names = {v for k, v in vars(states).items() if k.isupper() and isinstance(v, str)}
+    found = []
+    for path in sorted((ROOT / "webapp").rglob("*.py")):
+        if path.name == "states.py":
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+        found += [f"{path.relative_to(ROOT)}:{n.lineno} {n.value}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and n.value in names and id(n) not in docs]
+    assert found == []

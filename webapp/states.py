@@ -16,26 +16,42 @@ would otherwise wait for it forever.
 
 from __future__ import annotations
 
-PENDING_STATES = frozenset({"PENDING"})
-RUNNING_STATES = frozenset({"RUNNING", "SUSPENDED"})
-REQUEUED_STATES = frozenset({"REQUEUED", "RESIZING"})
+# The names, one constant each: code compares with these, never with a literal.
+PENDING = "PENDING"
+RUNNING = "RUNNING"
+SUSPENDED = "SUSPENDED"
+REQUEUED = "REQUEUED"
+RESIZING = "RESIZING"
+COMPLETED = "COMPLETED"
+CANCELLED = "CANCELLED"
+FAILED = "FAILED"
+TIMEOUT = "TIMEOUT"
+NODE_FAIL = "NODE_FAIL"
+PREEMPTED = "PREEMPTED"
+BOOT_FAIL = "BOOT_FAIL"
+DEADLINE = "DEADLINE"
+OUT_OF_MEMORY = "OUT_OF_MEMORY"
+
+PENDING_STATES = frozenset({PENDING})
+RUNNING_STATES = frozenset({RUNNING, SUSPENDED})
+REQUEUED_STATES = frozenset({REQUEUED, RESIZING})
 NOT_ENDED_STATES = PENDING_STATES | RUNNING_STATES | REQUEUED_STATES
 
 # Final states, with the abbreviations ``sacct --state`` takes, in slurm.h's order.
 ENDED_STATES: dict[str, str] = {
-    "COMPLETED": "CD",
-    "CANCELLED": "CA",
-    "FAILED": "F",
-    "TIMEOUT": "TO",
-    "NODE_FAIL": "NF",
-    "PREEMPTED": "PR",
-    "BOOT_FAIL": "BF",
-    "DEADLINE": "DL",
-    "OUT_OF_MEMORY": "OOM",
+    COMPLETED: "CD",
+    CANCELLED: "CA",
+    FAILED: "F",
+    TIMEOUT: "TO",
+    NODE_FAIL: "NF",
+    PREEMPTED: "PR",
+    BOOT_FAIL: "BF",
+    DEADLINE: "DL",
+    OUT_OF_MEMORY: "OOM",
 }
-FAILED_STATES = frozenset(ENDED_STATES) - {"COMPLETED"}
+FAILED_STATES = frozenset(ENDED_STATES) - {COMPLETED}
 # What a job list can be filtered by: the states its rows show, queue order first.
-LIST_STATES = ("PENDING", "RUNNING", "SUSPENDED", *ENDED_STATES)
+LIST_STATES = (PENDING, RUNNING, SUSPENDED, *ENDED_STATES)
 
 
 def ended(state: str | None) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from webapp.formatting import slurm_mem, slurm_time
-from webapp.states import ended
+from webapp.states import COMPLETED, OUT_OF_MEMORY, TIMEOUT, ended
 from webapp.thresholds import Thresholds
 
 PERCENTILE = 95  # of the runs' peaks and elapsed times: the typical run, not the exception
@@ -96,7 +96,7 @@ def _covering(values: Sequence[float], margin: float) -> float:
 def _mem(done: Sequence[PastRun], t: Thresholds) -> str | None:
     peaks = [float(r.peak_bytes) for r in done if r.peak_bytes]
     killed = [float(r.memory_limit_bytes) for r in done
-              if r.state == "OUT_OF_MEMORY" and r.memory_limit_bytes]
+              if r.state == OUT_OF_MEMORY and r.memory_limit_bytes]
     wanted = ([_covering(peaks, t.memory_margin)] if peaks else []) + \
         ([max(killed) * t.oom_growth] if killed else [])
     return slurm_mem(max(wanted)) if wanted else None
@@ -104,9 +104,9 @@ def _mem(done: Sequence[PastRun], t: Thresholds) -> str | None:
 
 def _time(done: Sequence[PastRun], t: Thresholds) -> str | None:
     elapsed = [float(r.elapsed_seconds) for r in done
-               if r.state == "COMPLETED" and r.elapsed_seconds]
+               if r.state == COMPLETED and r.elapsed_seconds]
     out = [float(r.time_limit_seconds) for r in done
-           if r.state == "TIMEOUT" and r.time_limit_seconds]
+           if r.state == TIMEOUT and r.time_limit_seconds]
     wanted = ([_covering(elapsed, t.time_margin)] if elapsed else []) + \
         ([max(out) * t.timeout_growth] if out else [])
     return slurm_time(max(round_up_time(w) for w in wanted)) if wanted else None

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from webapp.formatting import format_duration
 from webapp.model import Finding, GpuFault, JobReport, NodeEvent, Severity
-from webapp.states import failed
+from webapp.states import NODE_FAIL, failed
 from webapp.thresholds import Thresholds
 
 # NVIDIA's XID catalog: codes the application causes, not the card.
@@ -83,7 +83,7 @@ class HardwareFaultDetector:
         gpus = counted(report, t)
         # a job ended NODE_FAIL has its node's event in the outcome finding already
         events = [e for e in report.node_events if e.state != "IDLE"
-                  and report.state != "NODE_FAIL"]
+                  and report.state != NODE_FAIL]
         if not gpus and not events:
             return ()
         sentences = [gpu_sentence(report, f) for f in gpus]

@@ -6,7 +6,6 @@ from webapp.model import JobReport, NodeMemory, Series, StepLine
 from webapp.thresholds import Thresholds
 from webapp.unused import idle_nodes
 
-ENDED_OK = frozenset({"COMPLETED"})
 # Steps of Slurm's own making; the rest are the user's srun steps (0, 1, ...).
 SLURM_STEPS = frozenset({"batch", "extern", "interactive"})
 

@@ -11,9 +11,9 @@ memory) does not.
 from __future__ import annotations
 
 from webapp.detectors.measures import long_enough, memory_limit
-from webapp.detectors.out_of_memory import OOM
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import Finding, JobReport, LinearFit, Series, Severity
+from webapp.states import OUT_OF_MEMORY
 from webapp.thresholds import Thresholds
 
 
@@ -51,7 +51,7 @@ class MemoryGrowthDetector:
         # per hour, or per minute for a job shorter than an hour (as a user would say it)
         unit, span = ("hour", 3600) if (report.elapsed_seconds or 0) >= 3600 else ("minute", 60)
         rate = f"{format_bytes(fit.slope * span)} per {unit}"
-        oom = report.state == OOM or any(s.state == OOM for s in report.steps)
+        oom = report.state == OUT_OF_MEMORY or any(s.state == OUT_OF_MEMORY for s in report.steps)
         where = f" on {series.label}" if len(held) > 1 else ""
         if oom:
             outcome = "until the limit killed it"

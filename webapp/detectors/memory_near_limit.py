@@ -14,9 +14,9 @@ from webapp.detectors.measures import (
     peak_source_text,
     step_states,
 )
-from webapp.detectors.out_of_memory import OOM
 from webapp.formatting import format_bytes, format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.states import OUT_OF_MEMORY
 from webapp.thresholds import Thresholds
 
 
@@ -25,7 +25,7 @@ class MemoryNearLimitDetector:
 
     def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
         peak, limit = report.memory_peak_bytes, memory_limit(report)
-        if report.state == OOM or OOM in step_states(report):
+        if report.state == OUT_OF_MEMORY or OUT_OF_MEMORY in step_states(report):
             return ()  # out_of_memory says it all
         if not peak or not limit or peak / limit < t.memory_near_limit:
             return ()

@@ -6,9 +6,8 @@ from webapp.detectors.advice import next_mem
 from webapp.detectors.measures import memory_limit, step_states
 from webapp.formatting import format_bytes, format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.states import OUT_OF_MEMORY
 from webapp.thresholds import Thresholds
-
-OOM = "OUT_OF_MEMORY"
 
 
 class OutOfMemoryDetector:
@@ -16,7 +15,7 @@ class OutOfMemoryDetector:
 
     def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
         peak, limit = report.memory_peak_bytes, memory_limit(report)
-        oom = report.state == OOM or OOM in step_states(report)
+        oom = report.state == OUT_OF_MEMORY or OUT_OF_MEMORY in step_states(report)
         if not oom:
             return ()
         # The peak of a killed job is the limit, not its need: grow the limit itself.
@@ -28,7 +27,7 @@ class OutOfMemoryDetector:
             if base
             else "Ask for more memory with --mem next time."
         )
-        steps = [s.step_id for s in report.steps if s.state == OOM]
+        steps = [s.step_id for s in report.steps if s.state == OUT_OF_MEMORY]
         where = f" (step {', '.join(steps)})" if steps else ""
         return (
             Finding(

@@ -8,6 +8,7 @@ from webapp.detectors.advice import round_up_time
 from webapp.detectors.hardware_fault import node_sentence
 from webapp.formatting import format_duration, slurm_time
 from webapp.model import Finding, JobReport, Severity, Step
+from webapp.states import CANCELLED, COMPLETED, FAILED, NODE_FAIL, PREEMPTED, RUNNING, TIMEOUT
 from webapp.thresholds import Thresholds
 
 # What a shell's exit status usually means; 128+N is "killed by signal N".
@@ -81,7 +82,7 @@ def _where(step: Step | None) -> str:
 
 
 def _failed_step(steps: tuple[Step, ...]) -> Step | None:
-    bad = [s for s in steps if s.step_id != "extern" and s.state not in ("COMPLETED", "RUNNING")]
+    bad = [s for s in steps if s.step_id != "extern" and s.state not in (COMPLETED, RUNNING)]
     # An srun step that failed is the cause; the batch script usually just passes it on.
     bad.sort(key=lambda s: s.step_id == "batch")
     return bad[0] if bad else None
@@ -110,11 +111,11 @@ class OutcomeDetector:
         if not report.state:
             return ()
         state, by = report.state, report.cancelled_by  # sources split "CANCELLED by N"
-        if state == "FAILED":
+        if state == FAILED:
             return (self._failed(report),)
-        if state == "TIMEOUT":
+        if state == TIMEOUT:
             return (self._timeout(report, t),)
-        if state == "NODE_FAIL":
+        if state == NODE_FAIL:
             return (
                 Finding(
                     name="node_failure",
@@ -128,9 +129,9 @@ class OutcomeDetector:
                     evidence={"nodes": ",".join(report.nodes) or "n/a"},
                 ),
             )
-        if state == "CANCELLED":
+        if state == CANCELLED:
             return (self._cancelled(report, by),)
-        if state == "PREEMPTED":
+        if state == PREEMPTED:
             return (
                 Finding(
                     name="preempted",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from webapp.detectors.measures import ENDED_OK
 from webapp.formatting import format_duration
 from webapp.model import Finding, JobReport, Severity
+from webapp.states import COMPLETED
 from webapp.thresholds import Thresholds
 
 _TARGET = 1800.0  # a packed job of about half an hour
@@ -16,7 +16,7 @@ class ShortJobDetector:
 
     def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
         elapsed = report.elapsed_seconds
-        if report.state not in ENDED_OK or elapsed is None or elapsed >= t.short_job_seconds:
+        if report.state != COMPLETED or elapsed is None or elapsed >= t.short_job_seconds:
             return ()
         per_job = min(max(int(_TARGET // max(elapsed, 1.0)), 2), _MAX_PACK)
         return (

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from webapp.detectors.advice import next_time
-from webapp.detectors.measures import ENDED_OK
 from webapp.formatting import format_duration
 from webapp.model import Finding, JobReport, Severity
+from webapp.states import COMPLETED
 from webapp.thresholds import Thresholds
 
 
@@ -24,7 +24,7 @@ class TimeLimitPastUsualDetector:
         if ratio < t.time_limit_usual_factor:
             return ()
         usual = format_duration(q.usual_time_limit_seconds)
-        ran = report.elapsed_seconds if report.state in ENDED_OK else None
+        ran = report.elapsed_seconds if report.state == COMPLETED else None
         ask = f"`--time={next_time(ran, t.time_margin)}` (it ran {format_duration(ran)})" \
             if ran else f"a limit nearer the partition's usual {usual}"
         return (

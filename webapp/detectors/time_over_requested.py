@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from webapp.detectors.advice import next_time, round_up_time
-from webapp.detectors.measures import ENDED_OK
 from webapp.formatting import format_duration, format_percent
 from webapp.model import Finding, JobReport, Severity
+from webapp.states import COMPLETED
 from webapp.thresholds import Thresholds
 
 
@@ -14,7 +14,7 @@ class TimeOverRequestedDetector:
 
     def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
         elapsed, limit = report.elapsed_seconds, report.time_limit_seconds
-        if report.state not in ENDED_OK or not elapsed or not limit:
+        if report.state != COMPLETED or not elapsed or not limit:
             return ()
         ratio = elapsed / limit
         suggested = round_up_time(elapsed * t.time_margin)

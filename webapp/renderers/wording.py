@@ -16,6 +16,7 @@ from webapp.model import (
     Severity,
     TimeLimitKind,
 )
+from webapp.states import COMPLETED
 
 PARTITION_LIMIT = "the partition's limit"
 CPU_SOURCES = {
@@ -137,7 +138,7 @@ def headline(report: JobReport) -> str:
     outcome = verdict(report)
     used = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
     state = (report.state or "").split(" ")[0]
-    if state and not report.unfinished and state != "COMPLETED":
+    if state and not report.unfinished and state != COMPLETED:
         # A job that failed, timed out or ran out of memory says so first.
         ended = f"Ended {visible(state)}"
         if report.elapsed_seconds is not None:

@@ -24,22 +24,26 @@ from webapp.model import (
 from webapp.sources.ended import EndedJob
 from webapp.sources.sacct import parse_nodelist
 from webapp.sources.sacct_values import gpus_from_tres
+from webapp.states import (
+    BOOT_FAIL,
+    CANCELLED,
+    COMPLETED,
+    DEADLINE,
+    FAILED,
+    NODE_FAIL,
+    OUT_OF_MEMORY,
+    PENDING,
+    PREEMPTED,
+    REQUEUED,
+    RESIZING,
+    RUNNING,
+    SUSPENDED,
+    TIMEOUT,
+)
 
 # enum job_states in slurm/slurm.h; the high bits are flags and are masked off.
-JOB_STATES = {
-    0: "PENDING",
-    1: "RUNNING",
-    2: "SUSPENDED",
-    3: "COMPLETED",
-    4: "CANCELLED",
-    5: "FAILED",
-    6: "TIMEOUT",
-    7: "NODE_FAIL",
-    8: "PREEMPTED",
-    9: "BOOT_FAIL",
-    10: "DEADLINE",
-    11: "OUT_OF_MEMORY",
-}
+JOB_STATES = dict(enumerate((PENDING, RUNNING, SUSPENDED, COMPLETED, CANCELLED, FAILED, TIMEOUT,
+                             NODE_FAIL, PREEMPTED, BOOT_FAIL, DEADLINE, OUT_OF_MEMORY)))
 MEM_PER_CPU = 0x8000000000000000
 LIST_LIMIT = 500  # rows of a job list: a page, not an export
 # slurmdbd writes a stand-in job row when a job's end or one of its steps reaches it
@@ -107,9 +111,9 @@ def state_name(value: int) -> str:
     ``REQUEUED`` (``webapp.states``: not ended, the job runs again)."""
     value = int(value)
     if value & JOB_RESIZING:
-        return "RESIZING"
+        return RESIZING
     if value & JOB_REQUEUE:
-        return "REQUEUED"
+        return REQUEUED
     return JOB_STATES.get(value & 0xFF, f"UNKNOWN({value})")
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from jobreport_net.units import MIB
 from webapp.model import SacctJob, SourceUnavailable, Step, TimeLimitKind
+from webapp.states import CANCELLED, FAILED
 
 MEM_PER_CPU = 1 << 63  # v0.0.38: slurm's flag bit on a per-CPU memory request
 NO_VAL = 4294967294  # v0.0.38's time limit when the partition's applies (sacct's NO_VAL)
@@ -93,7 +94,7 @@ def exit_code(value: Mapping[str, Any] | None, state: str = "") -> str:
     a non-zero return code as ``SUCCESS``, 0 (sacct shows ``3:0`` where it says ``0``)."""
     if not value:
         return ""
-    if state == "FAILED" and flag(value.get("status")) == "SUCCESS":
+    if state == FAILED and flag(value.get("status")) == "SUCCESS":
         return ""
     signal = value.get("signal") or {}
     signal_id = number(signal.get("id", signal.get("signal_id"))) or 0
@@ -223,7 +224,7 @@ def parse_job(job: Mapping[str, Any]) -> SacctJob:
         node_list=job.get("nodes") or "",
         work_dir=job.get("working_directory") or None,
         steps=steps,
-        cancelled_by=_uid(killer) if state == "CANCELLED" and killer else None,
+        cancelled_by=_uid(killer) if state == CANCELLED and killer else None,
         raw_id=str(job["job_id"]),
         time_limit_kind=kind,
         alloc_cpu_seconds=_seconds(sum(step_cpu)) if step_cpu else own_cpu,

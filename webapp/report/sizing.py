@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
+
+from cachetools import TTLCache
 
 T = TypeVar("T")
 
@@ -47,41 +48,36 @@ def shared_pool() -> ThreadPoolExecutor:
 
 class SizingCache(Generic[T]):
     """Lookups by key, run on ``pool`` (default: ``shared_pool()``); each answer kept ``ttl``
-    seconds, at most ``size`` of them (the oldest dropped first). ``ttl`` 0 keeps nothing.
-    A failed lookup is forgotten as soon as it fails: the next report asks again."""
+    seconds, at most ``size`` of them (a TTLCache: the least recently used dropped first).
+    ``ttl`` 0 keeps nothing. A failed lookup is forgotten as soon as it fails: the next
+    report asks again."""
 
     def __init__(self, ttl: float, size: int = CACHE_SIZE,
                  pool: ThreadPoolExecutor | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.ttl, self.size, self.pool, self.clock = ttl, size, pool, clock
-        self._items: OrderedDict[Hashable, tuple[float, Future[T]]] = OrderedDict()
-        self._lock = threading.Lock()
+        self.ttl, self.size, self.pool = ttl, size, pool
+        self._items: TTLCache[Hashable, Future[T]] | None = (
+            TTLCache(size, ttl, timer=clock) if ttl > 0 and size > 0 else None)
+        self._lock = threading.Lock()  # a TTLCache is not thread-safe
 
     def get(self, key: Hashable, lookup: Callable[[], T]) -> Future[T]:
         """The answer kept (or being looked up) under ``key``, else ``lookup()`` started."""
-        now = self.clock()
         with self._lock:
-            hit = self._items.get(key)
-            if hit is not None and hit[0] > now:
-                return hit[1]
+            hit = None if self._items is None else self._items.get(key)
+            if hit is not None:
+                return hit
             future = (self.pool or shared_pool()).submit(lookup)
-            if self.ttl > 0 and self.size > 0:
-                self._items.pop(key, None)
-                for k in [k for k, (expires, _) in self._items.items() if expires <= now]:
-                    del self._items[k]
-                while len(self._items) >= self.size:
-                    self._items.popitem(last=False)
-                self._items[key] = (now + self.ttl, future)
+            if self._items is not None:
+                self._items[key] = future
         future.add_done_callback(lambda f: self._forget_failed(key, f))
         return future
 
     def _forget_failed(self, key: Hashable, future: Future[T]) -> None:
         if future.cancelled() or future.exception() is not None:
             with self._lock:
-                hit = self._items.get(key)
-                if hit is not None and hit[1] is future:
+                if self._items is not None and self._items.get(key) is future:
                     del self._items[key]
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._items)
+            return 0 if self._items is None else len(self._items)

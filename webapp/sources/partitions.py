@@ -2,22 +2,21 @@
 
 sacct prints ``Partition_Limit`` when a job asked for no time limit of its own; the limit
 that applies is the partition's ``MaxTime`` (usually finite). Partitions change rarely,
-so each answer is kept for ``ttl`` seconds.
+so each answer is kept for ``ttl`` seconds (webapp.sources.scontrol).
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
-import threading
-import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from jobreport_net.units import MIB, SLURM_SUFFIXES
 from webapp.model import SourceUnavailable, TimeLimitKind
 from webapp.sources.sacct_values import parse_sacct_duration
+from webapp.sources.scontrol import Runner, ScontrolAnswers, run_scontrol
 
-Runner = Callable[[list[str]], str]
+T = TypeVar("T")
 PARTITION_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")  # never pass anything else to scontrol
 _MAX_TIME_RE = re.compile(r"(?:^|\s)MaxTime=(\S+)")
 _WEIGHTS_RE = re.compile(r"(?:^|\s)TRESBillingWeights=(\S+)")
@@ -65,23 +64,9 @@ def parse_billing_weights(text: str) -> dict[str, float]:
     return out
 
 
-def run_scontrol(argv: list[str], timeout: float, source: str = "partitions",
-                 reason: str = "partition limits unavailable") -> str:
-    """Run scontrol (no shell); SourceUnavailable(source, reason) when it is missing, slow
-    or failing."""
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SourceUnavailable(source, reason, str(exc)) from None
-    if proc.returncode != 0:
-        why = (proc.stderr or "").strip().splitlines()
-        raise SourceUnavailable(source, reason,
-                                why[-1] if why else f"exit status {proc.returncode}")
-    return proc.stdout
-
-
 class PartitionSource:
-    """Each partition's MaxTime, cached for ``ttl`` seconds (failures are not cached)."""
+    """Each partition's MaxTime and billing weights, from one ``scontrol show partition``
+    kept for ``ttl`` seconds (failures are not kept: webapp.sources.scontrol)."""
 
     name = "partitions"
 
@@ -89,38 +74,25 @@ class PartitionSource:
                  timeout: float = 10.0, ttl: float = 300.0) -> None:
         self.scontrol_path = scontrol_path
         self.ttl = ttl
-        self._runner = runner or (lambda argv: run_scontrol(argv, timeout))
-        self._cache: dict[str, tuple[float, str]] = {}
-        self._lock = threading.Lock()
+        self._answers = ScontrolAnswers(runner or (lambda argv: run_scontrol(argv, timeout)),
+                                        ttl)
 
-    def _show(self, partition: str) -> str:
-        """``scontrol show partition NAME --oneliner``, cached for ``ttl`` seconds."""
+    def _read(self, partition: str, parse: Callable[[str], T], reason: str) -> T:
+        """``parse`` of ``scontrol show partition NAME --oneliner``; SourceUnavailable
+        (``reason``) when scontrol fails, the name is not one or the answer unreadable."""
         if not PARTITION_RE.match(partition):
             raise SourceUnavailable(self.name, "partition limits unavailable",
                                     f"not a partition name: {partition!r}")
-        now = time.monotonic()
-        with self._lock:
-            hit = self._cache.get(partition)
-        if hit and hit[0] > now:
-            return hit[1]
-        out = self._runner([self.scontrol_path, "show", "partition", partition, "--oneliner"])
-        with self._lock:
-            self._cache[partition] = (now + self.ttl, out)
-        return out
+        argv = [self.scontrol_path, "show", "partition", partition, "--oneliner"]
+        try:
+            return self._answers.read(argv, parse)
+        except ValueError as exc:
+            raise SourceUnavailable(self.name, reason, str(exc)) from None
 
     def max_time(self, partition: str) -> tuple[TimeLimitKind, float | None]:
         """(PARTITION, seconds) or (UNLIMITED, None). Raises SourceUnavailable."""
-        out = self._show(partition)
-        try:
-            return parse_max_time(out)
-        except ValueError as exc:
-            with self._lock:
-                self._cache.pop(partition, None)  # failures are not cached
-            raise SourceUnavailable(self.name, "partition limits unavailable", str(exc)) from None
+        return self._read(partition, parse_max_time, "partition limits unavailable")
 
     def billing_weights(self, partition: str) -> dict[str, float]:
         """The partition's TRESBillingWeights ({} when none). Raises SourceUnavailable."""
-        try:
-            return parse_billing_weights(self._show(partition))
-        except ValueError as exc:
-            raise SourceUnavailable(self.name, "billing weights unavailable", str(exc)) from None
+        return self._read(partition, parse_billing_weights, "billing weights unavailable")

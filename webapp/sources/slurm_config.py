@@ -2,19 +2,14 @@
 site's ``PrivateData`` (what Slurm hides from users who are not its operators).
 
 slurm.conf changes only with a reconfigure, so each answer is kept for ``ttl`` seconds;
-failures are not kept.
+failures are not kept (webapp.sources.scontrol).
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
-
 from webapp.model import SourceUnavailable
-from webapp.sources.partitions import run_scontrol
+from webapp.sources.scontrol import Runner, ScontrolAnswers, run_scontrol
 
-Runner = Callable[[list[str]], str]
 REASON = "Slurm's configuration unavailable"
 
 
@@ -54,22 +49,13 @@ class SlurmConfigSource:
                  timeout: float = 10.0, ttl: float = 300.0) -> None:
         self.scontrol_path = scontrol_path
         self.ttl = ttl
-        self._runner = runner or (lambda argv: run_scontrol(argv, timeout, self.name, REASON))
-        self._cached: tuple[float, frozenset[str]] | None = None
-        self._lock = threading.Lock()
+        self._answers = ScontrolAnswers(
+            runner or (lambda argv: run_scontrol(argv, timeout, self.name, REASON)), ttl)
 
     def private_data(self) -> frozenset[str]:
         """PrivateData's flags. Raises SourceUnavailable when scontrol fails or says none."""
-        now = time.monotonic()
-        with self._lock:
-            cached = self._cached
-        if cached and cached[0] > now:
-            return cached[1]
-        text = self._runner([self.scontrol_path, "show", "config"])
         try:
-            flags = parse_private_data(text)
+            return self._answers.read([self.scontrol_path, "show", "config"],
+                                      parse_private_data)
         except ValueError as exc:
             raise SourceUnavailable(self.name, REASON, str(exc)) from None
-        with self._lock:
-            self._cached = (now + self.ttl, flags)
-        return flags

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 
+from cachetools import TLRUCache
 from flask import abort, current_app, g
 
 from webapp.model import JobId, JobReport
@@ -24,29 +25,28 @@ GAP_TTL = 5.0
 class ReportCache:
     """Built reports by job id for REPORT_TTL seconds, so the page, its PDF and a reload
     do not each query the accounting DB, sacct and Prometheus again. Access is still
-    checked on every request; failures are never cached, reports with gaps briefly."""
+    checked on every request; failures are never cached, reports with gaps briefly.
+    At most ``size`` reports are kept (a TLRUCache: each report's own time to live)."""
 
-    def __init__(self, ttl: float = REPORT_TTL, size: int = 256, gap_ttl: float = GAP_TTL) -> None:
+    def __init__(self, ttl: float = REPORT_TTL, size: int = 256, gap_ttl: float = GAP_TTL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl, self.size, self.gap_ttl = ttl, size, gap_ttl
-        self._items: dict[Hashable, tuple[float, JobReport]] = {}
-        self._lock = threading.Lock()
+        self._items: TLRUCache[Hashable, JobReport] = TLRUCache(size, self._expires, timer=clock)
+        self._lock = threading.Lock()  # a TLRUCache is not thread-safe
+
+    def _expires(self, _key: Hashable, report: JobReport, now: float) -> float:
+        return now + (self.gap_ttl if report.gaps else self.ttl)
 
     def get(self, job_id: Hashable, build: Callable[[], JobReport]) -> JobReport:
         """The report kept under ``job_id`` (any key: a job id, or with its resolution),
         else ``build()``."""
-        now = time.monotonic()
         with self._lock:
             hit = self._items.get(job_id)
-        if hit is not None and hit[0] > now:
-            return hit[1]
+        if hit is not None:
+            return hit
         report = build()
         with self._lock:
-            if len(self._items) >= self.size:
-                self._items = {k: v for k, v in self._items.items() if v[0] > now}
-                while len(self._items) >= self.size:
-                    self._items.pop(next(iter(self._items)))
-            ttl = self.gap_ttl if report.gaps else self.ttl
-            self._items[job_id] = (now + ttl, report)
+            self._items[job_id] = report  # one already expired (a TTL of 0) is not kept
         return report
 
 

@@ -31,7 +31,7 @@ from webapp.model import (
 from webapp.report.peak import sacct_peak
 from webapp.settings import SettingsError
 from webapp.sources.sacct import parse_nodelist, parse_sacct
-from webapp.thresholds import parse_thresholds
+from webapp.thresholds import RENAMED, TABLE, parse_thresholds
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sacct"
 GIB = 1024**3
@@ -331,6 +331,25 @@ def test_cancelled_by_someone_else_is_a_warning():
     report = report_for(HB, "7965768", uid=1234)
     f = finding(report, "job_cancelled")
     assert f.severity is Severity.WARNING and "10314909" in f.message
+
+
+def test_a_renamed_threshold_is_refused_with_its_new_name():
+    """A site's override of an old name must not silently stop applying."""
+    var = "JOBREPORT_THRESHOLDS"
+    for old, new in RENAMED.items():
+        with pytest.raises(SettingsError, match=f"^{var}: '{old}' was renamed '{new}'$"):
+            parse_thresholds(var, f"cpu_efficiency_low=0.5,{old}=0.5")
+        assert getattr(parse_thresholds(var, f"{new}=0.5"), new) == 0.5
+    assert not set(RENAMED) & {row.name for row in TABLE}
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "settings.md").read_text()
+    assert all(f"| `{old}` | `{new}` |" in docs for old, new in RENAMED.items())
+
+
+def test_no_two_thresholds_are_the_same_words():
+    """Near-twins (memory_growth_min and memory_min_growth were two rules' cuts) must be
+    told apart by their names, not by the order of the same words."""
+    words = [tuple(sorted(row.name.split("_"))) for row in TABLE]
+    assert len(set(words)) == len(words)
 
 
 def test_thresholds_override_and_reject_unknown():

@@ -31,7 +31,7 @@ from webapp.unused import Held, unused  # noqa: E402
 UNTIL = 1_800_000_000
 UTC_UNTIL = UNTIL
 CFG = StaffConfig(rows=15, large_memory_partitions=("debug",))
-T = Thresholds(min_runtime_hours=0.05, large_memory_need_gib=1.0, small_gpu_util=0.5,
+T = Thresholds(min_runtime_hours=0.05, large_memory_need_gib=1.0, smaller_gpu_util=0.5,
                cpu_efficiency_low=0.9)
 
 

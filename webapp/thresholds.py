@@ -80,9 +80,11 @@ class Thresholds:
     gpu_memory_in_use_bytes: float = threshold(
         256 * MIB, BYTES, "A GPU holding this much memory was opened by the program.",
         DETECTORS)
-    gpu_busy: float = threshold(0.50, RATIO, "A GPU this busy is in use.", DETECTORS)
-    gpu_idle_cores_min: float = threshold(
-        2.0, CORES, "Idle cores beside busy GPUs worth a finding.", DETECTORS)
+    gpu_cores_idle_min_gpu_util: float = threshold(
+        0.50, RATIO, "GPUs at this mean utilisation or more are busy, for gpu_cores_idle "
+        "(cores idle beside busy GPUs).", DETECTORS)
+    gpu_cores_idle_min_cores: float = threshold(
+        2.0, CORES, "Idle cores beside busy GPUs worth a finding (gpu_cores_idle).", DETECTORS)
     # GPU memory: a large GPU whose peak stayed low would fit a smaller type
     gpu_memory_large_bytes: float = threshold(
         32 * GIB, BYTES, "A GPU at least this large is worth a smaller-type advice.", DETECTORS)
@@ -91,8 +93,9 @@ class Thresholds:
     gpu_memory_margin: float = threshold(
         1.25, FACTOR, "Headroom on the GPU memory peak in advice.", DETECTORS)
     # memory growth (reports)
-    memory_growth_min: float = threshold(
-        0.25, RATIO, "The fitted line adds this share of the limit over the job.", DETECTORS)
+    memory_growth_min_share: float = threshold(
+        0.25, RATIO, "The fitted line adds this share of the limit over the job (an ended "
+        "job's finding; the running job's is memory_fit_min_share).", DETECTORS)
     memory_growth_fit: float = threshold(
         0.90, RATIO, "The fit is at least this good (r squared).", DETECTORS)
     memory_growth_min_points: float = threshold(
@@ -169,11 +172,11 @@ class Thresholds:
     memory_fit_seconds: float = threshold(
         1800.0, SECONDS, "Memory growth is fitted over this window, projected to the time "
         "limit.", WATCH)
-    memory_min_points: float = threshold(
+    memory_fit_min_points: float = threshold(
         6.0, COUNT, "Points the running job's memory fit needs at least.", WATCH)
-    memory_min_growth: float = threshold(
-        0.05, RATIO, "The running job's fit must add this share of the limit (no alarm on "
-        "noise).", WATCH)
+    memory_fit_min_share: float = threshold(
+        0.05, RATIO, "The running job's fit must add this share of the limit per window (no "
+        "alarm on noise).", WATCH)
     time_used: float = threshold(
         0.90, RATIO, "A running job this far into its time limit ...", WATCH)
     output_seconds: float = threshold(
@@ -184,22 +187,25 @@ class Thresholds:
         600.0, SECONDS, "Window of the small-writes-off-scratch rule.", WATCH)
     small_files_writes: float = threshold(
         10_000.0, COUNT, "Writes in the window that are many.", WATCH)
-    small_write_bytes: float = threshold(
-        8192.0, BYTES, "Mean bytes per write below this are small.", WATCH)
+    small_files_write_bytes: float = threshold(
+        8192.0, BYTES, "Mean bytes per write below this are small, for the "
+        "small-writes-off-scratch rule (an ended job's calls: io_small_request_bytes).",
+        WATCH)
     coverage: float = threshold(
         0.8, RATIO, "Share of a window the series must cover before a watch rule judges it.",
         WATCH)
     # staff report (sizes GiB, durations hours)
-    gpu_efficiency_low: float = threshold(
-        0.3, RATIO, "A heavy user's GPU utilisation below this is low.", STAFF)
+    low_efficiency_users_gpu_util: float = threshold(
+        0.3, RATIO, "A heavy user's GPU utilisation below this is low (the low-efficiency "
+        "users' table).", STAFF)
     min_core_hours: float = threshold(
         1.0, HOURS, "Users below this many core-hours are not ranked.", STAFF)
     min_gpu_hours: float = threshold(
         1.0, HOURS, "Users below this many GPU-hours are not ranked.", STAFF)
-    small_gpu_util: float = threshold(
+    smaller_gpu_util: float = threshold(
         0.3, RATIO, "Jobs below this GPU utilisation could use a smaller GPU or MIG slice ...",
         STAFF)
-    small_gpu_memory: float = threshold(
+    smaller_gpu_memory: float = threshold(
         0.5, RATIO, "... when their peak GPU memory stayed under this share of the GPU's.",
         STAFF)
     min_runtime_hours: float = threshold(
@@ -221,6 +227,21 @@ class Row(NamedTuple):
     help: str
     parts: tuple[str, ...]
 
+
+# Thresholds renamed so that each name says what it holds and near-twins are told apart.
+# A site's JOBREPORT_THRESHOLDS that still sets an old name is refused with the new one:
+# an override must never silently stop applying (docs/settings.md, "Renamed thresholds").
+RENAMED = {
+    "gpu_busy": "gpu_cores_idle_min_gpu_util",
+    "gpu_idle_cores_min": "gpu_cores_idle_min_cores",
+    "memory_growth_min": "memory_growth_min_share",
+    "memory_min_points": "memory_fit_min_points",
+    "memory_min_growth": "memory_fit_min_share",
+    "small_write_bytes": "small_files_write_bytes",
+    "gpu_efficiency_low": "low_efficiency_users_gpu_util",
+    "small_gpu_util": "smaller_gpu_util",
+    "small_gpu_memory": "smaller_gpu_memory",
+}
 
 TABLE: tuple[Row, ...] = tuple(
     Row(f.name, f.default, f.metadata["unit"], f.metadata["help"], f.metadata["parts"])
@@ -273,7 +294,12 @@ def apply_overrides(cls: type[T], var: str, text: str) -> T:
 
 
 def parse_thresholds(var: str, text: str) -> Thresholds:
-    """``JOBREPORT_THRESHOLDS``: the table's defaults with the named ones replaced."""
+    """``JOBREPORT_THRESHOLDS``: the table's defaults with the named ones replaced; a
+    renamed threshold's old name is refused with its new one."""
+    old = [name for name in parse_pairs(var, text) if name in RENAMED]
+    if old:
+        raise SettingsError(f"{var}: " + "; ".join(
+            f"{name!r} was renamed {RENAMED[name]!r}" for name in old))
     return apply_overrides(Thresholds, var, text)
 
 

@@ -65,7 +65,7 @@ def test_mariadb_archive_ranks_and_pages_as_sqlite_does(stack_env, tmp_path):
     until = 1_800_000_000
     jobs = list(scale_archive.staff_jobs(3000, 40, until=until, heavy=300))
     cfg = StaffConfig(rows=15, large_memory_partitions=("debug",))
-    t = Thresholds(large_memory_need_gib=1.0, small_gpu_util=0.5, cpu_efficiency_low=0.9)
+    t = Thresholds(large_memory_need_gib=1.0, smaller_gpu_util=0.5, cpu_efficiency_low=0.9)
     now = datetime.fromtimestamp(until, UTC)
     url = create_mariadb_archive("jobreport_scale_test")
     try:

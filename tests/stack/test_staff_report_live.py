@@ -135,7 +135,7 @@ def test_low_efficiency_users_equal_sacct(both):
     # Every other row is there for its GPUs alone.
     for user in rows.keys() - low:
         assert rows[user]["cpu_efficiency"] == pytest.approx(eff.get(user, 0.0), abs=1e-3)
-        assert rows[user]["gpu_efficiency"] < t.gpu_efficiency_low, rows[user]
+        assert rows[user]["gpu_efficiency"] < t.low_efficiency_users_gpu_util, rows[user]
 
 
 def test_longest_queued_equal_sacct_and_prometheus(both):

@@ -13,16 +13,16 @@ from webapp.thresholds import Thresholds
 
 
 def idle_beside_busy_gpus(report: JobReport, t: Thresholds) -> bool:
-    """GPUs at ``gpu_busy`` or more, CPU efficiency low and ``gpu_idle_cores_min`` or more
-    cores idle on average."""
+    """GPUs at ``gpu_cores_idle_min_gpu_util`` or more, CPU efficiency low and
+    ``gpu_cores_idle_min_cores`` or more cores idle on average."""
     util, busy = gpu_mean(report), busy_cores(report)
     return (
         bool(report.gpus)
         and util is not None
-        and util >= t.gpu_busy
+        and util >= t.gpu_cores_idle_min_gpu_util
         and busy is not None
         and cpu_efficiency_low(report, t)
-        and (report.cpus or 0) - busy >= t.gpu_idle_cores_min
+        and (report.cpus or 0) - busy >= t.gpu_cores_idle_min_cores
     )
 
 

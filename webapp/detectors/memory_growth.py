@@ -25,7 +25,7 @@ def growth(series: Series, limit: float, t: Thresholds) -> LinearFit | None:
     if fit is None or fit.slope <= 0 or fit.r2 < t.memory_growth_fit:
         return None
     first, last = series.points[0][0], series.points[-1][0]
-    if fit.slope * (last - first) < t.memory_growth_min * limit:
+    if fit.slope * (last - first) < t.memory_growth_min_share * limit:
         return None
     tail = Series(series.label, series.points[len(series.points) * 2 // 3:]).fit()
     if tail is None or tail.slope < t.memory_growth_late * fit.slope:

@@ -126,7 +126,7 @@ def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: f
         smaller_gpu(top(f"{long_enough} AND gpus > 0 AND gpu_utilization IS NOT NULL AND"
                         " gpu_memory_total > 0 AND gpu_utilization < ? AND"
                         " COALESCE(gpu_memory_used, 0) <= ? * gpu_memory_total",
-                        (t.small_gpu_util, t.small_gpu_memory), "elapsed * gpus"), cfg, t),
+                        (t.smaller_gpu_util, t.smaller_gpu_memory), "elapsed * gpus"), cfg, t),
         mig_fit(top(f"{long_enough} AND gpus > 0 AND gpu_utilization IS NOT NULL AND"
                     " gpu_memory_total >= ?", (20 * GIB,), limit=None), t),
         fragmentation(top(f"{long_enough} AND node_count >= 2 AND gpus >= 2 AND"

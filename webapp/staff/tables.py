@@ -118,7 +118,7 @@ def efficiency_table(totals: EfficiencyTotals, cfg: StaffConfig, t: Thresholds,
         low_cpu = (core[u] >= t.min_core_hours * HOUR and cpu_eff is not None
                    and cpu_eff < t.cpu_efficiency_low)
         low_gpu = (gpu[u] >= t.min_gpu_hours * HOUR and gpu_eff is not None
-                   and gpu_eff < t.gpu_efficiency_low)
+                   and gpu_eff < t.low_efficiency_users_gpu_util)
         if not (low_cpu or low_gpu):
             continue
         n = notices.get(u, 0)
@@ -132,7 +132,7 @@ def efficiency_table(totals: EfficiencyTotals, cfg: StaffConfig, t: Thresholds,
     rows.sort(key=lambda r: (r.values["rank_core_hours"], r.values["user"]))
     return Table("low_efficiency_users", "Heaviest users with low CPU or GPU efficiency",
                  f"CPU efficiency below {_pct(t.cpu_efficiency_low)} or GPU utilisation below "
-                 f"{_pct(t.gpu_efficiency_low)}; rank among all users by hours used.",
+                 f"{_pct(t.low_efficiency_users_gpu_util)}; rank among all users by hours used.",
                  ("user", "rank (core-h)", "core-hours", "CPU efficiency", "rank (GPU-h)",
                   "GPU-hours", "GPU utilisation", "alerts"), tuple(rows[: int(cfg.rows)]))
 
@@ -156,8 +156,8 @@ def smaller_gpu(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds) -> Table:
         if not j.gpus or j.gpu_utilization is None or not j.gpu_memory_total:
             return None
         used = j.gpu_memory_used or 0.0
-        big = used > t.small_gpu_memory * j.gpu_memory_total
-        if j.gpu_utilization >= t.small_gpu_util or big:
+        big = used > t.smaller_gpu_memory * j.gpu_memory_total
+        if j.gpu_utilization >= t.smaller_gpu_util or big:
             return None
         gh = j.elapsed * j.gpus
         return ((str(j.gpus), _pct(j.gpu_utilization),
@@ -165,8 +165,8 @@ def smaller_gpu(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds) -> Table:
                 {"gpus": j.gpus, "gpu_utilization": j.gpu_utilization, "gpu_memory_used": used,
                  "gpu_memory_total": j.gpu_memory_total, "gpu_hours": gh / HOUR})
     return _job_table("smaller_gpu", "Jobs that could have used a smaller GPU or a MIG slice",
-                      f"Mean GPU utilisation below {_pct(t.small_gpu_util)} and peak GPU memory "
-                      f"at most {_pct(t.small_gpu_memory)} of the GPU's.",
+                      f"Mean GPU utilisation below {_pct(t.smaller_gpu_util)} and peak GPU memory "
+                      f"at most {_pct(t.smaller_gpu_memory)} of the GPU's.",
                       ("GPUs", "GPU utilisation", "GPU memory peak", "GPU-hours"),
                       jobs, cell, "gpu_hours", cfg)
 

@@ -99,9 +99,9 @@ def memory_growth(s: LiveSample, t: Thresholds) -> Alert | None:
     rows, hits = [], []
     for series in s.memory_held:
         slope = fit_slope(series)
-        if slope is None or len(series.points) < t.memory_min_points or slope <= 0:
+        if slope is None or len(series.points) < t.memory_fit_min_points or slope <= 0:
             continue
-        if slope * t.memory_fit_seconds < t.memory_min_growth * limit:
+        if slope * t.memory_fit_seconds < t.memory_fit_min_share * limit:
             continue
         now_bytes = series.points[-1][1]
         projected = now_bytes + slope * max(0.0, end - s.now)
@@ -155,7 +155,7 @@ def small_files_off_scratch(s: LiveSample, t: Thresholds) -> Alert | None:
     calls, written = s.small_files_write_calls, s.small_files_write_bytes
     if not calls or written is None or s.scratch_in_use is None or s.scratch_in_use > 0:
         return None
-    if calls < t.small_files_writes or written / calls >= t.small_write_bytes:
+    if calls < t.small_files_writes or written / calls >= t.small_files_write_bytes:
         return None
     w = format_duration(t.small_files_seconds)
     return Alert(

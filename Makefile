@@ -2,11 +2,12 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test stack stop lint unit bench bench-scale clean
+.PHONY: demo test stack stop lint unit bench bench-scale dist image lock clean
 
-# The demo leaves the VM clusters out (DEV_STACK_VMS=off): they add minutes it does not need.
+# The demo leaves the VM clusters and the container image out (DEV_STACK_VMS=off,
+# DEV_STACK_IMAGE=off): they add minutes it does not need.
 demo: ## install and start the local stack, run sample jobs, print their reports
-	DEV_STACK_VMS=off scripts/dev-stack start
+	DEV_STACK_VMS=off DEV_STACK_IMAGE=off scripts/dev-stack start
 	scripts/demo
 
 # Whole modules in tests/conftest.py's order (stack modules with jobs of their own first):
@@ -15,8 +16,17 @@ test: stack ## lint, then every test (unit and integration on the real stack)
 	$(MAKE) lint
 	$(VENV)/bin/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 
-stack: ## the local stack and the VM clusters (docs/platforms.md)
+stack: ## the local stack, the VM clusters (docs/platforms.md) and the container image
 	scripts/dev-stack start
+
+dist: ## the sdist and wheel (python -m build) and the runtime lock's files, in dist/
+	scripts/build-dist
+
+image: ## the report service's image from dist/ (podman; docs/deploying.md)
+	scripts/image build
+
+lock: ## requirements/*.txt from pyproject.toml, with hashes (pip-compile)
+	scripts/lock-deps
 
 stop:
 	scripts/dev-stack stop
@@ -48,4 +58,4 @@ bench-scale: ## a week of a large site (700,000 jobs) and jobs of 10-1,000 nodes
 	$(PY) bench/bench_web_scale.py --jobs 700000 --clients 50 --duration 60
 
 clean:
-	rm -rf $(VENV) var test-artifacts
+	rm -rf $(VENV) var test-artifacts dist

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 from urllib.parse import urlsplit
 
+from jobreport_net.mysql_url import import_pymysql
 from jobreport_net.redact import redact
 from mgmt.schema import missing_columns, needed_for
 
@@ -41,6 +42,7 @@ def _check(pattern: re.Pattern[str], value: str, what: str) -> str:
 
 
 def _quote(text: str) -> str:
+    _driver()
     from pymysql.converters import escape_string
 
     return "'" + escape_string(text) + "'"
@@ -181,8 +183,16 @@ def check_schema(schema: Schema, clusters: Sequence[str], acct_db: str) -> None:
                          + "; ".join(problems))
 
 
+def _driver() -> object:
+    """pymysql, or SetupError naming the extra that installs it."""
+    try:
+        return import_pymysql()
+    except ImportError as exc:
+        raise SetupError(str(exc)) from None
+
+
 def _connect(admin: Admin) -> object:
-    import pymysql
+    pymysql = _driver()
 
     where = {"unix_socket": admin.socket} if admin.host is None else {
         "host": admin.host, "port": admin.port}
@@ -212,7 +222,7 @@ def _admin(admin: Admin | str, user: str | None, password: str | None) -> Admin:
 def apply(statements: Sequence[str], admin: Admin | str, admin_user: str | None = None,
           admin_password: str | None = None) -> None:
     """Run the statements in order as the administrator; SetupError names what failed."""
-    import pymysql
+    pymysql = _driver()
 
     conn = _connect(_admin(admin, admin_user, admin_password))
     try:

@@ -50,7 +50,7 @@ def test_no_driver():
 
 def test_real_pynvml_without_driver_disables_quietly():
     module = gpu.load_nvml()
-    assert module is not None  # nvidia-ml-py is pinned in requirements.txt
+    assert module is not None  # nvidia-ml-py is locked in requirements/dev.txt (the gpu extra)
     assert gpu.Nvml(module).start() is False  # the test machines have no NVIDIA driver
 
 

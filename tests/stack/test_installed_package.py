@@ -1,5 +1,6 @@
-"""`pip install .` into a fresh venv, run from outside the checkout: the wheel carries its
-templates and declares its dependencies, so `jobreport show` works on a real job."""
+"""The wheel `python -m build` made (scripts/build-dist) installed as a site installs it, into
+a fresh venv: the runtime lock first (hash-checked), then the wheel. Run from outside the
+checkout, it carries its templates, so `jobreport show` works on a real job."""
 
 from __future__ import annotations
 
@@ -16,12 +17,17 @@ from tests.helpers.stack import ROOT
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """A fresh venv with the project installed as a wheel (not editable); its bin/."""
+    built = subprocess.run([str(ROOT / "scripts" / "build-dist")], capture_output=True,
+                           text=True, timeout=900)
+    assert built.returncode == 0, built.stderr[-3000:]
+    wheel = built.stdout.strip()
     where = tmp_path_factory.mktemp("wheel-venv")
     venv.create(where / "venv", with_pip=True)
-    pip = where / "venv" / "bin" / "pip"
-    run = subprocess.run([str(pip), "install", "-q", "--disable-pip-version-check", str(ROOT)],
-                         cwd=where, capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
+    pip = [str(where / "venv" / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
+    for step in (["--require-hashes", "-r", str(ROOT / "requirements" / "runtime.txt")],
+                 ["--no-deps", wheel]):
+        run = subprocess.run(pip + step, cwd=where, capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr[-3000:]
     return where / "venv" / "bin"
 
 

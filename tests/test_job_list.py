@@ -78,14 +78,14 @@ def test_waste_of_one_job():
             nodes=2, memory_requested=20 * 2**30, memory_peak=4 * 2**30)
     assert r.cpu_hours_unused == pytest.approx(4 * 2 - 2)  # 8 core-hours held, 2 used
     assert r.gpu_hours_unused == pytest.approx(2 * 2 - 0.2 * 2)
-    assert r.memory_gb_hours_unused == pytest.approx(6 * 2 * 2)  # 6 GiB x 2 nodes x 2 h
+    assert r.memory_gib_hours_unused == pytest.approx(6 * 2 * 2)  # 6 GiB x 2 nodes x 2 h
     assert row("2", gpus=0).gpu_hours_unused == 0.0
     assert row("3", cpu_seconds=None).cpu_hours_unused is None
-    assert row("4", memory_requested=8 * 2**30, memory_peak=None).memory_gb_hours_unused is None
+    assert row("4", memory_requested=8 * 2**30, memory_peak=None).memory_gib_hours_unused is None
     # Over 100 % (hyperthreads, a peak above the request) is no negative waste.
     assert row("5", cpu_seconds=4 * 3600 * 1.3).cpu_hours_unused == 0.0
     assert row("6", memory_peak=9 * 2**30, memory_requested=8 * 2**30
-               ).memory_gb_hours_unused == 0.0
+               ).memory_gib_hours_unused == 0.0
 
 
 def test_top_waste_and_totals():
@@ -177,7 +177,7 @@ def test_sacct_down_leaves_blanks_and_says_so():
 
 def test_memory_waste_uses_gib():
     r = row("1", memory_peak=0, memory_requested=int(GIB), elapsed=3600.0)
-    assert r.memory_gb_hours_unused == pytest.approx(1.0)
+    assert r.memory_gib_hours_unused == pytest.approx(1.0)
 
 
 # -- the pages, on the fake service ------------------------------------------------------

@@ -44,8 +44,8 @@ def page(report) -> float:
 def job_list(report) -> tuple[float, float]:
     """The list's row from the report itself, and the row sacct alone gives."""
     row = row_from_report(report)
-    return row.memory_gb_hours_unused, from_sacct(row, sacct_job(HB, JOB), None,
-                                                  None).memory_gb_hours_unused
+    return row.memory_gib_hours_unused, from_sacct(row, sacct_job(HB, JOB), None,
+                                                  None).memory_gib_hours_unused
 
 
 def digest(report, tmp_path) -> float:

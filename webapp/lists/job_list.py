@@ -35,7 +35,7 @@ SORT_KEYS: dict[str, Callable[[JobRow], object]] = {
     "findings": lambda r: r.findings,
     "cpu_waste": lambda r: r.cpu_hours_unused,
     "gpu_waste": lambda r: r.gpu_hours_unused,
-    "mem_waste": lambda r: r.memory_gb_hours_unused,
+    "mem_waste": lambda r: r.memory_gib_hours_unused,
 }
 WASTE_KEYS = ("cpu_waste", "gpu_waste", "mem_waste")
 

@@ -86,7 +86,7 @@ class JobRow:
         return self._unused("gpu") if self.gpus else 0.0
 
     @property
-    def memory_gb_hours_unused(self) -> float | None:
+    def memory_gib_hours_unused(self) -> float | None:
         """Memory GiB-hours requested and not used (the report's waste figure)."""
         return self._unused("memory")
 

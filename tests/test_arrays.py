@@ -73,8 +73,8 @@ def test_oom_task_grows_memory_from_the_limit():
 
 
 def test_margins_come_from_thresholds():
-    t = Thresholds(memory_margin=2.0)
-    assert summarize_array(local_array(), t).suggested_mem == "300M"  # 135 MiB x 2
+    thresholds = Thresholds(memory_margin=2.0)
+    assert summarize_array(local_array(), thresholds).suggested_mem == "300M"  # 135 MiB x 2
 
 
 def test_source_array_on_the_captured_sacct_answer():

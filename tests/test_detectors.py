@@ -229,8 +229,8 @@ def test_efficiency_formulas_are_seffs():
     assert report.memory_efficiency == pytest.approx(992092 * 1024 / (16000 * 1024**2))
 
 
-def finding(report: JobReport, name: str, t: Thresholds | None = None) -> Finding:
-    return next(f for f in detect_all(report, t) if f.name == name)
+def finding(report: JobReport, name: str, thresholds: Thresholds | None = None) -> Finding:
+    return next(f for f in detect_all(report, thresholds) if f.name == name)
 
 
 def test_memory_advice_from_per_task_peak_times_tasks():
@@ -311,8 +311,8 @@ def test_failed_step_and_exit_code_explained():
 
 def test_real_serial_job_once_short_jobs_count():
     # jr-serial: a Python busy loop on --cpus-per-task=2 for 12 s (10.9 s of CPU)
-    t = Thresholds(min_runtime_seconds=0, short_job_seconds=0)
-    findings = detect_all(report_for("local-jobs-29-31.psv", "29"), t)
+    thresholds = Thresholds(min_runtime_seconds=0, short_job_seconds=0)
+    findings = detect_all(report_for("local-jobs-29-31.psv", "29"), thresholds)
     assert [f.name for f in findings] == ["serial_on_many_cores"]
     assert findings[0].evidence["busy_cores"] == pytest.approx(10.875 / 12, abs=1e-3)
     assert "`--cpus-per-task=1`" in findings[0].advice
@@ -354,10 +354,10 @@ def test_no_two_thresholds_are_the_same_words():
 
 def test_thresholds_override_and_reject_unknown():
     var = "JOBREPORT_THRESHOLDS"
-    t = parse_thresholds(var, "cpu_efficiency_low=0.5, gpu_idle=0.05")
-    assert t.cpu_efficiency_low == 0.5 and t.gpu_idle == 0.05
-    assert t.overridden == {"cpu_efficiency_low", "gpu_idle"}
-    assert t.memory_margin == Thresholds().memory_margin
+    thresholds = parse_thresholds(var, "cpu_efficiency_low=0.5, gpu_idle=0.05")
+    assert thresholds.cpu_efficiency_low == 0.5 and thresholds.gpu_idle == 0.05
+    assert thresholds.overridden == {"cpu_efficiency_low", "gpu_idle"}
+    assert thresholds.memory_margin == Thresholds().memory_margin
     with pytest.raises(SettingsError, match=f"{var}: unknown name 'cpu_effciency_low'"):
         parse_thresholds(var, "cpu_effciency_low=0.5")
     with pytest.raises(SettingsError, match=f"{var}: gpu_idle='-1' is not a number >= 0"):

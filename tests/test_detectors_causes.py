@@ -29,8 +29,8 @@ START = datetime(2026, 11, 23, 16, 0, tzinfo=UTC)
 PSI_JOBS = FIXTURES / "psi-jobs"
 
 
-def names(report: JobReport, t: Thresholds = T) -> set[str]:
-    return {f.name for f in detect_all(report, t)}
+def names(report: JobReport, thresholds: Thresholds = T) -> set[str]:
+    return {f.name for f in detect_all(report, thresholds)}
 
 
 def report(elapsed: float = 600.0, cpus: int = 1, cpu_seconds: float | None = None,

@@ -26,11 +26,11 @@ def full_report() -> JobReport:
     """Every section filled: real sacct steps (job 1506) with their lines, waste, coverage,
     audit and findings; the queue context of captured job 146; series, a sizing block, an
     array summary, notes and a gap whose detail only staff see."""
-    t = Thresholds(min_runtime_seconds=10)
+    thresholds = Thresholds(min_runtime_seconds=10)
     report = half_covered(steps_report())
     report = dataclasses.replace(report, waste=compute_waste(report, {}, 1.0),
-                                 findings=detect_all(report, t))
-    report = audited(report, t, 0.8)
+                                 findings=detect_all(report, thresholds))
+    report = audited(report, thresholds, 0.8)
     sample = sample_report()
     shared = tuple(dataclasses.replace(s, points=tuple((t, v / 4) for t, v in s.points))
                    for s in sample.usage.memory_rss)

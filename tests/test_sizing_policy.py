@@ -41,12 +41,12 @@ def as_array(runs: list[Run]) -> tuple[list[SacctJob], dict[str, MemoryPeak]]:
                    for i, run in enumerate(runs)}
 
 
-def both(runs: list[Run], t: Thresholds | None = None) -> tuple[tuple, tuple]:
+def both(runs: list[Run], thresholds: Thresholds | None = None) -> tuple[tuple, tuple]:
     """(--mem, --time) from the runs as a history and as an array's tasks."""
-    t = t or Thresholds()
-    options = dict(suggest(as_history(runs), t).options)
+    thresholds = thresholds or Thresholds()
+    options = dict(suggest(as_history(runs), thresholds).options)
     tasks, peaks = as_array(runs)
-    summary = summarize_array(tasks, t, peaks)
+    summary = summarize_array(tasks, thresholds, peaks)
     return ((options.get("--mem"), options.get("--time")),
             (summary.suggested_mem, summary.suggested_time))
 
@@ -98,6 +98,6 @@ def test_kills_grow_from_the_limit_that_ran_out():
 
 
 def test_margins_come_from_thresholds():
-    t = Thresholds(memory_margin=2.0, time_margin=2.0)
+    thresholds = Thresholds(memory_margin=2.0, time_margin=2.0)
     # p95 1004.5 MiB x 2 = 1.96 GiB -> 2G; 913.5 s x 2 = 30.5 min -> 35 min
-    assert both(SAMPLES["alike"], t) == (("2G", "00:35:00"),) * 2
+    assert both(SAMPLES["alike"], thresholds) == (("2G", "00:35:00"),) * 2

@@ -156,19 +156,19 @@ def half_covered(report: JobReport) -> JobReport:
 
 
 def test_low_coverage_withholds_a_prometheus_cpu_verdict_only():
-    t = Thresholds(min_runtime_seconds=10, overridden=frozenset({"min_runtime_seconds"}))
+    thresholds = Thresholds(min_runtime_seconds=10, overridden=frozenset({"min_runtime_seconds"}))
     base = half_covered(steps_report())
     # sacct's TotalCPU is complete whatever Prometheus holds: the verdict stands.
-    report = dataclasses.replace(base, findings=detect_all(base, t))
-    kept = audited(report, t, 0.8)
+    report = dataclasses.replace(base, findings=detect_all(base, thresholds))
+    kept = audited(report, thresholds, 0.8)
     assert "cpu_efficiency_low" in {f.name for f in kept.findings}
     verdict = {v.detector: v for v in kept.audit.verdicts}["cpu_efficiency_low"]
     assert not verdict.withheld and verdict.rests_on.startswith("sacct")
     # The same figure from Prometheus (no sacct): withheld, and the report says why.
     prom = dataclasses.replace(base, cpu_source=CpuSource.PROMETHEUS, step_lines=())
-    prom = dataclasses.replace(prom, findings=detect_all(prom, t))
+    prom = dataclasses.replace(prom, findings=detect_all(prom, thresholds))
     assert "cpu_efficiency_low" in {f.name for f in prom.findings}
-    withheld = audited(prom, t, 0.8)
+    withheld = audited(prom, thresholds, 0.8)
     assert "cpu_efficiency_low" not in {f.name for f in withheld.findings}
     verdict = {v.detector: v for v in withheld.audit.verdicts}["cpu_efficiency_low"]
     assert verdict.withheld and "vm 50%" in verdict.why
@@ -180,11 +180,11 @@ def test_low_coverage_withholds_a_prometheus_cpu_verdict_only():
 
 
 def test_sections_in_text_json_and_html():
-    t = Thresholds(min_runtime_seconds=10)
+    thresholds = Thresholds(min_runtime_seconds=10)
     report = half_covered(steps_report(memory_peak=None))
     report = dataclasses.replace(report, waste=compute_waste(report, {}),
-                                 findings=detect_all(report, t))
-    report = audited(report, t, 0.8)
+                                 findings=detect_all(report, thresholds))
+    report = audited(report, thresholds, 0.8)
     out = text.render(report, details=True)
     assert "Steps" in out and "  0       sh" in out and "Waste" in out and "Coverage" in out
     assert "Steps" not in text.render(report)  # a detail: one screen without --details
@@ -223,11 +223,11 @@ def test_cpu_efficiency_helper_is_the_step_formula():
 def test_archived_summary_keeps_the_sections():
     from webapp.archive.codec import report_from_record
 
-    t = Thresholds(min_runtime_seconds=10)
+    thresholds = Thresholds(min_runtime_seconds=10)
     report = half_covered(steps_report())
     report = dataclasses.replace(report, waste=compute_waste(report, {}),
-                                 findings=detect_all(report, t))
-    report = audited(report, t, 0.8)
+                                 findings=detect_all(report, thresholds))
+    report = audited(report, thresholds, 0.8)
     summary = json_renderer.to_dict(report, include_series=False)
     back = report_from_record(json.loads(json.dumps(summary)), {})
     assert back.step_lines == report.step_lines and back.waste == report.waste

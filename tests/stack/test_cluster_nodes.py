@@ -87,12 +87,12 @@ def test_the_watch_flags_the_idle_node_while_the_job_ran(stack_jobs, service):
     """The watch's rule on the same job, evaluated at a moment of its run with a window
     of that run's length (the watch reads Prometheus the same way while jobs run)."""
     report = service.build(stack_jobs["two-node-one-idle"])
-    t = dataclasses.replace(service.thresholds, node_idle_seconds=10.0)
+    thresholds = dataclasses.replace(service.thresholds, node_idle_seconds=10.0)
     ended = service.accounting.job(report.job_id)
     job = dataclasses.replace(ended, state="RUNNING", end_time=None)  # as the watch saw it
     live = LiveSource(prometheus_from(service.settings))
     at = report.end_time.timestamp() - 2
-    alert = node_idle(live.sample(job, at, windows(t)), t)
+    alert = node_idle(live.sample(job, at, windows(thresholds)), thresholds)
     assert alert is not None and f"1 of the 2 nodes of job {report.job_id}" in alert.message
     busy = [n for n in report.nodes if n not in
             {f.evidence["idle_nodes"] for f in report.findings if f.name == "node_idle"}]
@@ -196,7 +196,7 @@ def test_a_job_waiting_for_a_busy_gpu_model_while_the_other_idles(stack_env, ser
         stack.wait_for_scrape_after(service.settings.prometheus_url, time.time() + 3 + 5)
         waiter = stack.submit(stack.StackJob("t4-waiter", "bob", (
             "-c1", "--mem=100M", "-p", "gpu", "--gres=gpu:t4:1", "--time=5"), "sleep 5"))
-        t = dataclasses.replace(service.thresholds, queue_wait_min_seconds=15.0)
+        thresholds = dataclasses.replace(service.thresholds, queue_wait_min_seconds=15.0)
         built: list = []
 
         def long_enough():  # noqa: ANN202 - a report or None
@@ -213,7 +213,7 @@ def test_a_job_waiting_for_a_busy_gpu_model_while_the_other_idles(stack_env, ser
         q = report.queue
         assert report.state == "PENDING" and q.requested_gpu_types == ("t4",)
         assert dict(q.gpus_available_max)["t4"] == 0
-        (finding,) = GpuTypeUnavailableDetector().detect(report, t)
+        (finding,) = GpuTypeUnavailableDetector().detect(report, thresholds)
         assert "t4 GPUs" in finding.message and "h100 (up to" in finding.message
     finally:
         subprocess.run(["scancel", blocker, *([waiter] if waiter else [])], check=False)

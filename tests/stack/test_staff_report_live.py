@@ -124,9 +124,9 @@ def test_low_efficiency_users_equal_sacct(both):
     used = per_user(jobs, lambda j: j["cpu"])
     ranks = {u: i + 1 for i, u in enumerate(sorted(core, key=lambda u: (-core[u], u)))}
     rows = {r["user"]: r for r in tables["low_efficiency_users"]["rows"]}
-    t = Thresholds()  # the stack leaves both at their defaults
+    thresholds = Thresholds()  # the stack leaves both at their defaults
     eff = {u: used.get(u, 0.0) / c for u, c in core.items()}
-    low = {u for u, e in eff.items() if e < t.cpu_efficiency_low}
+    low = {u for u, e in eff.items() if e < thresholds.cpu_efficiency_low}
     assert low, f"the session's idle jobs leave no user below the threshold: {eff}"
     for user in low:
         assert rows[user]["rank_core_hours"] == ranks[user]
@@ -135,7 +135,7 @@ def test_low_efficiency_users_equal_sacct(both):
     # Every other row is there for its GPUs alone.
     for user in rows.keys() - low:
         assert rows[user]["cpu_efficiency"] == pytest.approx(eff.get(user, 0.0), abs=1e-3)
-        assert rows[user]["gpu_efficiency"] < t.low_efficiency_users_gpu_util, rows[user]
+        assert rows[user]["gpu_efficiency"] < thresholds.low_efficiency_users_gpu_util, rows[user]
 
 
 def test_longest_queued_equal_sacct_and_prometheus(both):

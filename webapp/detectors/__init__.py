@@ -52,7 +52,7 @@ RULES_VERSION = rules_version(detector_sources(), threshold_defaults())
 class Detector(Protocol):
     name: str
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]: ...
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]: ...
 
 
 DETECTORS: tuple[Detector, ...] = (
@@ -91,11 +91,11 @@ def detect_all(
     detectors: Iterable[Detector] = DETECTORS,
 ) -> tuple[Finding, ...]:
     """Every detector's findings, most severe first (then by name)."""
-    t = thresholds or Thresholds()
+    thresholds = thresholds or Thresholds()
     found: list[Finding] = []
     for detector in detectors:
         try:
-            found.extend(detector.detect(report, t))
+            found.extend(detector.detect(report, thresholds))
         except Exception:
             # One faulty detector must not cost the user the rest of the report.
             log.exception("detector %s failed on job %s", detector.name, report.job_id)

@@ -62,7 +62,7 @@ class PastRun:
     time_limit_seconds: float | None
 
 
-def next_request(runs: Sequence[PastRun], t: Thresholds) -> tuple[str | None, str | None]:
+def next_request(runs: Sequence[PastRun], thresholds: Thresholds) -> tuple[str | None, str | None]:
     """(``--mem``, ``--time``) for the next submission of these runs; None where none says.
 
     One policy for a user's history and for an array's tasks:
@@ -85,7 +85,7 @@ def next_request(runs: Sequence[PastRun], t: Thresholds) -> tuple[str | None, st
     the next job of a name may be its largest, so both get the same rule.
     """
     done = [r for r in runs if ended(r.state)]
-    return _mem(done, t), _time(done, t)
+    return _mem(done, thresholds), _time(done, thresholds)
 
 
 def _covering(values: Sequence[float], margin: float) -> float:
@@ -93,20 +93,20 @@ def _covering(values: Sequence[float], margin: float) -> float:
     return max((percentile(values, PERCENTILE) or 0.0) * margin, max(values))
 
 
-def _mem(done: Sequence[PastRun], t: Thresholds) -> str | None:
+def _mem(done: Sequence[PastRun], thresholds: Thresholds) -> str | None:
     peaks = [float(r.peak_bytes) for r in done if r.peak_bytes]
     killed = [float(r.memory_limit_bytes) for r in done
               if r.state == OUT_OF_MEMORY and r.memory_limit_bytes]
-    wanted = ([_covering(peaks, t.memory_margin)] if peaks else []) + \
-        ([max(killed) * t.oom_growth] if killed else [])
+    wanted = ([_covering(peaks, thresholds.memory_margin)] if peaks else []) + \
+        ([max(killed) * thresholds.oom_growth] if killed else [])
     return slurm_mem(max(wanted)) if wanted else None
 
 
-def _time(done: Sequence[PastRun], t: Thresholds) -> str | None:
+def _time(done: Sequence[PastRun], thresholds: Thresholds) -> str | None:
     elapsed = [float(r.elapsed_seconds) for r in done
                if r.state == COMPLETED and r.elapsed_seconds]
     out = [float(r.time_limit_seconds) for r in done
            if r.state == TIMEOUT and r.time_limit_seconds]
-    wanted = ([_covering(elapsed, t.time_margin)] if elapsed else []) + \
-        ([max(out) * t.timeout_growth] if out else [])
+    wanted = ([_covering(elapsed, thresholds.time_margin)] if elapsed else []) + \
+        ([max(out) * thresholds.timeout_growth] if out else [])
     return slurm_time(max(round_up_time(w) for w in wanted)) if wanted else None

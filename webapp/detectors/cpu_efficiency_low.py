@@ -31,19 +31,20 @@ def _plural(n: int, word: str) -> str:
 class LowCpuEfficiencyDetector:
     name = "cpu_efficiency_low"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         eff = report.cpu_efficiency
         busy = busy_cores(report)
         if eff is None or busy is None or not report.cpus or report.unfinished:
             return ()
-        if not long_enough(report, t.min_runtime_seconds) or eff >= t.cpu_efficiency_low:
+        if (not long_enough(report, thresholds.min_runtime_seconds)
+                or eff >= thresholds.cpu_efficiency_low):
             return ()
-        if looks_serial(report, t) or input_bound(report, t):
+        if looks_serial(report, thresholds) or input_bound(report, thresholds):
             return ()  # serial_on_many_cores / gpu_input_bound say it more precisely
-        waited = waiting_for(report, t)
+        waited = waiting_for(report, thresholds)
         # Some waiting for a CPU, but mostly idle cores: this finding's case, not starved.
         waited_a_little = waited == "cpu" and not wait_explains_idle_cores(report)
-        if (waited and not waited_a_little) or idle_beside_busy_gpus(report, t):
+        if (waited and not waited_a_little) or idle_beside_busy_gpus(report, thresholds):
             return ()  # cpu_starved, io_starved, memory_thrashing, gpu_cores_idle: the cause
         if report.cpus > 1:
             cores = next_cpus(busy, 1.1)

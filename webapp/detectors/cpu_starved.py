@@ -20,12 +20,12 @@ from webapp.thresholds import Thresholds
 class CpuStarvedDetector:
     name = "cpu_starved"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
-        if not cpu_efficiency_low(report, t) or waiting_for(report, t) != "cpu":
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
+        if not cpu_efficiency_low(report, thresholds) or waiting_for(report, thresholds) != "cpu":
             return ()
-        if own_threads_outnumber_cores(report, t):
+        if own_threads_outnumber_cores(report, thresholds):
             return ()  # its threads waited for each other: oversubscribed says so
-        if looks_serial(report, t):
+        if looks_serial(report, thresholds):
             return ()  # one busy thread on several cores: serial says what to change
         if not wait_explains_idle_cores(report):
             return ()  # it waited, but mostly its cores sat idle: the CPU finding says so

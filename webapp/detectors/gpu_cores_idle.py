@@ -12,25 +12,25 @@ from webapp.model import Finding, JobReport, Severity
 from webapp.thresholds import Thresholds
 
 
-def idle_beside_busy_gpus(report: JobReport, t: Thresholds) -> bool:
+def idle_beside_busy_gpus(report: JobReport, thresholds: Thresholds) -> bool:
     """GPUs at ``gpu_cores_idle_min_gpu_util`` or more, CPU efficiency low and
     ``gpu_cores_idle_min_cores`` or more cores idle on average."""
     util, busy = gpu_mean(report), busy_cores(report)
     return (
         bool(report.gpus)
         and util is not None
-        and util >= t.gpu_cores_idle_min_gpu_util
+        and util >= thresholds.gpu_cores_idle_min_gpu_util
         and busy is not None
-        and cpu_efficiency_low(report, t)
-        and (report.cpus or 0) - busy >= t.gpu_cores_idle_min_cores
+        and cpu_efficiency_low(report, thresholds)
+        and (report.cpus or 0) - busy >= thresholds.gpu_cores_idle_min_cores
     )
 
 
 class GpuCoresIdleDetector:
     name = "gpu_cores_idle"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
-        if not idle_beside_busy_gpus(report, t):
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
+        if not idle_beside_busy_gpus(report, thresholds):
             return ()
         util, busy, cpus = gpu_mean(report) or 0.0, busy_cores(report) or 0.0, report.cpus or 0
         # enough for what was used, with a spare core per GPU for the data pipeline

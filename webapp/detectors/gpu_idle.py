@@ -30,14 +30,14 @@ def _idle_energy(report: JobReport, idle: list[Series]) -> float | None:
 class IdleGpuDetector:
     name = "gpu_idle"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         series = gpu_series(report)
-        if not report.gpus or not series or not long_enough(report, t.min_runtime_seconds):
+        if not report.gpus or not series or not long_enough(report, thresholds.min_runtime_seconds):
             return ()
-        idle = [s for s in series if (s.mean() or 0.0) < t.gpu_idle]
+        idle = [s for s in series if (s.mean() or 0.0) < thresholds.gpu_idle]
         if not idle:
             return ()
-        if len(idle) == len(series) and input_bound(report, t):
+        if len(idle) == len(series) and input_bound(report, thresholds):
             return ()  # the program held the GPU while one core worked: gpu_input_bound
         allocated = max(report.gpus, len(series))
         used = len(series) - len(idle)
@@ -46,7 +46,7 @@ class IdleGpuDetector:
         if used == 0 and not unseen:
             message = (
                 f"None of the {allocated} allocated GPU(s) did any work: utilisation stayed "
-                f"below {format_percent(t.gpu_idle)} for the whole job."
+                f"below {format_percent(thresholds.gpu_idle)} for the whole job."
             )
             variable, tool = gpu_terms(report)
             advice = (

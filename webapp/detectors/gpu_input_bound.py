@@ -19,27 +19,27 @@ from webapp.model import Finding, JobReport, Severity
 from webapp.thresholds import Thresholds
 
 
-def input_bound(report: JobReport, t: Thresholds) -> bool:
+def input_bound(report: JobReport, thresholds: Thresholds) -> bool:
     """GPUs below ``gpu_util_low`` that the program opened (they hold memory), while about
     one core of the job did all the CPU work at full speed."""
     util, held = gpu_mean(report), gpu_memory_peak(report)
     return (
         bool(report.gpus)
         and not report.unfinished
-        and long_enough(report, t.min_runtime_seconds)
+        and long_enough(report, thresholds.min_runtime_seconds)
         and util is not None
-        and util < t.gpu_util_low
+        and util < thresholds.gpu_util_low
         and held is not None
-        and held >= t.gpu_memory_in_use_bytes
-        and one_core_saturated(report, t)
+        and held >= thresholds.gpu_memory_in_use_bytes
+        and one_core_saturated(report, thresholds)
     )
 
 
 class GpuInputBoundDetector:
     name = "gpu_input_bound"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
-        if not input_bound(report, t):
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
+        if not input_bound(report, thresholds):
             return ()
         util, held = gpu_mean(report) or 0.0, gpu_memory_peak(report) or 0.0
         busy, top = busy_cores(report) or 0.0, busiest_core(report)
@@ -52,7 +52,7 @@ class GpuInputBoundDetector:
         if waited >= 0.05:  # load beside the job: say why its one core reads below full
             core += f", and its threads waited for a core {format_percent(waited)} of the run"
         held_text = format_bytes(held)
-        if util < t.gpu_idle:
+        if util < thresholds.gpu_idle:
             # an idle GPU the program opened: the work stayed on the CPU side
             message = (
                 f"The GPU(s) did no work although the program held {held_text} on them, "

@@ -34,15 +34,16 @@ def smaller_types(report: JobReport, need: float, size: float,
 class GpuMemoryLowDetector:
     name = "gpu_memory_low"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         size, peak = report.usage.gpu_memory_total_bytes, gpu_memory_peak(report)
         if not report.gpus or not size or peak is None or report.unfinished:
             return ()
-        if not long_enough(report, t.min_runtime_seconds) or size < t.gpu_memory_large_bytes:
+        if (not long_enough(report, thresholds.min_runtime_seconds)
+                or size < thresholds.gpu_memory_large_bytes):
             return ()
-        if peak >= t.gpu_memory_low * size:
+        if peak >= thresholds.gpu_memory_low * size:
             return ()  # below the share, as for gpu_util_low
-        need = peak * t.gpu_memory_margin
+        need = peak * thresholds.gpu_memory_margin
         busy = gpu_mean(report)
         fits = smaller_types(report, need, size, busy)
         known = cluster_gpu_types(report)

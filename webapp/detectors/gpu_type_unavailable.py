@@ -10,11 +10,11 @@ from webapp.thresholds import Thresholds
 class GpuTypeUnavailableDetector:
     name = "gpu_type_unavailable"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         q = report.queue
         if q is None or not q.seen or not q.requested_gpu_types or not q.gpus_available_max:
             return ()
-        if q.pending_seconds is None or q.pending_seconds < t.queue_wait_min_seconds:
+        if q.pending_seconds is None or q.pending_seconds < thresholds.queue_wait_min_seconds:
             return ()
         most = dict(q.gpus_available_max)  # most GPUs of each type free at once in the wait
         wanted = [g for g in q.requested_gpu_types if most.get(g, 0) == 0]

@@ -14,16 +14,16 @@ from webapp.thresholds import Thresholds
 class LowGpuUtilDetector:
     name = "gpu_util_low"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         series = gpu_series(report)
-        if not report.gpus or not series or not long_enough(report, t.min_runtime_seconds):
+        if not report.gpus or not series or not long_enough(report, thresholds.min_runtime_seconds):
             return ()
         # Idle GPUs are IdleGpuDetector's finding; judge the ones that did something.
-        means = [m for s in series if (m := s.mean() or 0.0) >= t.gpu_idle]
+        means = [m for s in series if (m := s.mean() or 0.0) >= thresholds.gpu_idle]
         if not means:
             return ()
         mean = sum(means) / len(means)
-        if mean >= t.gpu_util_low or input_bound(report, t):
+        if mean >= thresholds.gpu_util_low or input_bound(report, thresholds):
             return ()  # gpu_input_bound names the cause and its cure
         # The summed work of all GPUs, if packed onto fewer at ~50 % each.
         needed = max(1, math.ceil(sum(means) / 0.5))
@@ -39,7 +39,7 @@ class LowGpuUtilDetector:
                 severity=Severity.WARNING,
                 message=(
                     f"The GPUs were busy only {format_percent(mean)} of the time on average "
-                    f"(below {format_percent(t.gpu_util_low)})."
+                    f"(below {format_percent(thresholds.gpu_util_low)})."
                 ),
                 advice=(
                     fewer + "A GPU this idle is usually waiting for data: give the input "

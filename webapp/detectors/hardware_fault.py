@@ -37,14 +37,14 @@ XID_MEANINGS = {
 }
 
 
-def counted(report: JobReport, t: Thresholds) -> list[GpuFault]:
+def counted(report: JobReport, thresholds: Thresholds) -> list[GpuFault]:
     """The GPU faults worth a finding: hardware XIDs, uncorrected memory errors, and
     corrected ones at ``gpu_ecc_corrected`` or more."""
     out = []
     for f in report.usage.gpu_faults:
         if f.kind == "xid" and f.code in PROGRAM_XIDS:
             continue
-        if f.kind == "ecc_corrected" and f.count < t.gpu_ecc_corrected:
+        if f.kind == "ecc_corrected" and f.count < thresholds.gpu_ecc_corrected:
             continue
         out.append(f)
     return out
@@ -79,8 +79,8 @@ def node_sentence(report: JobReport, e: NodeEvent) -> str:
 class HardwareFaultDetector:
     name = "hardware_fault"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
-        gpus = counted(report, t)
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
+        gpus = counted(report, thresholds)
         # a job ended NODE_FAIL has its node's event in the outcome finding already
         events = [e for e in report.node_events if e.state != "IDLE"
                   and report.state != NODE_FAIL]

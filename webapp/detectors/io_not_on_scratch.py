@@ -10,11 +10,11 @@ from webapp.thresholds import Thresholds
 class IoNotOnScratchDetector:
     name = "io_not_on_scratch"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         u = report.usage
         written, read = u.write_bytes or 0.0, u.read_bytes or 0.0
         # scratch_in_use None means "not measured": say nothing rather than guess.
-        if u.scratch_in_use is not False or max(written, read) < t.io_heavy_bytes:
+        if u.scratch_in_use is not False or max(written, read) < thresholds.io_heavy_bytes:
             return ()
         rate = ""
         if report.elapsed_seconds:

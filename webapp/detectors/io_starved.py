@@ -12,8 +12,8 @@ from webapp.thresholds import Thresholds
 class IoStarvedDetector:
     name = "io_starved"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
-        if not cpu_efficiency_low(report, t) or waiting_for(report, t) != "io":
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
+        if not cpu_efficiency_low(report, thresholds) or waiting_for(report, thresholds) != "io":
             return ()
         eff, share = report.cpu_efficiency or 0.0, wait_share(report, "io") or 0.0
         return (

@@ -9,9 +9,9 @@ from webapp.thresholds import Thresholds
 class ManyOpenFilesDetector:
     name = "many_open_files"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         u = report.usage
-        if u.open_files_max is None or u.open_files_max < t.open_files_many:
+        if u.open_files_max is None or u.open_files_max < thresholds.open_files_many:
             return ()
         return (
             Finding(
@@ -25,7 +25,7 @@ class ManyOpenFilesDetector:
                 ),
                 evidence_text=(
                     f"Up to {u.open_files_max:,.0f} files open at once (a note from "
-                    f"{t.open_files_many:,.0f} on)."
+                    f"{thresholds.open_files_many:,.0f} on)."
                 ),
                 evidence={"open_files_max": u.open_files_max},
             ),

@@ -24,7 +24,7 @@ def node_mean_cores(report: JobReport) -> dict[str, float]:
     return {s.label: m for s in report.usage.cpu_cores if (m := s.mean()) is not None}
 
 
-def working_nodes(report: JobReport, t: Thresholds) -> int | None:
+def working_nodes(report: JobReport, thresholds: Thresholds) -> int | None:
     """How many of the job's nodes did something (``node_idle_cores`` or more busy on
     average); None when a node has no samples (unknown, not idle)."""
     if len(report.nodes) < 2:
@@ -32,7 +32,7 @@ def working_nodes(report: JobReport, t: Thresholds) -> int | None:
     cores = node_mean_cores(report)
     if set(cores) != set(report.nodes):
         return None
-    return len(cores) - len(idle_nodes(cores, t.node_idle_cores))
+    return len(cores) - len(idle_nodes(cores, thresholds.node_idle_cores))
 
 
 def per_core_means(report: JobReport) -> list[float]:
@@ -141,13 +141,13 @@ def wait_share(report: JobReport, resource: str) -> float | None:
     return share
 
 
-def own_threads_outnumber_cores(report: JobReport, t: Thresholds) -> bool:
+def own_threads_outnumber_cores(report: JobReport, thresholds: Thresholds) -> bool:
     """More of the job's threads were busy at once on a node than the node's share of its
     cores (by ``oversubscription_ratio``): any CPU wait is then, first, its own doing."""
     busy = report.usage.busy_tasks_max
     if busy is None or not report.cpus:
         return False
-    return busy > report.cpus / max(1, len(report.nodes)) * t.oversubscription_ratio
+    return busy > report.cpus / max(1, len(report.nodes)) * thresholds.oversubscription_ratio
 
 
 def can_tell_waiting(report: JobReport) -> bool:
@@ -155,7 +155,7 @@ def can_tell_waiting(report: JobReport) -> bool:
     return has_pressure(report) or report.usage.cpu_wait_seconds is not None
 
 
-def waiting_for(report: JobReport, t: Thresholds) -> str | None:
+def waiting_for(report: JobReport, thresholds: Thresholds) -> str | None:
     """What the job's tasks waited for: ``memory`` (reclaim, PSI only), else the larger of
     ``cpu`` and ``io`` over its threshold (PSI, else the threads' wait figures); None when
     nothing stalled or nothing was measured.
@@ -164,24 +164,24 @@ def waiting_for(report: JobReport, t: Thresholds) -> str | None:
     burns system CPU, so it is the cause the other two follow from.
     """
     mem = pressure(report, "memory")
-    if (mem is not None and mem >= t.memory_pressure_high) or (
+    if (mem is not None and mem >= thresholds.memory_pressure_high) or (
         report.usage.memory_high_events or 0
     ) > 0:
         return "memory"
     stalls = {r: p for r in ("cpu", "io") if (p := wait_share(report, r)) is not None}
-    stalls = {r: p for r, p in stalls.items() if p >= t.pressure_high}
+    stalls = {r: p for r, p in stalls.items() if p >= thresholds.pressure_high}
     return max(stalls, key=stalls.__getitem__) if stalls else None
 
 
-def cpu_efficiency_low(report: JobReport, t: Thresholds) -> bool:
+def cpu_efficiency_low(report: JobReport, thresholds: Thresholds) -> bool:
     """A finished job, long enough to judge, whose cores did less than the threshold."""
     eff = report.cpu_efficiency
     return (
         eff is not None
         and bool(report.cpus)
         and not report.unfinished
-        and long_enough(report, t.min_runtime_seconds)
-        and eff < t.cpu_efficiency_low
+        and long_enough(report, thresholds.min_runtime_seconds)
+        and eff < thresholds.cpu_efficiency_low
     )
 
 
@@ -202,15 +202,15 @@ def runnable_cores(report: JobReport) -> float | None:
     return busy + wait / report.elapsed_seconds
 
 
-def one_core_saturated(report: JobReport, t: Thresholds) -> bool:
+def one_core_saturated(report: JobReport, thresholds: Thresholds) -> bool:
     """One core (or one core's worth) kept busy: the busiest core at ``core_saturated``, or
     about one core in all, which the kernel may spread over several as it migrates a
     single busy process. Counted as asked (``runnable_cores``), so a busy process on a
     loaded node, which got less than its core, still saturates one."""
     top = busiest_core(report)
     asked = runnable_cores(report)
-    return (top is not None and top >= t.core_saturated) or (
-        asked is not None and t.core_saturated <= asked <= t.serial_cores_max
+    return (top is not None and top >= thresholds.core_saturated) or (
+        asked is not None and thresholds.core_saturated <= asked <= thresholds.serial_cores_max
     )
 
 

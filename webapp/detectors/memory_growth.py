@@ -17,18 +17,18 @@ from webapp.states import OUT_OF_MEMORY
 from webapp.thresholds import Thresholds
 
 
-def growth(series: Series, limit: float, t: Thresholds) -> LinearFit | None:
+def growth(series: Series, limit: float, thresholds: Thresholds) -> LinearFit | None:
     """The series' fitted line when it is a steady climb worth a finding, else None."""
-    if len(series.points) < t.memory_growth_min_points:
+    if len(series.points) < thresholds.memory_growth_min_points:
         return None
     fit = series.fit()
-    if fit is None or fit.slope <= 0 or fit.r2 < t.memory_growth_fit:
+    if fit is None or fit.slope <= 0 or fit.r2 < thresholds.memory_growth_fit:
         return None
     first, last = series.points[0][0], series.points[-1][0]
-    if fit.slope * (last - first) < t.memory_growth_min_share * limit:
+    if fit.slope * (last - first) < thresholds.memory_growth_min_share * limit:
         return None
     tail = Series(series.label, series.points[len(series.points) * 2 // 3:]).fit()
-    if tail is None or tail.slope < t.memory_growth_late * fit.slope:
+    if tail is None or tail.slope < thresholds.memory_growth_late * fit.slope:
         return None  # it levelled off: a plateau, not a leak
     return fit
 
@@ -36,12 +36,12 @@ def growth(series: Series, limit: float, t: Thresholds) -> LinearFit | None:
 class MemoryGrowthDetector:
     name = "memory_growth"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         limit = memory_limit(report)
-        if not limit or not long_enough(report, t.min_runtime_seconds):
+        if not limit or not long_enough(report, thresholds.min_runtime_seconds):
             return ()
         held = report.usage.memory_held
-        found = [(s, fit) for s in held if (fit := growth(s, limit, t))]
+        found = [(s, fit) for s in held if (fit := growth(s, limit, thresholds))]
         if not found:
             return ()
         series, fit = max(found, key=lambda sf: sf[1].slope)

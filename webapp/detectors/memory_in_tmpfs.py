@@ -15,14 +15,15 @@ from webapp.model import Finding, JobReport, NodeMemory, Severity
 from webapp.thresholds import Thresholds
 
 
-def tmpfs_node(report: JobReport, t: Thresholds) -> NodeMemory | None:
+def tmpfs_node(report: JobReport, thresholds: Thresholds) -> NodeMemory | None:
     """The node whose shared memory was largest, when it passes both thresholds."""
     shared = [n for n in report.memory_nodes if n.shmem_bytes]
     if not shared:
         return None
     top = max(shared, key=lambda n: n.shmem_bytes or 0)
     shmem, held = top.shmem_bytes or 0, top.held_bytes or 0
-    if shmem < t.tmpfs_memory_min_bytes or not held or shmem < t.tmpfs_memory_share * held:
+    if (shmem < thresholds.tmpfs_memory_min_bytes or not held
+            or shmem < thresholds.tmpfs_memory_share * held):
         return None
     return top
 
@@ -30,8 +31,8 @@ def tmpfs_node(report: JobReport, t: Thresholds) -> NodeMemory | None:
 class MemoryInTmpfsDetector:
     name = "memory_in_tmpfs"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
-        node = tmpfs_node(report, t)
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
+        node = tmpfs_node(report, thresholds)
         if node is None:
             return ()
         shmem, held = node.shmem_bytes or 0, node.held_bytes or 0

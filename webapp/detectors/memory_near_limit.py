@@ -23,13 +23,13 @@ from webapp.thresholds import Thresholds
 class MemoryNearLimitDetector:
     name = "memory_near_limit"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         peak, limit = report.memory_peak_bytes, memory_limit(report)
         if report.state == OUT_OF_MEMORY or OUT_OF_MEMORY in step_states(report):
             return ()  # out_of_memory says it all
-        if not peak or not limit or peak / limit < t.memory_near_limit:
+        if not peak or not limit or peak / limit < thresholds.memory_near_limit:
             return ()
-        mem = next_mem(peak, t.memory_margin)
+        mem = next_mem(peak, thresholds.memory_margin)
         node = peak_node_memory(report)
         shmem = node.shmem_bytes if node and report.memory_peak.source == "prometheus" else None
         shared = (f" Up to {format_bytes(shmem)} of it were files in /dev/shm or another "

@@ -12,20 +12,20 @@ from webapp.thresholds import Thresholds
 class MemoryOverRequestedDetector:
     name = "memory_over_requested"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         # A peak of 0 means "not sampled" (jobs shorter than the gather interval) far more
         # often than "no memory"; a running job's peak may still grow.
         peak, limit = report.memory_peak_bytes, memory_limit(report)
         if not peak or not limit or report.unfinished:
             return ()
-        if not long_enough(report, t.min_runtime_seconds):
+        if not long_enough(report, thresholds.min_runtime_seconds):
             return ()
         nodes = max(1, len(report.nodes))
         ratio = peak / limit
-        wasted = (limit - peak * t.memory_margin) * nodes
-        if ratio >= t.memory_efficiency_low or wasted < t.memory_waste_min_bytes:
+        wasted = (limit - peak * thresholds.memory_margin) * nodes
+        if ratio >= thresholds.memory_efficiency_low or wasted < thresholds.memory_waste_min_bytes:
             return ()
-        mem = next_mem(peak, t.memory_margin)
+        mem = next_mem(peak, thresholds.memory_margin)
         where = " per node" if nodes > 1 else ""
         return (
             Finding(
@@ -37,15 +37,15 @@ class MemoryOverRequestedDetector:
                 ),
                 advice=(
                     f"Ask for `--mem={mem}`{where} next time (the peak plus "
-                    f"{format_percent(t.memory_margin - 1)}); a smaller request starts sooner "
-                    "and leaves memory for other jobs."
+                    f"{format_percent(thresholds.memory_margin - 1)}); a smaller request starts "
+                    "sooner and leaves memory for other jobs."
                 ),
                 evidence_text=(
                     f"Peak {format_bytes(peak)} ({peak_source_text(report)}) of the "
                     f"{format_bytes(limit)} requested{where}: {format_percent(ratio)}; "
                     f"{format_bytes(wasted)}{' over all nodes' if nodes > 1 else ''} stayed "
                     "unused beyond a "
-                    f"{format_percent(t.memory_margin - 1)} margin."
+                    f"{format_percent(thresholds.memory_margin - 1)} margin."
                 ),
                 evidence={
                     "memory_peak_bytes": round(peak),

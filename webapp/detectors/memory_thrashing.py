@@ -20,19 +20,20 @@ from webapp.thresholds import Thresholds
 class MemoryThrashingDetector:
     name = "memory_thrashing"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
-        if not cpu_efficiency_low(report, t) or waiting_for(report, t) != "memory":
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
+        if (not cpu_efficiency_low(report, thresholds)
+                or waiting_for(report, thresholds) != "memory"):
             return ()
         eff, share = report.cpu_efficiency or 0.0, pressure(report, "memory")
         events = int(report.usage.memory_high_events or 0)
         seen = []
-        if share is not None and share >= t.memory_pressure_high:
+        if share is not None and share >= thresholds.memory_pressure_high:
             seen.append(f"its tasks stalled on memory reclaim {format_percent(share)} of the time")
         if events:
             seen.append(f"it went over memory.high {events} time(s)")
         limit = memory_limit(report)
         ask = (
-            f"ask for `--mem={next_mem(limit, t.oom_growth)}`"
+            f"ask for `--mem={next_mem(limit, thresholds.oom_growth)}`"
             if limit
             else "ask for more `--mem`"
         )

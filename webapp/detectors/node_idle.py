@@ -11,15 +11,15 @@ from webapp.unused import idle_nodes
 class NodeIdleDetector:
     name = "node_idle"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         if report.unfinished or len(report.nodes) < 2:
             return ()
-        if not long_enough(report, t.min_runtime_seconds):
+        if not long_enough(report, thresholds.min_runtime_seconds):
             return ()
         cores = node_mean_cores(report)
         if set(cores) != set(report.nodes):
             return ()  # a node without samples is unknown, not idle
-        idle = idle_nodes(cores, t.node_idle_cores)
+        idle = idle_nodes(cores, thresholds.node_idle_cores)
         if not idle:
             return ()
         shown = ", ".join(f"{n}: {cores[n]:.2f} cores" for n in idle)
@@ -41,7 +41,7 @@ class NodeIdleDetector:
                 evidence_text=(
                     "Mean cores busy per node: "
                     + ", ".join(f"{n} {c:.2f}" for n, c in sorted(cores.items()))
-                    + f"; idle below {t.node_idle_cores:g}."
+                    + f"; idle below {thresholds.node_idle_cores:g}."
                 ),
                 evidence={"nodes": len(report.nodes), "idle_nodes": ",".join(idle),
                           **{f"cores_busy_{n}": round(c, 3) for n, c in sorted(cores.items())}},

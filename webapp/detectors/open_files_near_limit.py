@@ -10,9 +10,9 @@ from webapp.thresholds import Thresholds
 class OpenFilesNearLimitDetector:
     name = "open_files_near_limit"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         ratio = report.usage.open_files_limit_ratio_max
-        if ratio is None or ratio < t.open_files_ratio_high:
+        if ratio is None or ratio < thresholds.open_files_ratio_high:
             return ()
         return (
             Finding(

@@ -13,7 +13,7 @@ from webapp.thresholds import Thresholds
 class OutOfMemoryDetector:
     name = "out_of_memory"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         peak, limit = report.memory_peak_bytes, memory_limit(report)
         oom = report.state == OUT_OF_MEMORY or OUT_OF_MEMORY in step_states(report)
         if not oom:
@@ -21,8 +21,8 @@ class OutOfMemoryDetector:
         # The peak of a killed job is the limit, not its need: grow the limit itself.
         base = max(peak or 0, limit or 0)
         advice = (
-            f"Ask for `--mem={next_mem(base, t.oom_growth)}` next time "
-            f"({format_percent(t.oom_growth - 1)} more than the limit it hit), or reduce "
+            f"Ask for `--mem={next_mem(base, thresholds.oom_growth)}` next time "
+            f"({format_percent(thresholds.oom_growth - 1)} more than the limit it hit), or reduce "
             "what the program holds in memory at once."
             if base
             else "Ask for more memory with --mem next time."

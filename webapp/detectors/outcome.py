@@ -107,14 +107,14 @@ def _cancel_sentence(report: JobReport, by: int | None) -> str:
 class OutcomeDetector:
     name = "outcome"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         if not report.state:
             return ()
         state, by = report.state, report.cancelled_by  # sources split "CANCELLED by N"
         if state == FAILED:
             return (self._failed(report),)
         if state == TIMEOUT:
-            return (self._timeout(report, t),)
+            return (self._timeout(report, thresholds),)
         if state == NODE_FAIL:
             return (
                 Finding(
@@ -169,10 +169,10 @@ class OutcomeDetector:
             evidence=evidence,
         )
 
-    def _timeout(self, report: JobReport, t: Thresholds) -> Finding:
+    def _timeout(self, report: JobReport, thresholds: Thresholds) -> Finding:
         limit = report.time_limit_seconds
         if limit:
-            longer = slurm_time(round_up_time(limit * t.timeout_growth))
+            longer = slurm_time(round_up_time(limit * thresholds.timeout_growth))
             advice = (
                 f"If it was making progress, ask for `--time={longer}` next time; better, write "
                 "checkpoints so a job can continue where the previous one stopped."

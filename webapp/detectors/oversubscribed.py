@@ -17,10 +17,10 @@ from webapp.thresholds import Thresholds
 class OversubscribedDetector:
     name = "oversubscribed"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         cpus = report.cpus
         used = busy_cores(report)
-        if not cpus or used is None or not long_enough(report, t.min_runtime_seconds):
+        if not cpus or used is None or not long_enough(report, thresholds.min_runtime_seconds):
             return ()
         threads = report.usage.threads_max
         busy_tasks = report.usage.busy_tasks_max
@@ -28,11 +28,12 @@ class OversubscribedDetector:
         node_cpus = cpus / max(1, len(report.nodes))
         share = thread_wait_share(report, "cpu")
         if busy_tasks is not None and share is not None and not (
-            used > cpus * t.oversubscription_ratio
+            used > cpus * thresholds.oversubscription_ratio
         ):
             # Measured: the job's own busy threads outnumbered its cores and waited for them
             # (a busy node slows a job down too, but then its threads do not outnumber it).
-            if not own_threads_outnumber_cores(report, t) or share < t.pressure_high:
+            if (not own_threads_outnumber_cores(report, thresholds)
+                    or share < thresholds.pressure_high):
                 return ()
             message = (
                 f"Up to {busy_tasks:.0f} of the job's threads were busy at once on "
@@ -46,7 +47,7 @@ class OversubscribedDetector:
             )
             sentence = (f"Up to {busy_tasks:.0f} busy threads on {node_cpus:g} core(s) per "
                         f"node; {share:.0%} of their time spent waiting for a core.")
-        elif used > cpus * t.oversubscription_ratio:
+        elif used > cpus * thresholds.oversubscription_ratio:
             # Only possible without core binding (ConstrainCores=no): it took others' cores.
             cores = math.ceil(used)
             message = f"The job kept {used:.1f} cores busy but was allocated {cpus}."
@@ -54,8 +55,9 @@ class OversubscribedDetector:
             sentence = f"{used:.1f} cores busy on average with {cpus} allocated."
         elif (
             threads
-            and threads - t.oversubscription_wrapper_threads > cpus * t.oversubscription_ratio
-            and (used / cpus >= t.oversubscription_busy)
+            and threads - thresholds.oversubscription_wrapper_threads
+            > cpus * thresholds.oversubscription_ratio
+            and (used / cpus >= thresholds.oversubscription_busy)
         ):
             message = (
                 f"Up to {threads:.0f} threads competed for {cpus} busy core(s); they slow each "

@@ -8,7 +8,7 @@ from webapp.model import Finding, JobReport, Severity
 from webapp.thresholds import Thresholds
 
 
-def looks_serial(report: JobReport, t: Thresholds) -> bool:
+def looks_serial(report: JobReport, thresholds: Thresholds) -> bool:
     """True when the job kept about one core busy out of two or more, with one thread.
 
     Judged on the total, not per core: the kernel migrates a serial process between the
@@ -24,11 +24,11 @@ def looks_serial(report: JobReport, t: Thresholds) -> bool:
     """
     if not report.cpus or report.cpus < 2:
         return False
-    if len(report.nodes) > 1 and working_nodes(report, t) != 1:
+    if len(report.nodes) > 1 and working_nodes(report, thresholds) != 1:
         return False  # several nodes at work, or one without samples: not judged serial
     busy_tasks = report.usage.busy_tasks_max
     used = busy_cores(report)
-    if used is None or used > t.serial_cores_max:
+    if used is None or used > thresholds.serial_cores_max:
         return False
     if busy_tasks is not None:
         return busy_tasks == 1 and used >= 0.25
@@ -38,10 +38,10 @@ def looks_serial(report: JobReport, t: Thresholds) -> bool:
 class SerialOnManyCoresDetector:
     name = "serial_on_many_cores"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
-        if report.unfinished or not long_enough(report, t.min_runtime_seconds):
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
+        if report.unfinished or not long_enough(report, thresholds.min_runtime_seconds):
             return ()
-        if not looks_serial(report, t) or input_bound(report, t):
+        if not looks_serial(report, thresholds) or input_bound(report, thresholds):
             return ()  # on a GPU job the one busy core is its data loader: gpu_input_bound
         used = busy_cores(report)
         return (

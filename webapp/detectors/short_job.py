@@ -14,9 +14,9 @@ _MAX_PACK = 100  # beyond this, the advice is "a loop", whatever the count
 class ShortJobDetector:
     name = "short_job"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         elapsed = report.elapsed_seconds
-        if report.state != COMPLETED or elapsed is None or elapsed >= t.short_job_seconds:
+        if report.state != COMPLETED or elapsed is None or elapsed >= thresholds.short_job_seconds:
             return ()
         per_job = min(max(int(_TARGET // max(elapsed, 1.0)), 2), _MAX_PACK)
         return (
@@ -34,7 +34,7 @@ class ShortJobDetector:
                 ),
                 evidence_text=(
                     f"Ran {format_duration(elapsed)}; jobs under "
-                    f"{format_duration(t.short_job_seconds)} count as short."
+                    f"{format_duration(thresholds.short_job_seconds)} count as short."
                 ),
                 evidence={"elapsed_seconds": elapsed, "runs_per_job": per_job},
             ),

@@ -7,24 +7,24 @@ from webapp.model import Finding, JobReport, Severity
 from webapp.thresholds import Thresholds
 
 
-def _small(bytes_: float | None, calls: float | None, t: Thresholds) -> float | None:
+def _small(bytes_: float | None, calls: float | None, thresholds: Thresholds) -> float | None:
     """Mean request size when there were many calls and they were small."""
-    if not calls or bytes_ is None or calls < t.io_many_syscalls:
+    if not calls or bytes_ is None or calls < thresholds.io_many_syscalls:
         return None
     mean = bytes_ / calls
-    return mean if mean < t.io_small_request_bytes else None
+    return mean if mean < thresholds.io_small_request_bytes else None
 
 
 class SmallIoDetector:
     name = "small_io"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         u = report.usage
         small = {
             kind: mean
             for kind, mean in (
-                ("read", _small(u.read_bytes, u.read_syscalls, t)),
-                ("write", _small(u.write_bytes, u.write_syscalls, t)),
+                ("read", _small(u.read_bytes, u.read_syscalls, thresholds)),
+                ("write", _small(u.write_bytes, u.write_syscalls, thresholds)),
             )
             if mean is not None
         }

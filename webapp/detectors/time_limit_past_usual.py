@@ -12,20 +12,20 @@ from webapp.thresholds import Thresholds
 class TimeLimitPastUsualDetector:
     name = "time_limit_past_usual"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         q, limit = report.queue, report.time_limit_seconds
         if q is None or not limit or not q.usual_time_limit_seconds:
             return ()
-        if q.usual_time_limit_jobs < t.time_limit_usual_min_jobs:
+        if q.usual_time_limit_jobs < thresholds.time_limit_usual_min_jobs:
             return ()  # too few jobs for "usual" to mean anything
-        if q.pending_seconds is None or q.pending_seconds < t.queue_wait_min_seconds:
+        if q.pending_seconds is None or q.pending_seconds < thresholds.queue_wait_min_seconds:
             return ()
         ratio = limit / q.usual_time_limit_seconds
-        if ratio < t.time_limit_usual_factor:
+        if ratio < thresholds.time_limit_usual_factor:
             return ()
         usual = format_duration(q.usual_time_limit_seconds)
         ran = report.elapsed_seconds if report.state == COMPLETED else None
-        ask = f"`--time={next_time(ran, t.time_margin)}` (it ran {format_duration(ran)})" \
+        ask = f"`--time={next_time(ran, thresholds.time_margin)}` (it ran {format_duration(ran)})" \
             if ran else f"a limit nearer the partition's usual {usual}"
         return (
             Finding(

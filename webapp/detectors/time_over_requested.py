@@ -12,15 +12,16 @@ from webapp.thresholds import Thresholds
 class TimeOverRequestedDetector:
     name = "time_over_requested"
 
-    def detect(self, report: JobReport, t: Thresholds) -> tuple[Finding, ...]:
+    def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         elapsed, limit = report.elapsed_seconds, report.time_limit_seconds
         if report.state != COMPLETED or not elapsed or not limit:
             return ()
         ratio = elapsed / limit
-        suggested = round_up_time(elapsed * t.time_margin)
-        if ratio >= t.time_used_low or limit - suggested < t.time_waste_min_seconds:
+        suggested = round_up_time(elapsed * thresholds.time_margin)
+        if (ratio >= thresholds.time_used_low
+                or limit - suggested < thresholds.time_waste_min_seconds):
             return ()
-        time = next_time(elapsed, t.time_margin)
+        time = next_time(elapsed, thresholds.time_margin)
         return (
             Finding(
                 name=self.name,

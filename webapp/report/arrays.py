@@ -79,7 +79,7 @@ def summarize_array(
     (``123_[5-9]``) are left out; tasks that have not run yet count in ``tasks`` but
     not in the percentiles.
     """
-    t = thresholds or Thresholds()
+    thresholds = thresholds or Thresholds()
     known = peaks or {}
     jobs = [j for j in tasks if "[" not in j.job_id]
     reduced = tuple(array_task(j, known.get(j.job_id)) for j in jobs)
@@ -87,7 +87,8 @@ def summarize_array(
     elapsed = [a.elapsed_seconds for a in ran if a.elapsed_seconds is not None]
     memory = [float(a.memory_peak_bytes) for a in ran if a.memory_peak_bytes is not None]
     cpu = [a.cpu_efficiency for a in ran if a.cpu_efficiency is not None]
-    mem, time = next_request([past_run(j, a) for j, a in zip(jobs, reduced, strict=True)], t)
+    past = [past_run(j, a) for j, a in zip(jobs, reduced, strict=True)]
+    mem, time = next_request(past, thresholds)
     elapsed_p50, memory_p50 = percentile(elapsed, 50), percentile(memory, 50)
     return ArraySummary(
         tasks=reduced,

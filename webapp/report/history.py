@@ -84,14 +84,14 @@ def history_job(past: PastJob) -> HistoryJob:
     )
 
 
-def suggest(jobs: Sequence[HistoryJob], t: Thresholds, basis: str = ""
+def suggest(jobs: Sequence[HistoryJob], thresholds: Thresholds, basis: str = ""
             ) -> SizingSuggestion | None:
     """The ``#SBATCH`` block the ended jobs call for, and what it would have saved."""
     ended = [j for j in jobs if has_ended(j.state) and j.elapsed_seconds]
     if len(ended) < MIN_JOBS:
         return None
     options: list[tuple[str, str]] = []
-    mem, time = next_request([past_run(j) for j in ended], t)
+    mem, time = next_request([past_run(j) for j in ended], thresholds)
     if mem:
         options.append(("--mem", mem))
     if time:

@@ -101,13 +101,13 @@ def staff_job(r: Mapping[str, Any]) -> StaffJob:
 
 
 def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: float,
-                           cfg: StaffConfig, t: Thresholds,
+                           cfg: StaffConfig, thresholds: Thresholds,
                            alerts: Mapping[str, list[AlertRecord]]) -> StaffReport:
     """``staff.build.build_staff_report`` over the archived jobs that ended in
     [since, until]."""
     w = Window(cluster, since, until, cfg.partitions)
     n = int(cfg.rows)
-    long_enough = f"elapsed >= {float(t.min_runtime_hours * HOUR)!r}"
+    long_enough = f"elapsed >= {float(thresholds.min_runtime_hours * HOUR)!r}"
 
     def top(where: str, params: tuple = (), order: str | None = None,
             limit: int | None = n) -> list[StaffJob]:
@@ -122,28 +122,29 @@ def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: f
     times = {t["user"]: (t["time_unused"], t["time_requested"]) for t in totals if t["time_jobs"]}
     parts = cfg.large_memory_partitions
     tables = (
-        efficiency_table(efficiency, cfg, t, notices),
+        efficiency_table(efficiency, cfg, thresholds, notices),
         smaller_gpu(top(f"{long_enough} AND gpus > 0 AND gpu_utilization IS NOT NULL AND"
                         " gpu_memory_total > 0 AND gpu_utilization < ? AND"
                         " COALESCE(gpu_memory_used, 0) <= ? * gpu_memory_total",
-                        (t.smaller_gpu_util, t.smaller_gpu_memory), "elapsed * gpus"), cfg, t),
+                        (thresholds.smaller_gpu_util, thresholds.smaller_gpu_memory),
+                        "elapsed * gpus"), cfg, thresholds),
         mig_fit(top(f"{long_enough} AND gpus > 0 AND gpu_utilization IS NOT NULL AND"
-                    " gpu_memory_total >= ?", (20 * GIB,), limit=None), t),
+                    " gpu_memory_total >= ?", (20 * GIB,), limit=None), thresholds),
         fragmentation(top(f"{long_enough} AND node_count >= 2 AND gpus >= 2 AND"
                           " gpus <= node_count", (), "elapsed * gpus"), cfg),
         # Which nodes idled depends on each node's figure: every candidate, ranked here.
         idle_nodes(top(f"{long_enough} AND node_count >= 2 AND elapsed > 0 AND"
-                       " node_cpu IS NOT NULL", limit=None), cfg, t),
+                       " node_cpu IS NOT NULL", limit=None), cfg, thresholds),
         memory_table(memory, cfg),
         time_table(times, cfg),
         large_memory(top(f"{long_enough} AND memory_peak IS NOT NULL AND memory_peak < ?"
                          f" AND partition_name IN ({', '.join('?' for _ in parts)})",
-                         (t.large_memory_need_gib * GIB, *parts), "elapsed")
-                     if parts else [], cfg, t),
+                         (thresholds.large_memory_need_gib * GIB, *parts), "elapsed")
+                     if parts else [], cfg, thresholds),
         longest_queued(top("start_time > 0 AND submit > 0", (), "start_time - submit"), cfg),
         offenders(alerts, cfg),
         energy_table("account", rows.energy_totals(w, "account"), cfg),
         energy_table("user", [(u["user"], u["energy_joules"], int(u["energy_jobs"]))
                               for u in totals if u["energy_jobs"]], cfg),
     )
-    return StaffReport(cluster, since, until, rows.count(w), cfg, t, tables)
+    return StaffReport(cluster, since, until, rows.count(w), cfg, thresholds, tables)

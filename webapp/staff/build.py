@@ -103,26 +103,26 @@ def offenders(alerts: Mapping[str, list[AlertRecord]], cfg: StaffConfig) -> Tabl
 
 
 def build_staff_report(cluster: str, jobs: list[StaffJob], since: float, until: float,
-                       cfg: StaffConfig, t: Thresholds,
+                       cfg: StaffConfig, thresholds: Thresholds,
                        alerts: Mapping[str, list[AlertRecord]]) -> StaffReport:
     """Every table over the jobs that ended in [since, until]."""
     if cfg.partitions:
         jobs = [j for j in jobs if j.partition in cfg.partitions]
-    long_enough = [j for j in jobs if j.elapsed >= t.min_runtime_hours * HOUR]
+    long_enough = [j for j in jobs if j.elapsed >= thresholds.min_runtime_hours * HOUR]
     notices = {u: len(a) for u, a in alerts.items()}
     tables = (
-        user_efficiency(jobs, cfg, t, notices),
-        smaller_gpu(long_enough, cfg, t),
-        mig_fit(long_enough, t),
+        user_efficiency(jobs, cfg, thresholds, notices),
+        smaller_gpu(long_enough, cfg, thresholds),
+        mig_fit(long_enough, thresholds),
         fragmentation(long_enough, cfg),
-        idle_nodes(long_enough, cfg, t),
+        idle_nodes(long_enough, cfg, thresholds),
         memory_unused(jobs, cfg),
         time_unused(jobs, cfg),
-        large_memory(long_enough, cfg, t),
+        large_memory(long_enough, cfg, thresholds),
         longest_queued(jobs, cfg),
         offenders(alerts, cfg),
         energy_by("account", jobs, cfg),
         energy_by("user", jobs, cfg),
     )
-    return StaffReport(cluster, since, until, len(jobs), cfg, t, tables)
+    return StaffReport(cluster, since, until, len(jobs), cfg, thresholds, tables)
 

@@ -95,12 +95,12 @@ def efficiency_totals(jobs: Iterable[StaffJob]) -> dict[str, tuple[float, ...]]:
             for u in set(core) | set(gpu)}
 
 
-def user_efficiency(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds,
+def user_efficiency(jobs: list[StaffJob], cfg: StaffConfig, thresholds: Thresholds,
                     notices: Mapping[str, int]) -> Table:
-    return efficiency_table(efficiency_totals(jobs), cfg, t, notices)
+    return efficiency_table(efficiency_totals(jobs), cfg, thresholds, notices)
 
 
-def efficiency_table(totals: EfficiencyTotals, cfg: StaffConfig, t: Thresholds,
+def efficiency_table(totals: EfficiencyTotals, cfg: StaffConfig, thresholds: Thresholds,
                      notices: Mapping[str, int]) -> Table:
     core = {u: v[0] for u, v in totals.items()}
     cpu = {u: v[1] for u, v in totals.items()}
@@ -115,10 +115,10 @@ def efficiency_table(totals: EfficiencyTotals, cfg: StaffConfig, t: Thresholds,
     for u in users:
         cpu_eff = cpu[u] / core[u] if core[u] else None
         gpu_eff = gpu_used[u] / gpu_seen[u] if gpu_seen[u] else None
-        low_cpu = (core[u] >= t.min_core_hours * HOUR and cpu_eff is not None
-                   and cpu_eff < t.cpu_efficiency_low)
-        low_gpu = (gpu[u] >= t.min_gpu_hours * HOUR and gpu_eff is not None
-                   and gpu_eff < t.low_efficiency_users_gpu_util)
+        low_cpu = (core[u] >= thresholds.min_core_hours * HOUR and cpu_eff is not None
+                   and cpu_eff < thresholds.cpu_efficiency_low)
+        low_gpu = (gpu[u] >= thresholds.min_gpu_hours * HOUR and gpu_eff is not None
+                   and gpu_eff < thresholds.low_efficiency_users_gpu_util)
         if not (low_cpu or low_gpu):
             continue
         n = notices.get(u, 0)
@@ -131,8 +131,9 @@ def efficiency_table(totals: EfficiencyTotals, cfg: StaffConfig, t: Thresholds,
             user=u))
     rows.sort(key=lambda r: (r.values["rank_core_hours"], r.values["user"]))
     return Table("low_efficiency_users", "Heaviest users with low CPU or GPU efficiency",
-                 f"CPU efficiency below {_pct(t.cpu_efficiency_low)} or GPU utilisation below "
-                 f"{_pct(t.low_efficiency_users_gpu_util)}; rank among all users by hours used.",
+                 f"CPU efficiency below {_pct(thresholds.cpu_efficiency_low)} or GPU "
+                 f"utilisation below {_pct(thresholds.low_efficiency_users_gpu_util)}; rank "
+                 "among all users by hours used.",
                  ("user", "rank (core-h)", "core-hours", "CPU efficiency", "rank (GPU-h)",
                   "GPU-hours", "GPU utilisation", "alerts"), tuple(rows[: int(cfg.rows)]))
 
@@ -151,13 +152,13 @@ def _job_table(key: str, title: str, why: str, columns: tuple[str, ...],
     return Table(key, title, why, ("job", "user", *columns), tuple(rows[: int(cfg.rows)]))
 
 
-def smaller_gpu(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds) -> Table:
+def smaller_gpu(jobs: list[StaffJob], cfg: StaffConfig, thresholds: Thresholds) -> Table:
     def cell(j: StaffJob):
         if not j.gpus or j.gpu_utilization is None or not j.gpu_memory_total:
             return None
         used = j.gpu_memory_used or 0.0
-        big = used > t.smaller_gpu_memory * j.gpu_memory_total
-        if j.gpu_utilization >= t.smaller_gpu_util or big:
+        big = used > thresholds.smaller_gpu_memory * j.gpu_memory_total
+        if j.gpu_utilization >= thresholds.smaller_gpu_util or big:
             return None
         gh = j.elapsed * j.gpus
         return ((str(j.gpus), _pct(j.gpu_utilization),
@@ -165,13 +166,13 @@ def smaller_gpu(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds) -> Table:
                 {"gpus": j.gpus, "gpu_utilization": j.gpu_utilization, "gpu_memory_used": used,
                  "gpu_memory_total": j.gpu_memory_total, "gpu_hours": gh / HOUR})
     return _job_table("smaller_gpu", "Jobs that could have used a smaller GPU or a MIG slice",
-                      f"Mean GPU utilisation below {_pct(t.smaller_gpu_util)} and peak GPU memory "
-                      f"at most {_pct(t.smaller_gpu_memory)} of the GPU's.",
+                      f"Mean GPU utilisation below {_pct(thresholds.smaller_gpu_util)} and peak "
+                      f"GPU memory at most {_pct(thresholds.smaller_gpu_memory)} of the GPU's.",
                       ("GPUs", "GPU utilisation", "GPU memory peak", "GPU-hours"),
                       jobs, cell, "gpu_hours", cfg)
 
 
-def mig_fit(jobs: list[StaffJob], t: Thresholds) -> Table:
+def mig_fit(jobs: list[StaffJob], thresholds: Thresholds) -> Table:
     """How many of the window's whole-card GPU jobs would have fitted which MIG slice of
     their card (peak memory x ``gpu_memory_margin`` and mean use within the slice's share
     of the card's compute, ``gpu_models.smallest_slice``): a site's question before it
@@ -185,7 +186,7 @@ def mig_fit(jobs: list[StaffJob], t: Thresholds) -> Table:
         if not card_profiles(j.gpu_memory_total):
             continue  # a card MIG does not split, or a job already on a slice
         seen += 1
-        need = (j.gpu_memory_used or 0.0) * t.gpu_memory_margin
+        need = (j.gpu_memory_used or 0.0) * thresholds.gpu_memory_margin
         name = smallest_slice(j.gpu_memory_total, need, j.gpu_utilization) or "whole card"
         fits[name] += 1
         hours[name] += j.elapsed * j.gpus / HOUR
@@ -196,8 +197,8 @@ def mig_fit(jobs: list[StaffJob], t: Thresholds) -> Table:
                       "gpu_hours": hours[n]}) for n in order)
     return Table("mig_fit", "GPU jobs a MIG slice would have held",
                  "Each whole-card GPU job by the smallest MIG slice of its card that holds its "
-                 f"peak GPU memory x {t.gpu_memory_margin:g} and its mean use (a slice's share "
-                 "of the card's compute: 1g is a seventh).",
+                 f"peak GPU memory x {thresholds.gpu_memory_margin:g} and its mean use (a "
+                 "slice's share of the card's compute: 1g is a seventh).",
                  ("slice", "jobs", "share of GPU jobs", "GPU-hours"), rows)
 
 
@@ -214,25 +215,26 @@ def fragmentation(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
                       jobs, cell, "gpu_hours", cfg)
 
 
-def idle_nodes(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds) -> Table:
+def idle_nodes(jobs: list[StaffJob], cfg: StaffConfig, thresholds: Thresholds) -> Table:
     def cell(j: StaffJob):
         if len(j.nodes) < 2 or not j.elapsed or not j.node_cpu_seconds:
             return None
         idle = unused.idle_nodes({n: s / j.elapsed for n, s in j.node_cpu_seconds.items()},
-                          t.node_idle_cores)
+                          thresholds.node_idle_cores)
         if not idle:
             return None
         nh = len(idle) * j.elapsed
         return ((str(len(j.nodes)), ", ".join(idle), _h(nh)),
                 {"nodes": len(j.nodes), "idle_nodes": ",".join(idle), "node_hours_idle": nh / HOUR})
     return _job_table("idle_nodes", "Multi-node jobs with idle nodes",
-                      f"Nodes whose mean CPU use stayed below {t.node_idle_cores:g} cores.",
+                      "Nodes whose mean CPU use stayed below "
+                      f"{thresholds.node_idle_cores:g} cores.",
                       ("nodes", "idle nodes", "node-hours idle"), jobs, cell,
                       "node_hours_idle", cfg)
 
 
-def large_memory(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds) -> Table:
-    need = t.large_memory_need_gib * GIB
+def large_memory(jobs: list[StaffJob], cfg: StaffConfig, thresholds: Thresholds) -> Table:
+    need = thresholds.large_memory_need_gib * GIB
 
     def cell(j: StaffJob):
         peak = memory_peak(j)
@@ -242,7 +244,7 @@ def large_memory(jobs: list[StaffJob], cfg: StaffConfig, t: Thresholds) -> Table
                 {"partition": j.partition, "max_rss": peak, "elapsed": j.elapsed})
     return _job_table("large_memory", "Large-memory partitions used without need",
                       f"Jobs on {', '.join(cfg.large_memory_partitions) or '(none configured)'} "
-                      f"whose peak stayed below {t.large_memory_need_gib:g} GiB.",
+                      f"whose peak stayed below {thresholds.large_memory_need_gib:g} GiB.",
                       ("partition", "peak memory", "elapsed"), jobs, cell, "elapsed", cfg)
 
 

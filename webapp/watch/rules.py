@@ -38,24 +38,24 @@ def _ran(s: LiveSample) -> float:
     return s.now - start
 
 
-def _covered(m: Measured, window: float, s: LiveSample, t: Thresholds) -> bool:
-    return m.samples * s.scrape_interval >= t.coverage * window
+def _covered(m: Measured, window: float, s: LiveSample, thresholds: Thresholds) -> bool:
+    return m.samples * s.scrape_interval >= thresholds.coverage * window
 
 
-def gpu_idle(s: LiveSample, t: Thresholds) -> Alert | None:
+def gpu_idle(s: LiveSample, thresholds: Thresholds) -> Alert | None:
     """Every allocated GPU below ``gpu_idle`` on average over the last ``gpu_idle_seconds``."""
-    w = t.gpu_idle_seconds
-    gpus = [m for m in s.gpu_utilization if _covered(m, w, s, t)]
+    w = thresholds.gpu_idle_seconds
+    gpus = [m for m in s.gpu_utilization if _covered(m, w, s, thresholds)]
     if not s.job.gpus or len(gpus) < s.job.gpus or _ran(s) < w:
         return None
-    if any(m.value >= t.gpu_idle for m in gpus):
+    if any(m.value >= thresholds.gpu_idle for m in gpus):
         return None
     rows = tuple((f"GPU {m.label}: mean utilisation, last {format_duration(w)}",
                   format_percent(m.value)) for m in gpus)
     return Alert(
         "gpu_idle", s.job,
         f"None of the {s.job.gpus} GPU(s) of job {s.job.job_id} did any work in the last "
-        f"{format_duration(w)} (utilisation below {format_percent(t.gpu_idle)}).",
+        f"{format_duration(w)} (utilisation below {format_percent(thresholds.gpu_idle)}).",
         "If the job does not need a GPU any more, cancel it and resubmit without "
         "--gres=gpu so others can use the GPU; if it should be using one, check that the "
         "program sees the device (CUDA_VISIBLE_DEVICES).",
@@ -63,13 +63,13 @@ def gpu_idle(s: LiveSample, t: Thresholds) -> Alert | None:
     )
 
 
-def node_idle(s: LiveSample, t: Thresholds) -> Alert | None:
+def node_idle(s: LiveSample, thresholds: Thresholds) -> Alert | None:
     """A node of a multi-node job with (almost) no CPU use over ``node_idle_seconds``."""
-    w = t.node_idle_seconds
+    w = thresholds.node_idle_seconds
     if len(s.job.nodes) < 2 or _ran(s) < w:
         return None
-    seen = [m for m in s.node_cores if _covered(m, w, s, t)]
-    idle = idle_nodes({m.label: m.value for m in seen}, t.node_idle_cores)
+    seen = [m for m in s.node_cores if _covered(m, w, s, thresholds)]
+    idle = idle_nodes({m.label: m.value for m in seen}, thresholds.node_idle_cores)
     if not idle:
         return None
     rows = tuple((f"node {m.label}: cores busy, last {format_duration(w)}", f"{m.value:.2f}")
@@ -90,7 +90,7 @@ def fit_slope(series: Series) -> float | None:
     return fit.slope if fit else None
 
 
-def memory_growth(s: LiveSample, t: Thresholds) -> Alert | None:
+def memory_growth(s: LiveSample, thresholds: Thresholds) -> Alert | None:
     """Memory growing at a rate that reaches the limit before the job's time limit."""
     job, limit = s.job, s.memory_limit_bytes
     if not limit or not job.time_limit_seconds or not job.start_time:
@@ -99,9 +99,9 @@ def memory_growth(s: LiveSample, t: Thresholds) -> Alert | None:
     rows, hits = [], []
     for series in s.memory_held:
         slope = fit_slope(series)
-        if slope is None or len(series.points) < t.memory_fit_min_points or slope <= 0:
+        if slope is None or len(series.points) < thresholds.memory_fit_min_points or slope <= 0:
             continue
-        if slope * t.memory_fit_seconds < t.memory_fit_min_share * limit:
+        if slope * thresholds.memory_fit_seconds < thresholds.memory_fit_min_share * limit:
             continue
         now_bytes = series.points[-1][1]
         projected = now_bytes + slope * max(0.0, end - s.now)
@@ -125,39 +125,40 @@ def memory_growth(s: LiveSample, t: Thresholds) -> Alert | None:
     )
 
 
-def time_limit_no_output(s: LiveSample, t: Thresholds) -> Alert | None:
+def time_limit_no_output(s: LiveSample, thresholds: Thresholds) -> Alert | None:
     """Near the time limit with no recent output: work is lost unless it checkpoints."""
     job = s.job
     if not job.time_limit_seconds or s.written_bytes is None:
         return None
     ran = _ran(s)
-    if ran < t.time_used * job.time_limit_seconds or ran < t.output_seconds:
+    if ran < thresholds.time_used * job.time_limit_seconds or ran < thresholds.output_seconds:
         return None
-    if s.written_bytes >= t.output_min_bytes:
+    if s.written_bytes >= thresholds.output_min_bytes:
         return None
     return Alert(
         "time_limit_no_output", job,
         f"Job {job.job_id} has used {format_percent(ran / job.time_limit_seconds)} of its "
         f"time limit and wrote {format_bytes(s.written_bytes)} in the last "
-        f"{format_duration(t.output_seconds)}: if it has no checkpoint, its work is lost "
+        f"{format_duration(thresholds.output_seconds)}: if it has no checkpoint, its work is lost "
         "when the limit is reached.",
         "Make the program save its state regularly (a checkpoint it can restart from), or "
         "ask for a longer --time next time.",
         (("time limit", format_duration(job.time_limit_seconds)),
          ("running for", format_duration(ran)),
-         (f"written in the last {format_duration(t.output_seconds)}",
+         (f"written in the last {format_duration(thresholds.output_seconds)}",
           format_bytes(s.written_bytes))),
     )
 
 
-def small_files_off_scratch(s: LiveSample, t: Thresholds) -> Alert | None:
+def small_files_off_scratch(s: LiveSample, thresholds: Thresholds) -> Alert | None:
     """Many small writes right now, with nothing open on scratch."""
     calls, written = s.small_files_write_calls, s.small_files_write_bytes
     if not calls or written is None or s.scratch_in_use is None or s.scratch_in_use > 0:
         return None
-    if calls < t.small_files_writes or written / calls >= t.small_files_write_bytes:
+    if (calls < thresholds.small_files_writes
+            or written / calls >= thresholds.small_files_write_bytes):
         return None
-    w = format_duration(t.small_files_seconds)
+    w = format_duration(thresholds.small_files_seconds)
     return Alert(
         "small_files_off_scratch", s.job,
         f"Job {s.job.job_id} made {calls:,.0f} small writes (on average "
@@ -178,5 +179,5 @@ RULES: tuple[Rule, ...] = (
 RULE_NAMES: tuple[str, ...] = tuple(r.__name__ for r in RULES)
 
 
-def evaluate(sample: LiveSample, t: Thresholds) -> tuple[Alert, ...]:
-    return tuple(a for rule in RULES if (a := rule(sample, t)) is not None)
+def evaluate(sample: LiveSample, thresholds: Thresholds) -> tuple[Alert, ...]:
+    return tuple(a for rule in RULES if (a := rule(sample, thresholds)) is not None)

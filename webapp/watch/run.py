@@ -52,9 +52,10 @@ class WatchResult:
     enforcing: bool = False
 
 
-def windows(t: Thresholds) -> Windows:
-    return Windows(t.gpu_idle_seconds, t.node_idle_seconds, t.memory_fit_seconds,
-                   t.output_seconds, t.small_files_seconds)
+def windows(thresholds: Thresholds) -> Windows:
+    return Windows(thresholds.gpu_idle_seconds, thresholds.node_idle_seconds,
+                   thresholds.memory_fit_seconds, thresholds.output_seconds,
+                   thresholds.small_files_seconds)
 
 
 class Watcher:

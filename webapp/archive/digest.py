@@ -11,11 +11,11 @@ Energy, per job and per account: the kWh the exporter split to the job (the arch
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webapp.archive.store import ArchivedJob
+from webapp.archive.record import ArchivedJob
 from webapp.formatting import JOULES_PER_KWH
 from webapp.unused import Held, gpus_busy, unused
 
@@ -34,6 +34,7 @@ class JobWaste:
     folded: bool  # the daily cap kept it out of email: its findings are told here
     account: str | None = None
     energy_kwh: float | None = None  # None: no energy series
+    submit_time: int = 0  # with job_id, the archive's key of the job
 
 
 @dataclass(frozen=True)
@@ -100,23 +101,37 @@ def job_waste(job: ArchivedJob, folded: bool = False) -> JobWaste:
     return JobWaste(job.job_id, s.get("job_name"), job.state, job.end_time, elapsed,
                     left("cpu"), left("gpu"), left("memory"),
                     tuple(f["name"] for f in s.get("findings", [])), folded,
-                    s.get("account"), None if joules is None else joules / JOULES_PER_KWH)
+                    s.get("account"), None if joules is None else joules / JOULES_PER_KWH,
+                    job.submit_time)
+
+
+def top_finding(jobs: Sequence[JobWaste]) -> tuple[str, int, JobWaste] | None:
+    """The most common finding of ``jobs`` (a tie goes to the name first in alphabetical
+    order: stable output), how many times it was found, and the latest job it was found
+    in (whose message and advice the digest quotes); None without findings."""
+    counts: Counter[str] = Counter(name for j in jobs for name in j.findings)
+    if not counts:
+        return None
+    top, n = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return top, n, max((j for j in jobs if top in j.findings), key=lambda j: j.end_time)
+
+
+def quoted(findings: Iterable[Mapping[str, Any]], name: str) -> tuple[str | None, str | None]:
+    """(message, advice) of the first finding called ``name`` of an archived summary's."""
+    found = next((f for f in findings if f["name"] == name), None)
+    return (found["message"], found["advice"]) if found is not None else (None, None)
 
 
 def build_digest(cluster: str, user: str, since: int, until: int, jobs: Iterable[ArchivedJob],
                  folded: set[tuple[str, int]] = frozenset()) -> Digest:  # type: ignore[assignment]
-    """The digest of ``user``'s archived jobs that ended in [since, until)."""
+    """The digest of ``user``'s archived jobs that ended in [since, until), from their
+    whole records (the weekly run reads each job's stored line: ``digest_rows``)."""
     jobs = [j for j in jobs if since <= j.end_time < until]
-    counts: Counter[str] = Counter(f["name"] for j in jobs for f in j.summary.get("findings", []))
-    top = message = advice = None
-    n = 0
-    if counts:
-        # Most common; a tie goes to the name first in alphabetical order (stable output).
-        top, n = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-        latest = max((j for j in jobs if any(f["name"] == top for f in j.summary["findings"])),
-                     key=lambda j: j.end_time)
-        found = next(f for f in latest.summary["findings"] if f["name"] == top)
-        message, advice = found["message"], found["advice"]
-    return Digest(cluster, user, since, until,
-                  tuple(job_waste(j, (j.job_id, j.submit_time) in folded) for j in jobs),
-                  top, n, message, advice)
+    lines = tuple(job_waste(j, (j.job_id, j.submit_time) in folded) for j in jobs)
+    top = top_finding(lines)
+    if top is None:
+        return Digest(cluster, user, since, until, lines)
+    name, n, latest = top
+    record = next(j for j, line in zip(jobs, lines, strict=True) if line is latest)
+    return Digest(cluster, user, since, until, lines, name, n,
+                  *quoted(record.summary["findings"], name))

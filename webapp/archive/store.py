@@ -11,33 +11,17 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from webapp.archive.db import ArchiveBusy as ArchiveBusy
 from webapp.archive.db import Database
+from webapp.archive.digest_rows import DigestRows, digest_row
+from webapp.archive.record import ArchivedJob as ArchivedJob
 from webapp.archive.staff_rows import StaffRows, Window
 from webapp.migrations import ARCHIVE, ready
 
 STREAMS = ("archive", "email")
 ERROR_CHARS = 500  # of a failure's message kept for the next run's log
-
-
-@dataclass(frozen=True)
-class ArchivedJob:
-    """One archived job: the report summary (JSON renderer's dict without series) and
-    its series downsampled to ``resolution`` seconds."""
-
-    cluster: str
-    job_id: str
-    submit_time: int
-    end_time: int
-    user: str | None
-    state: str | None
-    resolution: float
-    summary: dict[str, Any]
-    series: dict[str, Any]
-    archived_at: float
 
 
 _JOB_COLUMNS = ("cluster, job_id, submit_time, end_time, user_name, state, resolution,"
@@ -69,14 +53,19 @@ class Archive:
 
     # -- jobs -------------------------------------------------------------------
     def put(self, job: ArchivedJob) -> bool:
-        """Archive one job; False when its key is already there."""
-        return self.db.execute(
+        """Archive one job, and its line of the weekly digest (``digest_rows``); False
+        when its key is already there. A line lost to a crash between the two is written
+        by the next digest that covers the job (``fill_digest_rows``)."""
+        line = digest_row(job)
+        added = self.db.execute(
             f"{self.db.dialect.insert_ignore} INTO archive_jobs ({_JOB_COLUMNS})"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (job.cluster, job.job_id, job.submit_time, job.end_time, job.user, job.state,
              job.resolution, json.dumps(job.summary), json.dumps(job.series),
              job.archived_at),
         ) == 1
+        DigestRows(self.db).put([line])
+        return added
 
     def replace(self, job: ArchivedJob) -> bool:
         """Archive one job again (``--jobid``); True when it replaced an older record."""
@@ -84,6 +73,7 @@ class Archive:
             removed = self.db.execute("DELETE FROM archive_jobs WHERE cluster = ? AND"
                                       " job_id = ? AND submit_time = ?",
                                       (job.cluster, job.job_id, job.submit_time))
+            DigestRows(self.db).delete(job.cluster, job.job_id, job.submit_time)
             self.put(job)
         return removed > 0
 
@@ -157,25 +147,38 @@ class Archive:
                              (cluster, since, until))
         return sorted(r[0] for r in rows)
 
-    def digest_jobs(self, cluster: str, user: str, since: int,
-                    until: int) -> list[ArchivedJob]:
-        """One user's archived jobs that ended in [since, until], oldest first, with only
-        what a digest reads: the database extracts ``DIGEST_FIELDS`` from the summary and
-        the GPUs' use (of jobs with GPUs) from the stored series, so Python parses a few
-        dozen bytes a job, not the 3-9 KB record (parsing whole summaries was 80 % of a
-        week's digests)."""
+    def fill_digest_rows(self, cluster: str, since: int, until: int,
+                         batch: int = 2000) -> int:
+        """Write the digest line of each job that ended in [since, until] without one (jobs
+        archived before revision 6, or a crash between a record and its line); rows
+        written. The whole-week path of old, run once per job: the database extracts
+        ``DIGEST_FIELDS`` from the summary and the GPUs' use (of jobs with GPUs) from the
+        series, so Python parses a few dozen bytes a job, not the 3-9 KB record."""
+        if DigestRows(self.db).count(cluster, since, until) >= \
+                self.ended_count(cluster, since, until):
+            return 0
         fields = ", ".join(f"JSON_EXTRACT(summary, '$.{path}')" for path in DIGEST_FIELDS)
-        rows = self.db.query(
-            "SELECT cluster, job_id, submit_time, end_time, user_name, state, resolution,"  # noqa: S608
-            f" JSON_ARRAY({fields}), CASE WHEN JSON_EXTRACT(summary, '$.gpus') > 0 THEN"
-            " JSON_EXTRACT(series, '$.gpu_utilization') END, archived_at FROM archive_jobs"
-            " WHERE cluster = ? AND user_name = ?"
-            " AND end_time >= ? AND end_time <= ? ORDER BY end_time, job_id",
-            (cluster, user, since, until))
-        return [ArchivedJob(c, j, int(sub), int(end), u, st, float(res or 0),
-                            _digest_summary(json.loads(values)),
-                            {"gpu_utilization": json.loads(gpu or "[]")}, float(at))
-                for c, j, sub, end, u, st, res, values, gpu, at in rows]
+        written, start = 0, since
+        while True:
+            # Oldest first from ``start``, the last batch's last end: jobs of that second
+            # already written are skipped by the NOT EXISTS, so each batch moves on.
+            rows = self.db.query(
+                "SELECT cluster, job_id, submit_time, end_time, user_name, state, resolution,"  # noqa: S608
+                f" JSON_ARRAY({fields}), CASE WHEN JSON_EXTRACT(summary, '$.gpus') > 0 THEN"
+                " JSON_EXTRACT(series, '$.gpu_utilization') END, archived_at FROM archive_jobs a"
+                " WHERE cluster = ? AND end_time >= ? AND end_time <= ? AND NOT EXISTS"
+                " (SELECT 1 FROM archive_digest_jobs d WHERE d.cluster = a.cluster AND"
+                " d.job_id = a.job_id AND d.submit_time = a.submit_time)"
+                f" ORDER BY end_time LIMIT {int(batch)}", (cluster, start, until))
+            DigestRows(self.db).put(digest_row(ArchivedJob(
+                c, j, int(sub), int(end), u, st, float(res or 0),
+                _digest_summary(json.loads(values)),
+                {"gpu_utilization": json.loads(gpu or "[]")}, float(at)))
+                for c, j, sub, end, u, st, res, values, gpu, at in rows)
+            written += len(rows)
+            if len(rows) < batch:
+                return written
+            start = int(rows[-1][3])
 
     def count(self, cluster: str) -> int:
         return int(self.db.query("SELECT count(*) FROM archive_jobs WHERE cluster = ?",
@@ -187,6 +190,7 @@ class Archive:
             return 0
         cutoff = int(self.clock() - older_than_days * 86400)
         removed = self.db.execute("DELETE FROM archive_jobs WHERE end_time < ?", (cutoff,))
+        self.db.execute("DELETE FROM archive_digest_jobs WHERE end_time < ?", (cutoff,))
         self.db.execute("DELETE FROM sync_log WHERE end_time < ?", (cutoff,))
         self.db.execute("DELETE FROM sync_failures WHERE end_time < ?", (cutoff,))
         return removed
@@ -269,7 +273,7 @@ def _job(row: Iterable[Any]) -> ArchivedJob:
                        float(at))
 
 
-# What the weekly digest reads of an archived summary (``webapp.archive.digest``), as paths.
+# What a digest line reads of an archived summary (``webapp.archive.digest``), as paths.
 DIGEST_FIELDS = ("elapsed_seconds", "cpus", "cpu_seconds", "gpus", "memory_requested_bytes",
                  "memory_peak_bytes", "nodes", "usage.energy_joules", "job_name", "account",
                  "findings")

@@ -6,13 +6,18 @@ jobs) is ranked with GROUP BY and ORDER BY ... LIMIT here, so only a few thousan
 per-user sums and a few rows per table ever reach Python. Rows are plain dicts keyed by
 column name: the archive knows nothing of the report's classes.
 
-The one SQL repeat of ``webapp.unused`` (memory held idle) is checked against the Python
-formula on the same rows by ``tests/test_scale_small.py``.
+Each job's derived figures (efficiency, and what was held and not used: ``webapp.unused``'s
+formulas, the one SQL repeat of them) are written once, in ``FIGURES``, and every query
+reads them by name from ``JOBS``, the table with those figures added: the per-user sums
+and the job lists' sorts alike. ``tests/test_scale_small.py`` checks them against the
+Python formulas on the same rows. The per-user sums and the energy per account come from
+one grouped scan of the window (``window_totals``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from webapp.archive.db import Database
@@ -25,67 +30,78 @@ COLUMNS = ("cluster", "job_id", "submit_time", "end_time", "raw_id", "user_name"
            "gpu_memory_total", "node_cpu", "pending_reasons", "energy_joules")
 _SELECT = ", ".join(COLUMNS)
 
-# Per user, over the window: the staff tables' sums. Memory: ``webapp.unused``'s formula,
-# requested GiB-hours minus the busiest node's peak x nodes x hours, never below zero,
-# for jobs with a run time, CPUs, a request and a known peak.
 _HOURS = "(elapsed / 3600.0)"
-_MEM_ASKED = f"(memory_requested * 1.0 / {GIB} * {_HOURS})"
-_MEM_USED = (f"(memory_peak * (CASE WHEN node_count > 1 THEN node_count ELSE 1 END) * 1.0"
-             f" / {GIB} * {_HOURS})")
+_NODES = "(CASE WHEN node_count > 1 THEN node_count ELSE 1 END)"
+_CPU_KNOWN = "elapsed > 0 AND cpus > 0 AND cpu_seconds IS NOT NULL"
 _MEM_KNOWN = ("elapsed > 0 AND cpus > 0 AND memory_requested > 0"
               " AND memory_peak IS NOT NULL")
-_GPU_SEEN = "gpus > 0 AND gpu_utilization IS NOT NULL"
-USER_TOTALS = (
-    "user_name",
-    "SUM(CASE WHEN cpu_seconds IS NOT NULL THEN elapsed * cpus ELSE 0 END)",  # core-seconds
-    "SUM(COALESCE(cpu_seconds, 0))",
-    "SUM(elapsed * gpus)",
-    f"SUM(CASE WHEN {_GPU_SEEN} THEN elapsed * gpus ELSE 0 END)",
-    f"SUM(CASE WHEN {_GPU_SEEN} THEN elapsed * gpus * gpu_utilization ELSE 0 END)",
-    f"SUM(CASE WHEN {_MEM_KNOWN} THEN (CASE WHEN {_MEM_ASKED} > {_MEM_USED}"
-    f" THEN {_MEM_ASKED} - {_MEM_USED} ELSE 0 END) ELSE 0 END)",
-    f"SUM(CASE WHEN {_MEM_KNOWN} THEN {_MEM_ASKED} ELSE 0 END)",
-    f"COUNT(CASE WHEN {_MEM_KNOWN} THEN 1 END)",
-    "SUM(CASE WHEN time_limit IS NOT NULL AND time_limit > elapsed"
-    " THEN (time_limit - elapsed) * cpus / 3600.0 ELSE 0 END)",
-    "SUM(CASE WHEN time_limit IS NOT NULL THEN time_limit * cpus / 3600.0 ELSE 0 END)",
-    "COUNT(time_limit)",
-    # the energy table by user, from the same scan (a GROUP BY of its own cost 0.36 s of
-    # the report's 2.9 s at 700,000 jobs)
-    "SUM(energy_joules)",
-    "COUNT(energy_joules)",
-)
-USER_TOTAL_NAMES = ("user", "core_seconds", "cpu_seconds", "gpu_seconds", "gpu_seen_seconds",
-                    "gpu_used_seconds", "memory_unused", "memory_requested", "memory_jobs",
-                    "time_unused", "time_requested", "time_jobs", "energy_joules",
-                    "energy_jobs")
-# A user's job list sorted by the database: the list's sort keys (``lists.job_list``)
-# as expressions; NULL (unknown) sorts last either way, as the list does.
-_CPU_KNOWN = "elapsed > 0 AND cpus > 0 AND cpu_seconds IS NOT NULL"
-PAGE_SORTS = {
-    "submit": "submit",
-    "end": "end_at",
-    "elapsed": "elapsed",
-    "state": "state",
+# Per job, each figure once (NULL: not known). Waste is ``webapp.unused``'s: allocated x
+# hours minus used, never below zero. Memory: requested GiB-hours minus the busiest
+# node's peak x nodes x hours, for jobs with a run time, CPUs, a request and a known
+# peak; whether anything is left is decided on the bytes (exact, and the same answer as
+# on the GiB-hours: both sides are scaled alike), so each side is computed once.
+FIGURES = {
+    # The efficiency table's sums: core-seconds of jobs with a CPU time, GPU-seconds,
+    # those with a utilisation, and those times the utilisation.
+    "core_seconds": "CASE WHEN cpu_seconds IS NOT NULL THEN elapsed * cpus END",
+    "gpu_seconds": "elapsed * gpus",
+    "gpu_seen_seconds": "CASE WHEN gpu_utilization IS NOT NULL THEN elapsed * gpus END",
+    "gpu_used_seconds": "elapsed * gpus * gpu_utilization",
+    # The job list's columns (``lists.job_list``).
     "cpu_eff": "CASE WHEN cpu_seconds = 0 AND elapsed > 0 THEN 0 WHEN cpu_seconds > 0"
                " AND elapsed > 0 AND cpus > 0 THEN cpu_seconds / (elapsed * cpus) END",
     "gpu_util": "CASE WHEN gpus > 0 THEN gpu_utilization END",
     # the peak over the request per node (``JobRow.memory_efficiency``)
     "mem_eff": "CASE WHEN memory_peak IS NOT NULL AND memory_requested >= node_count"
-               " AND memory_requested > 0 THEN memory_peak * 1.0 / (memory_requested"
-               " / (CASE WHEN node_count > 1 THEN node_count ELSE 1 END)) END",
+               f" AND memory_requested > 0 THEN memory_peak * 1.0 / (memory_requested"
+               f" / {_NODES}) END",
     "cpu_waste": f"CASE WHEN {_CPU_KNOWN} THEN (CASE WHEN elapsed * cpus > cpu_seconds"
                  " THEN (elapsed * cpus - cpu_seconds) / 3600.0 ELSE 0 END) END",
-    "mem_waste": f"CASE WHEN {_MEM_KNOWN} THEN (CASE WHEN {_MEM_ASKED} > {_MEM_USED}"
-                 f" THEN {_MEM_ASKED} - {_MEM_USED} ELSE 0 END) END",
     # 0 without GPUs, as JobRow.gpu_hours_unused; unknown without a run or a mean use
     "gpu_waste": "CASE WHEN gpus = 0 THEN 0 WHEN elapsed > 0 AND cpus > 0 AND"
                  " gpu_utilization IS NOT NULL THEN (CASE WHEN gpu_utilization < 1 THEN"
                  f" gpus * (1 - gpu_utilization) * {_HOURS} ELSE 0 END) END",
+    "mem_asked": f"CASE WHEN {_MEM_KNOWN} THEN memory_requested * 1.0 / {GIB} * {_HOURS} END",
+    "mem_waste": f"CASE WHEN {_MEM_KNOWN} THEN (CASE WHEN memory_requested > memory_peak"
+                 f" * {_NODES} THEN memory_requested * 1.0 / {GIB} * {_HOURS} - memory_peak"
+                 f" * {_NODES} * 1.0 / {GIB} * {_HOURS} ELSE 0 END) END",
+    # core-hours of time limit, and of it not used (0 without a limit)
+    "time_asked": "time_limit * cpus / 3600.0",
+    "time_waste": "CASE WHEN time_limit > elapsed THEN (time_limit - elapsed) * cpus / 3600.0"
+                  " ELSE 0 END",
 }
+# The rows with their figures: what every query reads (a subquery the database merges
+# into each query, so the window's index still finds the rows).
+JOBS = (f"(SELECT *, {', '.join(f'{sql} AS {name}' for name, sql in FIGURES.items())}"  # noqa: S608
+        " FROM archive_staff_jobs) AS jobs")
+
+# Per user and account, over the window: the staff tables' sums (``USER_TOTAL_NAMES``).
+_TOTALS = ("user_name", "account", "SUM(core_seconds)", "SUM(cpu_seconds)", "SUM(gpu_seconds)",
+           "SUM(gpu_seen_seconds)", "SUM(gpu_used_seconds)", "SUM(mem_waste)",
+           "SUM(mem_asked)", f"COUNT(CASE WHEN {_MEM_KNOWN} THEN 1 END)", "SUM(time_waste)",
+           "SUM(time_asked)", "COUNT(time_limit)", "SUM(energy_joules)", "COUNT(energy_joules)")
+USER_TOTAL_NAMES = ("user", "core_seconds", "cpu_seconds", "gpu_seconds", "gpu_seen_seconds",
+                    "gpu_used_seconds", "memory_unused", "memory_requested", "memory_jobs",
+                    "time_unused", "time_requested", "time_jobs", "energy_joules",
+                    "energy_jobs")
+# A user's job list sorted by the database: the list's sort keys (``lists.job_list``) as
+# columns of ``JOBS``; NULL (unknown) sorts last either way, as the list does.
+PAGE_SORTS = {"submit": "submit", "end": "end_at", "elapsed": "elapsed", "state": "state",
+              **{k: k for k in ("cpu_eff", "gpu_util", "mem_eff", "cpu_waste", "mem_waste",
+                                "gpu_waste")}}
 WASTE_SORTS = ("cpu_waste", "gpu_waste", "mem_waste")  # lists.job_list.WASTE_KEYS
 # Whose jobs a list shows: the page's kind -> its column.
 OWNERS = {"user": "user_name", "account": "account"}
+
+
+@dataclass(frozen=True)
+class WindowTotals:
+    """One grouped scan of a window: per user, the sums of ``USER_TOTAL_NAMES``; per
+    account with energy figures, (account, joules, jobs)."""
+
+    users: list[dict[str, Any]]
+    account_energy: list[tuple[str, float, int]]
+
 
 class Window:
     """The WHERE clause of one report window: a cluster's jobs that ended in
@@ -127,23 +143,32 @@ class StaffRows:
     def count(self, w: Window) -> int:
         return self._count(w.sql, w.params)
 
+    def window_totals(self, w: Window) -> WindowTotals:
+        """The per-user sums and the energy per account of the window's jobs, from one
+        grouped scan (by user and account; Python adds up a user's accounts)."""
+        rows = self.db.query(f"SELECT {', '.join(_TOTALS)} FROM {JOBS}"  # noqa: S608
+                             f" WHERE {w.sql} GROUP BY user_name, account", w.params)
+        users: dict[str, dict[str, Any]] = {}
+        accounts: dict[str, list[float]] = {}
+        for user, account, *sums in rows:
+            # MariaDB sums BIGINT x 1.0 as DECIMAL: floats here, as SQLite gives them.
+            got = dict(zip(USER_TOTAL_NAMES[1:], (float(v or 0) for v in sums), strict=True))
+            mine = users.get(user)
+            if mine is None:
+                users[user] = {"user": user, **got}
+            else:
+                for k, v in got.items():
+                    mine[k] += v
+            if got["energy_jobs"]:
+                energy = accounts.setdefault(account, [0.0, 0.0])
+                energy[0] += got["energy_joules"]
+                energy[1] += got["energy_jobs"]
+        return WindowTotals(list(users.values()),
+                            [(a, joules, int(n)) for a, (joules, n) in accounts.items()])
+
     def user_totals(self, w: Window) -> list[dict[str, Any]]:
         """One dict per user with jobs in the window (``USER_TOTAL_NAMES``)."""
-        rows = self.db.query(f"SELECT {', '.join(USER_TOTALS)} FROM archive_staff_jobs"  # noqa: S608
-                             f" WHERE {w.sql} GROUP BY user_name", w.params)
-        # MariaDB sums BIGINT x 1.0 as DECIMAL: floats here, as SQLite gives them.
-        return [{"user": r[0], **{k: float(v or 0) for k, v in
-                                  zip(USER_TOTAL_NAMES[1:], r[1:], strict=True)}}
-                for r in rows]
-
-    def energy_totals(self, w: Window, key: str) -> list[tuple[str, float, int]]:
-        """(account or user, joules, jobs) over the window's jobs with an energy figure;
-        ``key`` is "account" or "user"."""
-        column = {"account": "account", "user": "user_name"}[key]
-        rows = self.db.query(f"SELECT {column}, SUM(energy_joules), COUNT(energy_joules)"  # noqa: S608
-                             f" FROM archive_staff_jobs WHERE {w.sql} AND energy_joules"
-                             f" IS NOT NULL GROUP BY {column}", w.params)
-        return [(r[0], float(r[1]), int(r[2])) for r in rows]
+        return self.window_totals(w).users
 
     def top(self, w: Window, where: str, params: Sequence[Any], order: str | None,
             limit: int | None) -> list[dict[str, Any]]:
@@ -198,8 +223,8 @@ class StaffRows:
         total = self._count(w, params)
         way, key = "DESC" if descending else "ASC", PAGE_SORTS[sort]
         rows = self.db.query(
-            f"SELECT {_SELECT} FROM archive_staff_jobs WHERE {w}"  # noqa: S608
-            f" ORDER BY ({key}) IS NULL, {key} {way}, job_id {way}"
+            f"SELECT {_SELECT} FROM {JOBS} WHERE {w}"  # noqa: S608
+            f" ORDER BY {key} IS NULL, {key} {way}, job_id {way}"
             f" LIMIT {int(limit)} OFFSET {int(offset)}", params)
         return [dict(zip(COLUMNS, r, strict=True)) for r in rows], total
 
@@ -211,10 +236,9 @@ class StaffRows:
         if key not in WASTE_SORTS:
             raise KeyError(key)
         w, params = self._owned(clusters, owner, name, since, until, state)
-        expr = PAGE_SORTS[key]
         rows = self.db.query(
-            f"SELECT {_SELECT} FROM archive_staff_jobs WHERE {w} AND ({expr}) > 0"  # noqa: S608
-            f" ORDER BY {expr} DESC, job_id LIMIT {int(limit)}", params)
+            f"SELECT {_SELECT} FROM {JOBS} WHERE {w} AND {key} > 0"  # noqa: S608
+            f" ORDER BY {key} DESC, job_id LIMIT {int(limit)}", params)
         return [dict(zip(COLUMNS, r, strict=True)) for r in rows]
 
     def owner_waste_totals(self, clusters: Sequence[str], owner: str, name: str,
@@ -223,8 +247,8 @@ class StaffRows:
         """Each kind of waste (``WASTE_SORTS``) summed over the rows that have it
         (``job_list.totals``)."""
         w, params = self._owned(clusters, owner, name, since, until, state)
-        sums = ", ".join(f"SUM({PAGE_SORTS[k]})" for k in WASTE_SORTS)
-        row = self.db.query(f"SELECT {sums} FROM archive_staff_jobs WHERE {w}",  # noqa: S608
+        sums = ", ".join(f"SUM({k})" for k in WASTE_SORTS)
+        row = self.db.query(f"SELECT {sums} FROM {JOBS} WHERE {w}",  # noqa: S608
                             params)[0]
         # MariaDB sums BIGINT products as DECIMAL: floats here, as SQLite gives them.
         return {k: float(v or 0) for k, v in zip(WASTE_SORTS, row, strict=True)}

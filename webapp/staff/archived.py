@@ -113,7 +113,8 @@ def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: f
             limit: int | None = n) -> list[StaffJob]:
         return [staff_job(r) for r in rows.top(w, where, params, order, limit)]
 
-    totals = rows.user_totals(w)
+    scan = rows.window_totals(w)  # the per-user sums and the energy per account at once
+    totals = scan.users
     notices = {u: len(a) for u, a in alerts.items()}
     efficiency = {t["user"]: (t["core_seconds"], t["cpu_seconds"], t["gpu_seconds"],
                               t["gpu_seen_seconds"], t["gpu_used_seconds"]) for t in totals}
@@ -143,7 +144,7 @@ def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: f
                      if parts else [], cfg, thresholds),
         longest_queued(top("start_time > 0 AND submit > 0", (), "start_time - submit"), cfg),
         offenders(alerts, cfg),
-        energy_table("account", rows.energy_totals(w, "account"), cfg),
+        energy_table("account", scan.account_energy, cfg),
         energy_table("user", [(u["user"], u["energy_joules"], int(u["energy_jobs"]))
                               for u in totals if u["energy_jobs"]], cfg),
     )

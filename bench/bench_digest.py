@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if not __package__:  # run as a file (python bench/bench_digest.py): import from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 UNTIL = 1_800_000_000
 SINCE = UNTIL - 7 * 86400
@@ -39,8 +39,7 @@ def p95(xs: list[float]) -> float:
 
 
 def _settings(url: str, tmp: str):  # noqa: ANN202
-    from scale_archive import CLUSTER
-
+    from bench.scale_archive import CLUSTER
     from webapp.settings import Settings
 
     return Settings.from_env({
@@ -112,7 +111,7 @@ def main() -> int:
     if args.child:
         print(json.dumps(measure(args.url, args.child, args.runs)))
         return 0
-    from scale_archive import fill_reports
+    from bench.scale_archive import fill_reports
 
     print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()}", flush=True)
     for n in (int(x) for x in args.jobs.split(",")):

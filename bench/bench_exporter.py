@@ -37,7 +37,8 @@ import time
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if not __package__:  # run as a file (python bench/bench_exporter.py): import from the checkout
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.floor_proc import Floor, time_pass  # noqa: E402
 from exporter.proc_reader import fd_budget  # noqa: E402

@@ -43,7 +43,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if not __package__:  # run as a file (python bench/bench_history.py): import from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.helpers.every_column import EveryColumn  # noqa: E402
 from webapp.model import JobId  # noqa: E402

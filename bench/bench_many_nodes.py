@@ -21,7 +21,8 @@ import time
 from dataclasses import replace
 from datetime import timedelta
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if not __package__:  # run as a file (python bench/bench_many_nodes.py): import from the checkout
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tests.helpers.reports import START, sample_report  # noqa: E402
 from webapp.model import Coverage, Series, SeriesCoverage  # noqa: E402

@@ -27,7 +27,6 @@ import platform
 import pstats
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,8 +39,10 @@ from pathlib import Path
 import numpy as np
 import requests
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if not __package__:  # run as a file (python bench/bench_report.py): import from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.prometheus import backfill, port_free, start_prometheus, stop  # noqa: E402
 from tests.helpers.prometheus_before import differences, figures_before  # noqa: E402
 from webapp.detectors import Thresholds, detect_all  # noqa: E402
 from webapp.model import AccountingJob, JobId, JobReport, SacctJob, Step  # noqa: E402
@@ -241,57 +242,6 @@ def write_openmetrics(path: Path, shape: Shape, seed: int = 1) -> tuple[int, int
             series += 1
         out.write("# EOF\n")
     return series, samples
-
-
-# --- Prometheus ------------------------------------------------------------------------
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) != 0
-
-
-def start_prometheus(tmp: Path, data: Path, port: int = PORT,
-                     admin: bool = False) -> subprocess.Popen:
-    config = tmp / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 30s\nscrape_configs: []\n")
-    with open(tmp / "prometheus.log", "w") as log:  # the child keeps its own descriptor
-        proc = subprocess.Popen(
-            [
-                "prometheus",
-                f"--config.file={config}",
-                f"--storage.tsdb.path={data}",
-                "--storage.tsdb.retention.time=30d",
-                f"--web.listen-address=127.0.0.1:{port}",
-                *(["--web.enable-admin-api"] if admin else []),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=tmp,
-        )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"prometheus exited: {(tmp / 'prometheus.log').read_text()[-2000:]}")
-        try:
-            if requests.get(f"http://127.0.0.1:{port}/-/ready", timeout=1).status_code == 200:
-                return proc
-        except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError(f"prometheus on :{port} not ready after 120 s")
-
-
-def stop(proc: subprocess.Popen | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 # --- the report ------------------------------------------------------------------------
@@ -534,20 +484,7 @@ def main() -> int:
             f"OpenMetrics generated in {gen_s:.1f} s"
         )
         t = time.perf_counter()
-        subprocess.run(
-            [
-                "promtool",
-                "tsdb",
-                "create-blocks-from",
-                "openmetrics",
-                f"--max-block-duration={MAX_BLOCK}",
-                str(om),
-                str(data),
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            cwd=tmp,
-        )
+        backfill(om, data, MAX_BLOCK)
         backfill_s = time.perf_counter() - t
         om.unlink()
         blocks = [p for p in data.iterdir() if p.is_dir()]
@@ -557,7 +494,7 @@ def main() -> int:
             f"--max-block-duration={MAX_BLOCK}) in {backfill_s:.1f} s"
         )
         t = time.perf_counter()
-        proc = start_prometheus(tmp, data)
+        proc = start_prometheus(tmp, data, PORT)
         print(f"prometheus on 127.0.0.1:{PORT} ready in {time.perf_counter() - t:.1f} s")
 
         a, s = records(shape)

@@ -32,8 +32,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if not __package__:  # run as a file (python bench/bench_scale.py): import from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 UNTIL = 1_800_000_000
 
@@ -48,8 +48,7 @@ EXTRA = ("jobs", "total", "cpu_hours_unused")
 
 def measure(url: str, what: str, runs: int) -> dict:
     """Run in a child: ``what`` ``runs`` times on the archive at ``url``."""
-    from scale_archive import CLUSTER
-
+    from bench.scale_archive import CLUSTER
     from webapp.archive.staff_rows import StaffRows, Window
     from webapp.archive.store import Archive
     from webapp.lists.job_list import ListQuery
@@ -113,7 +112,7 @@ def main() -> int:
     if args.child:
         print(json.dumps(measure(args.url, args.child, args.runs)))
         return 0
-    from scale_archive import fill
+    from bench.scale_archive import fill
 
     for n in (int(x) for x in args.jobs.split(",")):
         with tempfile.TemporaryDirectory(prefix="jobreport-scale-") as tmp:

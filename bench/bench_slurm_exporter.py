@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if not __package__:  # run as a file (python bench/bench_slurm_exporter.py): from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from slurm_exporter.commands import COMMAND_ENV, COMMANDS  # noqa: E402
 from slurm_exporter.exposition import render  # noqa: E402

@@ -22,7 +22,6 @@ import platform
 import shutil
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,12 +30,11 @@ from pathlib import Path
 import requests
 from tqdm import tqdm
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if not __package__:  # run as a file (python bench/bench_sync.py): import from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_report import start_prometheus, stop  # noqa: E402
-from sync_shapes import Replay, records, replays, write_openmetrics  # noqa: E402
-
+from bench.prometheus import backfill, start_prometheus, stop  # noqa: E402
+from bench.sync_shapes import Replay, records, replays, write_openmetrics  # noqa: E402
 from webapp.archive.store import Archive  # noqa: E402
 from webapp.model import JobNotFound  # noqa: E402
 from webapp.report.service import ReportService  # noqa: E402
@@ -149,9 +147,7 @@ def main() -> None:
     try:
         t = time.perf_counter()
         samples = write_openmetrics(tmp / "history.om", jobs)
-        subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics",
-                        str(tmp / "history.om"), str(tmp / "data")], check=True,
-                       capture_output=True)
+        backfill(tmp / "history.om", tmp / "data")
         print(f"backfilled {args.jobs} jobs, {samples} samples in {time.perf_counter() - t:.0f} s")
         port = free_port()
         proc = start_prometheus(tmp, tmp / "data", port=port, admin=True)

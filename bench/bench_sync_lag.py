@@ -37,13 +37,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if not __package__:  # run as a file (python bench/bench_sync_lag.py): import from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_report import start_prometheus, stop  # noqa: E402
-from bench_sync import SHAPES, FixedAccounting, FixedSacct, free_port, settings  # noqa: E402
-from sync_shapes import replays, write_openmetrics  # noqa: E402
-
+from bench.bench_sync import SHAPES, FixedAccounting, FixedSacct, free_port, settings  # noqa: E402
+from bench.prometheus import backfill, start_prometheus, stop  # noqa: E402
+from bench.sync_shapes import replays, write_openmetrics  # noqa: E402
 from webapp.archive.store import Archive  # noqa: E402
 from webapp.report.service import ReportService  # noqa: E402
 from webapp.sync.options import SyncOptions  # noqa: E402
@@ -113,9 +112,7 @@ def measure(minutes: float, gap: float, modes: list[float], process_start: bool,
     try:
         t = time.perf_counter()
         samples = write_openmetrics(tmp / "history.om", jobs)
-        subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics",
-                        str(tmp / "history.om"), str(tmp / "data")], check=True,
-                       capture_output=True)
+        backfill(tmp / "history.om", tmp / "data")
         say(f"{n} jobs, one every {gap:g} s, {samples} samples backfilled in "
             f"{time.perf_counter() - t:.0f} s")
         port = free_port()

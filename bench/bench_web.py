@@ -29,13 +29,14 @@ import requests
 from werkzeug.security import generate_password_hash
 
 ROOT = Path(__file__).resolve().parent.parent
+if not __package__:  # run as a file (python bench/bench_web.py): import from the checkout
+    sys.path.insert(0, str(ROOT))
 HTML_TARGET, PDF_TARGET = 0.150, 1.5
 USER, PASSWORD = "bench", secrets.token_hex(8)
 
 
 def fake_app():
     """gunicorn entry point of the fake mode: the app on the test reports."""
-    sys.path.insert(0, str(ROOT))
     from tests.helpers.reports import default_service
     from webapp import create_app
     from webapp.settings import Settings
@@ -57,12 +58,12 @@ def app_env(tmp: str) -> dict[str, str]:
                JOBREPORT_STAFF=USER, JOBREPORT_SECRET_KEY=secrets.token_hex(32),
                JOBREPORT_SESSION_COOKIE_SECURE="0",  # plain http on loopback
                JOBREPORT_WEB_STATE=str(Path(tmp) / "web-state.sqlite"),
-               PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'bench'}")
+               PYTHONPATH=str(ROOT))
     return env
 
 
 def start_gunicorn(env: dict[str, str], port: int, workers: int, real: bool):
-    target = "webapp:create_app()" if real else "bench_web:fake_app()"
+    target = "webapp:create_app()" if real else "bench.bench_web:fake_app()"
     proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-w", str(workers), "-b",
                              f"127.0.0.1:{port}", "--log-level", "warning",
                              "--graceful-timeout", "5", target],
@@ -72,7 +73,7 @@ def start_gunicorn(env: dict[str, str], port: int, workers: int, real: bool):
         try:
             if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).ok:
                 return proc
-        except requests.ConnectionError:
+        except requests.RequestException:  # not listening yet, or a worker still booting
             time.sleep(0.1)
     proc.kill()
     raise SystemExit("gunicorn did not start within 30 s")
@@ -110,7 +111,6 @@ def pct(values: list[float], q: float) -> float:
 
 def render_p50(job: str, runs: int, real: bool) -> float:
     """In-process pdf.render of one report, p50 over ``runs``."""
-    sys.path.insert(0, str(ROOT))
     from webapp.renderers import pdf
 
     if real:

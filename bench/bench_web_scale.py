@@ -43,10 +43,10 @@ import requests
 from werkzeug.security import generate_password_hash
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+if not __package__:  # run as a file (python bench/bench_web_scale.py): import from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import scale_archive  # noqa: E402
+from bench import scale_archive  # noqa: E402
 
 PASSWORD = secrets.token_hex(8)
 RUNNING = 2  # running jobs of each client in the view
@@ -86,7 +86,7 @@ def view_rows(jobs: list, running_from: int) -> list[dict]:
     return rows
 
 
-def app():  # noqa: ANN201 - gunicorn's entry point: bench_web_scale:app()
+def app():  # noqa: ANN201 - gunicorn's entry point: bench.bench_web_scale:app()
     """The app on the bench's archive and view (the view's rows: the file BENCH_VIEW)."""
     from tests.helpers.view_sqlite import SqliteView
     from webapp import create_app
@@ -165,11 +165,11 @@ def start(tmp: Path, port: int, workers: int, threads: int, users: list[str],
                JOBREPORT_OUTBOX=str(tmp / "outbox.sqlite"),
                JOBREPORT_PDF_CACHE_DIR=str(pdf_cache),
                JOBREPORT_PDF_BUILDS=str(pdf_builds),
-               BENCH_VIEW=str(view), PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'bench'}")
+               BENCH_VIEW=str(view), PYTHONPATH=str(ROOT))
     kind = ["-k", "gthread", "--threads", str(threads)] if threads else []
     proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-w", str(workers), *kind,
                              "-b", f"127.0.0.1:{port}", "--log-level", "warning",
-                             "--timeout", "60", *ACCESS_LOG, "bench_web_scale:app()"],
+                             "--timeout", "60", *ACCESS_LOG, "bench.bench_web_scale:app()"],
                             cwd=ROOT, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -37,7 +36,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if not __package__:  # run as a file (python bench/scale_archive.py): import from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from webapp.archive.staff_rows import StaffRows  # noqa: E402
 from webapp.archive.store import Archive, ArchivedJob  # noqa: E402

@@ -28,7 +28,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if not __package__:  # run as a file (python bench/soak_email.py): import from the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from webapp.mail.outbox import Outbox  # noqa: E402
 

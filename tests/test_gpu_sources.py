@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -30,6 +28,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.prometheus import backfill, start_prometheus, stop
 from tests.helpers.mail import free_port
 from webapp.model import gpu_utilization
 from webapp.settings import Settings
@@ -39,9 +38,6 @@ from webapp.sources.gpu_tres import GpuTres, parse_gpu_tres
 from webapp.sources.prometheus import PrometheusSource
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from bench_report import start_prometheus, stop  # noqa: E402
 
 RECORD = ROOT / "fixtures/exporter/nvml/real_h200_580.159.04_nvml_record.json"
 RECORDED = ROOT / "fixtures/prometheus/gpu_sources"
@@ -131,9 +127,7 @@ def prom(tmp_path_factory) -> Iterator[tuple[str, datetime, datetime]]:
     tmp = tmp_path_factory.mktemp("gpu-sources")
     t0 = float((int(time.time()) - 3 * 3600) // 60 * 60)
     write_openmetrics(tmp / "gpus.om", series(t0))
-    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics",
-                    str(tmp / "gpus.om"), str(tmp / "data")], check=True,
-                   capture_output=True, timeout=120)
+    backfill(tmp / "gpus.om", tmp / "data")
     port = free_port()
     proc = start_prometheus(tmp, tmp / "data", port=port)
     rec = samples()

@@ -4,7 +4,7 @@ cluster's label.
 
 On a real Prometheus: two captured job shapes (bench/sync_shapes.py) replayed as the same
 job id on the same node name, one labelled ``cluster="v24"``, the other ``cluster="v26"``,
-backfilled with promtool into a Prometheus of its own (bench/bench_report.py). Each
+backfilled with promtool into a Prometheus of its own (bench/prometheus.py). Each
 shape is also replayed alone under an id of its own: what a cluster's read of the shared
 id must equal. Then every query each reader sends is checked to name the cluster.
 """
@@ -14,8 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -24,6 +22,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from bench.prometheus import backfill, start_prometheus, stop
+from bench.sync_shapes import Replay, records, write_openmetrics
 from tests.helpers.mail import free_port
 from webapp.model import AccountingJob, SacctJob
 from webapp.report.job_rows import ListSources, list_jobs
@@ -37,11 +37,6 @@ from webapp.sources.sacct import SacctSource
 from webapp.staff.data import StaffDataSource
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from bench_report import start_prometheus, stop  # noqa: E402
-from sync_shapes import Replay, records, write_openmetrics  # noqa: E402
-
 SHAPES = {s["job_id"]: s for s in json.loads(
     (ROOT / "fixtures" / "prometheus" / "sync-shapes.json").read_text())}
 SHARED = "1000000"  # the id both clusters' jobs have
@@ -76,9 +71,7 @@ def prom(tmp_path_factory) -> Iterator[Backfilled]:
     replays = {(c, j): Replay(j, labelled(SHAPES[SHAPE[c]], c), t0, NODE)
                for c in SHAPE for j in (SHARED, ALONE[c])}
     write_openmetrics(tmp / "history.om", list(replays.values()))
-    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics",
-                    str(tmp / "history.om"), str(tmp / "data")], check=True,
-                   capture_output=True, timeout=120)
+    backfill(tmp / "history.om", tmp / "data")
     port = free_port()
     proc = start_prometheus(tmp, tmp / "data", port=port)
     try:

@@ -6,18 +6,13 @@ waste included; so ``bench/bench_digest.py``'s generator and query cannot rot.""
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections import Counter, defaultdict
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-
-import scale_archive  # noqa: E402
-
-from webapp.archive.digest import build_digest  # noqa: E402
-from webapp.archive.store import Archive  # noqa: E402
-from webapp.mail.digest import digests  # noqa: E402
-from webapp.settings import Settings  # noqa: E402
+from bench import scale_archive
+from webapp.archive.digest import build_digest
+from webapp.archive.store import Archive
+from webapp.mail.digest import digests
+from webapp.settings import Settings
 
 UNTIL = 1_800_000_000
 SINCE = UNTIL - 7 * 86400

@@ -7,26 +7,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-
-import scale_archive  # noqa: E402
-
-from webapp.archive.staff_rows import StaffRows  # noqa: E402
-from webapp.archive.store import Archive  # noqa: E402
+from bench import scale_archive
+from webapp.archive.staff_rows import StaffRows
+from webapp.archive.store import Archive
 from webapp.detectors.gpu_models import card_profiles
-from webapp.lists import job_page  # noqa: E402
-from webapp.lists.job_list import SORT_KEYS, ListQuery, select  # noqa: E402
-from webapp.lists.job_page import archive_page, row_of  # noqa: E402
-from webapp.staff.archived import build_staff_report_sql, staff_row  # noqa: E402
-from webapp.staff.build import build_staff_report, memory_totals  # noqa: E402
-from webapp.thresholds import StaffConfig, Thresholds  # noqa: E402
-from webapp.unused import Held, unused  # noqa: E402
+from webapp.lists import job_page
+from webapp.lists.job_list import SORT_KEYS, ListQuery, select
+from webapp.lists.job_page import archive_page, row_of
+from webapp.staff.archived import build_staff_report_sql, staff_row
+from webapp.staff.build import build_staff_report, memory_totals
+from webapp.thresholds import StaffConfig, Thresholds
+from webapp.unused import Held, unused
 
 UNTIL = 1_800_000_000
 UTC_UNTIL = UNTIL
@@ -160,8 +155,7 @@ def test_user_page_filters_by_state_and_leaves_other_sorts_to_the_list(filled):
 
 
 def test_a_job_on_many_nodes_renders_bands_and_the_busiest_and_idlest():
-    import bench_many_nodes
-
+    from bench import bench_many_nodes
     from webapp.renderers import charts, text
     from webapp.renderers.sections import coverage_rows
 

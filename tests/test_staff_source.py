@@ -6,24 +6,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-
-import scale_archive  # noqa: E402
-
-from tests.helpers.reports import sample_report  # noqa: E402
-from webapp.archive.staff_rows import StaffRows  # noqa: E402
-from webapp.archive.store import Archive  # noqa: E402
-from webapp.report.archived import archive_record  # noqa: E402
-from webapp.settings import Settings  # noqa: E402
-from webapp.staff.archived import staff_row  # noqa: E402
-from webapp.staff.render import heading, render_json, when  # noqa: E402
-from webapp.staff.service import (  # noqa: E402
+from bench import scale_archive
+from tests.helpers.reports import sample_report
+from webapp.archive.staff_rows import StaffRows
+from webapp.archive.store import Archive
+from webapp.report.archived import archive_record
+from webapp.settings import Settings
+from webapp.staff.archived import staff_row
+from webapp.staff.render import heading, render_json, when
+from webapp.staff.service import (
     ARCHIVE_SLACK,
     DAY,
     archive_holds,

@@ -9,28 +9,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from werkzeug.security import generate_password_hash
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-
-import scale_archive  # noqa: E402
-
-from tests.helpers.view_sqlite import SqliteView  # noqa: E402
-from tests.helpers.web import login, make_app, password_settings  # noqa: E402
-from webapp.archive.staff_rows import StaffRows  # noqa: E402
-from webapp.archive.store import Archive  # noqa: E402
-from webapp.lists.job_list import WASTE_KEYS, ListQuery, select, top_waste, totals  # noqa: E402
-from webapp.lists.job_page import row_of  # noqa: E402
-from webapp.report.service import ReportService  # noqa: E402
-from webapp.sources.accounting import AccountingSource  # noqa: E402
-from webapp.sources.no_metrics import NoMetrics  # noqa: E402
-from webapp.sources.sacct import SacctSource  # noqa: E402
-from webapp.staff.archived import staff_row  # noqa: E402
+from bench import scale_archive
+from tests.helpers.view_sqlite import SqliteView
+from tests.helpers.web import login, make_app, password_settings
+from webapp.archive.staff_rows import StaffRows
+from webapp.archive.store import Archive
+from webapp.lists.job_list import WASTE_KEYS, ListQuery, select, top_waste, totals
+from webapp.lists.job_page import row_of
+from webapp.report.service import ReportService
+from webapp.sources.accounting import AccountingSource
+from webapp.sources.no_metrics import NoMetrics
+from webapp.sources.sacct import SacctSource
+from webapp.staff.archived import staff_row
 
 CLUSTER = scale_archive.CLUSTER
 NOW = SYNCED = 0  # set when the module starts (_clock), not when it is collected
@@ -206,7 +202,7 @@ def test_before_the_first_sync_the_list_is_read_unpaged(tmp_path, client):
 def test_the_load_benchs_app_serves_its_generated_site(tmp_path, monkeypatch):
     """``bench/bench_web_scale.py`` at small scale, without gunicorn: its archive, its view
     rows and its app serve each person's pages, report pages rebuilt from the archive."""
-    import bench_web_scale
+    from bench import bench_web_scale
 
     per_user, view = bench_web_scale.fill(tmp_path, 3000, 100, 3, heavy=300)
     assert sorted(per_user) == ["user0000", "user0001", "user0002"]

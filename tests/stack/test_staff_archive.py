@@ -49,18 +49,14 @@ def test_archive_path_equals_the_in_memory_report(stack_env, tmp_path):
 def test_mariadb_archive_ranks_and_pages_as_sqlite_does(stack_env, tmp_path):
     """The same generated jobs in a MariaDB archive of its own (a fresh database, never
     the accounting tables) and in SQLite: the same tables and the same pages."""
-    import sys
     from datetime import UTC, datetime
-    from pathlib import Path
 
+    from bench import scale_archive
     from tests.helpers.sync import create_mariadb_archive, drop_mariadb_archive
     from webapp.lists.job_list import ListQuery
     from webapp.lists.job_page import archive_page
     from webapp.staff.archived import build_staff_report_sql, staff_row
     from webapp.thresholds import StaffConfig, Thresholds
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    import scale_archive
 
     until = 1_800_000_000
     jobs = list(scale_archive.staff_jobs(3000, 40, until=until, heavy=300))
@@ -102,17 +98,13 @@ def test_mariadb_archive_gives_the_digests_sqlite_gives(stack_env, tmp_path):
     """The weekly digest's query (the summary's figures and the GPUs' use extracted by the
     database, ``Archive.digest_jobs``) on a MariaDB archive of its own: the same digests,
     GPU waste, findings and energy included, as on SQLite and as from the full records."""
-    import sys
     from collections import Counter
-    from pathlib import Path
 
+    from bench import scale_archive
     from tests.helpers.sync import create_mariadb_archive, drop_mariadb_archive
     from tests.test_scale_digest import rounded
     from webapp.archive.digest import build_digest
     from webapp.mail.digest import digests
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    import scale_archive
 
     until = 1_800_000_000
     url = create_mariadb_archive("jobreport_digest_test")

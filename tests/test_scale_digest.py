@@ -52,3 +52,70 @@ def test_digests_read_per_user_equal_those_of_the_whole_week(tmp_path):
     assert len(heavy.jobs) == 200 and heavy.top_finding is not None
     assert sum(d.gpu_hours for d in got) > 0  # GPU jobs' series were read, and used
     assert sum(d.energy_kwh or 0 for d in got) > 0
+
+
+def _queries(archive, settings) -> tuple[list, int]:
+    """The week's digests, and how many statements the archive ran for them."""
+    ran = []
+    query, execute = archive.db.query, archive.db.execute
+
+    def counted(run):
+        def wrapper(sql, params=()):
+            ran.append(sql)
+            return run(sql, params)
+        return wrapper
+
+    archive.db.query, archive.db.execute = counted(query), counted(execute)
+    try:
+        return list(digests(settings, archive, SINCE, UNTIL + 1)), len(ran)
+    finally:
+        archive.db.query, archive.db.execute = query, execute
+
+
+def test_the_digests_queries_do_not_grow_with_the_users(tmp_path):
+    """A week's digests cost the same few statements for 5 users or 60 (a few hundred
+    users a query): a return to a query per user (5,000 of them each week) fails here."""
+    counts = {}
+    for users in (5, 60):
+        url = str(tmp_path / f"archive-{users}.sqlite")
+        scale_archive.fill_reports(url, users * 8, users, progress=False, until=UNTIL,
+                                   heavy=users)
+        settings = Settings.from_env({"JOBREPORT_CLUSTER": scale_archive.CLUSTER,
+                                      "JOBREPORT_ARCHIVE_URL": url,
+                                      "JOBREPORT_OUTBOX": str(tmp_path / "outbox.sqlite")})
+        with Archive(url) as archive:
+            got, counts[users] = _queries(archive, settings)
+        assert len(got) == users and any(d.top_message for d in got)
+    assert counts[5] == counts[60] <= 8, counts
+
+
+def test_jobs_archived_before_their_digest_line_get_it_from_the_record(tmp_path):
+    """An archive from before the digest's lines (or a crash between a record and its
+    line): the first digest over the week writes them from the records, then reads them;
+    the digests are those of the full records, folded emails included."""
+    from webapp.archive.mail_state import FOLDED, MailState
+
+    url = str(tmp_path / "archive.sqlite")
+    scale_archive.fill_reports(url, 300, 12, progress=False, until=UNTIL, heavy=40)
+    settings = Settings.from_env({"JOBREPORT_CLUSTER": scale_archive.CLUSTER,
+                                  "JOBREPORT_ARCHIVE_URL": url,
+                                  "JOBREPORT_OUTBOX": str(tmp_path / "outbox.sqlite")})
+    with Archive(url) as archive:
+        records = list(archive.jobs(scale_archive.CLUSTER, SINCE, UNTIL))
+        folded = {(j.job_id, j.submit_time) for j in records[::7]}
+        mail = MailState(archive.db)
+        for j in records[::7]:
+            mail.decide(scale_archive.CLUSTER, j.job_id, j.submit_time, j.user, "2027-01-08",
+                        FOLDED)
+        archive.db.execute("DELETE FROM archive_digest_jobs WHERE job_id > ?", ("5000100",))
+        got, ran = _queries(archive, settings)
+        assert archive.db.query("SELECT COUNT(*) FROM archive_digest_jobs")[0][0] == 300
+        again, ran_again = _queries(archive, settings)
+    per_user = defaultdict(list)
+    for job in records:
+        per_user[job.user].append(job)
+    want = [build_digest(scale_archive.CLUSTER, u, SINCE, UNTIL + 1, jobs, folded)
+            for u, jobs in sorted(per_user.items())]
+    assert rounded(got) == rounded(want) == rounded(again)
+    assert sum(d.folded for d in got) == len(folded) > 0
+    assert ran_again < ran  # the lines were written once

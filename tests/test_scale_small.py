@@ -114,6 +114,54 @@ def test_sql_memory_waste_is_the_one_formula(filled):
     assert memory_totals([j])[j.user] == (one.unused, one.requested)
 
 
+def test_each_jobs_waste_in_sql_is_webapp_unused(filled):
+    """``staff_rows.FIGURES``, the one SQL repeat of ``webapp.unused``, row by row: CPU,
+    GPU and memory held and not used, or unknown where unused() knows none."""
+    from webapp.archive.staff_rows import JOBS
+
+    jobs, archive = filled
+    got = {r[0]: r[1:] for r in archive.db.query(
+        f"SELECT job_id, cpu_waste, gpu_waste, mem_waste FROM {JOBS}")}  # noqa: S608
+    checked = 0
+    for j in jobs:
+        busy = None if j.gpu_utilization is None else j.gpus * j.gpu_utilization
+        held = unused(Held(j.elapsed, j.cpus, j.cpu_seconds, j.gpus, busy, j.memory_requested,
+                           j.max_rss, len(j.nodes)))
+        want = [held["cpu"].unused if "cpu" in held else None,
+                0.0 if not j.gpus else held["gpu"].unused if "gpu" in held else None,
+                held["memory"].unused if "memory" in held else None]
+        assert all(_same(a, b) or a is b is None for a, b in zip(got[j.job_id], want,
+                                                                 strict=True)), (j, want)
+        checked += all(w is not None for w in want) and j.gpus > 0
+    assert checked > 10  # jobs with all three known, GPUs included
+
+
+def test_the_staff_report_scans_the_window_once_and_its_gpu_and_node_rows_by_index(filled):
+    """One grouped scan gives every per-user table and the energy per account; the tables
+    of GPU jobs and of multi-node jobs read those rows by their partial indexes
+    (revision 7), not the whole window."""
+    jobs, archive = filled
+    ran = []
+    query = archive.db.query
+
+    def logged(sql, params=()):
+        ran.append((sql, params))
+        return query(sql, params)
+
+    archive.db.query = logged
+    try:
+        build_staff_report_sql(StaffRows(archive.db), "bench", 0, UNTIL, CFG, T, {})
+    finally:
+        archive.db.query = query
+    assert sum("GROUP BY" in sql for sql, _ in ran) == 1
+    plans = {sql: " ".join(r[-1] for r in query(f"EXPLAIN QUERY PLAN {sql}", params))
+             for sql, params in ran}
+    by_index = {name: [sql for sql, plan in plans.items() if f"INDEX {name} " in plan]
+                for name in ("archive_staff_gpu", "archive_staff_multinode")}
+    assert len(by_index["archive_staff_gpu"]) == 2, plans  # smaller GPU, MIG fit
+    assert len(by_index["archive_staff_multinode"]) == 2, plans  # fragmentation, idle nodes
+
+
 def scale_archive_window():
     from webapp.archive.staff_rows import Window
 

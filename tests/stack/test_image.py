@@ -12,7 +12,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import requests
 
 from tests.helpers import stack
 from tests.helpers.mail import free_port
+from tests.helpers.wait import wait_for
 from tests.helpers.web import pdf_of
 
 IMAGE = stack.ROOT / "scripts" / "image"
@@ -111,15 +111,14 @@ def served(image, stack_env, tmp_path_factory):
                              *(f"--volume={v}" for v in volumes)], stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        def healthz() -> list[requests.Response] | None:
             try:
-                health = requests.get(f"{base}/healthz", timeout=5)
-                break
+                return [requests.get(f"{base}/healthz", timeout=5)]
             except requests.ConnectionError:
                 assert proc.poll() is None, (where / "gunicorn.log").read_text()[-3000:]
-                assert time.monotonic() < deadline, "the image's gunicorn did not answer"
-                time.sleep(0.2)
+                return None
+
+        (health,) = wait_for(healthz, 60, "the image's gunicorn answering", every=0.2)
         assert health.status_code == 200 and health.json() == {"status": "ok"}
         yield base, env_file, volumes, state
     finally:

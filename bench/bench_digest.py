@@ -5,10 +5,11 @@ For each size in ``--jobs`` it fills a fresh SQLite archive with that many archi
 reports of ``--users`` users (``scale_archive.fill_reports``: the generator's jobs as the
 sync archives them; ``user0000`` has 2,000), then, in a fresh process per measurement
 (peak RSS is that process'), times ``--runs`` rounds of ``send_digests`` as the weekly
-timer runs it: every user's digest built from the archive and rendered into an outbox of
-its own (a fresh one each round), nothing delivered. ``--before`` also times, at 100,000
-jobs at most, the previous way: the whole week read at once, series and all, then
-grouped by user.
+timer runs it ("send": every user's digest built from the archive and rendered by
+``RENDER_PROCESSES`` worker processes into an outbox of its own, a fresh one each round,
+nothing delivered), the same rendered in one process ("send1"), and the build alone; the
+CPU time counts the workers'. ``--before`` also times, at 100,000 jobs at most, an older
+way: the whole week read at once, series and all, then grouped by user.
 
     .venv/bin/python bench/bench_digest.py [--jobs 10000,100000,700000] [--runs 5]
 """
@@ -67,8 +68,13 @@ def _before(settings, archive) -> int:  # noqa: ANN001
 def measure(url: str, what: str, runs: int) -> dict:
     """Run in a child: ``what`` ``runs`` times on the archive at ``url``."""
     from webapp.archive.store import Archive
-    from webapp.mail.digest import digests, send_digests
+    from webapp.mail.digest import RENDER_PROCESSES, digests, send_digests
     from webapp.mail.outbox import Outbox
+
+    def cpu_now() -> float:  # this process' and its finished workers'
+        own, workers = (resource.getrusage(w) for w in (resource.RUSAGE_SELF,
+                                                         resource.RUSAGE_CHILDREN))
+        return own.ru_utime + own.ru_stime + workers.ru_utime + workers.ru_stime
 
     times, cpu, done = [], [], 0
     with tempfile.TemporaryDirectory(prefix="jobreport-digest-") as tmp:
@@ -76,17 +82,18 @@ def measure(url: str, what: str, runs: int) -> dict:
         archive = Archive(url)
         for i in range(runs):
             outbox = Outbox(os.path.join(tmp, f"outbox-{i}.sqlite"))
-            t, c = time.perf_counter(), time.process_time()
+            t, c = time.perf_counter(), cpu_now()
             if what == "before":
                 done = _before(settings, archive)
             elif what == "build":
                 done = sum(1 for _ in digests(settings, archive, SINCE, UNTIL + 1))
-            else:
+            else:  # "send" as `jobreport digest` runs it, "send1" rendering in one process
                 run = send_digests(settings, archive, outbox, None,  # type: ignore[arg-type]
-                                   SINCE, UNTIL + 1, no_deliver=True)
+                                   SINCE, UNTIL + 1, no_deliver=True,
+                                   processes=RENDER_PROCESSES if what == "send" else 1)
                 done = run.counts["queued"]
             times.append(time.perf_counter() - t)
-            cpu.append(time.process_time() - c)
+            cpu.append(cpu_now() - c)
             outbox.close()
         archive.close()
     return {"p50": statistics.median(times), "p95": p95(times), "runs": runs,
@@ -123,7 +130,8 @@ def main() -> int:
             print(f"{n:,} archived reports of {args.users:,} users: filled in "
                   f"{time.perf_counter() - t:.1f} s, {path.stat().st_size / 2**20:.0f} MiB",
                   flush=True)
-            whats = ["send", "build"] + (["before"] if args.before and n <= 100_000 else [])
+            whats = ["send", "send1", "build"] + (["before"] if args.before and n <= 100_000
+                                                  else [])
             for what in whats:
                 r = child(str(path), what, args.runs)
                 print(f"  {what}: p50 {r['p50']:.2f} s, p95 {r['p95']:.2f} s, "

@@ -119,3 +119,33 @@ def test_jobs_archived_before_their_digest_line_get_it_from_the_record(tmp_path)
     assert rounded(got) == rounded(want) == rounded(again)
     assert sum(d.folded for d in got) == len(folded) > 0
     assert ran_again < ran  # the lines were written once
+
+
+def test_digests_rendered_by_worker_processes_are_those_rendered_here(tmp_path, monkeypatch):
+    """`jobreport digest` renders the week's emails in worker processes: the outbox gets
+    the same messages, in the same order, as from rendering them one by one here."""
+    import re
+
+    from webapp.mail import digest as weekly
+    from webapp.mail.outbox import Outbox
+
+    url = str(tmp_path / "archive.sqlite")
+    scale_archive.fill_reports(url, 200, 25, progress=False, until=UNTIL, heavy=40)
+    settings = Settings.from_env({"JOBREPORT_CLUSTER": scale_archive.CLUSTER,
+                                  "JOBREPORT_ARCHIVE_URL": url,
+                                  "JOBREPORT_OUTBOX": str(tmp_path / "outbox.sqlite"),
+                                  "JOBREPORT_MAIL_FROM": "hpc@example.org"})
+    monkeypatch.setattr(weekly, "RENDER_CHUNK", 3)  # several tasks, more than in flight
+    monkeypatch.setattr(weekly, "QUEUE_BATCH", 7)
+    stamp = re.compile(rb"^(Date|Message-ID): .*$|=+\d+==", re.MULTILINE)  # each message's
+    got = {}
+    for processes in (1, 2):
+        outbox = Outbox(str(tmp_path / f"outbox-{processes}.sqlite"))
+        with Archive(url) as archive:
+            run = weekly.send_digests(settings, archive, outbox, None, SINCE, UNTIL + 1,
+                                      no_deliver=True, processes=processes)
+        got[processes] = [(r[0], r[1], r[2], stamp.sub(b"", r[3])) for r in outbox.db.execute(
+            "SELECT key, from_addr, to_addr, message FROM outbox ORDER BY id")]
+        outbox.close()
+        assert run.counts["queued"] == len(got[processes]) == 25
+    assert got[1] == got[2]

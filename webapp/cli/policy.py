@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from webapp.archive.mail_state import MailState
 from webapp.archive.store import Archive
-from webapp.mail.digest import WEEK, last_week, send_digests
+from webapp.mail.digest import RENDER_PROCESSES, WEEK, last_week, send_digests
 from webapp.mail.outbox import Outbox
 from webapp.mail.policy import USER_RE, read_opt_out
 from webapp.mail.sending import smtp_connect
@@ -52,7 +52,8 @@ def run_digest(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> 
         outbox = Outbox(settings.outbox)
         try:
             run = send_digests(settings, archive, outbox, smtp_connect(settings), since, until,
-                               frozenset(args.user), args.dry_run, args.no_deliver)
+                               frozenset(args.user), args.dry_run, args.no_deliver,
+                               processes=1 if args.user else RENDER_PROCESSES)
         finally:
             outbox.close()
     for d in run.digests:

@@ -77,6 +77,27 @@ class Row:
 _CHANNEL = {False: "!= ?", True: "= ?"}  # emails, chat notices: the one SQL that differs
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """What the outbox records of a message: its envelope and its bytes, as sent. A
+    process rendering messages for another hands them over so (the weekly digests are
+    rendered by worker processes: an ``EmailMessage`` does not pickle)."""
+
+    from_addr: str | None
+    to_addr: str | None
+    message_id: str | None
+    data: bytes
+
+    @classmethod
+    def of(cls, msg: EmailMessage) -> Rendered:
+        def text(name: str) -> str | None:
+            value = msg[name]
+            return None if value is None else str(value)
+
+        return cls(text("From"), text("To"), text("Message-ID"),
+                   msg.as_bytes(policy=SMTP_POLICY))
+
+
 def backoff(attempts: int) -> float:
     """Seconds to wait after the given number of failed attempts: 60, 120, 240, ... 6 h."""
     return min(BACKOFF_BASE * 2 ** max(0, attempts - 1), BACKOFF_MAX)
@@ -122,17 +143,19 @@ class Outbox:
     def get(self, key: str) -> Row | None:
         return self._row(self.db.execute("SELECT * FROM outbox WHERE key = ?", (key,)).fetchone())
 
-    def enqueue(self, key: str, job_id: str, kind: str, msg: EmailMessage) -> bool:
+    def enqueue(self, key: str, job_id: str, kind: str, msg: EmailMessage | Rendered) -> bool:
         """Record the message before any send; False when the key is already there."""
         now = self.clock()
+        out = msg if isinstance(msg, Rendered) else Rendered.of(msg)
         cur = self.db.execute(
             "INSERT OR IGNORE INTO outbox (key, job_id, kind, from_addr, to_addr, message_id,"
             " message, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, job_id, kind, msg["From"], msg["To"], msg["Message-ID"],
-             msg.as_bytes(policy=SMTP_POLICY), now, now))
+            (key, job_id, kind, out.from_addr, out.to_addr, out.message_id, out.data, now,
+             now))
         return cur.rowcount == 1
 
-    def enqueue_many(self, items: list[tuple[str, str, str, EmailMessage]]) -> list[bool]:
+    def enqueue_many(self, items: list[tuple[str, str, str, EmailMessage | Rendered]]
+                     ) -> list[bool]:
         """``enqueue`` each of ``items`` in one transaction: one sync to disk, not one
         a message (5,000 digests: 29 s of fsyncs on their own here)."""
         with self.db:

@@ -4,6 +4,7 @@
 # wheel and the locked runtime dependencies (requirements/runtime.txt, hash-checked), so
 # the build downloads nothing from PyPI and holds no test or lint tool:
 #   make dist && docker build -t jobreport .     (or `make image`: podman, docs/deploying.md)
+# (RUN --mount: BuildKit, Docker's default builder since 23.0, or podman/buildah.)
 # Configuration comes from JOBREPORT_* variables (docs/settings.md); JOBREPORT_SECRET_KEY
 # (or JOBREPORT_SECRET_KEY_FILE) is required, the app refuses to start without it.
 # Step data (TotalCPU, MaxRSS) comes from slurmrestd (JOBREPORT_SACCT_SOURCE=slurmrestd,

@@ -50,7 +50,9 @@ def test_a_mariadb_archive_the_release_made_upgrades_in_place(stack_env, databas
 
     assert main(["db-upgrade"]) == 0
     assert "now at revision" in capsys.readouterr().out
-    assert rows(url) == before
+    after = rows(url)
+    assert after.pop("archive_digest_jobs") == []  # a later revision's table, new and empty
+    assert after == before
     fresh = database("jobreport_upgrade_fresh")
     Archive(fresh).close()  # a new, empty database: made at the head
     assert schema(url) == schema(fresh)

@@ -95,9 +95,11 @@ def test_mariadb_archive_ranks_and_pages_as_sqlite_does(stack_env, tmp_path):
 
 
 def test_mariadb_archive_gives_the_digests_sqlite_gives(stack_env, tmp_path):
-    """The weekly digest's query (the summary's figures and the GPUs' use extracted by the
-    database, ``Archive.digest_jobs``) on a MariaDB archive of its own: the same digests,
-    GPU waste, findings and energy included, as on SQLite and as from the full records."""
+    """The weekly digest's queries on a MariaDB archive of its own (each job's stored line,
+    the quoted findings extracted by the database, and the lines written from the records
+    for jobs archived without one, the summary's figures and the GPUs' use extracted as
+    JSON): the same digests, GPU waste, findings and energy included, as on SQLite and as
+    from the full records."""
     from collections import Counter
 
     from bench import scale_archive
@@ -118,9 +120,12 @@ def test_mariadb_archive_gives_the_digests_sqlite_gives(stack_env, tmp_path):
                                           "JOBREPORT_ARCHIVE_URL": archive_url,
                                           "JOBREPORT_OUTBOX": str(tmp_path / "o.sqlite")})
             with Archive(archive_url) as a:
+                # a third of the jobs as if archived before their line was stored
+                a.db.execute("DELETE FROM archive_digest_jobs WHERE job_id > ?", ("5000266",))
                 skipped = Counter()
                 got[name] = list(digests(settings, a, until - 7 * 86400, until + 1,
                                          skipped=skipped))
+                assert a.db.query("SELECT COUNT(*) FROM archive_digest_jobs")[0][0] == 400
                 full = [build_digest(scale_archive.CLUSTER, d.user, d.since, d.until,
                                      a.jobs(scale_archive.CLUSTER, d.since, until, d.user))
                         for d in got[name]]

@@ -138,6 +138,8 @@ def test_retention_drops_old_jobs(tmp_path):
         assert a.prune(0) == 0
         assert a.prune(30) == 1
         assert [j.job_id for j in a.jobs("demo")] == ["2"]
+        # the digest's line of each job goes with it
+        assert a.db.query("SELECT job_id FROM archive_digest_jobs") == [("2",)]
 
 
 def test_parse_ended_filters_orders_and_skips_pending_arrays():

@@ -148,3 +148,15 @@ def test_parse_ended_filters_orders_and_skips_pending_arrays():
     jobs = parse_ended(text, "demo", 150, 400)
     assert jobs == [EndedJob(200, "123", 100, "demo"), EndedJob(250, "126+1", 100, "demo"),
                     EndedJob(300, "125", 100, "demo")]
+
+
+def test_a_job_archived_again_gets_its_new_digest_line(tmp_path):
+    """``Archive.put`` stores the job's line of the weekly digest beside its record, and
+    archiving the job again (``--jobid``) replaces both."""
+    with Archive(str(tmp_path / "a.sqlite")) as a:
+        first = archive_record(sample_report("7", name="first"), 70, 1_800_000_000)
+        assert a.put(first)
+        again = replace(first, summary={**first.summary, "job_name": "again"})
+        assert a.replace(again)
+        assert a.db.query("SELECT job_id, submit_time, job_name FROM archive_digest_jobs") \
+            == [("7", 70, "again")]

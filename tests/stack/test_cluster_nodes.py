@@ -18,6 +18,7 @@ import requests
 from tests.helpers import stack
 from tests.helpers.wait import wait_for
 from webapp.detectors.gpu_type_unavailable import GpuTypeUnavailableDetector
+from webapp.model import JobNotFound
 from webapp.renderers import text
 from webapp.renderers.json import to_dict
 from webapp.sources.from_settings import prometheus_from
@@ -202,13 +203,17 @@ def test_a_job_waiting_for_a_busy_gpu_model_while_the_other_idles(stack_env, ser
         def long_enough():  # noqa: ANN202 - a report or None
             """The waiter's report once its wait is long enough and an H100 was seen free
             in it."""
-            report = service.build(waiter)
+            try:
+                report = service.build(waiter)
+            except JobNotFound:  # slurmdbd has not recorded the submission yet
+                return None
             built[:] = [report]
             q = report.queue
             return report if q and q.pending_seconds >= 15 and dict(
                 q.gpus_available_max).get("h100") else None
 
-        report = wait_for(long_enough, 120, lambda: f"the wait long enough: {built[0].queue}",
+        report = wait_for(long_enough, 120,
+                          lambda: f"the wait long enough: {built[0].queue if built else None}",
                           every=5)
         q = report.queue
         assert report.state == "PENDING" and q.requested_gpu_types == ("t4",)

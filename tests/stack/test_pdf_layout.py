@@ -51,7 +51,9 @@ def rendered(stack_jobs, service, tmp_path_factory):
 def test_real_job_pdf_is_two_pages_with_findings_block_and_plots(rendered, name):
     report, path = rendered[name]
     pages = int(re.search(r"^Pages:\s+(\d+)", _run("pdfinfo", str(path)), re.M).group(1))
-    assert pages == 2
+    # verdict and findings on the first page, the plots on the second; the memory table,
+    # the queue, the waste and the audit may run onto a third (a GPU job's do)
+    assert pages in (2, 3)
     first, second = _page(path, 1), _page(path, 2)
     assert report.findings, "every job here has at least one finding"
     for f in report.findings:

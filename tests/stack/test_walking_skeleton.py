@@ -98,9 +98,10 @@ def test_db_setup_is_idempotent_and_prints_sql(stack_env):
     ).stdout
     lines = sorted(grants.splitlines())
     assert lines[0].startswith("GRANT SELECT ON `jobreport`.`jobs`")
-    assert lines[1].startswith("GRANT SELECT ON `jobreport`.`tres`")
-    assert lines[2].startswith("GRANT USAGE ON *.* TO `jobreport`@`127.0.0.1`")
-    assert len(lines) == 3
+    assert lines[1].startswith("GRANT SELECT ON `jobreport`.`node_events`")
+    assert lines[2].startswith("GRANT SELECT ON `jobreport`.`tres`")
+    assert lines[3].startswith("GRANT USAGE ON *.* TO `jobreport`@`127.0.0.1`")
+    assert len(lines) == 4
 
 
 def _pgrep(*args: str) -> list[str]:

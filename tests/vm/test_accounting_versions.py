@@ -150,11 +150,11 @@ def test_db_setup_over_tcp_succeeds_twice(setups, cluster):
         grants = sorted(r[0] for r in cur.fetchall())
         cur.execute("SHOW GRANTS FOR 'jobreport_definer'@'localhost'")
         definer = " ".join(r[0] for r in cur.fetchall())
-    assert grants[0].startswith("GRANT SELECT ON `jobreport`.`jobs` TO `jobreport`@`10.0.2.2`")
-    assert grants[1].startswith("GRANT SELECT ON `jobreport`.`tres` TO `jobreport`@`10.0.2.2`")
-    assert grants[2].startswith("GRANT USAGE ON *.* TO `jobreport`@`10.0.2.2`")
-    assert len(grants) == 3
-    assert f"`{cluster}_job_table`" in definer
+    assert [g.split(" IDENTIFIED")[0] for g in grants] == [
+        f"GRANT SELECT ON `jobreport`.`{view}` TO `jobreport`@`10.0.2.2`"
+        for view in ("jobs", "node_events", "tres")] + [
+        "GRANT USAGE ON *.* TO `jobreport`@`10.0.2.2`"]
+    assert f"`{cluster}_job_table`" in definer and f"`{cluster}_event_table`" in definer
     assert "job_script" not in definer and "job_env" not in definer
 
 
@@ -163,7 +163,7 @@ def test_the_schema_is_the_one_the_unit_tests_hold(vm_env, cluster):
     version = vm.VERSIONS[cluster]
     with _connect(cluster, ADMIN_USER, ADMIN_PASSWORD) as conn, conn.cursor() as cur:
         live = {}
-        for table in ("job_table", "assoc_table"):
+        for table in ("job_table", "assoc_table", "event_table"):
             cur.execute(f"SHOW COLUMNS FROM slurm_acct_db.`{cluster}_{table}`")
             live[f"c_{table}"] = tuple(r[0] for r in cur.fetchall())
         cur.execute("SHOW COLUMNS FROM slurm_acct_db.tres_table")
@@ -171,6 +171,7 @@ def test_the_schema_is_the_one_the_unit_tests_hold(vm_env, cluster):
     assert live == SCHEMAS[version]
     read = views_read([cluster])
     assert read[f"{cluster}_job_table"] <= set(live["c_job_table"])
+    assert read[f"{cluster}_event_table"] <= set(live["c_event_table"])
 
 
 def test_the_reader_reads_the_views_and_nothing_else(setups, vm_env, cluster):

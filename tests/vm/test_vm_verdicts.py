@@ -23,9 +23,11 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
     "starved": ({"cpu_starved"}, {"io_starved", "memory_thrashing", "oversubscribed"}),
 }
 # Kernel 7.2 (v26) counts the same thrashing mostly as I/O in PSI: measured on the same job,
-# memory 2.0 s and io 48.5 s of 54 s there, memory 9.6 s and io 30.7 s of 35 s on 6.12 (v24).
-# Its tasks waited for the slow disk either way; the verdict follows what PSI says.
-PER_CLUSTER = {("v26", "mem-reclaim"): ({"io_starved"}, {"cpu_starved"})}
+# memory 2.0 s and io 48.5 s of 54 s there (another run: memory reclaim 12 % of the run,
+# over the cut), memory 9.6 s and io 30.7 s of 35 s on 6.12 (v24). Its tasks waited for the
+# slow disk either way; the verdict follows what PSI says: one of the two, never the CPU.
+PER_CLUSTER = {("v26", "mem-reclaim"): (set(), {"cpu_starved", "cpu_efficiency_low"})}
+ONE_OF = {("v26", "mem-reclaim"): {"io_starved", "memory_thrashing"}}
 PRESSURE = {"cpu_starved": "cpu", "io_starved": "io", "memory_thrashing": "memory"}
 
 
@@ -50,6 +52,8 @@ def test_a_labelled_job_has_its_findings_on_cgroup_v2(reports, cluster, name):
     assert report.cluster == cluster and report.nodes == (vm.node(cluster),), report.nodes
     assert must <= set(found), shown
     assert not (set(found) & must_not), shown
+    if (cluster, name) in ONE_OF:
+        assert len(ONE_OF[cluster, name] & set(found)) == 1, shown
     for finding in must & set(PRESSURE):
         # The verdict rests on the job's own pressure file: its figure is the evidence.
         seconds = getattr(report.usage, f"{PRESSURE[finding]}_pressure_seconds")

@@ -43,6 +43,7 @@ from webapp.sources.prometheus_answers import parse_scalar as parse_scalar
 from webapp.sources.prometheus_answers import parse_vector as parse_vector
 from webapp.sources.prometheus_coverage import COVERAGE_QUERIES, coverages
 from webapp.sources.prometheus_queries import (
+    ENERGY_FIGURES,
     FIGURE_LABEL,
     GPU_ENERGY_QUERY,
     GPU_FAULT_QUERIES,
@@ -377,6 +378,9 @@ class PrometheusSource:
         missing = _missing_tails(per_node, _nodes(ranges, "cpu_cores", "memory_rss"),
                                  _nodes(ranges, "gpu_utilization", "gpu_memory_used"))
         if missing:
+            # the exporter stopped before the job ended: its energy counters too, in the
+            # same request (never asked alone: a node without an energy source has none)
+            missing += [n for n in sorted(ENERGY_FIGURES) if scalars.get(n) is None]
             again = {"query": combined({n: whole[n] for n in missing}), "time": at_end}
             answer = self._get("/api/v1/query", again)
             sent.append(("window figures (a node without last samples)", again["query"]))

@@ -77,9 +77,9 @@ def test_a_two_node_job_with_an_idle_node_gets_the_finding_on_that_node(stack_jo
     seconds = {r["metric"]["instance"]: float(r["value"][1]) for r in rows}
     assert set(seconds) == set(report.nodes)
     # The counter includes the idle rank's start (Python, its 200 MiB filled): a few tenths
-    # of a second on a loaded node, so "idle" here is a tenth of the busy node's seconds.
+    # of a second on a loaded node, so "idle" here is under a quarter of the busy node's seconds.
     idle, busy = sorted(seconds, key=seconds.get)
-    assert seconds[idle] < 0.1 * seconds[busy], seconds
+    assert seconds[idle] < 0.25 * seconds[busy], seconds  # a loaded node gives the busy rank less
     assert finding.evidence["idle_nodes"] == idle
     assert f"({idle}: 0.0" in finding.message
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
 from slurm_exporter.exposition import render, serve
 from slurm_exporter.registry import SlurmCollector, build_sources
 from slurm_exporter.settings import Settings
 from tests.helpers import stack
+from tests.helpers.exporter_scrape import samples
 from tests.helpers.slurm_wrappers import Wrappers, alive, require_slurm
 from tests.helpers.sync import sbatch
 from tests.helpers.wait import wait_for
@@ -28,14 +28,6 @@ CPUS = os.cpu_count()  # every node of the stack declares this machine's CPUs
 
 def NODE() -> str:  # noqa: N802 - reads like the constant it stands for
     return stack.nodes()[0].name
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
 
 
 def value(text: str, name: str, **labels: str) -> float | None:

@@ -75,13 +75,22 @@ def wait_until_running(cluster: str, job_id: str, timeout: float = 300) -> None:
 # Waits a job's tasks live through, on cgroup v2's pressure files (PSI). Both run on the
 # VMs' scratch file system, a disk QEMU throttles as a busy shared one is: the guest's own
 # disk answers at memory speed, so nothing would ever wait on it.
-FSYNC_WRITES = ("python3 -c 'import os, time\n"
-                "path = \"/scratch/io-sync.%d\" % os.getpid()\n"
-                "f = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)\n"
-                "end = time.time() + {s}\n"
-                "while time.time() < end:\n"
-                "    os.write(f, b\"x\" * 4096); os.fsync(f)\n"
-                "os.unlink(path)'")
+# The writes are direct overwrites of blocks already on disk: the task itself waits for
+# each one (io_schedule, counted as I/O pressure). An appending write + fsync waits for the
+# journal's commit too, which the kernel counts as a plain sleep: how much of the run PSI
+# then shows depends on how the journal thread was scheduled (under load, 5 % once).
+DIRECT_WRITES = ("python3 -c 'import mmap, os, random, time\n"
+                 "path = \"/scratch/io-sync.%d\" % os.getpid()\n"
+                 "f = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o600)\n"
+                 "block = mmap.mmap(-1, 4096)\n"
+                 "block.write(b\"x\" * 4096)\n"
+                 "for i in range(64):\n"
+                 "    os.pwritev(f, [block], i * 4096)\n"
+                 "os.fsync(f)\n"
+                 "end = time.time() + {s}\n"
+                 "while time.time() < end:\n"
+                 "    os.pwritev(f, [block], random.randrange(64) * 4096)\n"
+                 "os.unlink(path)'")
 # A file a third larger than the job's memory limit, its pages touched at random through a
 # mapping: its working set reclaimed under the limit and faulted back from the slow disk.
 THRASH = ("f=/scratch/thrash.$SLURM_JOB_ID; "
@@ -104,7 +113,7 @@ VM_JOBS: tuple[StackJob, ...] = (
     StackJob("two-cpus-one-used", "alice", ("-c2", "--mem=200M", "--time=10"), BUSY.format(s=25)),
     StackJob("oom", "alice", ("-c1", "--mem=100M", "--time=10"),
              "python3 -c 'b = [bytearray(2**20) for _ in range(400)]'"),
-    StackJob("io-sync", "bob", ("-c1", "--mem=200M", "--time=10"), FSYNC_WRITES.format(s=30)),
+    StackJob("io-sync", "bob", ("-c1", "--mem=200M", "--time=10"), DIRECT_WRITES.format(s=30)),
     StackJob("mem-reclaim", "bob", ("-c1", "--mem=48M", "--time=10"), THRASH.format(s=30)),
     # Two jobs sharing both cores of the node (partition shared: OverSubscribe=FORCE):
     # each starved by the other.

@@ -25,6 +25,7 @@ import requests
 from bench.prometheus import backfill, start_prometheus, stop
 from bench.sync_shapes import Replay, records, write_openmetrics
 from tests.helpers.mail import free_port
+from tests.helpers.sync import usage_figures
 from webapp.model import AccountingJob, SacctJob
 from webapp.report.job_rows import ListSources, list_jobs
 from webapp.settings import Settings
@@ -110,6 +111,9 @@ def test_each_cluster_reads_its_own_job_under_a_shared_id(prom, cluster):
     assert bulk == BulkMetrics(alone).fetch([dataclasses.replace(
         windows[0], job_id=ALONE[cluster])])[ALONE[cluster]]
     assert bulk.memory_max_usage_bytes == got.memory_max_usage_bytes
+    # The sync's bulk read gives every figure the job's own read gives (the series differ
+    # by their step only): waits, pressure, energy per node and per GPU, the GPUs.
+    assert usage_figures(bulk) == usage_figures(got)
     job = prom.jobs[(cluster, SHARED)][0]
     now = end.timestamp() + SCRAPE
     live = LiveSource(mine).sample(job, now, WINDOWS)

@@ -19,7 +19,7 @@ from webapp.renderers import text as text_renderer
 from webapp.report.energy import Intensity, compute_energy, intensity_for, series_query
 from webapp.report.waste import compute_waste
 from webapp.settings import Settings, SettingsError
-from webapp.sources.prometheus_bulk import RANGE, Batch, JobWindow, split
+from webapp.sources.prometheus_bulk import Batch, JobWindow, by_job, split
 
 KWH = 3.6e6
 
@@ -139,12 +139,12 @@ def test_idle_gpu_finding_says_how_much_energy_it_drew():
 
 def test_bulk_usage_sums_a_jobs_energy_over_its_nodes():
     # The sync's bulk answer: per job and node, the sources' joules already summed
-    # (SUM_PEAK_QUERY), one point per step; the last point is the job's total there.
+    # (PEAK_QUERY with the figure's sum), one point per step; the last point is the
+    # job's total there.
     job = JobWindow("77", 1000.0, 1100.0, ("n1", "n2"))
     batch = Batch(30.0, 1000.0, 1100.0, (job,))
     answer = [{"metric": {"jobid": "77", "instance": n}, "values": v} for n, v in
               (("n1", [[1030, "100"], [1060, "250"]]), ("n2", [[1060, "50"]]),
                ("other", [[1060, "999"]]))]  # another node's job of the same id: not ours
-    usage = split(batch, {name: [] for name in RANGE}, {"energy_joules": answer}, [],
-                  "instance", 30.0)["77"]
+    usage = split(batch, {}, {"energy_joules": by_job(answer)}, [], "instance", 30.0)["77"]
     assert usage.energy_joules == 300.0

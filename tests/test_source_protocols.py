@@ -90,7 +90,8 @@ OFFERS = {
     "PrefetchedAccounting": (lambda: PrefetchedAccounting(None, {}), "accounting",
                              {AccountingReader, QueueHistoryReader, NodeEventReader}),
     "PrefetchedSacct": (lambda: PrefetchedSacct(None, {}), "sacct", {SacctReader}),
-    "PrefetchedMetrics": (lambda: PrefetchedMetrics(None, {}), "metrics", {MetricsReader}),
+    "PrefetchedMetrics": (lambda: PrefetchedMetrics(None, {}), "metrics",
+                          {MetricsReader, CoverageReader, VectorReader}),
     "PrefetchedCluster": (lambda: PrefetchedCluster(None, {}), "cluster", {ClusterReader}),
 }
 

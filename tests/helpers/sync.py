@@ -3,6 +3,7 @@ archive database of its own, runs of `jobreport sync` that may be killed."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import signal
@@ -15,7 +16,18 @@ from typing import Any
 
 from tests.helpers import stack
 from tests.helpers.stack import ROOT
+from webapp.model import Series, Usage
 from webapp.settings import SETTINGS_DOC
+
+
+def usage_figures(u: Usage) -> dict[str, object]:
+    """A reading's fields that are not series, nor the step and PromQL of its read: what
+    the sync's bulk read must give exactly as the job's own read gives it."""
+    return {f.name: getattr(u, f.name) for f in dataclasses.fields(u)
+            if f.name not in ("step_seconds", "queries") and not (
+                isinstance(getattr(u, f.name), tuple)
+                and any(isinstance(x, Series) for x in getattr(u, f.name)))}
+
 
 SHORT = ("-c1", "--mem=50M", "--time=2", "-o", "/dev/null")
 

@@ -1,6 +1,7 @@
 """The sync's bulk summaries on the real stack: the session's real jobs read with one
 PromQL query per metric per window give the reports (findings, peaks, CPU use, queue
-context) the per-job queries give, with a request count that does not grow per job."""
+context, the samples' coverage, energy and carbon) the per-job queries give, with a
+request count that does not grow per job."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from datetime import timedelta
 
 import pytest
 
-from tests.helpers.sync import known
+from tests.helpers.sync import known, usage_figures
 from webapp.report.service import ReportService
 from webapp.settings import Settings
 from webapp.sources.ended import EndedJob
-from webapp.sources.prometheus_bulk import PEAKS, RANGE, SUM_PEAKS, BulkMetrics, plan
+from webapp.sources.prometheus_bulk import PEAKS, RANGE, BulkMetrics, plan
 from webapp.sync.bulk import prefetch, windows
 
 pytestmark = pytest.mark.stack
@@ -86,6 +87,12 @@ def test_bulk_reports_equal_per_job_reports(stack_env, stack_jobs):
         assert many.memory_peak_bytes == one.memory_peak_bytes, jid
         assert many.usage.memory_max_usage_bytes == one.usage.memory_max_usage_bytes, jid
         assert many.usage.read_bytes == one.usage.read_bytes, jid
+        # The samples' coverage (so the verdicts withheld for thin samples) and the carbon
+        # the job's own report has: asked of the live source, job by job.
+        assert many.coverage is not None or one.usage.empty, jid
+        assert many.coverage == one.coverage, jid
+        assert many.energy == one.energy, jid
+        assert usage_figures(many.usage) == usage_figures(one.usage), jid
         step = settings.scrape_interval
         assert _queue(many, step) == _queue(one, step), jid
         assert _same_waits(one, many, settings.scrape_interval), (jid, one.queue, many.queue)
@@ -119,7 +126,8 @@ def test_bulk_request_count_is_per_window_not_per_job(stack_env, stack_jobs):
     usage = bulk.fetch(jobs)
     batches = plan(jobs, service.prometheus.scrape_interval)
     assert len(usage) == len(jobs) == len(ids)
-    # range queries, peaks (per metric; energy summed over its sources), per-core value and time
-    per_window = len(RANGE) + len(PEAKS) + len(SUM_PEAKS) + 2
+    # range queries, one-number figures, per-core value and time, the GPUs' energy, faults
+    # and identities (no GPU reported a fault: no query dates one)
+    per_window = len(RANGE) + len(PEAKS) + 2 + 1
     assert bulk.requests == per_window * len(batches)
     assert len(batches) <= 3 < len(ids)  # ~15 short jobs of a session: one or two classes

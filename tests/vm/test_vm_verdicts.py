@@ -8,8 +8,11 @@ import pytest
 
 from tests.helpers import vm
 from tests.helpers.labelled_jobs import WAITING
+from tests.helpers.sync import usage_figures
 from webapp.report.service import ReportService
 from webapp.settings import Settings
+from webapp.sources.ended import EndedJob
+from webapp.sync.bulk import prefetch
 
 # name -> (findings it must have, findings it must not have)
 EXPECTED: dict[str, tuple[set[str], set[str]]] = {
@@ -59,3 +62,19 @@ def test_a_labelled_job_has_its_findings_on_cgroup_v2(reports, cluster, name):
         seconds = getattr(report.usage, f"{PRESSURE[finding]}_pressure_seconds")
         assert seconds and seconds > 0, (finding, report.usage)
         assert "waited" in found[finding].message or "stalled" in found[finding].message, shown
+
+
+@pytest.mark.parametrize("cluster", vm.CLUSTERS)
+def test_the_syncs_bulk_read_gives_the_same_verdicts_and_pressure(reports, vm_jobs, vm_env,
+                                                                  cluster):
+    # The sync reads a batch of ended jobs with one query per figure: on cgroup v2 its
+    # reports must carry the same pressure (and so the same verdicts) as each job's own.
+    service = ReportService(Settings.from_env(vm_env).for_cluster(cluster))
+    ids = {name: vm_jobs[cluster][name] for name in EXPECTED}
+    bulk = prefetch(service, [EndedJob(0, jid, 0, cluster) for jid in ids.values()])
+    assert set(bulk.prometheus.prefetched) == set(ids.values())
+    for name, jid in ids.items():
+        one, many = reports[cluster][name], bulk.build(jid, sizing=False)
+        assert sorted(f.name for f in many.findings) == sorted(f.name for f in one.findings)
+        assert usage_figures(many.usage) == usage_figures(one.usage), name
+    assert reports[cluster]["io-sync"].usage.io_pressure_seconds  # compared, not None

@@ -4,8 +4,10 @@
 200,000 requests. Here jobs are grouped by the resolution their length calls for (a
 step class: the scrape interval times a power of two) and, within a class, into time
 windows of at most ``WINDOW_POINTS`` steps and ``JOBS_PER_QUERY`` jobs; each window costs
-one range query per metric (grouped by ``jobid`` and node) plus one instant query for
-the per-core totals, whatever the number of jobs in it. The answers are split per job,
+one range query per series and per one-number figure (grouped by ``jobid`` and node),
+two instant queries for the per-core totals and one for the GPUs' energy, faults and
+identities (one more range query dates faults where any counted), whatever the number
+of jobs in it. The answers are split per job,
 cut to the job's own window and to its nodes, and reduced as the per-job queries reduce
 them, so a job's ``Usage`` here matches the one ``PrometheusSource`` would build (at the
 class's step).
@@ -19,19 +21,36 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from webapp.model import JobId, Series, SourceUnavailable, Usage
+from webapp.model import Coverage, JobId, Series, SourceUnavailable, Usage
+from webapp.sources.gpu_metrics import JOBS, GpuMetrics, total_query
 from webapp.sources.prometheus import (
     PrometheusSource,
     cluster_matcher,
     matchers,
     promql_string,
     rate_window,
+)
+from webapp.sources.prometheus_answers import (
+    dated,
+    parse_fault_matrix,
+    parse_gpu_devices,
+    parse_gpu_faults,
+)
+from webapp.sources.prometheus_queries import (
+    FIGURE_LABEL,
+    GPU_ENERGY_QUERY,
+    GPU_FAULT_QUERIES,
+    GPU_FAULT_SERIES,
+    GPU_INFO_QUERY,
+    TAIL_FIGURES,
+    WINDOW_PEAKS,
+    combined,
 )
 
 BULK_POINTS = 600  # per job series: the archive keeps ~300, detectors need a shape
@@ -50,33 +69,25 @@ RANGE: dict[str, str] = {
     "io_read_rate": "sum by (jobid, {node}) (rate(jobs_read_bytes_total{{{sel}}}[{rate}]))",
     "io_write_rate": "sum by (jobid, {node}) (rate(jobs_write_bytes_total{{{sel}}}[{rate}]))",
 }
-# The per-job instant maxima, as each step's maximum per node (max_over_time over the
-# step sees every sample); the job's value is the largest step, then nodes are combined
-# as the per-job query combines them (sum or max).
+# Every one-number figure of the per-job report (prometheus_queries: TAIL_FIGURES and
+# WINDOW_PEAKS, one record), as each step's maximum per job and node (max_over_time over
+# the step sees every sample, a counter's last value included); the job's value is its
+# largest step, then nodes are combined as the per-job query combines them (sum or max).
+# name -> (metric with its own matchers, how series combine within a node and over nodes).
 PEAKS: dict[str, tuple[str, str]] = {
-    "memory_limit_bytes": ("jobs_memory_limit_bytes", "max"),
-    "memory_max_usage_bytes": ("jobs_memory_max_usage_bytes", "sum"),
-    "gpu_memory_total_bytes": ("jobs_gpu_memory_total_bytes", "max"),
-    "read_bytes": ("jobs_read_bytes_total", "sum"),
-    "write_bytes": ("jobs_write_bytes_total", "sum"),
-    "read_syscalls": ("jobs_read_syscalls_total", "sum"),
-    "write_syscalls": ("jobs_write_syscalls_total", "sum"),
-    "processes_max": ("jobs_processes", "max"),
-    "threads_max": ("jobs_threads", "max"),
-    "open_files_max": ("jobs_open_files", "max"),
-    "open_files_limit_ratio_max": ("jobs_open_files_limit_ratio", "max"),
-    "scratch_in_use": ("jobs_scratch_in_use", "max"),
-    # per-thread waits (counters: their peak is their last value) and busy threads
-    "cpu_wait_seconds": ("jobs_cpu_wait_seconds_total", "sum"),
-    "io_wait_seconds": ("jobs_io_wait_seconds_total", "sum"),
-    "busy_tasks_max": ("jobs_busy_tasks", "max"),
-}
-PEAK_QUERY = "max by (jobid, {node}) (max_over_time({metric}{{{sel}}}[{step}s]))"
-# Counters split by a label (the energy's ``source``): summed over it per node, not maxed.
-SUM_PEAKS: dict[str, tuple[str, str]] = {
-    "energy_joules": ("jobs_energy_joules_total", "sum"),
-}
-SUM_PEAK_QUERY = "sum by (jobid, {node}) (max_over_time({metric}{{{sel}}}[{step}s]))"
+    name: (metric, agg) for name, (agg, metric) in {**TAIL_FIGURES, **WINDOW_PEAKS}.items()}
+PEAK_QUERY = "{agg} by (jobid, {node}) (max_over_time({metric}{{{sel}{extra}}}[{step}s]))"
+
+
+def peak_query(name: str, sel: str, node: str, step: int) -> str:
+    """One PEAKS figure per job, node and step (``name{label="v"}`` keeps its matchers)."""
+    metric, agg = PEAKS[name]
+    metric, _, extra = metric.partition("{")
+    extra = "," + extra.rstrip("}") if extra else ""
+    return PEAK_QUERY.format(agg=agg, metric=metric, sel=sel, extra=extra, node=node,
+                             step=step)
+
+
 # A job's cpuacct counters start at zero with its cgroup: the last value / run time is the
 # mean per core (as the per-job query reads it).
 PER_CORE = "last_over_time(jobs_cpu_core_seconds_total{{{sel}}}[{span}s])"
@@ -140,11 +151,13 @@ def plan(jobs: Iterable[JobWindow], scrape: float) -> list[Batch]:
     return out
 
 
-def id_selector(job_ids: Iterable[str], cluster_label: str = "", cluster: str = "") -> str:
+def id_selector(job_ids: Iterable[str], cluster_label: str = "", cluster: str = "",
+                job_label: str = "jobid") -> str:
     """``jobid=~"(1|2|3_4)"``: every id literal (ids are checked JobIds, escaped anyway);
-    with a cluster label, ``jobid=~"(1|2)",cluster="v24"`` (``cluster_matcher``)."""
+    with a cluster label, ``jobid=~"(1|2)",cluster="v24"`` (``cluster_matcher``);
+    ``job_label``: a GPU exporter's own label for the id (``gpu_metrics``)."""
     alt = "|".join(re.escape(j) for j in sorted(set(job_ids)))
-    return matchers(f"jobid=~{promql_string(f'({alt})')}",
+    return matchers(f"{job_label}=~{promql_string(f'({alt})')}",
                     cluster_matcher(cluster_label, cluster))
 
 
@@ -188,33 +201,64 @@ class BulkMetrics:
 
     def batch(self, b: Batch) -> dict[str, Usage]:
         scrape = self.source.scrape_interval
-        sel = id_selector((j.job_id for j in b.jobs), self.source.cluster_label,
-                          self.source.cluster)
+        gm: GpuMetrics = getattr(self.source, "gpu_metrics", JOBS)
+        ids = [j.job_id for j in b.jobs]
+        sel = id_selector(ids, self.source.cluster_label, self.source.cluster)
+        gsel = id_selector(ids, self.source.cluster_label, self.source.cluster, gm.job_label)
         fmt = {"sel": sel, "node": self.node, "rate": rate_window(b.step, scrape),
                "step": int(b.step)}
         rng = {"start": b.start, "end": b.end, "step": b.step}
-        ranges = {name: self._get("/api/v1/query_range", {"query": q.format(**fmt), **rng})
-                  for name, q in RANGE.items()}
-        peaks = {name: self._get("/api/v1/query_range", {
-                     "query": PEAK_QUERY.format(metric=metric, **fmt), **rng})
-                 for name, (metric, _) in PEAKS.items()}
-        peaks.update({name: self._get("/api/v1/query_range", {
-                          "query": SUM_PEAK_QUERY.format(metric=metric, **fmt), **rng})
-                      for name, (metric, _) in SUM_PEAKS.items()})
+        queries = {name: (q.format(**fmt), "jobid") for name, q in RANGE.items()}
+        peak_queries = {name: (peak_query(name, sel, self.node, int(b.step)), "jobid")
+                        for name in PEAKS}
+        if gm is not JOBS:  # the GPU figures from the exporter the site runs (gpu_metrics)
+            by = f"{gm.job_label}, {self.node}"
+            for name, template in (("gpu_utilization", gm.utilization),
+                                   ("gpu_memory_used", gm.memory_used)):
+                queries.pop(name)
+                if template:
+                    queries[name] = (template.format(sel=gsel, node=by), gm.job_label)
+            peak_queries.pop("gpu_memory_total_bytes")
+            if gm.memory_total:
+                peak_queries["gpu_memory_total_bytes"] = (total_query(
+                    gm, gsel, by, "max_over_time", f"{int(b.step)}s", "max by ({node})"),
+                    gm.job_label)
+        ranges = {name: by_job(self._get("/api/v1/query_range", {"query": q, **rng}), label)
+                  for name, (q, label) in queries.items()}
+        peaks = {name: by_job(self._get("/api/v1/query_range", {"query": q, **rng}), label)
+                 for name, (q, label) in peak_queries.items()}
         span = int(b.end - b.start + 2 * scrape)
         at = {"time": b.end}
         cores = self._get("/api/v1/query", {"query": PER_CORE.format(sel=sel, span=span), **at})
         res = int(min(b.step, 60))
         times = self._get("/api/v1/query", {
             "query": PER_CORE_TIME.format(sel=sel, span=span, res=res, node=self.node), **at})
-        return split(b, ranges, peaks, cores, self.node, scrape, _core_times(times, self.node))
+        # The GPUs' energy, faults and identities, each job's by its id (one request).
+        job_node = f"jobid, {self.node}"
+        gpus = self._get("/api/v1/query", {"query": combined({
+            "energy": GPU_ENERGY_QUERY.format(node=job_node, sel=sel, span=f"{span}s"),
+            **{k: q.format(node=job_node, sel=sel, span=f"{span}s")
+               for k, q in GPU_FAULT_QUERIES.items()},
+            "info": GPU_INFO_QUERY.format(node=job_node, sel=sel, span=f"{span}s"),
+        }), **at})
+        faults: list[dict[str, Any]] = []
+        if any(item.get("metric", {}).get(FIGURE_LABEL) in GPU_FAULT_QUERIES for item in gpus):
+            # rare: the counters over the window date each job's first error
+            faults = self._get("/api/v1/query_range", {
+                "query": GPU_FAULT_SERIES.format(node=job_node, sel=sel), **rng})
+        return split(b, ranges, peaks, cores, self.node, scrape, _core_times(times, self.node),
+                     gpus=gpus, gpu_faults=faults)
 
 
-def _rows(result: list[dict[str, Any]]) -> dict[str, list[tuple[dict[str, str], Any]]]:
-    per_job: dict[str, list[tuple[dict[str, str], Any]]] = defaultdict(list)
+Rows = dict[str, list[tuple[dict[str, str], Any]]]
+
+
+def by_job(result: list[dict[str, Any]], label: str = "jobid") -> Rows:
+    """An answer's series by the job id in ``label``: (labels, values or value)."""
+    per_job: Rows = defaultdict(list)
     for item in result:
         metric = item.get("metric", {})
-        per_job[metric.get("jobid", "")].append((metric, item.get("values", item.get("value"))))
+        per_job[metric.get(label, "")].append((metric, item.get("values", item.get("value"))))
     return per_job
 
 
@@ -232,42 +276,62 @@ def _core_times(result: list[dict[str, Any]], node: str) -> dict[tuple[str, str,
             for item in result if (m := item.get("metric", {}))}
 
 
-def split(b: Batch, ranges: Mapping[str, list], peaks: Mapping[str, list], cores: list,
+def split(b: Batch, ranges: Mapping[str, Rows], peaks: Mapping[str, Rows], cores: list,
           node: str, scrape: float,
-          core_times: Mapping[tuple[str, str, str], float] | None = None) -> dict[str, Usage]:
-    """The bulk answers of one window cut into one ``Usage`` per job."""
-    r = {name: _rows(res) for name, res in ranges.items()}
-    p = {name: _rows(res) for name, res in peaks.items()}
-    c = _rows(cores)
+          core_times: Mapping[tuple[str, str, str], float] | None = None,
+          gpus: Sequence[dict[str, Any]] = (), gpu_faults: Sequence[dict[str, Any]] = ()
+          ) -> dict[str, Usage]:
+    """The bulk answers of one window (``by_job``) cut into one ``Usage`` per job: the
+    fields ``PrometheusSource.usage`` fills, each reduced as it reduces them."""
+    c = by_job(cores)
+    g = by_job(gpus)
+    f = defaultdict(list)
+    for item in gpu_faults:
+        f[item.get("metric", {}).get("jobid", "")].append(item)
     out = {}
     for job in b.jobs:
         lo, hi = job.start, job.end + scrape
 
+        def mine(metric: dict[str, str], job: JobWindow = job) -> bool:
+            return node_matches(metric.get(node, ""), job.nodes)
+
         def series(name: str, parts: tuple[str, ...], job: JobWindow = job,
                    lo: float = lo, hi: float = hi) -> tuple[Series, ...]:
             got = []
-            for metric, values in r[name].get(job.job_id, ()):
-                if node_matches(metric.get(node, ""), job.nodes):
+            for metric, values in ranges.get(name, {}).get(job.job_id, ()):
+                if mine(metric):
                     pts = _points(values or [], lo, hi)
                     if pts:
                         got.append(Series("/".join(metric.get(k, "?") for k in parts), pts))
             return tuple(sorted(got, key=lambda s: s.label))
 
         peak: dict[str, float | None] = {}
-        for name, (_, combine) in {**PEAKS, **SUM_PEAKS}.items():
-            per_node = [max(v for _, v in pts)
-                        for metric, values in p.get(name, {}).get(job.job_id, ())
-                        if node_matches(metric.get(node, ""), job.nodes)
-                        and (pts := _points(values or [], lo, hi))]
-            peak[name] = (sum(per_node) if combine == "sum" else max(per_node)) \
-                if per_node else None
+        energy_by_node: list[tuple[str, float]] = []
+        for name, (_, combine) in PEAKS.items():
+            per_node = [(metric.get(node, ""), max(v for _, v in pts))
+                        for metric, values in peaks.get(name, {}).get(job.job_id, ())
+                        if mine(metric) and (pts := _points(values or [], lo, hi))]
+            values = [v for _, v in per_node]
+            peak[name] = (sum(values) if combine == "sum" else max(values)) \
+                if values else None
+            if name == "energy_joules":
+                energy_by_node = sorted(per_node)
         per_core = []
         for m, v in c.get(job.job_id, ()):
-            if node_matches(m.get(node, ""), job.nodes):
+            if mine(m):
                 key = (job.job_id, m.get(node, ""), m.get("core", ""))
                 last = (core_times or {}).get(key, job.end)
                 per_core.append(Series(f"{m.get(node, '?')}/{m.get('core', '?')}",
                                        ((job.end, float(v[1]) / max(last - job.start, 1.0)),)))
+        figures: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
+        for m, v in g.get(job.job_id, ()):
+            if mine(m) and math.isfinite(value := float(v[1])):
+                figures[m.get(FIGURE_LABEL, "")].append((m, value))
+        faults = parse_gpu_faults([*figures["xid"], *figures["ecc"]], node)
+        if faults:
+            counters = [i for i in f.get(job.job_id, ()) if mine(i.get("metric", {}))]
+            faults = dated(faults, parse_fault_matrix(
+                {"status": "success", "data": {"result": counters}}, node))
         out[job.job_id] = Usage(
             cpu_cores=series("cpu_cores", (node,)),
             cpu_per_core=tuple(sorted(per_core, key=lambda s: s.label)),
@@ -291,11 +355,22 @@ def split(b: Batch, ranges: Mapping[str, list], peaks: Mapping[str, list], cores
             open_files_limit_ratio_max=peak["open_files_limit_ratio_max"],
             scratch_in_use=None if peak["scratch_in_use"] is None
             else peak["scratch_in_use"] > 0,
-            energy_joules=peak["energy_joules"],
             step_seconds=b.step,
+            cpu_pressure_seconds=peak["cpu_pressure_seconds"],
+            io_pressure_seconds=peak["io_pressure_seconds"],
+            memory_pressure_seconds=peak["memory_pressure_seconds"],
+            memory_high_events=peak["memory_high_events"],
             cpu_wait_seconds=peak["cpu_wait_seconds"],
             io_wait_seconds=peak["io_wait_seconds"],
             busy_tasks_max=peak["busy_tasks_max"],
+            energy_joules=peak["energy_joules"],
+            energy_gpu_joules=peak["energy_gpu_joules"],
+            energy_other_joules=peak["energy_other_joules"],
+            energy_by_node=tuple(energy_by_node),
+            gpu_energy=tuple(sorted((f"{m.get(node, '?')}/{m.get('gpu', '?')}", v)
+                                    for m, v in figures["energy"])),
+            gpu_faults=faults,
+            gpu_devices=parse_gpu_devices(figures["info"], node),
         )
     return out
 
@@ -305,7 +380,10 @@ def _int(value: float | None) -> int | None:
 
 
 class PrefetchedMetrics:
-    """A ``MetricsReader`` answering from bulk-fetched usage, else from ``live``."""
+    """A ``MetricsReader`` answering from bulk-fetched usage, else from ``live``; the
+    samples' coverage and any instant query (a site's carbon intensity) from ``live``,
+    job by job, so a batch's reports withhold the same thin verdicts and quote the same
+    carbon as the job's own report."""
 
     name = "prometheus"
 
@@ -320,3 +398,12 @@ class PrefetchedMetrics:
         if found is not None:
             return found
         return self.live.usage(job_id, start, end, nodes, resolution=resolution)
+
+    def coverage(self, job_id: JobId | tuple[str, ...], start: datetime, end: datetime,
+                 nodes: Iterable[str] = ()) -> Coverage:
+        # The stored samples' timestamps, which the bulk grid's points are not.
+        return self.live.coverage(job_id, start, end, nodes)
+
+    def vector(self, query: str, time: float | None = None
+               ) -> list[tuple[dict[str, str], float]]:
+        return self.live.vector(query, time)

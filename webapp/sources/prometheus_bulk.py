@@ -51,6 +51,7 @@ from webapp.sources.prometheus_queries import (
     TAIL_FIGURES,
     WINDOW_PEAKS,
     combined,
+    own_matchers,
 )
 
 BULK_POINTS = 600  # per job series: the archive keeps ~300, detectors need a shape
@@ -82,8 +83,7 @@ PEAK_QUERY = "{agg} by (jobid, {node}) (max_over_time({metric}{{{sel}{extra}}}[{
 def peak_query(name: str, sel: str, node: str, step: int) -> str:
     """One PEAKS figure per job, node and step (``name{label="v"}`` keeps its matchers)."""
     metric, agg = PEAKS[name]
-    metric, _, extra = metric.partition("{")
-    extra = "," + extra.rstrip("}") if extra else ""
+    metric, extra = own_matchers(metric)
     return PEAK_QUERY.format(agg=agg, metric=metric, sel=sel, extra=extra, node=node,
                              step=step)
 

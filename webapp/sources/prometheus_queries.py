@@ -185,12 +185,19 @@ GPU_FAULT_SERIES = ("max by ({node}, gpu, xid, type) "
 FIGURE_LABEL = "figure"  # names each figure in a combined answer
 
 
+def own_matchers(metric: str) -> tuple[str, str]:
+    """A figure's metric and its own matchers, to follow the job's selector:
+
+        'jobs_energy_joules_total{source="gpu"}' -> ('jobs_energy_joules_total', ',source="gpu"')
+    """
+    metric, _, extra = metric.partition("{")
+    return metric, "," + extra.rstrip("}") if extra else ""
+
+
 def tail_query(name: str, sel: str, node: str, tail: str) -> str:
     """One figure per node from the last samples before the job's end."""
     agg, metric = TAIL_FIGURES[name]
-    # 'name{label="v"}' adds its matchers after the job's selector
-    metric, _, extra = metric.partition("{")
-    extra = "," + extra.rstrip("}") if extra else ""
+    metric, extra = own_matchers(metric)
     return TAIL_TEMPLATE.format(agg=agg, metric=metric, sel=sel, extra=extra, node=node,
                                 tail=tail)
 

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -36,13 +37,14 @@ ALIASES = {"ncpus": "alloccpus"}
 
 
 def sacct_answer(name: str, fields: list[str] | None = None, delimiter: str = "|",
-                 job: str | None = None) -> str:
-    """A capture re-emitted in FIELDS order, as SacctSource's own sacct call prints it;
-    ``job`` keeps only that job's lines (what ``sacct --jobs`` would answer)."""
+                 job: str | None = None, out: Sequence[str] = FIELDS) -> str:
+    """A capture re-emitted in FIELDS order (``out``), as SacctSource's own sacct call
+    prints it, a column the capture lacks empty; ``job`` keeps only that job's lines (what
+    ``sacct --jobs`` would answer)."""
     lines = (FIX / "sacct" / name).read_text().splitlines()
     if fields is None:
         fields = lines.pop(0).split(delimiter)
-    out = []
+    lines_out = []
     for line in lines:
         parts = line.split(delimiter)
         if len(parts) == len(fields) + 1 and parts[-1] == "":
@@ -51,24 +53,25 @@ def sacct_answer(name: str, fields: list[str] | None = None, delimiter: str = "|
         row = {ALIASES.get(f.lower(), f.lower()): v for f, v in zip(fields, parts, strict=True)}
         if job and not row["jobid"].startswith((f"{job}.", f"{job}_")) and row["jobid"] != job:
             continue
-        out.append("|".join(row.get(f.lower(), "") for f in FIELDS))
-    return "\n".join(out) + "\n"
+        lines_out.append("|".join(row.get(f.lower(), "") for f in out))
+    return "\n".join(lines_out) + "\n"
 
 
 def scontrol_missing(argv: list[str]) -> str:
     raise SourceUnavailable("partitions", "partition limits unavailable", "scontrol not found")
 
 
-def service(answer: str, scontrol=scontrol_missing) -> ReportService:
+def service(answer: str, scontrol=scontrol_missing, **more) -> ReportService:
     """The real service: the DB and Prometheus on closed ports, sacct answering ``answer``,
     no archive (the default var/archive.sqlite is the local stack's, whose job ids overlap
-    the captures')."""
+    the captures'); ``more``: other settings (sacct asks what they make it ask)."""
     down = free_port()
     settings = Settings(db_url=f"mysql://jobreport:x@127.0.0.1:{down}/jobreport",
                         prometheus_url=f"http://127.0.0.1:{down}", prometheus_timeout=2,
-                        archive_url="")
-    return ReportService(settings, sacct=SacctSource(delimiter="|", runner=lambda argv: answer),
-                         partitions=PartitionSource(runner=scontrol))
+                        archive_url="", **more)
+    sacct = SacctSource(delimiter="|", runner=lambda argv: answer,
+                        gpu_tres=settings.gpu_metrics == "tres")
+    return ReportService(settings, sacct=sacct, partitions=PartitionSource(runner=scontrol))
 
 
 def show(answer: str, job_id: str, **kw):
@@ -310,5 +313,5 @@ def test_json_schema_is_pinned():
         "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
         "memory_high_events", "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max",
         "energy_joules", "energy_gpu_joules", "energy_other_joules", "energy_by_node",
-        "gpu_energy", "gpu_faults", "gpu_devices",
+        "gpu_energy", "gpu_faults", "gpu_devices", "gpu_figures_from",
     }  # fmt: skip

@@ -246,6 +246,12 @@ class Step:
     raw_id: str | None = None
     memory_requested_bytes: int | None = None
     gpus: int = 0
+    # sacct's usage TRES of the step, as printed (None: not asked for, or empty): what
+    # JOBREPORT_GPU_METRICS=tres reads its gres/gpuutil and gres/gpumem from
+    # (webapp.report.gpu_tres). Average and total over the step's tasks, and the largest.
+    tres_usage_in_ave: str | None = None
+    tres_usage_in_tot: str | None = None
+    tres_usage_in_max: str | None = None
 
 
 @dataclass(frozen=True)
@@ -387,11 +393,16 @@ class Usage:
     gpu_energy: tuple[tuple[str, float], ...] = ()  # (label as gpu_utilization's, joules)
     gpu_faults: tuple[GpuFault, ...] = ()  # errors the job's GPUs reported during its run
     gpu_devices: tuple[GpuDevice, ...] = ()  # what each allocated GPU is (jobs_gpu_info)
+    # None: the GPU figures are Prometheus series. Else the source they come from instead
+    # (Slurm's TRES, webapp.report.gpu_tres): one figure per GPU at the job's end, no series.
+    gpu_figures_from: str | None = None
     queries: tuple[tuple[str, str], ...] = ()  # (name, PromQL) as sent, for the audit
 
     @property
     def empty(self) -> bool:
-        return not (self.cpu_cores or self.memory_rss or self.gpu_utilization)
+        """Prometheus recorded nothing of the job (GPU figures from elsewhere do not count)."""
+        gpus = self.gpu_utilization if self.gpu_figures_from is None else ()
+        return not (self.cpu_cores or self.memory_rss or gpus)
 
     @property
     def memory_held(self) -> tuple[Series, ...]:

@@ -156,7 +156,9 @@ USAGE = ("memory_limit_bytes", "memory_max_usage_bytes", "gpu_memory_total_bytes
          # per-thread waits and busy threads (v1 and v2); null from an exporter without them
          "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max",
          # joules the exporter split to the job; null: no energy source on its nodes
-         "energy_joules", "energy_gpu_joules", "energy_other_joules")
+         "energy_joules", "energy_gpu_joules", "energy_other_joules",
+         # null: the GPU figures are series; else their source (Slurm's TRES), no series
+         "gpu_figures_from")
 # Usage fields of (label, joules) pairs: per node, and per GPU (``node/gpu``)
 USAGE_PAIRS = ("energy_by_node", "gpu_energy")
 # JSON key -> Step field (sacct's TotalCPU is the JSON's cpu_seconds), codec

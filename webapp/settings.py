@@ -283,7 +283,7 @@ class Settings:
         _label)
     gpu_metrics: str = setting(
         "jobs",
-        "Where GPU figures come from: `jobs` (jobs-exporter's `jobs_gpu_*`), `dcgm` (NVIDIA dcgm-exporter run with `--hpc-job-mapping-dir`, series labelled `hpc_job`; MIG cards left out), `amd` (AMD device-metrics-exporter with its Slurm labels, `job_id`) or `tres` (Slurm's `gres/gpuutil` and `gres/gpumem` TRES from sacct, where no GPU exporter is scraped). The report names the source in its audit.",
+        "Where GPU figures come from: `jobs` (jobs-exporter's `jobs_gpu_*`), `dcgm` (NVIDIA dcgm-exporter run with `--hpc-job-mapping-dir`, series labelled `hpc_job`; MIG cards left out), `amd` (AMD device-metrics-exporter with its Slurm labels, `job_id`) or `tres` (Slurm's `gres/gpuutil` and `gres/gpumem` usage TRES of each step, from sacct, where no GPU exporter is scraped: one figure per step, no series, known once the job has ended). The report names the source in its audit.",
         choice("jobs", "dcgm", "amd", "tres"))
     db_url: str = setting(
         "mysql://jobreport:jobreport@127.0.0.1:3306/jobreport",

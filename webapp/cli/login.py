@@ -23,6 +23,7 @@ from webapp.report.job_rows import JobRow, ListSources, list_jobs
 from webapp.report.service import ReportService
 from webapp.settings import Settings
 from webapp.sources.from_settings import prometheus_from
+from webapp.sources.gpu_metrics import TRES
 from webapp.sources.history_data import HistorySource
 from webapp.sources.sacct import SacctSource
 from webapp.sources.sacct_accounting import NoAccounting, SacctAccounting, SacctJobList
@@ -67,7 +68,8 @@ def caller() -> str:
 
 
 def sacct_for(settings: Settings) -> SacctSource:
-    return OnceSacct(settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster)
+    return OnceSacct(settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster,
+                     gpu_tres=settings.gpu_metrics == TRES.name)
 
 
 def service_for(settings: Settings, job_id: JobId, who: str | None = None

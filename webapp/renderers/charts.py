@@ -194,8 +194,8 @@ def _memory_draw(report: JobReport, size: tuple[float, float]) -> Figure:
 
 def _gpu_summary(report: JobReport) -> str | None:
     series = report.usage.gpu_utilization
-    if not any(s.points for s in series):
-        return None
+    if report.usage.gpu_figures_from or not any(s.points for s in series):
+        return None  # figures from elsewhere (Slurm's TRES) are no series: nothing to draw
     means = ", ".join(f"{s.label} {100 * (s.mean() or 0.0):.0f}%" for s in series[:MAX_LEGEND])
     return f"Mean utilization: {means}."
 

@@ -229,7 +229,8 @@ def _plots(r: JobReport) -> list[str]:
         out.append(f"  Mem {_clean(s.label)[:8]:<8} {sparkline(s, 48)} "
                    f"max {format_bytes(s.max())}")
     out += _left_out(held_left, "nodes")
-    gpus, gpus_left = extremes(u.gpu_utilization)
+    # GPU figures from elsewhere (Slurm's TRES) are no series: no sparkline to draw
+    gpus, gpus_left = extremes(() if u.gpu_figures_from else u.gpu_utilization)
     for s in gpus:
         out.append(f"  GPU {_clean(s.label)[:8]:<8} {sparkline(s, 48, 1.0)} "
                    f"mean {format_percent(s.mean())}")

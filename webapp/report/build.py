@@ -24,6 +24,7 @@ from webapp.model import (
     TimeLimitKind,
     Usage,
 )
+from webapp.report.gpu_tres import with_gpu_tres
 from webapp.report.peak import while_running
 from webapp.report.precedence import Timing, join, owner, partition, time_limit, timing
 from webapp.sources.protocols import (
@@ -149,20 +150,23 @@ def build_report(
     resolution: str = "plot",
     partitions: PartitionReader | None = None,
     on_owner: Callable[[str, str], None] | None = None,
+    gpu_tres: bool = False,
 ) -> JobReport:
     """Read the sources for one job and join them. ``strict_accounting`` re-raises an
     accounting outage; ``resolution`` is the series' (``plot`` or ``full``, see
     PrometheusSource.usage); ``on_owner(user, job name)`` is called once, as soon as both
     are known (the report's own, by precedence), so that a caller can start on them
-    meanwhile."""
+    meanwhile. ``gpu_tres`` (JOBREPORT_GPU_METRICS=tres): the GPU figures are the steps'
+    usage TRES from sacct (``webapp.report.gpu_tres``), not Prometheus series."""
     records = read_records(job_id, accounting, sacct, strict_accounting, on_owner)
     gaps = records.gaps
     now = now or datetime.now(UTC)
     t = timing(job_id, records.acct, records.sacct, now)
     usage = read_usage(job_id, prometheus, t, now, resolution, gaps)
     notes = (coarse_note(usage.step_seconds),) if (usage.step_seconds or 0) >= COARSE_STEP else ()
-    return join(job_id, cluster, records.acct, records.sacct, t, usage,
-                read_time_limit(records, partitions), tuple(gaps), notes)
+    report = join(job_id, cluster, records.acct, records.sacct, t, usage,
+                  read_time_limit(records, partitions), tuple(gaps), notes)
+    return with_gpu_tres(report) if gpu_tres else report
 
 
 def _gap(job_id: JobId, exc: SourceUnavailable) -> Gap:

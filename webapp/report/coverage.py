@@ -10,7 +10,9 @@ Which source each detector's verdict rests on (``RESTS_ON``):
 - memory (``memory_over_requested``, ``memory_near_limit``): on the peak's source; a
   sacct peak stands, a Prometheus peak rests on the nodes' samples. Files in tmpfs
   (``memory_in_tmpfs``): on the nodes' samples, always (sacct does not see them).
-- GPU (``gpu_idle``, ``gpu_util_low``): on the GPUs' samples, always.
+- GPU (``gpu_idle``, ``gpu_util_low``): on the GPUs' samples; where the GPU figures are
+  Slurm's TRES instead (JOBREPORT_GPU_METRICS=tres, ``Usage.gpu_figures_from``), on
+  Slurm's accounting, which covers every step that ended: the verdict stands.
 - the causes of idle cores (``cpu_starved``, ``io_starved``, ``memory_thrashing``) and
   ``memory_growth``: on the nodes' samples; the GPU feeding and memory verdicts
   (``gpu_input_bound``, ``gpu_cores_idle``, ``gpu_memory_low``): on the GPUs' samples.
@@ -60,6 +62,8 @@ def _serial(report: JobReport) -> tuple[str, str]:
 def _gpus(report: JobReport) -> tuple[str, str]:
     if not report.gpus:
         return SLURM, "the allocation: no GPUs, nothing to judge"
+    if report.usage.gpu_figures_from:
+        return SLURM, f"{report.usage.gpu_figures_from}, one figure per job step"
     return GPUS, "Prometheus (jobs_gpu_utilization_ratio)"
 
 

@@ -37,6 +37,7 @@ from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
 from webapp.sources.cluster import ClusterSource
 from webapp.sources.from_settings import prometheus_from
+from webapp.sources.gpu_metrics import TRES
 from webapp.sources.history_data import HistorySource
 from webapp.sources.no_metrics import NoMetrics
 from webapp.sources.partitions import PartitionSource
@@ -75,8 +76,11 @@ class ReportService:
         self.settings = settings
         self.thresholds = settings.thresholds
         self.accounting = accounting or AccountingSource(settings.db_url, settings.cluster)
+        # JOBREPORT_GPU_METRICS=tres: the GPU figures are the steps' usage TRES (sacct)
+        self.gpu_tres = settings.gpu_metrics == TRES.name
         sacct_cli = SacctSource(
-            settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster
+            settings.sacct, timeout=settings.sacct_timeout, cluster=settings.cluster,
+            gpu_tres=self.gpu_tres,
         )
         rest = slurmrestd_from(settings) if settings.sacct_source == "slurmrestd" else None
         self.sacct = sacct or rest or sacct_cli
@@ -146,6 +150,7 @@ class ReportService:
             resolution=resolution,
             partitions=self.partitions,
             on_owner=start_sizing,
+            gpu_tres=self.gpu_tres,
         )
         if report.array_job == jid.job and jid.array_task is None:
             # The id names a whole array: its summary leads; the single figures are those

@@ -18,8 +18,13 @@ the same ``Usage`` whichever source (series labelled ``<node>/<gpu>``).
   counts them, 2^20 bytes: an MI300X's 196,592). GPU ``gpu_id``. Series whose ``job_id`` is
   empty (the prolog's labels not applied: device-metrics-exporter#162, #195, #231) match
   no job. The Debian package's ``amd_`` prefix is accepted.
-- ``tres``: no series; Slurm's own ``gres/gpuutil`` and ``gres/gpumem`` TRES, read by
-  ``webapp.sources.gpu_tres`` from sacct.
+- ``tres``: no series, no PromQL; Slurm's own ``gres/gpuutil`` and ``gres/gpumem`` TRES,
+  which sacct prints per step (``SacctSource(gpu_tres=True)`` asks for TRESUsageInAve,
+  TRESUsageInTot and TRESUsageInMax), read by ``webapp.sources.gpu_tres``; the report
+  makes the job's figures of its steps' (``webapp.report.gpu_tres``): its utilisation,
+  each step's weighted by its run time, and the largest step's memory, into the same
+  ``Usage`` fields, one point per GPU. No shape over time, no figure per GPU (a step's GPUs
+  are averaged together), no card's memory; none until a step has ended.
 
 Templates take ``{sel}`` (the job's matchers, the job label included), ``{node}`` (the
 node label), and for the card's memory ``{fn}`` (a range function) and ``{rng}`` (a range).
@@ -101,8 +106,10 @@ AMD = GpuMetrics(
 
 TRES = GpuMetrics(
     name="tres", exporter="Slurm's TRES (gres/gpuutil, gres/gpumem)", job_label="",
-    note=("Slurm's accounting, sacct TRESUsageInAve gres/gpuutil and TRESUsageInMax "
-          "gres/gpumem: one figure per step, no series"),
+    note=("Slurm's accounting, sacct TRESUsageInTot (else TRESUsageInAve x NTasks) "
+          "gres/gpuutil and TRESUsageInMax gres/gpumem: one figure per step, the job's "
+          "utilisation each step's weighted by its run time and averaged over the job's "
+          "GPUs, its memory the largest step's; no series, no figure per GPU"),
 )
 
 SOURCES: dict[str, GpuMetrics] = {m.name: m for m in (JOBS, DCGM, AMD, TRES)}

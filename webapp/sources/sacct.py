@@ -58,6 +58,12 @@ FIGURE_FIELDS = tuple(f for f in FIELDS if f != "AllocTRES")
 # A job list's: no free text (the list takes names from the accounting view).
 LIST_FIELDS = tuple(f for f in FIELDS if f not in ("JobName", "WorkDir"))
 
+# Added to a report's sacct call under JOBREPORT_GPU_METRICS=tres (``SacctSource(gpu_tres=
+# True)``): each step's usage TRES, where Slurm's gpu plugin records gres/gpuutil and
+# gres/gpumem (webapp.report.gpu_tres). Asked for only then: like AllocTRES, a TRES column
+# costs sacct its second request to slurmdbd. A capture without them reads as absent.
+GPU_TRES_FIELDS: tuple[str, ...] = ("TRESUsageInAve", "TRESUsageInTot", "TRESUsageInMax")
+
 Runner = Callable[[list[str]], str]
 
 # sacct column aliases (case-insensitive): NCPUS is AllocCPUS under another name.
@@ -82,7 +88,7 @@ class _Columns:
             "jobid", "jobidraw", "jobname", "user", "account", "partition", "state",
             "exitcode", "elapsed", "timelimit", "timelimitraw", "totalcpu", "alloccpus",
             "nnodes", "ntasks", "reqmem", "maxrss", "alloctres", "start", "end", "nodelist",
-            "workdir", "maxrssnode",
+            "workdir", "maxrssnode", "tresusageinave", "tresusageintot", "tresusageinmax",
         ):  # fmt: skip
             setattr(self, name, cols.get(name, -1))
         if self.jobid < 0:
@@ -99,6 +105,7 @@ class _Columns:
         self.step = itemgetter(
             self.jobname, self.state, self.exitcode, self.elapsed, self.totalcpu, self.maxrss,
             self.alloccpus, self.nodelist, self.ntasks, self.maxrssnode,
+            self.tresusageinave, self.tresusageintot, self.tresusageinmax,
         )  # fmt: skip
 
 
@@ -138,7 +145,8 @@ def _job(p: list[str], r: _Columns, tz: tzinfo | None) -> tuple[tuple, dict]:
 
 
 def _step(step_id: str, p: list[str], r: _Columns) -> Step:
-    name, state, exit_code, elapsed, total_cpu, rss, cpus, nodelist, tasks, rss_node = r.step(p)
+    (name, state, exit_code, elapsed, total_cpu, rss, cpus, nodelist, tasks, rss_node,
+     tres_ave, tres_tot, tres_max) = r.step(p)  # fmt: skip
     return Step(
         step_id,
         name,
@@ -151,6 +159,9 @@ def _step(step_id: str, p: list[str], r: _Columns) -> Step:
         parse_nodelist(nodelist),
         int(tasks) if tasks else None,
         rss_node or None,
+        tres_usage_in_ave=tres_ave or None,
+        tres_usage_in_tot=tres_tot or None,
+        tres_usage_in_max=tres_max or None,
     )
 
 
@@ -279,12 +290,18 @@ class SacctSource:
         timeout: float = 30.0,
         cluster: str | None = None,
         delimiter: str | None = None,
+        gpu_tres: bool = False,
     ) -> None:
         self.sacct_path = sacct_path
         self.timeout = timeout
         self.cluster = cluster
         self._runner = runner or (lambda argv: run_sacct(argv, timeout))
         self._delimiter = delimiter
+        # A report's columns: with ``gpu_tres`` (JOBREPORT_GPU_METRICS=tres) each step's
+        # usage TRES too (GPU_TRES_FIELDS).
+        extra = GPU_TRES_FIELDS if gpu_tres else ()
+        self.fields: tuple[str, ...] = (*FIELDS, *extra)
+        self.figure_fields: tuple[str, ...] = (*FIGURE_FIELDS, *extra)
 
     def delimiter(self) -> str:
         """The delimiter of the next call: fresh and random, unless the source was made with
@@ -296,9 +313,10 @@ class SacctSource:
         it back from the argv)."""
         return [self.sacct_path, *delimiter_argv(self.delimiter())]
 
-    def argv(self, job_id: str, fields: Sequence[str] = FIELDS) -> list[str]:
+    def argv(self, job_id: str, fields: Sequence[str] | None = None) -> list[str]:
         # -j alone already widens the window to the epoch (sacct(1), DEFAULT TIME WINDOW);
         # --allusers keeps a non-root caller from being silently limited to its own jobs.
+        fields = self.fields if fields is None else fields
         argv = [*self.parsable(), "--allusers", "--format", ",".join(fields), "--jobs", job_id]
         if self.cluster:
             argv += ["--clusters", self.cluster]
@@ -326,7 +344,8 @@ class SacctSource:
         return self._run(self.argv(job_id))
 
     def _run(self, argv: list[str],
-             fields: Sequence[str] = FIELDS) -> list[tuple[str, SacctJob]]:
+             fields: Sequence[str] | None = None) -> list[tuple[str, SacctJob]]:
+        fields = self.fields if fields is None else fields
         return _group(self.run(argv), fields, delimiter_of(argv), None)
 
     def run(self, argv: list[str]) -> str:
@@ -340,12 +359,12 @@ class SacctSource:
 
     def job(self, job_id: JobId | str) -> SacctJob:
         """The job ``123``, array task ``123_4`` or het component ``123+1``."""
-        return self._one(job_id, FIELDS)
+        return self._one(job_id, self.fields)
 
     def job_figures(self, job_id: JobId | str) -> SacctJob:
         """``job`` without AllocTRES (FIGURE_FIELDS): for a report whose GPUs, memory and
         billing come from the accounting view; those three read 0 / ReqMem / None here."""
-        return self._one(job_id, FIGURE_FIELDS)
+        return self._one(job_id, self.figure_fields)
 
     def _one(self, job_id: JobId | str, fields: Sequence[str]) -> SacctJob:
         jid = str(JobId.of(job_id))  # refuses anything else before running a command

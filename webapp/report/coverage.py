@@ -12,7 +12,9 @@ Which source each detector's verdict rests on (``RESTS_ON``):
   (``memory_in_tmpfs``): on the nodes' samples, always (sacct does not see them).
 - GPU (``gpu_idle``, ``gpu_util_low``): on the GPUs' samples; where the GPU figures are
   Slurm's TRES instead (JOBREPORT_GPU_METRICS=tres, ``Usage.gpu_figures_from``), on
-  Slurm's accounting, which covers every step that ended: the verdict stands.
+  Slurm's accounting, which covers every step that ended: the verdict stands. A GPU
+  verdict names the metrics of the source JOBREPORT_GPU_METRICS chose (``audited``'s
+  ``gpu``: jobs-exporter's ``jobs_gpu_*``, else the source's ``note``).
 - the causes of idle cores (``cpu_starved``, ``io_starved``, ``memory_thrashing``) and
   ``memory_growth``: on the nodes' samples; the GPU feeding and memory verdicts
   (``gpu_input_bound``, ``gpu_cores_idle``, ``gpu_memory_low``): on the GPUs' samples.
@@ -34,6 +36,7 @@ from collections.abc import Callable, Mapping
 from webapp.detectors import DETECTORS, RULES_VERSION
 from webapp.formatting import format_percent
 from webapp.model import Audit, CpuSource, JobReport, PeakSource, Verdict
+from webapp.sources.gpu_metrics import JOBS, GpuMetrics
 from webapp.thresholds import DETECTORS as DETECTOR_PART
 from webapp.thresholds import Thresholds
 
@@ -59,30 +62,42 @@ def _serial(report: JobReport) -> tuple[str, str]:
     return kind, text
 
 
-def _gpus(report: JobReport) -> tuple[str, str]:
+def _gpu_text(report: JobReport, gpu: GpuMetrics, metrics: str,
+              extra: str = "") -> tuple[str, str]:
+    """``metrics``: jobs-exporter's; another source (JOBREPORT_GPU_METRICS) is named by its
+    own metrics (its ``note``)."""
     if not report.gpus:
         return SLURM, "the allocation: no GPUs, nothing to judge"
     if report.usage.gpu_figures_from:
         return SLURM, f"{report.usage.gpu_figures_from}, one figure per job step"
-    return GPUS, "Prometheus (jobs_gpu_utilization_ratio)"
+    if gpu is JOBS:
+        return GPUS, f"Prometheus ({metrics}{extra})"
+    source = f"Prometheus ({gpu.note}{extra})" if gpu.series else gpu.note + extra
+    return GPUS, source
 
 
-def _gpu_text(report: JobReport, metrics: str) -> tuple[str, str]:
-    kind, text = _gpus(report)
-    return (kind, f"Prometheus ({metrics})") if kind == GPUS else (kind, text)
+def _gpu(metrics: str, extra: str = "") -> Callable[[JobReport, GpuMetrics], tuple[str, str]]:
+    return lambda report, gpu: _gpu_text(report, gpu, metrics, extra)
 
 
-def _nodes(metric: str) -> Callable[[JobReport], tuple[str, str]]:
-    return lambda report: (NODES, f"Prometheus ({metric})")
+def _nodes(metric: str) -> Callable[[JobReport, GpuMetrics], tuple[str, str]]:
+    return lambda report, gpu: (NODES, f"Prometheus ({metric})")
 
 
-RESTS_ON: Mapping[str, Callable[[JobReport], tuple[str, str]]] = {
-    "cpu_efficiency_low": _cpu,
-    "serial_on_many_cores": _serial,
-    "memory_over_requested": _memory,
-    "memory_near_limit": _memory,
-    "gpu_idle": lambda report: _gpus(report),
-    "gpu_util_low": lambda report: _gpus(report),
+def _any(pick: Callable[[JobReport], tuple[str, str]]
+         ) -> Callable[[JobReport, GpuMetrics], tuple[str, str]]:
+    """A verdict whatever the GPU figures' source."""
+    return lambda report, gpu: pick(report)
+
+
+# detector -> (the report, its GPU figures' source) -> (kind, what the verdict rests on)
+RESTS_ON: Mapping[str, Callable[[JobReport, GpuMetrics], tuple[str, str]]] = {
+    "cpu_efficiency_low": _any(_cpu),
+    "serial_on_many_cores": _any(_serial),
+    "memory_over_requested": _any(_memory),
+    "memory_near_limit": _any(_memory),
+    "gpu_idle": _gpu("jobs_gpu_utilization_ratio"),
+    "gpu_util_low": _gpu("jobs_gpu_utilization_ratio"),
     "oversubscribed": _nodes("jobs_busy_tasks, jobs_cpu_wait_seconds_total, jobs_threads, "
                              "jobs_cpu_seconds_total"),
     "io_not_on_scratch": _nodes("jobs_*_bytes_total, jobs_scratch_in_use"),
@@ -99,16 +114,15 @@ RESTS_ON: Mapping[str, Callable[[JobReport], tuple[str, str]]] = {
        for name in ("cpu_starved", "io_starved")},
     "memory_growth": _nodes("jobs_memory_rss_bytes + jobs_memory_shmem_bytes, fitted"),
     "memory_in_tmpfs": _nodes("jobs_memory_shmem_bytes, jobs_memory_rss_bytes"),
-    "gpu_input_bound": lambda report: _gpu_text(
-        report, "jobs_gpu_utilization_ratio, jobs_gpu_memory_used_bytes; per core "
-        "jobs_cpu_core_seconds_total"),
-    "gpu_cores_idle": lambda report: _gpu_text(report, "jobs_gpu_utilization_ratio"),
-    "gpu_memory_low": lambda report: _gpu_text(report, "jobs_gpu_memory_used_bytes"),
+    "gpu_input_bound": _gpu("jobs_gpu_utilization_ratio, jobs_gpu_memory_used_bytes",
+                            "; per core jobs_cpu_core_seconds_total"),
+    "gpu_cores_idle": _gpu("jobs_gpu_utilization_ratio"),
+    "gpu_memory_low": _gpu("jobs_gpu_memory_used_bytes"),
     # a fault is a fault however few samples saw it: never withheld
-    "hardware_fault": lambda report: (SLURM, "Slurm's node events (accounting database) and "
-                                             "the GPUs' error counters (jobs_gpu_xid_errors_total, "
-                                             "jobs_gpu_ecc_errors_total)"),
-    **{name: lambda report: (SLURM, "Slurm's accounting (sacct, accounting database)")
+    "hardware_fault": lambda report, gpu: (
+        SLURM, "Slurm's node events (accounting database) and the GPUs' error counters "
+               "(jobs_gpu_xid_errors_total, jobs_gpu_ecc_errors_total)"),
+    **{name: lambda report, gpu: (SLURM, "Slurm's accounting (sacct, accounting database)")
        for name in ("outcome", "out_of_memory", "time_over_requested", "short_job",
                     "gpu_type_unavailable", "time_limit_past_usual")},
 }
@@ -134,12 +148,15 @@ def _why(kind: str, report: JobReport, floor: float) -> str | None:
             f"{format_percent(floor)} needed)")
 
 
-def audited(report: JobReport, thresholds: Thresholds, min_coverage: float) -> JobReport:
-    """The report with its audit section and without the findings that are withheld."""
+def audited(report: JobReport, thresholds: Thresholds, min_coverage: float,
+            gpu: GpuMetrics = JOBS) -> JobReport:
+    """The report with its audit section and without the findings that are withheld.
+    ``gpu``: the source of its GPU figures (JOBREPORT_GPU_METRICS), whose metrics the
+    GPU verdicts name."""
     verdicts, dropped = [], set()
     for detector in DETECTORS:
         pick = RESTS_ON.get(detector.name)
-        kind, text = pick(report) if pick else (SLURM, UNCLASSIFIED)
+        kind, text = pick(report, gpu) if pick else (SLURM, UNCLASSIFIED)
         why = None if report.unfinished else _why(kind, report, min_coverage)
         if why:
             dropped.add(detector.name)

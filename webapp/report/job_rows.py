@@ -8,7 +8,9 @@ has it wins, and the row says which:
   findings the report showed);
 - ``sacct``: the figures the report computes when only sacct has the job (TotalCPU of the
   steps; the peak as seff's estimate), with GPU use from one Prometheus query for all
-  jobs; findings are unknown until the job is archived or its report opened;
+  jobs (the source JOBREPORT_GPU_METRICS chose: ``gpu_job_queries``; a GPU exporter's
+  asked for the listed jobs' ids); findings are unknown until the job is archived or its
+  report opened;
 - ``accounting``: identity and request only (sacct did not answer).
 """
 
@@ -28,15 +30,18 @@ from webapp.model import (
 )
 from webapp.report.peak import sacct_peak
 from webapp.sources.accounting import LIST_LIMIT
-from webapp.sources.prometheus import braced
+from webapp.sources.gpu_job_queries import duration, mean_per_job
+from webapp.sources.gpu_metrics import JOBS, GpuMetrics
+from webapp.sources.prometheus import matchers
+from webapp.sources.prometheus_bulk import id_selector
 from webapp.sources.protocols import ClusterScoped
 from webapp.states import ended
 from webapp.unused import Held, gpus_busy, unused
 
 RUNNING_NOTE = "not ended: the report has the live figures"
-# Mean GPU utilisation of each job, one query for all of them (the staff report's too).
-# {scope}: the cluster's matcher in braces where one Prometheus holds several clusters'.
-GPU_QUERY = "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio{scope}[{w}]))"
+# Mean GPU utilisation of each job (gpu_job_queries.mean_per_job): jobs-exporter's in one
+# query for all jobs; a GPU exporter's asked by the listed jobs' ids, this many a query.
+ID_CHUNK = 200
 
 
 @dataclass(frozen=True)
@@ -204,20 +209,32 @@ def list_jobs(src: ListSources, since: datetime, now: datetime, user: str | None
 
 def _gpu_means(src: ListSources, rows: list[JobRow], pending: list[int], since: datetime,
                now: datetime) -> tuple[dict[str, float], str | None]:
-    """Job id -> mean GPU utilisation over its samples in the window: one query."""
+    """Job id -> mean GPU utilisation over its samples in the window: one query (one per
+    ``ID_CHUNK`` GPU jobs where a GPU exporter's series are read)."""
     if not any(rows[i].gpus for i in pending):
         return {}, None
     window = f"{max(1, math.ceil((now - since).total_seconds()))}s"
     # A reader that is no PrometheusSource (none configured, withheld, a test's) has no
-    # other cluster's series to keep out.
-    scope = braced(src.prometheus.cluster_matcher
-                   if isinstance(src.prometheus, ClusterScoped) else "")
+    # other cluster's series to keep out, and reads jobs-exporter's.
+    scope = (src.prometheus.cluster_matcher
+             if isinstance(src.prometheus, ClusterScoped) else "")
+    gm: GpuMetrics = getattr(src.prometheus, "gpu_metrics", JOBS)
+    if gm is JOBS or not gm.series:  # every job's series in one query, as always
+        selectors = [scope]
+    else:  # a GPU exporter's, the listed jobs' alone (each mean is a subquery)
+        ids = sorted({rows[i].raw_id for i in pending if rows[i].gpus and rows[i].raw_id})
+        selectors = [matchers(id_selector(ids[k:k + ID_CHUNK], job_label=gm.job_label),
+                              scope) for k in range(0, len(ids), ID_CHUNK)]
+    node = getattr(src.prometheus, "node_label", "") or "instance"
+    step = duration(getattr(src.prometheus, "scrape_interval", 30.0))
+    by_raw: dict[str, float] = {}
     try:
-        answer = src.prometheus.vector(GPU_QUERY.format(w=window, scope=scope),  # type: ignore[attr-defined]
-                                       now.timestamp())
+        for sel in selectors:
+            answer = src.prometheus.vector(mean_per_job(gm, sel, node, window, step),  # type: ignore[attr-defined]
+                                           now.timestamp())
+            by_raw.update((labels.get("jobid", ""), value) for labels, value in answer)
     except SourceUnavailable as exc:
         return {}, f"GPU use: {exc.reason}"
-    by_raw = {labels.get("jobid", ""): value for labels, value in answer}
     # The exporter names a job by its numeric id (an array task's own, not ``123_4``).
     return {rows[i].job_id: by_raw[rows[i].raw_id] for i in pending
             if rows[i].raw_id in by_raw}, None

@@ -37,7 +37,7 @@ from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
 from webapp.sources.cluster import ClusterSource
 from webapp.sources.from_settings import prometheus_from
-from webapp.sources.gpu_metrics import TRES
+from webapp.sources.gpu_metrics import TRES, gpu_metrics
 from webapp.sources.history_data import HistorySource
 from webapp.sources.no_metrics import NoMetrics
 from webapp.sources.partitions import PartitionSource
@@ -75,6 +75,8 @@ class ReportService:
     ) -> None:
         self.settings = settings
         self.thresholds = settings.thresholds
+        # Where the GPU figures come from (JOBREPORT_GPU_METRICS): the audit names it
+        self.gpu_metrics = gpu_metrics(settings.gpu_metrics)
         self.accounting = accounting or AccountingSource(settings.db_url, settings.cluster)
         # JOBREPORT_GPU_METRICS=tres: the GPU figures are the steps' usage TRES (sacct)
         self.gpu_tres = settings.gpu_metrics == TRES.name
@@ -171,7 +173,8 @@ class ReportService:
         report = dataclasses.replace(report, findings=detect_all(report, self.thresholds),
                                      sizing=suggestion,
                                      gaps=report.gaps + ((gap,) if gap else ()))
-        report = audited(report, self.thresholds, self.settings.min_coverage)
+        report = audited(report, self.thresholds, self.settings.min_coverage,
+                         self.gpu_metrics)
         if not archive_fallback:
             return report
         archived = with_archive_fallback(report, lambda: self.archive)
@@ -187,7 +190,7 @@ class ReportService:
             return report
         filled = self._derived(filled, jid)
         filled = dataclasses.replace(filled, findings=detect_all(filled, self.thresholds))
-        return audited(filled, self.thresholds, self.settings.min_coverage)
+        return audited(filled, self.thresholds, self.settings.min_coverage, self.gpu_metrics)
 
     def _derived(self, report: JobReport, jid: JobId) -> JobReport:
         """The steps table, the samples' coverage and the waste: computed once, here."""

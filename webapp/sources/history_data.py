@@ -1,5 +1,6 @@
 """A user's past jobs in bulk: one ``sacct`` call for the window and two PromQL queries
-per 200 jobs (memory peak per node, GPUs busy), never a query per job.
+per 200 jobs (memory peak per node, GPUs busy: from the source JOBREPORT_GPU_METRICS
+chose, ``gpu_job_queries``), never a query per job.
 
 The memory peak per node is what the job's cgroup held there (anonymous + shared memory,
 the figure ``webapp.report.peak`` takes from Prometheus for a single report, here
@@ -16,7 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from webapp.model import SacctJob, SourceUnavailable
+from webapp.sources.gpu_job_queries import busy_gpus_per_job, duration
+from webapp.sources.gpu_metrics import JOBS, GpuMetrics
 from webapp.sources.prometheus import PrometheusSource, matchers
+from webapp.sources.prometheus_bulk import id_selector
 from webapp.sources.sacct import FIELDS, SacctSource, parse_sacct
 from webapp.sources.sacct_records import delimiter_argv, glue_column, split_records
 
@@ -34,9 +38,8 @@ PEAK_QUERY = (
     " + (max by (jobid, {node}) (max_over_time(jobs_memory_shmem_bytes{{{sel}}}[{w}s]))"
     " or 0 * max by (jobid, {node}) (max_over_time(jobs_memory_rss_bytes{{{sel}}}[{w}s])))")
 # Per job, the GPUs whose mean utilization reached ``idle`` (0 when it had GPU series
-# but none busy; absent when it had none).
-GPU_BUSY_QUERY = ("sum by (jobid) (avg by (jobid, {node}, gpu) "
-                  "(avg_over_time(jobs_gpu_utilization_ratio{{{sel}}}[{w}s])) >= bool {idle})")
+# but none busy; absent when it had none), from the source JOBREPORT_GPU_METRICS chose:
+# ``gpu_job_queries.busy_gpus_per_job`` (jobs-exporter's: JOBS_BUSY, as always).
 
 
 def _local(when: datetime) -> str:
@@ -112,20 +115,26 @@ class HistorySource:
         if self.p is None or not started:
             return peaks, busy
         node = self.p.node_label or "instance"
+        gm: GpuMetrics = getattr(self.p, "gpu_metrics", JOBS)
+        step = duration(self.p.scrape_interval)
         first = min(j.start_time.timestamp() for j in started)  # type: ignore[union-attr]
         w = max(1, math.ceil(until.timestamp() - first))
         for i in range(0, len(started), CHUNK):
-            ids = "|".join(sorted(_digits(started[i:i + CHUNK])))
-            if not ids:
+            digits = sorted(_digits(started[i:i + CHUNK]))
+            if not digits:
                 continue
+            ids = "|".join(digits)
             # ids are digits (JobIDRaw): nothing to escape
             sel = matchers(f'jobid=~"{ids}"', self.p.cluster_matcher)
             for labels, value in self.p.vector(
                     PEAK_QUERY.format(node=node, sel=sel, w=w), until.timestamp()):
                 peaks.setdefault(labels.get("jobid", ""), {})[labels.get(node, "")] = value
             if any(j.gpus for j in started[i:i + CHUNK]):
-                for labels, value in self.p.vector(GPU_BUSY_QUERY.format(
-                        node=node, sel=sel, w=w, idle=self.gpu_idle), until.timestamp()):
+                # a GPU exporter's series: the same ids on its own job label
+                gsel = sel if gm is JOBS else id_selector(
+                    digits, self.p.cluster_label, self.p.cluster, gm.job_label)
+                for labels, value in self.p.vector(busy_gpus_per_job(
+                        gm, gsel, node, f"{w}s", step, self.gpu_idle), until.timestamp()):
                     busy[labels.get("jobid", "")] = int(value)
         return peaks, busy
 

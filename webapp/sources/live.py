@@ -2,8 +2,10 @@
 
 What ``jobreport watch`` judges. Each quantity is read over its own window (the rule's):
 a few instant queries per job (``*_over_time`` and ``increase``), plus one short range
-query of memory per node for the growth fit. The job id (and the cluster, where one
-Prometheus holds several) enters PromQL only through ``job_selector`` (``promql_string``).
+query of memory per node for the growth fit. The GPUs' from the source
+JOBREPORT_GPU_METRICS chose (``gpu_job_queries``; none under ``tres``). The job id (and
+the cluster, where one Prometheus holds several) enters PromQL only through
+``job_selector`` (``promql_string``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from webapp.model import AccountingJob, Series, held_memory
+from webapp.sources.gpu_job_queries import duration, mean_per_gpu, samples_per_gpu
+from webapp.sources.gpu_metrics import JOBS, GpuMetrics
 from webapp.sources.prometheus import PrometheusSource
 
 
@@ -88,10 +92,12 @@ class LiveSource:
         node, v = self.node, self.p.vector
         gpu_label = f"{node}/gpu"
         g, n = self._w(windows.gpu), self._w(windows.node)
-        gpu_rows = v(f"avg by ({node}, gpu) (avg_over_time("
-                     f"jobs_gpu_utilization_ratio{{{sel}}}[{g}]))", now)
-        gpu_counts = v(f"max by ({node}, gpu) (count_over_time("
-                       f"jobs_gpu_utilization_ratio{{{sel}}}[{g}]))", now)
+        # the GPUs from the source JOBREPORT_GPU_METRICS chose (gpu_job_queries)
+        gm: GpuMetrics = getattr(self.p, "gpu_metrics", JOBS)
+        gsel = self.p.selector(job.job_id, job_label=gm.job_label)
+        step = duration(self.p.scrape_interval)
+        gpu_rows = v(mean_per_gpu(gm, gsel, node, g, step), now)
+        gpu_counts = v(samples_per_gpu(gm, gsel, node, g, step), now)
         # Cores busy = CPU seconds gained over the window / the window (both modes summed).
         core_rows = v(f"sum by ({node}) (increase(jobs_cpu_seconds_total{{{sel}}}[{n}]))"
                       f" / {max(int(windows.node), 1)}", now)

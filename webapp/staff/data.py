@@ -2,9 +2,11 @@
 
 One ``sacct`` call for the window (allocations and steps: TotalCPU, MaxRSS) and one
 PromQL query per metric for all jobs at once (``... by (jobid) (*_over_time(...[window]))``
-evaluated at the window's end), never a query per job. Jobs are joined to the
-exporter's series by their raw id (an array task's own id) and to slurm-exporter's
-pending reasons by the id squeue shows (``123_4``).
+evaluated at the window's end), never a query per job; the GPUs' from the source
+JOBREPORT_GPU_METRICS chose (``gpu_job_queries``: a GPU exporter's by subquery, none
+under ``tres``). Jobs are joined to the exporter's series by their raw id (an array
+task's own id) and to slurm-exporter's pending reasons by the id squeue shows
+(``123_4``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,14 @@ from datetime import datetime
 
 from webapp.model import SacctJob
 from webapp.sources.ended import FINAL_STATES
+from webapp.sources.gpu_job_queries import (
+    any_job,
+    card_memory_per_job,
+    duration,
+    mean_per_job,
+    memory_peak_per_job,
+)
+from webapp.sources.gpu_metrics import JOBS, GpuMetrics
 from webapp.sources.prometheus import PrometheusSource, braced, promql_string
 from webapp.sources.sacct import parse_nodelist, parse_sacct, run_sacct
 from webapp.sources.sacct_records import delimiter_argv, new_delimiter, split_records
@@ -28,12 +38,9 @@ STAFF_FIELDS = ("JobID", "JobIDRaw", "User", "Account", "Partition", "State", "E
                 "Elapsed", "Timelimit", "TotalCPU", "AllocCPUS", "NNodes", "NTasks", "ReqMem",
                 "MaxRSS", "AllocTRES", "Start", "End", "NodeList", "Submit")
 # {scope}: nothing, or the cluster's matcher in braces where one Prometheus holds several
-# clusters' series (``prometheus.braced``).
+# clusters' series (``prometheus.braced``). The GPU figures (mean utilisation, memory peak,
+# the card's memory) come from the source JOBREPORT_GPU_METRICS chose: ``gpu_queries``.
 JOB_QUERIES = {
-    "gpu_utilization": "avg by (jobid) (avg_over_time(jobs_gpu_utilization_ratio{scope}[{w}]))",
-    "gpu_memory_used": "max by (jobid) (max_over_time(jobs_gpu_memory_used_bytes{scope}[{w}]))",
-    "gpu_memory_total": (
-        "max by (jobid) (max_over_time(jobs_gpu_memory_total_bytes{scope}[{w}]))"),
     # counters from the job's start, per node and source: each series' last, summed
     "energy_joules": "sum by (jobid) (max_over_time(jobs_energy_joules_total{scope}[{w}]))",
 }
@@ -130,6 +137,16 @@ def staff_job(j: SacctJob, raw_id: str, submit: float | None) -> StaffJob:
         j.total_cpu_seconds, j.max_rss_bytes, sacct=j)
 
 
+def gpu_queries(p: PrometheusSource, w: str, node: str) -> dict[str, str]:
+    """Every job's GPU figures over the window ``w``, from ``p``'s GPU source (jobs-exporter's
+    as always; a GPU exporter's every series with its job label set, ``any_job``)."""
+    gm: GpuMetrics = getattr(p, "gpu_metrics", JOBS)  # a stand-in without one: the default
+    sel, step = any_job(gm, p.cluster_matcher), duration(p.scrape_interval)
+    return {"gpu_utilization": mean_per_job(gm, sel, node, w, step),
+            "gpu_memory_used": memory_peak_per_job(gm, sel, node, w, step),
+            "gpu_memory_total": card_memory_per_job(gm, sel, node, w)}
+
+
 class StaffDataSource:
     """sacct + Prometheus for a window; ``runner`` runs sacct (injectable)."""
 
@@ -145,9 +162,11 @@ class StaffDataSource:
         jobs = parse_window(text, since, until, d)
         w = f"{max(1, int(until - since))}s"
         scope = braced(self.p.cluster_matcher)
-        per_job = {name: {labels.get("jobid", ""): v for labels, v in self.p.vector(
-            q.format(w=w, scope=scope), until)} for name, q in JOB_QUERIES.items()}
         node = self.p.node_label or "instance"
+        queries = {**gpu_queries(self.p, w, node),
+                   **{name: q.format(w=w, scope=scope) for name, q in JOB_QUERIES.items()}}
+        per_job = {name: {labels.get("jobid", ""): v for labels, v in self.p.vector(q, until)}
+                   for name, q in queries.items()}
         node_cpu: dict[str, dict[str, float]] = defaultdict(dict)
         for labels, v in self.p.vector(NODE_CPU_QUERY.format(w=w, node=node, scope=scope),
                                        until):

@@ -36,6 +36,7 @@ from webapp.sources.from_settings import prometheus_from
 from webapp.sources.gpu_metrics import AMD, DCGM, JOBS, SOURCES
 from webapp.sources.gpu_tres import GpuTres, parse_gpu_tres
 from webapp.sources.prometheus import PrometheusSource
+from webapp.sources.prometheus_bulk import BulkMetrics, JobWindow
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -187,6 +188,22 @@ def test_the_same_job_agrees_whichever_source(prom, name):
     mine = {t: v for t, v in ours["usage"].gpu_utilization[0].points}
     for t, v in theirs["usage"].gpu_utilization[0].points:
         assert math.isclose(v, mine[t], abs_tol=UTIL_TOLERANCE)
+
+
+@pytest.mark.parametrize("name", ["jobs", "dcgm", "amd"])
+def test_the_syncs_bulk_read_gives_the_jobs_own_gpu_figures(prom, name):
+    # The sync reads a batch of ended jobs with one query per figure, from the same source.
+    url, start, end = prom
+    src = source(url, name)
+    window = JobWindow(JOB, start.timestamp(), end.timestamp(), (NODE,))
+    bulk = BulkMetrics(src)
+    got = bulk.fetch([window])[JOB]  # a refused query would leave the job out
+    own = src.usage(JOB, start, end, (NODE,))
+    assert [s.label for s in got.gpu_utilization] == [s.label for s in own.gpu_utilization]
+    assert got.gpu_utilization and got.gpu_memory_total_bytes == own.gpu_memory_total_bytes
+    assert math.isclose(gpu_utilization(got.gpu_utilization),
+                        gpu_utilization(own.gpu_utilization), abs_tol=UTIL_TOLERANCE)
+    assert max(s.max() for s in got.gpu_memory_used) == max(s.max() for s in own.gpu_memory_used)
 
 
 @pytest.mark.parametrize("gm", [DCGM, AMD], ids=["dcgm", "amd"])

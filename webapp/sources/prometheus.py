@@ -331,7 +331,7 @@ class PrometheusSource:
         calls.append(self._call("/api/v1/query", {"query": tails, "time": at_end}, parse_labelled))
         sent.append(("tail figures", tails))
         whole = {n: WINDOW_QUERIES[n].format(sel=sel, window=span) for n in WINDOW_QUERIES}
-        whole |= _gpu_total(gm, gsel, node, "max_over_time", span, "max")
+        whole |= _gpu_total(gm, gsel, node, "last_over_time", span, "max")
         peaks = {n: peak_query(n, sel, window.start - self.scrape_interval, at_end)
                  for n in WINDOW_FIGURES}
         gauges = {"query": combined({n: q for n, (q, _) in peaks.items()}),

@@ -221,7 +221,7 @@ class BulkMetrics:
             peak_queries.pop("gpu_memory_total_bytes")
             if gm.memory_total:
                 peak_queries["gpu_memory_total_bytes"] = (total_query(
-                    gm, gsel, by, "max_over_time", f"{int(b.step)}s", "max by ({node})"),
+                    gm, gsel, by, "last_over_time", f"{int(b.step)}s", "max by ({node})"),
                     gm.job_label)
         ranges = {name: by_job(self._get("/api/v1/query_range", {"query": q, **rng}), label)
                   for name, (q, label) in queries.items()}

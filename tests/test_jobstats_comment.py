@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.reports import busy_cpu_report, gpu_report
-from webapp.model import SourceUnavailable
+from webapp.model import Series, SourceUnavailable
 from webapp.report.jobstats_summary import build_jobstats_summary
 from webapp.settings import Settings, SettingsError
 from webapp.sources.admin_comment import (
@@ -126,6 +126,19 @@ def test_summary_shows_the_reports_figures():
     # the busiest node holds the report's peak
     assert build_jobstats_summary(two, 10)["nodes"]["node01"]["used_memory"] == \
         two.memory_peak_bytes
+
+
+def test_each_nodes_memory_is_what_it_held_shared_memory_included():
+    # A second node holding 1 GiB in /dev/shm beside 100 MiB anonymous: 1.1 GiB held, as
+    # the report's peak counts it (webapp.report.peak), not the 100 MiB of RSS.
+    two = gpu_report()
+    other = next(n for n in two.nodes if n != "node01")
+    at = two.usage.memory_rss[0].points[0][0]
+    usage = replace(two.usage,
+                    memory_rss=(*two.usage.memory_rss, Series(other, ((at, 100 * 2**20),))),
+                    memory_shmem=(Series(other, ((at, 2**30),)),))
+    summary = build_jobstats_summary(replace(two, usage=usage), 10)
+    assert summary["nodes"][other]["used_memory"] == 2**30 + 100 * 2**20
 
 
 def test_short_and_empty_jobs_get_jobstats_markers():

@@ -33,9 +33,10 @@ def _cpu_weights(report: JobReport) -> list[float]:
 
 
 def _memory_used(report: JobReport) -> list[int]:
-    """Each node's RSS peak; the report's own peak (what it judges) on the node that held
-    it, or on the busiest node when it does not say which."""
-    peaks = {_node_of(s): int(s.max() or 0) for s in report.usage.memory_rss if s.points}
+    """Each node's peak of held memory (anonymous + shared, ``Usage.memory_held``: what
+    the report's peak is the largest of); the report's own peak (what it judges) on the
+    node that held it, or on the busiest node when it does not say which."""
+    peaks = {_node_of(s): int(s.max() or 0) for s in report.usage.memory_held if s.points}
     out = [peaks.get(node, 0) for node in report.nodes]
     peak = report.memory_peak
     if peak is not None:

@@ -204,6 +204,8 @@ def test_the_syncs_bulk_read_gives_the_jobs_own_gpu_figures(prom, name):
     assert math.isclose(gpu_utilization(got.gpu_utilization),
                         gpu_utilization(own.gpu_utilization), abs_tol=UTIL_TOLERANCE)
     assert max(s.max() for s in got.gpu_memory_used) == max(s.max() for s in own.gpu_memory_used)
+    covered = src.coverage(JOB, start, end, (NODE,))
+    assert covered.gpus and bulk.coverages[JOB] == covered  # the GPUs' samples, the source's
 
 
 @pytest.mark.parametrize("gm", [DCGM, AMD], ids=["dcgm", "amd"])

@@ -107,7 +107,10 @@ def test_each_cluster_reads_its_own_job_under_a_shared_id(prom, cluster):
     assert bare(mine.coverage(SHARED, start, end, (NODE,))) == \
         bare(alone.coverage(ALONE[cluster], start, end, (NODE,)))
     windows = [JobWindow(SHARED, start.timestamp(), end.timestamp(), (NODE,))]
-    bulk = BulkMetrics(mine).fetch(windows)[SHARED]
+    reader = BulkMetrics(mine)
+    bulk = reader.fetch(windows)[SHARED]
+    # the samples' coverage the sync reads in bulk is the job's own, its PromQL included
+    assert reader.coverages[SHARED] == mine.coverage(SHARED, start, end, (NODE,))
     assert bulk == BulkMetrics(alone).fetch([dataclasses.replace(
         windows[0], job_id=ALONE[cluster])])[ALONE[cluster]]
     assert bulk.memory_max_usage_bytes == got.memory_max_usage_bytes

@@ -79,6 +79,7 @@ def test_bulk_reports_equal_per_job_reports(stack_env, stack_jobs):
     assert set(bulk.accounting.prefetched) == set(ids)
     assert set(bulk.sacct.prefetched) == set(ids)
     assert set(bulk.prometheus.prefetched) == set(ids)
+    assert set(bulk.prometheus.covered) == set(ids)
     compared = identical = 0
     for jid in ids:
         one, many = service.build(jid, archive_fallback=False), bulk.build(jid,
@@ -127,7 +128,8 @@ def test_bulk_request_count_is_per_window_not_per_job(stack_env, stack_jobs):
     batches = plan(jobs, service.prometheus.scrape_interval)
     assert len(usage) == len(jobs) == len(ids)
     # range queries, one-number figures, per-core value and time, the GPUs' energy, faults
-    # and identities (no GPU reported a fault: no query dates one)
-    per_window = len(RANGE) + len(PEAKS) + 2 + 1
+    # and identities (no GPU reported a fault: no query dates one), the samples' coverage
+    # of the nodes and of the GPUs (short jobs: one request each)
+    per_window = len(RANGE) + len(PEAKS) + 2 + 1 + 2
     assert bulk.requests == per_window * len(batches)
     assert len(batches) <= 3 < len(ids)  # ~15 short jobs of a session: one or two classes

@@ -428,30 +428,43 @@ class PrometheusSource:
             queries=tuple(sent),
         )
 
-    def coverage(self, job_id: JobId | str | tuple[str, ...], start: datetime, end: datetime,
-                 nodes: Iterable[str] = ()) -> Coverage:
-        """The samples' coverage of the run per node and per GPU (prometheus_coverage)."""
+    def coverage_queries(self, job_id: str | tuple[str, ...], nodes: Iterable[str],
+                         span: int) -> list[tuple[str, str, str]]:
+        """(name, PromQL, series label) of the samples' coverage: each series' stored
+        samples over the ``span`` seconds before the instant asked (prometheus_coverage);
+        the GPUs' from the source's own series (``gpu_metrics``)."""
         nodes = tuple(nodes)
-        a, b = start.timestamp(), max(end.timestamp(), start.timestamp() + 1)
-        sel = self.selector(job_id if isinstance(job_id, tuple) else str(job_id), nodes)
-        node = self.node_label or "instance"
-        span = int(b - a + 2 * self.scrape_interval)
-        at = b + self.scrape_interval
-        sent, calls = [], []
-        gsel = self.selector(job_id if isinstance(job_id, tuple) else str(job_id), nodes,
-                             self.gpu_metrics.job_label)
+        sel = self.selector(job_id, nodes)
+        gsel = self.selector(job_id, nodes, self.gpu_metrics.job_label)
+        out = []
         for name, template, label in COVERAGE_QUERIES:
             query = template.format(sel=sel, span=span)
             if name == "coverage_gpus" and self.gpu_metrics is not JOBS:
                 query, label = gpu_coverage_query(self.gpu_metrics, gsel, "{node}", span)
-            sent.append((name, query))
-            calls.append(self._call("/api/v1/query", {"query": query, "time": at},
-                                    parse_matrix, label.format(node=node)))
+            out.append((name, query, label))
+        return out
+
+    def coverage_span(self, start: datetime, end: datetime) -> tuple[float, float, int]:
+        """(run start, run end, span of the samples asked for) of a coverage read: the
+        run and a scrape either side, asked for one scrape after the end."""
+        a, b = start.timestamp(), max(end.timestamp(), start.timestamp() + 1)
+        return a, b, int(b - a + 2 * self.scrape_interval)
+
+    def coverage(self, job_id: JobId | str | tuple[str, ...], start: datetime, end: datetime,
+                 nodes: Iterable[str] = ()) -> Coverage:
+        """The samples' coverage of the run per node and per GPU (prometheus_coverage)."""
+        nodes = tuple(nodes)
+        a, b, span = self.coverage_span(start, end)
+        node = self.node_label or "instance"
+        job = job_id if isinstance(job_id, tuple) else str(job_id)
+        queries = self.coverage_queries(job, nodes, span)
+        calls = [self._call("/api/v1/query", {"query": q, "time": b + self.scrape_interval},
+                            parse_matrix, label.format(node=node)) for _, q, label in queries]
         node_series, gpu_series = self._run(calls)
         return Coverage(
             nodes=coverages(node_series, nodes, a, b, self.scrape_interval),
             gpus=coverages(gpu_series, (), a, b, self.scrape_interval),
-            queries=tuple(sent),
+            queries=tuple((name, q) for name, q, _ in queries),
         )
 
     def _call(

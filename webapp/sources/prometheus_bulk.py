@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from webapp.model import Coverage, JobId, Series, SourceUnavailable, Usage
@@ -41,7 +41,9 @@ from webapp.sources.prometheus_answers import (
     parse_fault_matrix,
     parse_gpu_devices,
     parse_gpu_faults,
+    parse_matrix,
 )
+from webapp.sources.prometheus_coverage import coverages
 from webapp.sources.prometheus_queries import (
     FIGURE_LABEL,
     GPU_ENERGY_QUERY,
@@ -58,6 +60,7 @@ BULK_POINTS = 600  # per job series: the archive keeps ~300, detectors need a sh
 WINDOW_POINTS = 10_000  # per series of one range query (Prometheus refuses > 11,000)
 JOBS_PER_QUERY = 400  # bounds the regex, the URL (~4 KB) and one answer's size
 WORKERS = 4  # concurrent bulk queries: bounded, like a report's
+COVERAGE_SAMPLES = 500_000  # raw samples per coverage request (~12 MB of JSON)
 
 # name -> PromQL with {sel} (jobid regex), {node} (node label), {rate}; grouped by jobid.
 RANGE: dict[str, str] = {
@@ -176,6 +179,7 @@ class BulkMetrics:
         self.source = source
         self.node = source.node_label or "instance"
         self.requests = 0
+        self.coverages: dict[str, Coverage] = {}  # each fetched job's, by its id
 
     def _get(self, path: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         self.requests += 1
@@ -246,8 +250,48 @@ class BulkMetrics:
             # rare: the counters over the window date each job's first error
             faults = self._get("/api/v1/query_range", {
                 "query": GPU_FAULT_SERIES.format(node=job_node, sel=sel), **rng})
+        self.coverages.update(self.batch_coverage(b))
         return split(b, ranges, peaks, cores, self.node, scrape, _core_times(times, self.node),
                      gpus=gpus, gpu_faults=faults)
+
+    def batch_coverage(self, b: Batch) -> dict[str, Coverage]:
+        """Each job's samples' coverage, as ``PrometheusSource.coverage`` computes it, from
+        one query per covered series over the window (its stored samples, every job's)."""
+        src, scrape = self.source, self.source.scrape_interval
+        first = datetime.fromtimestamp(min(j.start for j in b.jobs), UTC)
+        last = datetime.fromtimestamp(max(j.end for j in b.jobs), UTC)
+        span = src.coverage_span(first, last)[2]
+        ids = sorted({j.job_id for j in b.jobs})
+        # Raw samples: every scrape of every node of each job; a request holds at most
+        # COVERAGE_SAMPLES of them (estimated from the longest, widest job of the window).
+        longest = max(j.end - j.start for j in b.jobs) / scrape + 2
+        per_job = longest * max(1, max(len(j.nodes) for j in b.jobs))
+        size = max(1, int(COVERAGE_SAMPLES // per_job))
+        nodes: Rows = {}
+        gpus: Rows = {}
+        node_label = gpu_label = ""
+        for k in range(0, len(ids), size):
+            (_, on_nodes, node_label), (_, on_gpus, gpu_label) = src.coverage_queries(
+                tuple(ids[k:k + size]), (), span)
+            nodes |= by_job(self._get("/api/v1/query", {"query": on_nodes, "time": b.end}))
+            gpus |= by_job(self._get("/api/v1/query", {"query": on_gpus, "time": b.end}),
+                           src.gpu_metrics.job_label)
+        node_label, gpu_label = node_label.format(node=self.node), gpu_label.format(node=self.node)
+        out = {}
+        for job in b.jobs:
+            start = datetime.fromtimestamp(job.start, UTC)
+            end = datetime.fromtimestamp(job.end, UTC)
+            a, z, job_span = src.coverage_span(start, end)
+            mine = [{"metric": m, "values": v} for m, v in nodes.get(job.job_id, ())
+                    if node_matches(m.get(self.node, ""), job.nodes)]
+            theirs = [{"metric": m, "values": v} for m, v in gpus.get(job.job_id, ())
+                      if node_matches(m.get(self.node, ""), job.nodes)]
+            out[job.job_id] = Coverage(
+                nodes=coverages(_matrix(mine, node_label), job.nodes, a, z, scrape),
+                gpus=coverages(_matrix(theirs, gpu_label), (), a, z, scrape),
+                queries=tuple((name, q) for name, q, _ in
+                              src.coverage_queries(job.job_id, job.nodes, job_span)))
+        return out
 
 
 Rows = dict[str, list[tuple[dict[str, str], Any]]]
@@ -260,6 +304,11 @@ def by_job(result: list[dict[str, Any]], label: str = "jobid") -> Rows:
         metric = item.get("metric", {})
         per_job[metric.get(label, "")].append((metric, item.get("values", item.get("value"))))
     return per_job
+
+
+def _matrix(items: list[dict[str, Any]], label: str) -> list[Series]:
+    """Raw samples (a range selector's answer) as ``parse_matrix`` names its series."""
+    return parse_matrix({"status": "success", "data": {"result": items}}, label)
 
 
 def _points(values: list, lo: float, hi: float) -> tuple[tuple[float, float], ...]:
@@ -380,16 +429,17 @@ def _int(value: float | None) -> int | None:
 
 
 class PrefetchedMetrics:
-    """A ``MetricsReader`` answering from bulk-fetched usage, else from ``live``; the
-    samples' coverage and any instant query (a site's carbon intensity) from ``live``,
-    job by job, so a batch's reports withhold the same thin verdicts and quote the same
-    carbon as the job's own report."""
+    """A ``MetricsReader`` answering from bulk-fetched usage and coverage (so a batch's
+    reports withhold the same thin verdicts as the job's own), else from ``live``; any
+    instant query (a site's carbon intensity series) from ``live``."""
 
     name = "prometheus"
 
-    def __init__(self, live: Any, usage: Mapping[str, Usage]) -> None:
+    def __init__(self, live: Any, usage: Mapping[str, Usage],
+                 coverage: Mapping[str, Coverage] | None = None) -> None:
         self.live = live
         self.prefetched = dict(usage)
+        self.covered = dict(coverage or {})
 
     def usage(self, job_id: JobId | str | tuple[str, ...], start: datetime, end: datetime,
               nodes: Iterable[str] = (), resolution: str = "plot") -> Usage:
@@ -401,7 +451,9 @@ class PrefetchedMetrics:
 
     def coverage(self, job_id: JobId | tuple[str, ...], start: datetime, end: datetime,
                  nodes: Iterable[str] = ()) -> Coverage:
-        # The stored samples' timestamps, which the bulk grid's points are not.
+        found = self.covered.get(str(job_id)) if not isinstance(job_id, tuple) else None
+        if found is not None:
+            return found
         return self.live.coverage(job_id, start, end, nodes)
 
     def vector(self, query: str, time: float | None = None

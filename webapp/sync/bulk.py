@@ -70,8 +70,9 @@ def prefetch(service: ReportService, jobs: Sequence[EndedJob]) -> ReportService:
     metrics: Any = service.prometheus
     if isinstance(metrics, PrometheusSource):
         job_windows = windows(ids, acct, sj)
-        metrics = PrefetchedMetrics(metrics, _bulk(
-            "usage", lambda: BulkMetrics(service.prometheus).fetch(job_windows)))
+        bulk = BulkMetrics(service.prometheus)
+        metrics = PrefetchedMetrics(metrics, _bulk("usage", lambda: bulk.fetch(job_windows)),
+                                    bulk.coverages)
     cluster: Any = service.cluster
     if isinstance(cluster, ClusterSource):
         waits = [Wait(jid, a.partition, a.submit_time.timestamp(), a.start_time.timestamp())

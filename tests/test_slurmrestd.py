@@ -13,6 +13,7 @@ import pytest
 from webapp.model import JobNotFound, SourceUnavailable
 from webapp.settings import Settings, SettingsError
 from webapp.sources.sacct import parse_sacct
+from webapp.sources.sacct_values import parse_memory, parse_tres
 from webapp.sources.slurmrestd import SlurmrestdSource
 from webapp.sources.slurmrestd_jobs import exit_code, parse_jobs
 
@@ -131,3 +132,20 @@ def test_a_failed_job_said_to_succeed_has_no_exit_code():
     # slurmrestd 22.05 answered this for job 77 of the stack, which sacct shows as 3:0
     assert exit_code({"status": "SUCCESS", "return_code": 0}, "FAILED") == ""
     assert exit_code({"status": "SUCCESS", "return_code": 0}, "COMPLETED") == "0:0"
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_the_steps_usage_tres_read_as_sacct_prints_it(job):
+    # JOBREPORT_GPU_METRICS=tres reads gres/gpuutil and gres/gpumem from a step's usage
+    # TRES; slurmdb's "requested" max is TRESUsageInMax, whose mem is the step's MaxRSS.
+    expected = sacct_records()
+    steps = 0
+    for _, record in parse_jobs(answer(job), gpu_tres=True):
+        for step, same in zip(record.steps, expected[record.job_id].steps, strict=True):
+            assert step.tres_usage_in_tot and step.tres_usage_in_ave
+            mem = parse_tres(step.tres_usage_in_max or "").get("mem")
+            assert mem is not None and parse_memory(mem) == same.max_rss_bytes, step
+            steps += 1
+    assert steps or job in ("1", "29")  # never started: no steps
+    # without it, the very record sacct gives (which asks the columns only then)
+    assert all(s.tres_usage_in_max is None for _, r in parse_jobs(answer(job)) for s in r.steps)

@@ -24,6 +24,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from webapp.model import JobId, JobNotFound, SacctJob, SourceUnavailable
 from webapp.settings import Settings
+from webapp.sources.gpu_metrics import TRES
 from webapp.sources.sacct import find_array, pick_record
 from webapp.sources.slurmrestd_jobs import admin_comment as _admin_comment
 from webapp.sources.slurmrestd_jobs import display_id as _display
@@ -94,8 +95,10 @@ class SlurmrestdSource:
     name = "slurmrestd"
 
     def __init__(self, url: str, user: str = "", token_file: str = "", timeout: float = 30.0,
-                 cluster: str | None = None, transport: Transport | None = None) -> None:
+                 cluster: str | None = None, transport: Transport | None = None,
+                 gpu_tres: bool = False) -> None:
         self.url = url
+        self.gpu_tres = gpu_tres  # JOBREPORT_GPU_METRICS=tres: steps' usage TRES too
         self.user = user
         self.token_file = token_file
         self.cluster = cluster
@@ -162,7 +165,7 @@ class SlurmrestdSource:
         return payload
 
     def _job_rows(self, job_id: str) -> list[tuple[str, SacctJob]]:
-        return parse_jobs(self._payload(f"/job/{quote(job_id, safe='')}"))
+        return parse_jobs(self._payload(f"/job/{quote(job_id, safe='')}"), self.gpu_tres)
 
     def job(self, job_id: JobId | str) -> SacctJob:
         """The job ``123``, array task ``123_4`` or het component ``123+1``."""
@@ -215,4 +218,5 @@ def slurmrestd_from(settings: Settings) -> SlurmrestdSource:
     """The source JOBREPORT_SLURMRESTD_* describe."""
     return SlurmrestdSource(settings.slurmrestd_url, user=settings.slurmrestd_user,
                             token_file=settings.slurmrestd_token_file,
-                            timeout=settings.sacct_timeout, cluster=settings.cluster)
+                            timeout=settings.sacct_timeout, cluster=settings.cluster,
+                            gpu_tres=settings.gpu_metrics == TRES.name)

@@ -154,8 +154,22 @@ def step_id(step: Mapping[str, Any]) -> str:
     return text.partition(".")[2] if "." in text else text
 
 
-def _step(step: Mapping[str, Any]) -> Step:
-    usage_max = {t["type"]: t for t in (step.get("tres") or {}).get("requested", {}).get("max", ())}
+def usage_tres(items: Sequence[Mapping[str, Any]] | None) -> str | None:
+    """A step's usage TRES list as sacct prints it (``TRESUsageInMax`` and the like; bare
+    numbers, which sacct's parsers read as bytes for memory), None when empty:
+
+        [{"type": "mem", "count": 212688896}, {"type": "fs", "name": "disk", ...}]
+        -> "mem=212688896,fs/disk=4311"
+    """
+    text = ",".join(f"{key}={count}" for key, count in _tres(items).items())
+    return text or None
+
+
+def _step(step: Mapping[str, Any], gpu_tres: bool = False) -> Step:
+    """One step as sacct's line of it; with ``gpu_tres`` (JOBREPORT_GPU_METRICS=tres) its
+    usage TRES too, as sacct gives them only when asked (``SacctSource(gpu_tres=...)``)."""
+    usage = (step.get("tres") or {}).get("requested") or {}
+    usage_max = {t["type"]: t for t in usage.get("max", ())}
     mem = usage_max.get("mem")
     allocated = _tres((step.get("tres") or {}).get("allocated"))
     time = step.get("time") or {}
@@ -173,6 +187,10 @@ def _step(step: Mapping[str, Any]) -> Step:
         tuple(nodes.get("list") or ()),
         (step.get("tasks") or {}).get("count"),
         mem.get("node") if mem else None,
+        # slurmdb's "requested" usage is sacct's TRESUsageIn* (gres/gpuutil, gres/gpumem)
+        tres_usage_in_ave=usage_tres(usage.get("average")) if gpu_tres else None,
+        tres_usage_in_tot=usage_tres(usage.get("total")) if gpu_tres else None,
+        tres_usage_in_max=usage_tres(usage.get("max")) if gpu_tres else None,
     )
 
 
@@ -188,14 +206,14 @@ def _limit(value: Any) -> tuple[TimeLimitKind, float | None]:
     return TimeLimitKind.UNLIMITED, None
 
 
-def parse_job(job: Mapping[str, Any]) -> SacctJob:
+def parse_job(job: Mapping[str, Any], gpu_tres: bool = False) -> SacctJob:
     """One job of a slurmdb answer as sacct's record of it."""
     tres = _tres((job.get("tres") or {}).get("allocated"))
     time = job.get("time") or {}
     state = flag((job.get("state") or {}).get("current"))
     killer = job.get("kill_request_user")
     kind, limit = _limit(time.get("limit"))
-    steps = tuple(_step(s) for s in job.get("steps") or ())
+    steps = tuple(_step(s, gpu_tres) for s in job.get("steps") or ())
     cpus = tres.get("cpu")
     if cpus is None:  # never allocated: 22.05's sacct shows the CPUs asked for, later ones 0
         cpus = (job.get("required") or {}).get("CPUs") if legacy(job) else 0
@@ -246,10 +264,12 @@ def error_text(error: Mapping[str, Any]) -> str:
     return text or why or str(error)
 
 
-def parse_jobs(payload: Mapping[str, Any]) -> list[tuple[str, SacctJob]]:
+def parse_jobs(payload: Mapping[str, Any], gpu_tres: bool = False
+               ) -> list[tuple[str, SacctJob]]:
     """(raw id, job) pairs of a slurmdb answer, in its order; SourceUnavailable for an
-    error other than "nothing found" (v0.0.38's error 9003; later versions warn)."""
+    error other than "nothing found" (v0.0.38's error 9003; later versions warn).
+    ``gpu_tres``: each step's usage TRES too (``_step``)."""
     errors = [e for e in payload.get("errors") or () if e.get("error_number") != 9003]
     if errors:
         raise SourceUnavailable("slurmrestd", error_text(errors[0]))
-    return [(str(j["job_id"]), parse_job(j)) for j in payload.get("jobs") or ()]
+    return [(str(j["job_id"]), parse_job(j, gpu_tres)) for j in payload.get("jobs") or ()]

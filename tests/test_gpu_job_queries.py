@@ -18,14 +18,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
-from bench.prometheus import backfill, start_prometheus, stop
-from tests.helpers.mail import free_port
 from tests.helpers.reports import sample_report
 from tests.test_gpu_sources import (
     JOB,
@@ -34,10 +31,9 @@ from tests.test_gpu_sources import (
     SCRAPE,
     UTIL_TOLERANCE,
     figures,
+    recorded_prometheus,
     samples,
-    series,
     source,
-    write_openmetrics,
 )
 from tests.test_job_list import Accounting, Sacct, _acct, _sacct
 from tests.test_prometheus_cluster_label import Recording
@@ -62,19 +58,8 @@ STAFF_LINE = ("{id}|{id}|alice|research|gpu|COMPLETED|0:0|00:00:48|01:00:00|00:1
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory) -> Iterator[tuple[str, datetime, datetime]]:
     """tests/test_gpu_sources.py's recording, in a Prometheus of this module's own."""
-    tmp = tmp_path_factory.mktemp("gpu-job-queries")
-    t0 = float((int(time.time()) - 3 * 3600) // 60 * 60)
-    write_openmetrics(tmp / "gpus.om", series(t0))
-    backfill(tmp / "gpus.om", tmp / "data")
-    port = free_port()
-    proc = start_prometheus(tmp, tmp / "data", port=port)
-    rec = samples()
-    start = datetime.fromtimestamp(t0, UTC)
-    end = datetime.fromtimestamp(t0 + rec[-1]["t"] - rec[0]["t"], UTC)
-    try:
-        yield f"http://127.0.0.1:{port}", start, end
-    finally:
-        stop(proc)
+    with recorded_prometheus(tmp_path_factory.mktemp("gpu-job-queries")) as found:
+        yield found
 
 
 def readers(src: PrometheusSource, start: datetime, end: datetime, gpu_idle: float = 0.01

@@ -22,6 +22,7 @@ import json
 import math
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -125,7 +126,14 @@ def write_openmetrics(path: Path, data: dict) -> None:
 
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory) -> Iterator[tuple[str, datetime, datetime]]:
-    tmp = tmp_path_factory.mktemp("gpu-sources")
+    with recorded_prometheus(tmp_path_factory.mktemp("gpu-sources")) as found:
+        yield found
+
+
+@contextmanager
+def recorded_prometheus(tmp: Path) -> Iterator[tuple[str, datetime, datetime]]:
+    """The recording, as each exporter writes it, in a Prometheus of its own: (its URL,
+    the job's start, its end)."""
     t0 = float((int(time.time()) - 3 * 3600) // 60 * 60)
     write_openmetrics(tmp / "gpus.om", series(t0))
     backfill(tmp / "gpus.om", tmp / "data")

@@ -94,6 +94,12 @@ def test_bulk_reports_equal_per_job_reports(stack_env, stack_jobs):
         assert many.coverage == one.coverage, jid
         assert many.energy == one.energy, jid
         assert usage_figures(many.usage) == usage_figures(one.usage), jid
+        # each core's mean, a job shorter than a scrape's included (its one sample may fall
+        # after its whole-second end: both read up to one scrape after it)
+        assert [s.label for s in many.usage.cpu_per_core] == \
+            [s.label for s in one.usage.cpu_per_core], jid
+        assert sum(s.mean() or 0 for s in many.usage.cpu_per_core) == pytest.approx(
+            sum(s.mean() or 0 for s in one.usage.cpu_per_core), abs=0.01), jid
         step = settings.scrape_interval
         assert _queue(many, step) == _queue(one, step), jid
         assert _same_waits(one, many, settings.scrape_interval), (jid, one.queue, many.queue)

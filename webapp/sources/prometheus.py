@@ -320,7 +320,9 @@ class PrometheusSource:
                 params = {"query": query, "start": a, "end": b, "step": step}
                 calls.append(self._matrix_call(params, label))
         for vname, (template, fallback, label) in VECTOR_QUERIES.items():
-            params = {"query": template.format(sel=sel, lookback=LOOKBACK), "time": window.end}
+            # up to one scrape after the end, as the tail figures: a job shorter than a
+            # scrape may have no sample before its (whole-second) end
+            params = {"query": template.format(sel=sel, lookback=LOOKBACK), "time": at_end}
             sent.append((vname, params["query"]))
             slow = {"query": fallback.format(sel=sel, window=span, node=node), "time": at_end}
             since = (int(window.start), window.end)

@@ -44,9 +44,9 @@ RANGE_QUERIES: dict[str, tuple[str, str]] = {
 # Per-node-and-core values at the job's end: (query, fallback, label).
 # Per-core use is a whole-job mean per core: a job's cpuacct counters start at zero with its
 # cgroup, so the last sample divided by the time since the job started is the mean. The
-# query asks for each core's raw samples of the last {lookback} before the job's end (the
-# staleness lookback, so the same sample an instant selector finds) and the division is
-# done here: one sample per core instead of rate() over every sample (a 256-core week is
+# query asks for each core's raw samples of the last {lookback} before one scrape after the
+# job's end (the staleness lookback, so the same sample an instant selector finds) and the
+# division is done here: one sample per core instead of rate() over every sample (a 256-core week is
 # 5 M). If that finds nothing (clock skew, a gap at the end) the rate over the whole job
 # is the fallback.
 VECTOR_QUERIES: dict[str, tuple[str, str, str]] = {

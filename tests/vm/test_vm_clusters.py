@@ -51,7 +51,9 @@ def test_a_jobs_cgroup_is_in_its_versions_layout(vm_env, cluster):
         assert job_dir == f"job_{job_id}"
     else:  # Slurm 26.05: the job's directory is its SLUID; the id is nowhere in the path
         assert re.fullmatch(r"s[0-9A-Z]{13}", job_dir), job_dir
-        assert job_id not in line.replace(scope, "")
+        # (as a name of its own: a short id's digits may well occur in a SLUID)
+        parts = line.replace(scope, "").split("/")
+        assert job_id not in parts and f"job_{job_id}" not in parts, line
     assert line.endswith("/step_batch/user/task_0")
 
 

@@ -34,7 +34,7 @@ stop:
 lint: ## ruff, the import contracts, bandit (high severity fails), pip-audit
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/bandit -q -r webapp exporter slurm_exporter mgmt jobreport_net --severity-level high
+	$(VENV)/bin/bandit -q -r webapp exporter slurm_exporter mgmt jobreport_common --severity-level high
 	scripts/audit-deps
 
 unit: ## the tests that need no stack

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest, start_http_ser
 
 from exporter.registry import JobsCollector
 from exporter.settings import Settings, SettingsError, parse_listen
-from jobreport_net.settings import with_flags
+from jobreport_common.settings import with_flags
 
 log = logging.getLogger("exporter")
 

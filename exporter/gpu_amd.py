@@ -33,7 +33,7 @@ from types import ModuleType
 from typing import Any
 
 from exporter.gpu_devices import GpuDevice, GpuReading, parse_bus_id, slurm_order
-from jobreport_net.units import MIB
+from jobreport_common.units import MIB
 
 log = logging.getLogger(__name__)
 

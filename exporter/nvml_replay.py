@@ -30,7 +30,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from jobreport_net.units import MIB
+from jobreport_common.units import MIB
 
 NVML_ERROR_NOT_SUPPORTED = 3  # pynvml's values
 NVML_ERROR_NOT_FOUND = 6

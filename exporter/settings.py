@@ -13,8 +13,8 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jobreport_net.bind import parse_bind
-from jobreport_net.settings import (
+from jobreport_common.bind import parse_bind
+from jobreport_common.settings import (
     SettingsError,
     boolean,
     checked,

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from importlib import resources
 from urllib.parse import urlsplit
 
-from jobreport_net.mysql_url import import_pymysql
-from jobreport_net.redact import redact
+from jobreport_common.mysql_url import import_pymysql
+from jobreport_common.redact import redact
 from mgmt.schema import missing_columns, needed_for
 
 

@@ -11,9 +11,9 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from jobreport_net.bind import parse_bind
-from jobreport_net.constants import ConstantsError, load_constants
-from jobreport_net.settings import with_flags
+from jobreport_common.bind import parse_bind
+from jobreport_common.constants import ConstantsError, load_constants
+from jobreport_common.settings import with_flags
 from slurm_exporter.exposition import render, serve
 from slurm_exporter.registry import SlurmCollector, build_sources
 from slurm_exporter.settings import (

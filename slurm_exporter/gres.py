@@ -7,7 +7,7 @@ MIG types with dots (``gpu:nvidia_h100_80gb_hbm3_4g.40gb:1``), ``tmp:844G`` and 
 
 from __future__ import annotations
 
-from jobreport_net.split import split_top
+from jobreport_common.split import split_top
 
 UNTYPED = "untyped"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from prometheus_client.core import Metric
 
-from jobreport_net.constants import ClusterConstants
+from jobreport_common.constants import ClusterConstants
 from slurm_exporter.collectors.gpus import GpusCollector
 from slurm_exporter.collectors.jobs import JobsCollector
 from slurm_exporter.collectors.nodes import NodesCollector

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobreport_net.bind import parse_bind
-from jobreport_net.settings import SettingsError, checked, documented, load, ranged, setting
+from jobreport_common.bind import parse_bind
+from jobreport_common.settings import SettingsError, checked, documented, load, ranged, setting
 from slurm_exporter.commands import SOURCES
 
 __all__ = ["DEFAULT_PORT", "PREFIX", "SETTINGS_DOC", "SOURCES", "Settings", "SettingsError",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobreport_net.units import MIB
+from jobreport_common.units import MIB
 from slurm_exporter.commands import SINFO_FIELDS
 from slurm_exporter.fields import integer, optional_float, split_line
 from slurm_exporter.gres import parse_gpus

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple
 
-from jobreport_net.slurm_values import gpus_from_tres, tres_memory_bytes
-from jobreport_net.slurm_values import parse_tres as parse_tres_text
+from jobreport_common.slurm_values import gpus_from_tres, tres_memory_bytes
+from jobreport_common.slurm_values import parse_tres as parse_tres_text
 from slurm_exporter.commands import SQUEUE_FIELDS
 from slurm_exporter.fields import split_line
 
@@ -98,7 +98,7 @@ def _job(rest: str) -> JobLine:
 
 def parse_tres(text: str) -> tuple[int, int]:
     """(GPUs, memory bytes) of ``cpu=1,mem=62.50G,node=1,billing=1,gres/gpu=2``: the web
-    app's reading of sacct's AllocTRES (jobreport_net.slurm_values), so a job's GPUs and
+    app's reading of sacct's AllocTRES (jobreport_common.slurm_values), so a job's GPUs and
     memory are the same figures in both. A bare memory number is MiB, Slurm's unit."""
     if text in ("", "N/A", "(null)"):
         return 0, 0

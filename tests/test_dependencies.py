@@ -88,7 +88,7 @@ def no_pymysql(monkeypatch):
 
 
 def test_without_the_driver_the_accounting_view_is_a_visible_gap(no_pymysql):
-    from jobreport_net.mysql_url import NO_DRIVER
+    from jobreport_common.mysql_url import NO_DRIVER
     from webapp.model import SourceUnavailable
     from webapp.sources.accounting import AccountingSource
 

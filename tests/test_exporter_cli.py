@@ -72,7 +72,7 @@ def test_cli_overrides_env():
 
 
 def test_flags_take_what_their_variables_take():
-    """Both exporters lay their flags over the environment with jobreport_net's
+    """Both exporters lay their flags over the environment with jobreport_common's
     with_flags: each flag parsed by its setting's parser, refused naming the flag (the
     jobs exporter took any text before, and found a bad --listen only later)."""
     env = Settings.from_env({})

@@ -14,11 +14,11 @@ import grimp
 import pytest
 import requests
 
-from jobreport_net.bind import parse_bind
+from jobreport_common.bind import parse_bind
 from tests.helpers.wait import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("webapp", "exporter", "slurm_exporter", "mgmt", "jobreport_net")
+PACKAGES = ("webapp", "exporter", "slurm_exporter", "mgmt", "jobreport_common")
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 

@@ -142,7 +142,7 @@ def test_digest_totals_and_most_common_finding():
     assert [j.job_id for j in d.jobs] == ["1", "2"]
     assert d.cpu_hours == 3.0  # 4 CPU-h asked, 1 used; job 2 has no CPU time
     assert d.gpu_hours == 0.25  # 1 GPU x 0.5 h x (1 - 0.5)
-    assert d.memory_gb_hours == 3.0  # (4 - 1) GiB x 1 h; job 2 has no peak
+    assert d.memory_gib_hours == 3.0  # (4 - 1) GiB x 1 h; job 2 has no peak
     assert (d.top_finding, d.top_count, d.top_advice) == ("cpu_efficiency_low", 2,
                                                           "ask for fewer")
     assert d.folded == 1 and d.jobs[1].folded

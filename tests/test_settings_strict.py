@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from exporter.settings import PREFIX as EXPORTER_PREFIX
 from exporter.settings import Settings as ExporterSettings
-from jobreport_net.settings import (
+from jobreport_common.settings import (
     BOOLEAN_WORDS,
     FALSE_WORDS,
     TRUE_WORDS,

@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from jobreport_net.constants import ConstantsError, as_json, load_constants, parse_constants
+from jobreport_common.constants import ConstantsError, as_json, load_constants, parse_constants
 from slurm_exporter.exposition import render
 from slurm_exporter.families import gauge
 from tests.helpers.promtool import check_metrics

@@ -1,4 +1,4 @@
-"""Slurm's shared values (jobreport_net/slurm_values.py): TRES strings and memory sizes,
+"""Slurm's shared values (jobreport_common/slurm_values.py): TRES strings and memory sizes,
 read alike by the web app (sacct's AllocTRES) and slurm-exporter (squeue's tres-alloc),
 on literal strings and on the real captures of fixtures/ (SOURCES.md)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jobreport_net.slurm_values import gpus_from_tres, parse_size, parse_tres, tres_memory_bytes
-from jobreport_net.units import GIB, KIB, MIB
+from jobreport_common.slurm_values import gpus_from_tres, parse_size, parse_tres, tres_memory_bytes
+from jobreport_common.units import GIB, KIB, MIB
 from slurm_exporter.squeue import parse_tres as squeue_tres
 from webapp.sources.sacct import _tres_facts, parse_alloc_memory, parse_memory, parse_req_mem
 

@@ -7,7 +7,7 @@ import os
 import sqlite3
 import stat
 
-from jobreport_net.sqlite_file import prepare
+from jobreport_common.sqlite_file import prepare
 from webapp.web.state import WebState
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY);"

@@ -93,7 +93,7 @@ def test_idle_nodes_memory_and_time_unused_queue_and_offenders():
     (idle,) = table(r, "idle_nodes").rows
     assert idle.values["idle_nodes"] == "b" and idle.values["node_hours_idle"] == 1.0
     (mem,) = table(r, "memory_unused").rows
-    assert (mem.values["user"], mem.values["gb_hours_unused"]) == ("bob", 8.0)
+    assert (mem.values["user"], mem.values["gib_hours_unused"]) == ("bob", 8.0)
     assert [row.values["core_hours_unused"] for row in table(r, "time_unused").rows] == [12, 12]
     assert table(r, "longest_queued").rows[0].cells == (
         "21", "bob", "debug", "10m 00s", "Priority (6m 40s), Resources (1m 40s)")

@@ -54,13 +54,13 @@ def digest(report, tmp_path) -> float:
         archive.put(archive_record(report, submit_time=1, end_time=100))
         jobs = list(archive.jobs(report.cluster))
     d = build_digest(report.cluster, report.user, 0, 200, jobs)
-    return d.memory_gb_hours
+    return d.memory_gib_hours
 
 
 def staff(report) -> float:
     table = memory_unused([staff_job(sacct_job(HB, JOB), JOB, None)], StaffConfig())
     (row,) = table.rows
-    return row.values["gb_hours_unused"]
+    return row.values["gib_hours_unused"]
 
 
 def test_a_two_node_jobs_unused_memory_is_one_figure_everywhere(report, tmp_path):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
-# Re-exported: the one definition of the units is jobreport_net.units.
-from jobreport_net.units import GIB as GIB
-from jobreport_net.units import MIB as MIB
+# Re-exported: the one definition of the units is jobreport_common.units.
+from jobreport_common.units import GIB as GIB
+from jobreport_common.units import MIB as MIB
 
 JOULES_PER_KWH = 3.6e6  # the one conversion of energy every figure and table uses
 UNKNOWN = "n/a"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from jobreport_net.redact import redact
+from jobreport_common.redact import redact
 from webapp import states
 
 # 123, array task 123_4, het component 123+1. Anything else is refused before any query.

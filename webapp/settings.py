@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from jobreport_net.bind import parse_bind
-from jobreport_net.settings import (
+from jobreport_common.bind import parse_bind
+from jobreport_common.settings import (
     SettingsError,
     boolean,
     choice,

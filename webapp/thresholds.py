@@ -21,8 +21,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from jobreport_net.settings import SettingsError, ranged
-from jobreport_net.units import GIB, MIB
+from jobreport_common.settings import SettingsError, ranged
+from jobreport_common.units import GIB, MIB
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from jobreport_net.units import GIB
+from jobreport_common.units import GIB
 
 HOUR = 3600.0
 

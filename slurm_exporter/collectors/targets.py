@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import Metric
 
-from jobreport_net.constants import ClusterConstants
+from jobreport_common.constants import ClusterConstants
 from slurm_exporter.families import gauge
 
 CLUSTER_METRICS = {

@@ -29,7 +29,9 @@ def serve(make_service: Callable[[], object], tmp: Path, base: Settings | None =
     (tmp / "passwords").write_text("".join(f"{u}:{generate_password_hash('pw')}\n"
                                            for u in users))
     # Plain http on loopback: the one place (with the demo) cookies go without Secure.
-    settings = dataclasses.replace(base or Settings(),
+    # Without the stack's settings, an archive of its own (never the checkout's var/).
+    start = base or Settings(archive_url=str(tmp / "archive.sqlite"))
+    settings = dataclasses.replace(start,
                                    secret_key="browser-test-key-of-at-least-32-bytes",
                                    password_file=str(tmp / "passwords"),
                                    session_cookie_secure=False,

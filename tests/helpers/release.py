@@ -29,6 +29,7 @@ def release_tree(dest: Path) -> Path:
     if (dest / "webapp").is_dir():
         return dest
     done = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(ROOT), "archive",
+                           # the shared package's name then
                            "--format=tar", RELEASE, "webapp", "jobreport_net", "mgmt"],
                           capture_output=True, timeout=120)
     if done.returncode != 0:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from jobreport_net.constants import load_constants
+from jobreport_common.constants import load_constants
 from slurm_exporter.registry import PARSERS, SlurmCollector
 from slurm_exporter.throttle import ThrottledSource
 

@@ -110,7 +110,7 @@ def test_memory_and_time_unused_equal_sacct(both):
     assert len(jobs) > 10
     mem = per_user(jobs, lambda j: None if j["rss"] is None or j["mem"] is None
                    else max(0.0, j["mem"] - j["rss"] * j["nodes"]) * j["elapsed"] / GIB / H)
-    got = {r["user"]: r["gb_hours_unused"] for r in tables["memory_unused"]["rows"]}
+    got = {r["user"]: r["gib_hours_unused"] for r in tables["memory_unused"]["rows"]}
     assert got == pytest.approx(mem, rel=1e-6)
     tu = per_user(jobs, lambda j: None if j["limit"] is None
                   else max(0.0, j["limit"] - j["elapsed"]) * j["cpus"] / H)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from jobreport_net.sqlite_file import prepare
+from jobreport_common.sqlite_file import prepare
 from webapp.migrations import OUTBOX, ready
 
 

@@ -13,9 +13,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from jobreport_net.filelock import held
-from jobreport_net.mysql_url import mysql_params
-from jobreport_net.sqlite_file import prepare, sqlite_path
+from jobreport_common.filelock import held
+from jobreport_common.mysql_url import mysql_params
+from jobreport_common.sqlite_file import prepare, sqlite_path
 
 IN_CHUNK = 500  # values in one statement's IN (...) list
 

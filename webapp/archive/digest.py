@@ -29,7 +29,7 @@ class JobWaste:
     elapsed_seconds: float | None
     cpu_hours: float
     gpu_hours: float
-    memory_gb_hours: float  # GiB-hours (2**30 bytes)
+    memory_gib_hours: float  # GiB-hours (2**30 bytes)
     findings: tuple[str, ...]
     folded: bool  # the daily cap kept it out of email: its findings are told here
     account: str | None = None
@@ -58,8 +58,8 @@ class Digest:
         return sum(j.gpu_hours for j in self.jobs)
 
     @property
-    def memory_gb_hours(self) -> float:
-        return sum(j.memory_gb_hours for j in self.jobs)
+    def memory_gib_hours(self) -> float:
+        return sum(j.memory_gib_hours for j in self.jobs)
 
     @property
     def energy_kwh(self) -> float | None:

@@ -27,7 +27,7 @@ from webapp.archive.mail_state import FOLDED
 from webapp.archive.record import ArchivedJob
 
 COLUMNS = ("cluster", "job_id", "submit_time", "end_time", "user_name", "state", "job_name",
-           "account", "elapsed", "cpu_hours", "gpu_hours", "memory_gb_hours", "energy_kwh",
+           "account", "elapsed", "cpu_hours", "gpu_hours", "memory_gib_hours", "energy_kwh",
            "findings")
 USERS_PER_QUERY = 500
 SEPARATOR = ","  # between a job's finding names (detector names: letters and underscores)
@@ -38,7 +38,7 @@ def digest_row(job: ArchivedJob) -> tuple:
     line = job_waste(job)
     return (job.cluster, job.job_id, job.submit_time, job.end_time, job.user, job.state,
             line.job_name, line.account, line.elapsed_seconds, line.cpu_hours,
-            line.gpu_hours, line.memory_gb_hours, line.energy_kwh,
+            line.gpu_hours, line.memory_gib_hours, line.energy_kwh,
             SEPARATOR.join(line.findings))
 
 
@@ -97,7 +97,7 @@ class DigestRows:
         """Each of ``users``' jobs that ended in [since, until], oldest first: one query."""
         rows = self.db.query(
             "SELECT d.user_name, d.job_id, d.submit_time, d.end_time, d.state, d.job_name,"  # noqa: S608
-            " d.account, d.elapsed, d.cpu_hours, d.gpu_hours, d.memory_gb_hours,"
+            " d.account, d.elapsed, d.cpu_hours, d.gpu_hours, d.memory_gib_hours,"
             " d.energy_kwh, d.findings, EXISTS (SELECT 1 FROM mail_log m WHERE"
             " m.cluster = d.cluster AND m.job_id = d.job_id AND m.submit_time = d.submit_time"
             " AND m.kind = ?) FROM archive_digest_jobs d WHERE d.cluster = ? AND"

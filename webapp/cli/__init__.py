@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from jobreport_net.redact import redact
+from jobreport_common.redact import redact
 from mgmt.setup import SetupError
 from webapp.cli import (
     db_setup,

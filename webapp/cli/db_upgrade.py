@@ -8,8 +8,8 @@ import os
 import sys
 import time
 
-from jobreport_net.redact import redact_url
-from jobreport_net.sqlite_file import sqlite_path
+from jobreport_common.redact import redact_url
+from jobreport_common.sqlite_file import sqlite_path
 from webapp.migrations import State, connect, locations, state
 from webapp.settings import Settings
 

@@ -58,7 +58,7 @@ def run_digest(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> 
             outbox.close()
     for d in run.digests:
         out.write(f"{d.user} <{d.to_addr}>: {d.jobs} jobs, {d.cpu_hours:.2f} CPU-h, "
-                  f"{d.gpu_hours:.2f} GPU-h, {d.memory_gb_hours:.2f} GiB-h unused; "
+                  f"{d.gpu_hours:.2f} GPU-h, {d.memory_gib_hours:.2f} GiB-h unused; "
                   f"top finding {d.top_finding or 'none'}\n")
     counts = ", ".join(f"{n} {what}" for what, n in sorted(run.counts.items())) or "nothing"
     out.write(f"week {day(since)} to {day(until - 1)}: {counts}\n")

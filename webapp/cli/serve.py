@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from jobreport_net.bind import parse_bind
+from jobreport_common.bind import parse_bind
 from webapp.settings import Settings
 
 

@@ -7,7 +7,7 @@ import sys
 import time
 from datetime import datetime
 
-from jobreport_net.settings import flag_type
+from jobreport_common.settings import flag_type
 from webapp.mail.staff import send_staff_report
 from webapp.settings import Settings
 from webapp.staff.render import render_json, render_text

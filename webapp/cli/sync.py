@@ -6,7 +6,7 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
-from jobreport_net.settings import flag_type, ranged
+from jobreport_common.settings import flag_type, ranged
 from webapp.cli.clusters import add_cluster_argument, settings_for
 from webapp.cli.durations import parse_lookback
 from webapp.model import JobId

@@ -55,12 +55,12 @@ class DigestLine:
     jobs: int
     cpu_hours: float
     gpu_hours: float
-    memory_gb_hours: float
+    memory_gib_hours: float
     top_finding: str | None
 
     @classmethod
     def of(cls, d: Digest, to_addr: str) -> DigestLine:
-        return cls(d.user, to_addr, len(d.jobs), d.cpu_hours, d.gpu_hours, d.memory_gb_hours,
+        return cls(d.user, to_addr, len(d.jobs), d.cpu_hours, d.gpu_hours, d.memory_gib_hours,
                    d.top_finding)
 
 

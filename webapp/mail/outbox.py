@@ -36,8 +36,8 @@ from typing import Protocol
 
 from tqdm import tqdm
 
-from jobreport_net.filelock import held
-from jobreport_net.sqlite_file import prepare
+from jobreport_common.filelock import held
+from jobreport_common.sqlite_file import prepare
 from webapp.migrations import OUTBOX, ready
 
 log = logging.getLogger(__name__)

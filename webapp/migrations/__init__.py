@@ -26,9 +26,9 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from jobreport_net.mysql_url import mysql_params
-from jobreport_net.redact import redact_url
-from jobreport_net.sqlite_file import prepare, sqlite_path
+from jobreport_common.mysql_url import mysql_params
+from jobreport_common.redact import redact_url
+from jobreport_common.sqlite_file import prepare, sqlite_path
 from webapp.migrations.revision import (
     ARCHIVE,
     COMMAND,

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from jobreport_net.redact import redact_url
-from jobreport_net.sqlite_file import setting_up
+from jobreport_common.redact import redact_url
+from jobreport_common.sqlite_file import setting_up
 
 HERE = os.path.dirname(os.path.abspath(__file__))  # webapp/migrations
 COMMAND = "jobreport db-upgrade"

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from jobreport_net.units import MIB
+from jobreport_common.units import MIB
 from webapp.model import ARCHIVE_SOURCE, JobReport
 from webapp.settings import Settings
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from jobreport_net.units import MIB
+from jobreport_common.units import MIB
 from webapp.detectors.advice import PastRun, next_request, percentile
 from webapp.model import ArraySummary, ArrayTask, MemoryPeak, SacctJob, cpu_efficiency
 from webapp.report.peak import sacct_peak

@@ -8,7 +8,7 @@ import logging
 from concurrent.futures import Future
 from datetime import UTC, datetime
 
-from jobreport_net.redact import redact
+from jobreport_common.redact import redact
 from webapp.archive.store import Archive
 from webapp.detectors import detect_all
 from webapp.model import (

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from jobreport_net.units import GIB, MIB
+from jobreport_common.units import GIB, MIB
 from webapp.model import JobReport, Waste, WasteItem
 from webapp.unused import Held, gpus_busy, unused
 

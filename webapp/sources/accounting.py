@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from jobreport_net.mysql_url import import_pymysql, mysql_params
-from jobreport_net.units import MIB
+from jobreport_common.mysql_url import import_pymysql, mysql_params
+from jobreport_common.units import MIB
 from webapp.model import (
     AccountingJob,
     JobId,

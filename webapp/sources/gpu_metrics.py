@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobreport_net.units import MIB
+from jobreport_common.units import MIB
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
-from jobreport_net.units import MIB, SLURM_SUFFIXES
+from jobreport_common.units import MIB, SLURM_SUFFIXES
 from webapp.model import SourceUnavailable, TimeLimitKind
 from webapp.sources.sacct_values import parse_sacct_duration
 from webapp.sources.scontrol import Runner, ScontrolAnswers, run_scontrol

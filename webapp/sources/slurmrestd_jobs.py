@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from jobreport_net.units import MIB
+from jobreport_common.units import MIB
 from webapp.model import SacctJob, SourceUnavailable, Step, TimeLimitKind
 from webapp.states import CANCELLED, FAILED
 

@@ -58,7 +58,7 @@ def memory_table(totals: Mapping[str, tuple[float, float]], cfg: StaffConfig) ->
     return _per_user("memory_unused", "Over-requested memory",
                      "Requested minus the busiest node's peak (sacct: MaxRSS x tasks per node) "
                      "times the nodes, times the run time: the report's own figure.",
-                     ("GiB-hours unused", "GiB-hours requested", "unused"), totals, "gb_hours",
+                     ("GiB-hours unused", "GiB-hours requested", "unused"), totals, "gib_hours",
                      cfg)
 
 

@@ -10,7 +10,7 @@ import time
 
 from flask import Blueprint, current_app, g, jsonify, render_template
 
-from jobreport_net.constants import ConstantsError, as_json, load_constants
+from jobreport_common.constants import ConstantsError, as_json, load_constants
 from webapp.model import SourceUnavailable
 from webapp.renderers.cluster_chart import usage_svg
 from webapp.settings import Settings, SettingsError

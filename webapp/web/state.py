@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from jobreport_net.sqlite_file import prepare
+from jobreport_common.sqlite_file import prepare
 from webapp.migrations import WEB_STATE, ready
 
 

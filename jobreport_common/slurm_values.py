@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from jobreport_net.units import MIB, SLURM_SUFFIXES
+from jobreport_common.units import MIB, SLURM_SUFFIXES
 
 _SIZE_RE = re.compile(r"^([0-9]+(?:\.[0-9]*)?)([KMGTP]?)\Z")
 

@@ -164,6 +164,15 @@ def test_mean_since_start_from_raw_last_samples():
                                                   ("n1/1", ((1040, 3 / 90),))]
 
 
+def test_a_final_sample_after_the_end_counts_the_run_only():
+    # A 3 s job sampled once, 2 s after its (whole-second) end, 2.7 CPU-s on the core: its
+    # mean is over its 3 s run, not over the 5 s up to the sample (nor nothing at all).
+    answer = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"instance": "n1", "core": "0"}, "values": [[1005, "2.7"]]}]}}
+    got = prometheus.parse_mean_since(answer, "instance/core", 1000, 1003)
+    assert [(s.label, s.points) for s in got] == [("n1/0", ((1003, pytest.approx(0.9)),))]
+
+
 def test_pressure_tail_queries_filter_their_label_after_the_job_selector():
     from webapp.sources.prometheus_queries import (
         TAIL_FIGURES,

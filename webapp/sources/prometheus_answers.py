@@ -190,9 +190,18 @@ def parse_mean_since(
     for s in parse_matrix(payload, label):
         if s.points:
             t, v = s.points[-1]
-            if t > start:
-                sums[s.label] = sums.get(s.label, 0.0) + v / (t - start)
+            mean = mean_since(v, t, start, at)
+            if mean is not None:
+                sums[s.label] = sums.get(s.label, 0.0) + mean
     return [Series(name, ((at, value),)) for name, value in sorted(sums.items())]
+
+
+def mean_since(total: float, at: float, start: float, end: float) -> float | None:
+    """A counter's mean rate over the run: its value ``total`` sampled at ``at`` over the
+    time from ``start`` to that sample, counted up to the run's ``end`` (the final sample
+    may come a scrape after the end: the job did not run in between); None before it."""
+    span = min(at, end) - start
+    return total / span if span > 0 else None
 
 
 # -- GPU faults ----------------------------------------------------------------------

@@ -38,6 +38,7 @@ from webapp.sources.prometheus import (
 )
 from webapp.sources.prometheus_answers import (
     dated,
+    mean_since,
     parse_fault_matrix,
     parse_gpu_devices,
     parse_gpu_faults,
@@ -370,8 +371,10 @@ def split(b: Batch, ranges: Mapping[str, Rows], peaks: Mapping[str, Rows], cores
             if mine(m):
                 key = (job.job_id, m.get(node, ""), m.get("core", ""))
                 last = (core_times or {}).get(key, job.end)
-                per_core.append(Series(f"{m.get(node, '?')}/{m.get('core', '?')}",
-                                       ((job.end, float(v[1]) / max(last - job.start, 1.0)),)))
+                mean = mean_since(float(v[1]), last, job.start, job.end)
+                if mean is not None:
+                    per_core.append(Series(f"{m.get(node, '?')}/{m.get('core', '?')}",
+                                           ((job.end, mean),)))
         figures: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
         for m, v in g.get(job.job_id, ()):
             if mine(m) and math.isfinite(value := float(v[1])):

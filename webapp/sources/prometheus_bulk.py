@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webapp.model import Coverage, JobId, Series, SourceUnavailable, Usage
-from webapp.sources.gpu_metrics import JOBS, GpuMetrics, total_query
+from webapp.sources.gpu_metrics import JOBS, total_query
 from webapp.sources.prometheus import (
     PrometheusSource,
     cluster_matcher,
@@ -206,7 +206,7 @@ class BulkMetrics:
 
     def batch(self, b: Batch) -> dict[str, Usage]:
         scrape = self.source.scrape_interval
-        gm: GpuMetrics = getattr(self.source, "gpu_metrics", JOBS)
+        gm = self.source.gpu_metrics
         ids = [j.job_id for j in b.jobs]
         sel = id_selector(ids, self.source.cluster_label, self.source.cluster)
         gsel = id_selector(ids, self.source.cluster_label, self.source.cluster, gm.job_label)

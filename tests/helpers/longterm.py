@@ -11,6 +11,7 @@ from pathlib import Path
 
 import requests
 
+from bench.prometheus import stop
 from tests.helpers import stack
 from tests.helpers.mail import free_port
 from tests.helpers.wait import wait_for
@@ -42,16 +43,6 @@ def _ready(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> 
     wait_for(ready, timeout, f"{url} ready", every=0.2)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
 @contextmanager
 def prometheus_with_victoriametrics(tmp: Path) -> Iterator[tuple[str, str]]:
     """(Prometheus URL, VictoriaMetrics URL), both stopped (by pid) on exit."""
@@ -81,4 +72,4 @@ def prometheus_with_victoriametrics(tmp: Path) -> Iterator[tuple[str, str]]:
         yield prom, vm
     finally:
         for proc in reversed(procs):
-            _stop(proc)
+            stop(proc)

@@ -457,6 +457,13 @@ class Settings:
         "730",
         "`jobreport sync` drops archived jobs that ended longer ago than this (0: keep forever).",
         _non_negative)
+    sync_lookback: float = setting(
+        "21600",
+        "Seconds before its watermark each `jobreport sync` run looks again for ended jobs, so a job whose end record reached slurmdbd late (slurmdbd down or behind, a busy slurmctld) is still archived and emailed, once (the sync log keeps each job done once); each run re-reads this window's ended jobs.",
+        _non_negative)
+    metrics_textfile_dir: str = setting(
+        "",
+        "Directory of node_exporter's textfile collector: `jobreport sync` writes its state there as Prometheus metrics (`jobreport_sync_*`, one `jobreport_sync_<cluster>.prom` per cluster) after each run; empty: none.")
     thresholds: Thresholds = setting(
         "",
         "Threshold overrides of the detectors, `jobreport watch` and the staff report, e.g. `cpu_efficiency_low=0.5,gpu_idle_seconds=1800` (names in the threshold table above).",

@@ -45,7 +45,7 @@ def test_readme_settings_tables_are_generated_from_the_settings_modules():
         assert held and held.group(1) == generated[name], f"{rel}: scripts/settings-table --write"
 
 
-DERIVED = {"db_readable", "cluster_overrides"}  # fields that are no setting: computed by from_env
+DERIVED = {"privileged", "cluster_overrides"}  # fields that are no setting: computed by from_env
 
 
 @pytest.mark.parametrize(("cls", "prefix", "doc"), [

@@ -18,7 +18,7 @@ from webapp.cli.login import WITHHELD, WithheldMetrics, build_for_caller, recent
 from webapp.lists.job_list import ListQuery, select
 from webapp.model import JobId, JobNotFound
 from webapp.report.job_rows import RUNNING_NOTE
-from webapp.settings import Settings, caller_env
+from webapp.settings import Caller, Settings, caller_env
 from webapp.sources.sacct import FIELDS
 from webapp.sources.sacct_accounting import (
     NAMED_LIST_FIELDS,
@@ -48,7 +48,7 @@ def user_settings(monkeypatch) -> Settings:
 
     monkeypatch.setattr("webapp.sources.sacct.run_sacct", fake_sacct)
     # Nothing listens on port 9: Prometheus is down, which only the owner's report asks.
-    return Settings(db_readable=False, prometheus_url="http://127.0.0.1:9",
+    return Settings(privileged=False, prometheus_url="http://127.0.0.1:9",
                     prometheus_timeout=1)
 
 
@@ -124,12 +124,24 @@ def test_jobreport_show_as_mallory_with_staff_in_her_environment(tmp_path, monke
     monkeypatch.delenv("JOBREPORT_CONFIG", raising=False)
     monkeypatch.setenv("JOBREPORT_STAFF", "mallory")
     monkeypatch.setenv("JOBREPORT_DB_PASSWORD_FILE", "")
-    settings = Settings.from_env()
+    settings = Settings.from_env(caller=Caller(1000, "mallory"))
     assert settings.staff == {"ann"} and settings.db_password_file == "/etc/jobreport/db-password"
-    # As on a login node, where mallory cannot read the password file:
-    settings = replace(settings, db_readable=False, prometheus_url="http://127.0.0.1:9")
+    assert not settings.privileged  # neither root nor the service user
+    settings = replace(settings, prometheus_url="http://127.0.0.1:9")
     service, _ = service_for(settings, JobId(17), who="mallory")
     assert isinstance(service.prometheus, WithheldMetrics)
+    assert isinstance(service.accounting, NoAccounting)
+
+
+def test_a_password_bob_learned_gives_him_no_other_users_job(user_settings):
+    # The URL holds the password (in bob's own environment, on a host without a system
+    # config): he is still an ordinary user, so job 17 (root's) comes without its usage,
+    # from sacct as him, and the archive is not offered.
+    settings = Settings.from_env({"JOBREPORT_DB_URL": "mysql://jobreport:learned@127.0.0.1/x",
+                                  "JOBREPORT_PROMETHEUS_URL": "http://127.0.0.1:9"},
+                                 caller=Caller(1000, "bob"))
+    service, archive = service_for(settings, JobId(17), who="bob")
+    assert isinstance(service.prometheus, WithheldMetrics) and not archive
     assert isinstance(service.accounting, NoAccounting)
 
 
@@ -177,7 +189,7 @@ def list_settings(monkeypatch) -> tuple[Settings, list[list[str]]]:
         return as_asked(argv, one_job(argv[argv.index("--jobs") + 1]))
 
     monkeypatch.setattr("webapp.sources.sacct.run_sacct", fake_sacct)
-    return Settings(db_readable=False, prometheus_url="http://127.0.0.1:9",
+    return Settings(privileged=False, prometheus_url="http://127.0.0.1:9",
                     prometheus_timeout=1), calls
 
 
@@ -207,7 +219,7 @@ def test_another_users_list_asks_prometheus_nothing(list_settings):
     settings, _ = list_settings
     rows, _ = recent_rows(settings, "alice", "bob", SINCE, NOW)
     assert f"GPU use: {WITHHELD}" in next(r for r in rows if r.job_id == "2652").missing
-    staff = Settings(db_readable=False, prometheus_url="http://127.0.0.1:9",
+    staff = Settings(privileged=False, prometheus_url="http://127.0.0.1:9",
                      prometheus_timeout=1, staff=frozenset({"ann"}))
     rows, _ = recent_rows(staff, "alice", "ann", SINCE, NOW)
     assert f"GPU use: {WITHHELD}" not in next(r for r in rows if r.job_id == "2652").missing

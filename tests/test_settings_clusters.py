@@ -30,12 +30,13 @@ from webapp.settings import (
 CAPTURES = Path(__file__).parent.parent / "fixtures" / "slurmrestd"
 
 
-def settings(folder: Path, files: dict[str, str], **env: str) -> Settings:
+def settings(folder: Path, files: dict[str, str], mode: int = 0o644, **env: str) -> Settings:
     """The settings of a deployment serving ``demo``, ``v24`` and ``v26``, with the
-    cluster files ``files`` (name -> text) in ``folder``."""
+    cluster files ``files`` (name -> text) in ``folder``, of mode ``mode``."""
     folder.mkdir(exist_ok=True)
     for name, text in files.items():
         (folder / f"{name}.conf").write_text(text)
+        (folder / f"{name}.conf").chmod(mode)
     return Settings.from_env({
         "JOBREPORT_CONFIG": "", "JOBREPORT_CLUSTER": "demo",
         "JOBREPORT_CLUSTERS": "v24,v26=http://prom-v26:9090",
@@ -71,7 +72,8 @@ export JOBREPORT_SACCT=/opt/v24/bin/sacct
 def test_every_per_cluster_key_goes_through_the_main_settings_parser(tmp_path):
     # Each key at its documented default text: the value the main settings hold for it.
     text = "".join(f"{env_name(f)}={SETTINGS_DOC[env_name(f)][0]}\n" for f in CLUSTER_SETTINGS)
-    s = settings(tmp_path / "clusters", {"v24": text})
+    # The default JOBREPORT_DB_URL holds a password: a file others may read is refused.
+    s = settings(tmp_path / "clusters", {"v24": text}, mode=0o600)
     v24 = s.for_cluster("v24")
     assert {f: getattr(v24, f) for f in CLUSTER_SETTINGS} == {
         f: getattr(Settings(), f) for f in CLUSTER_SETTINGS}
@@ -132,7 +134,6 @@ def test_a_clusters_database_password_comes_from_its_own_file(tmp_path):
         "JOBREPORT_DB_URL=mysql://jobreport@db-v24:3306/jobreport\n"
         f"JOBREPORT_DB_PASSWORD_FILE={tmp_path / 'pw-v24'}\n")})
     assert s.for_cluster("v24").db_url == "mysql://jobreport:s3cret%2Fv24@db-v24:3306/jobreport"
-    assert s.for_cluster("v24").db_readable
     assert s.db_url == Settings().db_url and s.for_cluster("v26").db_url == s.db_url
 
 

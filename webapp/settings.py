@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -32,15 +33,16 @@ from jobreport_common.settings import (
 from webapp.carbon import country_intensity
 from webapp.thresholds import StaffConfig, Thresholds, parse_staff_config, parse_thresholds
 
-__all__ = ["CLUSTER_SETTINGS", "DEFAULT_CONFIG", "PRIVILEGED", "SETTINGS_DOC", "Settings",
-           "SettingsError", "caller_env", "env_name", "layered", "parse_config", "read_secret"]
+__all__ = ["CLUSTER_SETTINGS", "DEFAULT_CONFIG", "PRIVILEGED", "SETTINGS_DOC", "Caller",
+           "Settings", "SettingsError", "caller_env", "env_name", "is_privileged", "layered",
+           "parse_config", "read_secret"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG = "/etc/jobreport/jobreport.conf"
 CONFIG_DOC = (
     DEFAULT_CONFIG,
-    "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line, except JOBREPORT_STAFF, JOBREPORT_DB_URL, JOBREPORT_DB_PASSWORD_FILE, JOBREPORT_SACCT, JOBREPORT_CHAT_URLS, JOBREPORT_CHAT_MAP and JOBREPORT_CLUSTER_SETTINGS_DIR, which for a caller who is not root come from the default file alone where it exists (SECURITY.md).",
+    "System config file of `JOBREPORT_*=value` lines, read first (a missing default file is skipped; empty: none); each environment variable overrides its line, except JOBREPORT_STAFF, JOBREPORT_SERVICE_USER, JOBREPORT_DB_URL, JOBREPORT_DB_PASSWORD_FILE, JOBREPORT_SACCT, JOBREPORT_CHAT_URLS, JOBREPORT_CHAT_MAP and JOBREPORT_CLUSTER_SETTINGS_DIR, which for a caller who is not root come from the default file alone where it exists (SECURITY.md). A file others may read (mode o+r) holding a URL with a password stops the start.",
 )
 
 # Who is staff, which sources a caller may read (the accounting view with the service's
@@ -48,9 +50,17 @@ CONFIG_DOC = (
 # JOBREPORT_CLUSTER_SETTINGS_DIR) and where chat notices of users' jobs go: for a caller
 # who is not root, only the system config file says where there is one; neither the
 # caller's environment nor a JOBREPORT_CONFIG it names does.
-PRIVILEGED = ("JOBREPORT_STAFF", "JOBREPORT_DB_URL", "JOBREPORT_DB_PASSWORD_FILE",
-              "JOBREPORT_SACCT", "JOBREPORT_CHAT_URLS", "JOBREPORT_CHAT_MAP",
-              "JOBREPORT_CLUSTER_SETTINGS_DIR")
+PRIVILEGED = ("JOBREPORT_STAFF", "JOBREPORT_SERVICE_USER", "JOBREPORT_DB_URL",
+              "JOBREPORT_DB_PASSWORD_FILE", "JOBREPORT_SACCT", "JOBREPORT_CHAT_URLS",
+              "JOBREPORT_CHAT_MAP", "JOBREPORT_CLUSTER_SETTINGS_DIR")
+
+# URL settings that may carry a database password -> where the password goes instead.
+# In a config file every user may read, the password would be every user's: refused.
+SECRET_URLS = {
+    "JOBREPORT_DB_URL": "JOBREPORT_DB_PASSWORD_FILE",
+    "JOBREPORT_ADMIN_COMMENT_DB_URL": "the services' own environment (an EnvironmentFile of mode 0600)",
+    "JOBREPORT_ARCHIVE_URL": "the services' own environment (an EnvironmentFile of mode 0600)",
+}
 
 # Read by the exporters (their own settings modules), the benchmarks and the tests.
 OTHER_PREFIXES = (
@@ -97,6 +107,20 @@ def _read_config(path: str, var: str = "JOBREPORT_CONFIG") -> str:
         raise SettingsError(f"{var}={path!r}: {exc.strerror}") from None
 
 
+def read_config_file(path: str, var: str = "JOBREPORT_CONFIG") -> dict[str, str]:
+    """A config file's settings, refused when others may read it and a URL in it holds a
+    password (``SECRET_URLS``): the file is world-readable on every login node."""
+    lines = parse_config(_read_config(path, var), path)
+    leaked = sorted(k for k in SECRET_URLS if urlsplit(lines.get(k, "")).password is not None)
+    if leaked and os.stat(path).st_mode & 0o004:
+        key = leaked[0]
+        raise SettingsError(
+            f"{path}: {key} holds a password and the file is readable by every user "
+            f"(mode {os.stat(path).st_mode & 0o777:04o}): leave the password out of the URL and "
+            f"put it in {SECRET_URLS[key]}")
+    return lines
+
+
 def layered(env: Mapping[str, str], default_config: str = "") -> dict[str, str]:
     """The config file's settings overridden by ``env``'s. The file is ``env``'s
     JOBREPORT_CONFIG, else ``default_config`` (skipped when missing; a file named
@@ -106,7 +130,7 @@ def layered(env: Mapping[str, str], default_config: str = "") -> dict[str, str]:
         return dict(env)
     if "JOBREPORT_CONFIG" not in env and not os.path.exists(path):
         return dict(env)
-    return {**parse_config(_read_config(path), path), **env}
+    return {**read_config_file(path), **env}
 
 
 def caller_env(env: Mapping[str, str], system_config: str, uid: int) -> dict[str, str]:
@@ -118,7 +142,7 @@ def caller_env(env: Mapping[str, str], system_config: str, uid: int) -> dict[str
     merged = layered(env, system_config)
     if uid == 0 or not system_config or not os.path.exists(system_config):
         return merged
-    system = parse_config(_read_config(system_config), system_config)
+    system = read_config_file(system_config)
     for key in PRIVILEGED:
         if merged.get(key, system.get(key)) != system.get(key):
             log.warning("%s ignored: for a caller who is not root it comes from %s only",
@@ -290,7 +314,7 @@ class Settings:
         "Accounting view, read as the restricted user (leave the password out when JOBREPORT_DB_PASSWORD_FILE holds it).")
     db_password_file: str = setting(
         "",
-        "File holding the restricted user's password, readable by the service user only; a caller who cannot read it gets reports from what Slurm shows them (see \"Login nodes\").")
+        "File holding the restricted user's password, readable by the service user only (JOBREPORT_SERVICE_USER).")
     sacct: str = setting(
         "sacct",
         "Path of the sacct command.")
@@ -333,6 +357,9 @@ class Settings:
         "",
         "Comma-separated user names that may see every job.",
         names)
+    service_user: str = setting(
+        "jobreport",
+        "The user the services run as (`User=` of deploy/jobreport-*.service): it and root are the only callers of `jobreport` that read the accounting view and the archive; anybody else gets what Slurm shows them (see \"Login nodes\"), whatever files or passwords they can read.")
     auth: str = setting(
         "password",
         "`password` (built-in login) or `remote-user` (trust the reverse proxy).",
@@ -508,9 +535,11 @@ class Settings:
         "",
         "Public URL of the web app (e.g. `https://jobreport.example.org`): links in emails; empty: no links.",
         _url)
-    # Not a setting: False when JOBREPORT_DB_PASSWORD_FILE exists but this process may not
-    # read it (a user on a login node); the CLI then reads what Slurm shows the caller.
-    db_readable: bool = True
+    # Not a setting: whether the caller is root or JOBREPORT_SERVICE_USER (``is_privileged``),
+    # decided by who runs the process, never by what it can read: a password leaked into a
+    # file or an environment makes nobody privileged. False: the CLI reads what Slurm shows
+    # the caller and never opens the view or the archive.
+    privileged: bool = True
     # Not a setting: cluster name -> the fields its file in JOBREPORT_CLUSTER_SETTINGS_DIR
     # sets (parsed, checked at start), which ``for_cluster`` lays over these settings.
     cluster_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -537,11 +566,13 @@ class Settings:
                                 **self.cluster_overrides.get(name, {})})
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+    def from_env(cls, env: Mapping[str, str] | None = None,
+                 caller: Caller | None = None) -> Settings:
         """From ``env`` (default: the process environment over the system config file
         ``/etc/jobreport/jobreport.conf`` or JOBREPORT_CONFIG, the privileged keys from
         the system file alone unless root runs it). An explicit ``env`` reads a config
-        file only when it names one in JOBREPORT_CONFIG."""
+        file only when it names one in JOBREPORT_CONFIG. ``caller`` (default: this
+        process's effective user) decides ``privileged``."""
         env = (caller_env(os.environ, DEFAULT_CONFIG, os.getuid()) if env is None
                else layered(env))
         retired = sorted(k for k in env if k in RETIRED)
@@ -549,6 +580,8 @@ class Settings:
             raise SettingsError("; ".join(f"{k}: {RETIRED[k]}" for k in retired))
         env = {k: v for k, v in env.items() if k != "JOBREPORT_CONFIG"}
         settings = cls._built(env)
+        settings = replace(settings, privileged=is_privileged(caller or Caller.of_process(),
+                                                              settings.service_user))
         overrides = _cluster_overrides(settings, env)
         return replace(settings, cluster_overrides=overrides) if overrides else settings
 
@@ -557,8 +590,7 @@ class Settings:
         """Every setting parsed from ``env`` (the config file already laid under it), the
         secrets read from their files, the combinations checked."""
         values = load(cls, "JOBREPORT_", env, OTHER_PREFIXES)
-        values["db_url"], values["db_readable"] = _db_url(values["db_url"],
-                                                          values["db_password_file"])
+        values["db_url"] = _db_url(values["db_url"], values["db_password_file"])
         values["secret_key"] = _from_file(values["secret_key"], values["secret_key_file"],
                                           "JOBREPORT_SECRET_KEY_FILE")
         values["smtp_password"] = _from_file(values["smtp_password"],
@@ -586,8 +618,7 @@ CLUSTER_SETTINGS = (
     "admin_comment", "admin_comment_db_url",
 )
 # Fields computed from others: recomputed for a cluster whose file sets any of those.
-_DERIVED_FROM = {"db_url": ("db_url", "db_password_file"),
-                 "db_readable": ("db_url", "db_password_file")}
+_DERIVED_FROM = {"db_url": ("db_url", "db_password_file")}
 
 
 def _cluster_overrides(settings: Settings, env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
@@ -608,7 +639,7 @@ def _cluster_overrides(settings: Settings, env: Mapping[str, str]) -> dict[str, 
         path = os.path.join(folder, f"{name}.conf")
         if name == settings.cluster or not os.path.exists(path):
             continue
-        lines = parse_config(_read_config(path, "JOBREPORT_CLUSTER_SETTINGS_DIR"), path)
+        lines = read_config_file(path, "JOBREPORT_CLUSTER_SETTINGS_DIR")
         for key in sorted(lines):
             if key not in SETTINGS_DOC and not key.startswith(OTHER_PREFIXES):
                 raise SettingsError(f"{path}: unknown setting {key}")
@@ -640,15 +671,37 @@ def _from_file(value: str, path: str, var: str) -> str:
     return read_secret(path, var) or ""
 
 
-def _db_url(url: str, password_file: str) -> tuple[str, bool]:
+def _db_url(url: str, password_file: str) -> str:
     """The accounting URL with the password file's password (a URL holding its own keeps
-    it), and whether this process may read the view at all."""
+    it; a file this process may not read leaves the URL without one)."""
     if not password_file or urlsplit(url).password is not None:
-        return url, True
+        return url
     password = read_secret(password_file, "JOBREPORT_DB_PASSWORD_FILE")
-    if password is None:
-        return url, False
-    return with_password(url, password), True
+    return url if password is None else with_password(url, password)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who runs this process: its effective uid and that uid's user name ("" when the
+    passwd database has none, as for an arbitrary uid in a container)."""
+
+    euid: int
+    name: str
+
+    @classmethod
+    def of_process(cls) -> Caller:
+        euid = os.geteuid()
+        try:
+            return cls(euid, pwd.getpwuid(euid).pw_name)
+        except KeyError:
+            return cls(euid, "")
+
+
+def is_privileged(caller: Caller, service_user: str) -> bool:
+    """Root and the service's own user read the view and the archive from the CLI; every
+    other caller is an ordinary user, whatever they can read (a password in a file or
+    their environment is no proof of who they are)."""
+    return caller.euid == 0 or (bool(service_user) and caller.name == service_user)
 
 
 def _check_prometheus_client(s: Settings) -> None:

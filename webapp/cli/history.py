@@ -30,7 +30,7 @@ def add_history_arguments(parser: argparse.ArgumentParser) -> None:
 def source_for(settings: Settings, user: str, who: str) -> HistorySource:
     """sacct as the caller; Prometheus' figures for their own jobs, or for staff and the
     service user (the same rule as ``jobreport show``)."""
-    mine = settings.db_readable or user == who or who in settings.staff
+    mine = settings.privileged or user == who or who in settings.staff
     return HistorySource(sacct_for(settings), prometheus_from(settings) if mine else None,
                          gpu_idle=settings.thresholds.gpu_idle)
 

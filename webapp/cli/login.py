@@ -2,8 +2,9 @@
 
 Who may read what (README "Login nodes", SECURITY.md):
 
-- a process that can read the accounting view (the service user, root: it can read
-  JOBREPORT_DB_PASSWORD_FILE, or the URL holds the password) builds every report in full;
+- root and the service's own user (JOBREPORT_SERVICE_USER; ``Settings.privileged``,
+  decided by who runs the process, not by which files or passwords it can read) build
+  every report in full from the view and the archive;
 - anybody else reads what Slurm shows them: ``sacct`` runs as the caller, so Slurm's
   ``PrivateData`` decides which jobs they see at all. For their own jobs (and, for the
   names in JOBREPORT_STAFF, every job) the report is complete: sacct stands in for the
@@ -76,7 +77,7 @@ def service_for(settings: Settings, job_id: JobId, who: str | None = None
                 ) -> tuple[ReportService, bool]:
     """(the service to build ``job_id`` with, whether the archive may stand in).
     Raises JobNotFound when Slurm shows the caller no such job."""
-    if settings.db_readable:
+    if settings.privileged:
         return ReportService(settings), True
     who = who or caller()
     sacct = sacct_for(settings)
@@ -109,7 +110,7 @@ def recent_rows(settings: Settings, user: str, who: str, since: datetime, now: d
     app does; anyone else one ``sacct`` call as themselves, with Prometheus' GPU figures
     for their own jobs (staff: anybody's) and no archive (it holds everyone's reports).
     Raises SourceUnavailable when the view (or, standing in for it, sacct) fails."""
-    if settings.db_readable:
+    if settings.privileged:
         return ReportService(settings).job_list(since, now, user=user)
     listing = SacctJobList(sacct_for(settings), settings.cluster)
     mine = user == who or who in settings.staff

@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay the RAPL energy recorded in TRACE over a copy of the --powercap-root "
         "tree instead of reading the hardware's (demo/test stacks)",
     )
+    p.add_argument(
+        "--state-file",
+        metavar="FILE",
+        help="keep the sums the exporter adds up (energy, exited processes' I/O, waits) "
+        "in FILE across a restart",
+    )
     p.add_argument("--once", action="store_true", help="print one scrape to stdout and exit")
     return p
 
@@ -75,7 +81,7 @@ def settings_from(args: argparse.Namespace, base: Settings) -> Settings:
     return with_flags(base, {
         **{name: getattr(args, name) for name in (
             "listen", "cgroup_root", "proc_root", "node_name", "gpu_alloc_dir",
-            "powercap_root", "hwmon_root", "gpu_order")},
+            "powercap_root", "hwmon_root", "gpu_order", "state_file")},
         "scratch": ":".join(args.scratch) if args.scratch else None,
         "gpus": "off" if args.no_gpus else None,
     })
@@ -110,8 +116,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             parser.error(f"--powercap-replay: {exc}")
         settings = dataclasses.replace(settings, powercap_root=replay.root)
-        # Stopped with TERM (dev-stack, systemd): exit through atexit, which removes the copy.
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     registry = CollectorRegistry()
     nvml = None
     if args.nvml_replay:
@@ -123,13 +127,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         from exporter.amdsmi_replay import load_replay as load_amdsmi_replay
 
         amdsmi = load_amdsmi_replay(args.amdsmi_replay)
-    registry.register(JobsCollector(settings, nvml=nvml, amdsmi=amdsmi))
+    jobs = JobsCollector(settings, nvml=nvml, amdsmi=amdsmi)
+    registry.register(jobs)
     if args.once:
         sys.stdout.buffer.write(generate_latest(registry))
         return 0
+    # Stopped with TERM (systemd, dev-stack): the sums saved, then exit through atexit
+    # (which removes a powercap replay's copy).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     start_http_server(port, addr=host, registry=registry)
     log.info("serving /metrics on %s:%d (node %s)", host, port, settings.effective_node_name)
-    threading.Event().wait()
+    try:
+        threading.Event().wait()
+    finally:
+        jobs.save_state()
     return 0
 
 

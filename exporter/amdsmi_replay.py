@@ -50,6 +50,9 @@ class ReplayAmdSmi:
         self.calls: list[str] = []
         self.clock = clock
         self.started = clock()
+        # Where the accumulator counts from (None: amdsmi_init); ``load_replay`` takes the
+        # boot, as the driver's counter does, so a restarted exporter reads it on.
+        self.energy_origin: float | None = None
 
     def amdsmi_init(self, flag: Any = None) -> None:
         self.calls.append("amdsmi_init")
@@ -116,7 +119,8 @@ class ReplayAmdSmi:
         if watts is None:
             raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED, "no power recorded")
         resolution = energy["counter_resolution"]
-        elapsed = self.clock() - self.started
+        origin = self.started if self.energy_origin is None else self.energy_origin
+        elapsed = self.clock() - origin
         ticks = round((energy.get("energy_microjoules", 0) + watts * elapsed * 1e6) / resolution)
         return {
             "power": ticks,  # the accumulator's name before ROCm 6.4, kept beside it
@@ -128,4 +132,6 @@ class ReplayAmdSmi:
 
 def load_replay(path: str | pathlib.Path) -> ReplayAmdSmi:
     """A replaying amdsmi from a JSON file of recorded device readings."""
-    return ReplayAmdSmi(json.loads(pathlib.Path(path).read_text())["devices"])
+    replay = ReplayAmdSmi(json.loads(pathlib.Path(path).read_text())["devices"])
+    replay.energy_origin = 0.0  # Linux's monotonic clock counts from the boot
+    return replay

@@ -22,9 +22,9 @@ its counters (the kernel adds a wait when the thread gets its CPU) and reads as 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from exporter.procfs import TaskTimes
 
@@ -108,3 +108,17 @@ class WaitTotals:
         """Forget every job not in ``job_ids`` (ended)."""
         keep = set(job_ids)
         self._jobs = {j: s for j, s in self._jobs.items() if j in keep}
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every job's sums and its threads' last times as JSON values (exporter/state.py)."""
+        return {job_id: {"tasks": [list(t) for t in s.tasks.values()],
+                         "cpu_wait_ns": s.cpu_wait_ns, "io_wait_ticks": s.io_wait_ticks}
+                for job_id, s in self._jobs.items()}
+
+    def restore(self, data: Mapping[str, Any]) -> None:
+        """The sums of ``snapshot``: the next update adds each thread's growth since then.
+        Busy tasks are measured again from that update (no interval to measure yet)."""
+        for job_id, s in data.items():
+            tasks = {t[0]: TaskTimes(*t) for t in s["tasks"]}
+            self._jobs[job_id] = _JobState(tasks, int(s["cpu_wait_ns"]),
+                                           int(s["io_wait_ticks"]))

@@ -31,9 +31,9 @@ update: bounded by the processes on the node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from exporter.procfs import IoCounters, ProcessSample
 
@@ -109,6 +109,26 @@ class IoTotals:
 
     def __len__(self) -> int:
         return len(self._jobs)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every job's state as JSON values (exporter/state.py)."""
+        return {job_id: {"procs": [[*key, *(parent or (None, None)), *io]
+                                   for key, (parent, io) in s.procs.items()],
+                         "retired": list(s.retired),
+                         "emitted": None if s.emitted is None else list(s.emitted)}
+                for job_id, s in self._jobs.items()}
+
+    def restore(self, data: Mapping[str, Any]) -> None:
+        """The state of ``snapshot``: the next update finds the processes gone since as it
+        would after one long interval."""
+        for job_id, s in data.items():
+            procs: dict[Key, tuple[Key | None, IoCounters]] = {}
+            for pid, start, ppid, pstart, *io in s["procs"]:
+                parent = None if ppid is None else (ppid, pstart)
+                procs[(pid, start)] = (parent, IoCounters(*io))
+            emitted = s.get("emitted")
+            self._jobs[job_id] = _JobState(procs, IoCounters(*s["retired"]),
+                                           None if emitted is None else IoCounters(*emitted))
 
 
 def _parent_key(by_pid: dict[int, Key], proc: Proc | ProcessSample) -> Key | None:

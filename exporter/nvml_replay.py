@@ -5,8 +5,9 @@ For machines without an NVIDIA driver (the demo stack, tests): ``jobs-exporter
 fixtures/exporter/nvml/replay.json, derived from real nvidia-smi captures) through the
 same calls the exporter makes on the real module, with the same units (percent, bytes,
 milliwatts), raising its own NVMLError like pynvml does. Readings are constant; the
-energy counter (millijoules) is the recorded power times the time since ``nvmlInit``, as
-a board drawing that power would count it, added to the device's recorded counter
+energy counter (millijoules) is the recorded power times the time since the machine booted
+(``load_replay``; since ``nvmlInit`` for a replay built by hand), as a board drawing that
+power would count it since its driver loaded, added to the device's recorded counter
 (``energy_millijoules``, real recordings only; 0 when absent).
 
 A card recorded in MIG mode has ``mig``: ``max_devices`` (nvmlDeviceGetMaxMigDeviceCount)
@@ -96,6 +97,10 @@ class ReplayNvml:
         self.calls: list[str] = []
         self.clock = clock
         self.started = clock()
+        # Where the energy counter counts from (None: nvmlInit). A real board counts from
+        # the driver's load, so ``load_replay`` takes the boot (monotonic 0): a restarted
+        # exporter reads the counter on, not from 0.
+        self.energy_origin: float | None = None
         self.sleep = time.sleep  # how an event wait passes its time
         self._delivered: set[tuple[int, int]] = set()  # (card position, event position)
         self._lock = threading.Lock()
@@ -158,7 +163,8 @@ class ReplayNvml:
         # A device recorded with "energy_counter": false is a pre-Volta board without one.
         if handle.get("power_milliwatts") is None or handle.get("energy_counter") is False:
             raise NVMLError_NotSupported("Not Supported")
-        counted = handle["power_milliwatts"] * (self.clock() - self.started)
+        origin = self.started if self.energy_origin is None else self.energy_origin
+        counted = handle["power_milliwatts"] * (self.clock() - origin)
         return round(handle.get("energy_millijoules", 0) + counted)
 
 
@@ -276,4 +282,6 @@ class ReplayNvml:
 
 def load_replay(path: str | pathlib.Path) -> ReplayNvml:
     """A replaying NVML from a JSON file of recorded device readings."""
-    return ReplayNvml(json.loads(pathlib.Path(path).read_text())["devices"])
+    replay = ReplayNvml(json.loads(pathlib.Path(path).read_text())["devices"])
+    replay.energy_origin = 0.0  # Linux's monotonic clock counts from the boot
+    return replay

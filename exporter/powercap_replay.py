@@ -5,7 +5,8 @@ TRACE --powercap-root TREE`` copies TREE, a captured powercap class directory su
 fixtures/exporter/energy/powercap, to a private directory and rewrites the ``energy_uj``
 file of each package and DRAM zone there as time passes, as the kernel would: the zone's
 captured counter plus the joules TRACE recorded for that socket and domain since the
-replay started (the recording looped), wrapped at the zone's ``max_energy_range_uj``. The
+machine booted (the recording looped; a restarted exporter's replay goes on where the
+last one was, as the hardware's counter does), wrapped at the zone's ``max_energy_range_uj``. The
 exporter reads the copy through exporter/powercap.py exactly as it reads
 /sys/class/powercap. A zone TRACE has no series for keeps its captured value.
 
@@ -105,7 +106,7 @@ class PowercapReplay:
     """A private copy of ``tree`` whose zones count the recorded series from now on."""
 
     def __init__(self, tree: str, trace: str, root: str | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, started: float | None = None):
         self.root = root or tempfile.mkdtemp(prefix="jobs-exporter-powercap-")
         shutil.copytree(tree, self.root, dirs_exist_ok=True, symlinks=True)
         series = parse_rapl_trace(trace)
@@ -118,7 +119,9 @@ class PowercapReplay:
         if not self.zones:
             raise ValueError(f"no zone under {tree} has a series in the trace")
         self.clock = clock
-        self.started = clock()
+        # None: counting from now. ``start_replay`` counts from the boot (monotonic 0), as
+        # the hardware does, so a restarted exporter's copy goes on where the last one was.
+        self.started = clock() if started is None else started
         self._stop = threading.Event()
 
     def advance(self) -> None:
@@ -161,7 +164,7 @@ def start_replay(trace_path: str, tree: str) -> PowercapReplay:
     """The replay of ``trace_path`` over ``tree``, counting, its copy removed at exit."""
     with open(trace_path) as f:
         trace = f.read()
-    replay = PowercapReplay(tree, trace)
+    replay = PowercapReplay(tree, trace, started=0.0)
     atexit.register(shutil.rmtree, replay.root, True)
     replay.start()
     for z in replay.zones:

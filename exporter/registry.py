@@ -34,6 +34,7 @@ from exporter.collectors.waits import WaitCollector
 from exporter.proc_reader import ProcReader, fd_budget
 from exporter.scrape import ScrapedJob
 from exporter.settings import Settings
+from exporter.state import StateFile, Stateful
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,26 @@ class JobsCollector:
         self._users: dict[int, str] = {}
         self._unreadable_logged: set[str] = set()  # logged once while they exist
         self._unreadable_seen: set[str] = set()  # found by the previous scrape
+        # The sums the exporter adds up itself, kept across its restart (exporter/state.py).
+        self.state = StateFile(settings.state_file) if settings.state_file else None
+        if self.state is not None:
+            saved = self.state.load()
+            for collector in self._stateful():
+                if collector.name in saved:
+                    try:
+                        collector.restore(saved[collector.name])
+                    except (KeyError, TypeError, ValueError) as exc:
+                        log.error("state of %s not used (%s): its sums start now",
+                                  collector.name, exc)
+
+    def _stateful(self) -> list[Stateful]:
+        return [c for c in self.collectors if isinstance(c, Stateful)]
+
+    def save_state(self) -> None:
+        """Write the collectors' sums now (a clean stop; the scrapes write them too)."""
+        if self.state is not None:
+            with self._lock:
+                self.state.save({c.name: c.snapshot() for c in self._stateful()})
 
     def close(self) -> None:
         """Close every kept-open file (the collector keeps working, reopening them)."""
@@ -99,6 +120,8 @@ class JobsCollector:
         with _cycle_collector_paused():
             with self._lock:
                 families = self._scrape()
+                if self.state is not None and self.state.due():
+                    self.state.save({c.name: c.snapshot() for c in self._stateful()})
             yield from families  # the exposition is written between these yields
 
     def _scrape(self) -> list[Metric]:

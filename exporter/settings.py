@@ -72,6 +72,7 @@ class Settings:
     bmc: str = setting("off", "Node meter from the BMC: `ipmitool` (`ipmitool dcmi power reading`), `ipmi-dcmi` (FreeIPMI), `redfish` (needs JOBREPORT_EXPORTER_REDFISH_URL) or `off`.", choice("off", "ipmitool", "ipmi-dcmi", "redfish"))
     bmc_interval: float = setting("30", "Seconds between two BMC readings (asked outside the scrape; the last one is served with its age).", _bmc_interval)
     redfish_url: str = setting("", "The `Chassis/<id>/Power` resource, e.g. `https://bmc/redfish/v1/Chassis/1/Power`.")
+    state_file: str = setting("", "File keeping the sums the exporter adds up itself (each job's joules, its exited processes' I/O, its threads' wait seconds) across a restart or an upgrade, written every 30 s and at a clean stop; the directory must be writable (the shipped unit: `/var/lib/jobs-exporter/state.json`). Empty: kept in memory only, so a restart counts a running job's from 0.")
     redfish_auth_file: str = setting("", "File holding `user:password` for Redfish (empty: no authentication).")
 
     @classmethod

@@ -146,3 +146,24 @@ def test_single_threaded_process_reads_its_kept_schedstat():
         os.waitpid(pid, 0)
     assert reader.read(pid) is None  # exited: ESRCH on the kept fd
     reader.close()
+
+
+def test_waits_go_on_over_a_restart_as_without_one():
+    """The sums and each thread's last times come back: a thread's wait while the exporter
+    was down is added at the first scrape after; a thread that exited meanwhile keeps what
+    was counted; busy threads are measured again from that scrape."""
+    import json
+
+    hz = os.sysconf("SC_CLK_TCK")
+    s0 = [TaskTimes(1, 0, 10**9, 0), TaskTimes(2, 0, 2 * 10**9, hz)]
+    s1 = [TaskTimes(1, 10**9, 4 * 10**9, hz)]  # thread 2 exited while the exporter was down
+    steady = WaitTotals()
+    steady.update("7", s0, 0.0)
+    before = WaitTotals()
+    before.update("7", s0, 0.0)
+    restarted = WaitTotals()
+    restarted.restore(json.loads(json.dumps(before.snapshot())))
+    want, got = steady.update("7", s1, 60.0), restarted.update("7", s1, 60.0)
+    assert got.cpu_wait_seconds == want.cpu_wait_seconds == 6.0
+    assert got.io_wait_seconds == want.io_wait_seconds == 2.0
+    assert got.busy_tasks is None  # no interval measured since the start yet

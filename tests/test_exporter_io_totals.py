@@ -194,3 +194,31 @@ def test_a_newer_process_on_the_recorded_parent_pid_is_not_the_parent():
     assert reads(t.update("7", [newer, proc(201, 200, 70)])) == 170
     # 201 is reaped by init, outside the job: its 70 stay counted.
     assert reads(t.update("7", [proc(200, STEPD, 5, start=5000)])) == 175
+
+
+def _restarted(t: IoTotals) -> IoTotals:
+    """A new exporter's totals from the old one's saved state (as JSON, as on disk)."""
+    import json
+
+    again = IoTotals()
+    again.restore(json.loads(json.dumps(t.snapshot())))
+    return again
+
+
+def test_totals_go_on_over_a_restart_as_without_one():
+    """Processes reaped while the exporter was down are judged as after one long interval:
+    a step reaped outside the job keeps its I/O, a child reaped by the script is not
+    counted twice, and nothing goes below what was served."""
+    scrapes = [
+        [proc(200, STEPD, 1000), proc(201, 200, 500), proc(300, STEPD, 4000)],
+        [proc(200, STEPD, 1100), proc(201, 200, 600), proc(300, STEPD, 4100)],
+        # down meanwhile: 201 reaped by the script, step 300 by slurmstepd
+        [proc(200, STEPD, 1800), proc(400, STEPD, 10)],
+    ]
+    steady, restarted = IoTotals(), IoTotals()
+    for procs in scrapes[:2]:
+        steady.update("7", procs)
+        restarted.update("7", procs)
+    restarted = _restarted(restarted)
+    assert restarted.update("7", scrapes[2]) == steady.update("7", scrapes[2])
+    assert reads(steady.update("7", scrapes[2])) == 1800 + 4100 + 10

@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.samples import Sample
@@ -23,6 +24,9 @@ from exporter.scrape import ScrapedJob, each
 
 log = logging.getLogger(__name__)
 _USER_HZ = os.sysconf("SC_CLK_TCK")
+# A restored snapshot older than this starts a new baseline: RAPL's package counter wraps
+# every ~20 min at 200 W (max_energy_range_uj: 262 kJ), and twice is undetectable.
+MAX_GAP = 600.0
 
 
 @dataclass
@@ -54,6 +58,7 @@ class EnergyCollector:
         # GPU, so the report reads one figure per card and their sum is the job's "gpu"
         self._jobs: dict[str, dict[tuple[str, str], float]] = {}
         self._unattributed = 0.0
+        self._restored: dict[str, Any] | None = None  # the previous sample of a snapshot
         self._cores = 0
         self._used_memory = 0
 
@@ -87,6 +92,8 @@ class EnergyCollector:
         jobs = [j for j in jobs if not j.gone]
         sample = self._read_node(gpus)
         shares: list[energy.JobInterval] = []
+        if self._restored is not None:
+            self._previous = self._restored_sample()
         previous = self._previous
         for job, (cpu, memory) in each(jobs, self._read_job):
             seconds = cpu.user_seconds + cpu.system_seconds
@@ -108,6 +115,50 @@ class EnergyCollector:
         self._previous = sample
         self._jobs = {j: v for j, v in self._jobs.items() if j in sample.jobs_cpu}
         yield from self._families()
+
+    def snapshot(self) -> dict[str, Any]:
+        """The sums and the readings they were last taken from (exporter/state.py): zones
+        by their path under the powercap root (a replay's copy moves), the time as wall
+        clock (the monotonic one restarts with the process)."""
+        previous = self._previous
+        root = self.context.settings.powercap_root
+        return {
+            "node": self._node,
+            "unattributed": self._unattributed,
+            "jobs": {job_id: [[source, gpu, joules] for (source, gpu), joules in parts.items()]
+                     for job_id, parts in self._jobs.items()},
+            "previous": None if previous is None else {
+                "at": time.time() - (self.clock() - previous.at),
+                "zones": {os.path.relpath(path, root): uj for path, uj in previous.zones.items()},
+                "meter_uj": previous.meter_uj, "meter_watts": previous.meter_watts,
+                "gpus": {str(i): j for i, j in previous.gpus.items()},
+                "busy_ticks": previous.busy_ticks, "jobs_cpu": previous.jobs_cpu,
+            },
+        }
+
+    def restore(self, data: Mapping[str, Any]) -> None:
+        """The state of ``snapshot``. The first scrape then splits everything the counters
+        counted since among the jobs (by their CPU time since, as over any interval),
+        unless the snapshot is older than ``MAX_GAP``: a RAPL counter may have wrapped more
+        than once since, so the sums go on from a new baseline."""
+        self._node = {k: float(v) for k, v in data["node"].items()}
+        self._unattributed = float(data["unattributed"])
+        self._jobs = {job_id: {(source, gpu): float(j) for source, gpu, j in parts}
+                      for job_id, parts in data["jobs"].items()}
+        self._restored = data.get("previous")  # a _Sample at the first scrape
+
+    def _restored_sample(self) -> _Sample | None:
+        p, self._restored = self._restored, None
+        if p is None or time.time() - p["at"] > MAX_GAP:
+            return None
+        root = self.context.settings.powercap_root
+        return _Sample(
+            at=self.clock() - (time.time() - p["at"]),
+            zones={os.path.join(root, rel): int(uj) for rel, uj in p["zones"].items()},
+            meter_uj=p["meter_uj"], meter_watts=p["meter_watts"],
+            gpus={int(i): float(j) for i, j in p["gpus"].items()},
+            busy_ticks=int(p["busy_ticks"]), jobs_cpu=dict(p["jobs_cpu"]),
+        )
 
     def _read_job(self, job: ScrapedJob) -> tuple[cgroupfs.CpuUsage, cgroupfs.MemoryUsage]:
         """What the cpu and memory collectors read this scrape, else read here."""
@@ -142,6 +193,8 @@ class EnergyCollector:
     ) -> None:
         joules = {"package": 0.0, "dram": 0.0}
         for zone in self._zones:
+            if zone.path not in before.zones:  # a snapshot of a node with other zones
+                continue
             delta = energy.counter_delta(
                 before.zones[zone.path], now.zones[zone.path], zone.max_range_uj
             )

@@ -10,7 +10,8 @@ would be a false 0.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
@@ -48,6 +49,12 @@ class IoCollector:
     def __init__(self, context: CollectorContext):
         self.context = context
         self.totals = IoTotals()  # per-job state between scrapes
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.totals.snapshot()
+
+    def restore(self, data: Mapping[str, Any]) -> None:
+        self.totals.restore(data)
 
     def collect(self, jobs: Iterable[ScrapedJob]) -> Iterator[Metric]:
         jobs = list(jobs)

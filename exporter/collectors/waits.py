@@ -9,7 +9,8 @@ one second each add four.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -24,6 +25,12 @@ class WaitCollector:
     def __init__(self, context: CollectorContext):
         self.context = context
         self.totals = WaitTotals()  # per-job state between scrapes
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.totals.snapshot()
+
+    def restore(self, data: Mapping[str, Any]) -> None:
+        self.totals.restore(data)
 
     def collect(self, jobs: Iterable[ScrapedJob]) -> Iterator[Metric]:
         jobs = list(jobs)

@@ -106,7 +106,8 @@ class StandInService:
 
 def test_sync_waits_for_the_full_record_then_archives_what_there_is(tmp_path):
     settings = Settings.from_env({"JOBREPORT_CLUSTER": "demo",
-                                  "JOBREPORT_ARCHIVE_URL": str(tmp_path / "a.sqlite")})
+                                  "JOBREPORT_ARCHIVE_URL": str(tmp_path / "a.sqlite"),
+                                  "JOBREPORT_OUTBOX": str(tmp_path / "outbox.sqlite")})
     now = [float(BUSY["end_time"] + 5)]
     archive = Archive(settings.archive_url, clock=lambda: now[0])
     syncer = Syncer(settings, service=StandInService(), archive=archive)  # type: ignore[arg-type]
@@ -117,7 +118,8 @@ def test_sync_waits_for_the_full_record_then_archives_what_there_is(tmp_path):
             syncer._process(job, ["archive"], SyncOptions(), None, frozenset(), result)
         assert archive.watermark("demo", "archive") is None  # tried again next run
         assert archive.get("demo", "1240") is None
-        now[0] = BUSY["end_time"] + STAND_IN_WAIT + 1  # its start record never came
+        # its start record never came: the wait counts from the run that first met it
+        now[0] = BUSY["end_time"] + 5 + STAND_IN_WAIT
         syncer._process(job, ["archive"], SyncOptions(), None, frozenset(), result)
         assert archive.get("demo", "1240").summary["job_name"] == "allocation"
         assert archive.watermark("demo", "archive") == BUSY["end_time"]

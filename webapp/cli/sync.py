@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from jobreport_common.settings import flag_type, ranged
 from webapp.cli.clusters import add_cluster_argument, settings_for
 from webapp.cli.durations import parse_lookback
+from webapp.cli.sync_status import print_status
 from webapp.model import JobId
 from webapp.settings import Settings
 from webapp.sync.options import DEFAULT_LIMIT, DIRECTIONS, SyncOptions
@@ -41,6 +42,11 @@ def add_sync_arguments(parser: argparse.ArgumentParser) -> None:
     add_cluster_argument(parser, "the cluster whose ended jobs to walk, into the one archive")
     parser.add_argument("--no-deliver", action="store_true",
                         help="queue emails in the outbox; the next run that delivers sends them")
+    parser.add_argument("--status", action="store_true",
+                        help="print where the sync stands (watermarks, last run, jobs failing"
+                        " and given up) and change nothing")
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="--status as text (default) or JSON")
 
 
 def _when(ts: int | None) -> str:
@@ -91,6 +97,8 @@ def run_sync(args: argparse.Namespace, settings: Settings) -> int:
     aimed = settings_for(settings, args.cluster)
     if aimed is None:
         return 2
+    if args.status:
+        return print_status(aimed, args.cluster, args.format)
     opts = SyncOptions(direction=args.direction, limit=args.limit, max_span=args.max_span,
                        job_id=args.jobid, dry_run=args.dry_run, no_deliver=args.no_deliver)
     syncer = Syncer(aimed)

@@ -1,8 +1,11 @@
 """One sync run: per stream (archive, email) a watermark in the archive; the jobs whose
-end lies in [watermark - 1 s, now], oldest first, at most ``limit`` per stream; each
-processed in order, and the watermark moved to the last one processed (never to "now"),
-so a limit, an error or a kill skips nothing. Every step is keyed by (cluster, job id,
-submit time): a second run, or a second copy at once, does nothing twice.
+end lies in [watermark - look-back, now] (JOBREPORT_SYNC_LOOKBACK) not in the sync log,
+oldest first, at most ``limit`` per stream; each processed in order, and the watermark
+moved to the last one processed (never to "now", never back), so a limit, an error or a
+kill skips nothing. The look-back finds the jobs whose end record reached slurmdbd after
+a later-ending job was processed (slurmdbd down or behind, slurmctld's agent queue
+busy). Every step is keyed by (cluster, job id, submit time): a second run, or a second
+copy at once, does nothing twice.
 
 An unavailable source stops the run (every later job would fail alike). Any other error
 is one job's: it is logged and counted, the run goes on with the next job, and the
@@ -25,6 +28,7 @@ from tqdm import tqdm
 from webapp.archive.mail_state import MailState
 from webapp.archive.staff_rows import StaffRows
 from webapp.archive.store import Archive, ArchiveBusy
+from webapp.archive.sync_state import GIVEN_UP, LastRun, SyncState
 from webapp.mail.chat import Notify, apprise_notify, deliver_chat
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
 from webapp.mail.owner import file_opt_outs, queue_owner_email
@@ -40,16 +44,20 @@ from webapp.sources.ended import EndedJob, SacctEnded
 from webapp.staff.archived import report_staff_job, staff_row
 from webapp.sync.admin_comment import write_summary
 from webapp.sync.bulk import BATCH, prefetch
+from webapp.sync.metrics import write_metrics
 from webapp.sync.options import DIRECTIONS, SyncOptions
+from webapp.sync.status import read_status
 
 log = logging.getLogger(__name__)
-STAND_IN_WAIT = 600  # seconds after a job's end to wait for its full accounting record
+# Seconds to wait for a job's full accounting record, from the run that first met its
+# stand-in (not from its end: a job whose end arrived late is met long after it).
+STAND_IN_WAIT = 600
 # A failing job holds its stream's watermark this long, and for at least this many runs
 # (the timer runs every minute): a passing fault (a full disk, a broken TeX upgrade)
 # costs no job its report, and the backlog a held watermark re-reads stays hours long.
 RETRY_SECONDS = 6 * 3600
 RETRY_ATTEMPTS = 5
-FAILED = "failed"  # the sync log's outcome of a job given up on
+FAILED = GIVEN_UP  # the sync log's outcome of a job given up on
 ERROR_SHOWN = 200  # characters of an error in the run's summary (the log has it all)
 
 
@@ -79,6 +87,7 @@ class SyncResult:
     error: str | None = None  # the job that stopped the run, and why
     failed: list[JobFailure] = field(default_factory=list)
     held: set[str] = field(default_factory=set)  # streams whose watermark waits for a retry
+    todo: dict[str, list[EndedJob]] = field(default_factory=dict)  # per stream, as selected
 
 
 class Syncer:
@@ -98,6 +107,7 @@ class Syncer:
         self.notify = notify
         self.sacct = SacctEnded(settings.sacct, settings.cluster, settings.sacct_timeout)
         self.mail = MailState(self.archive.db, self.archive.clock)
+        self.state = SyncState(self.archive.db, self.archive.clock)
         self.comments = comment_writer_from(settings)  # None unless JOBREPORT_ADMIN_COMMENT
         self._retrying: set[tuple[str, str, int]] = set()  # (stream, job id, submit time)
 
@@ -117,7 +127,14 @@ class Syncer:
         todo: dict[str, list[EndedJob]] = {}
         for stream in DIRECTIONS[opts.direction]:
             mark = self.archive.watermark(self.cluster, stream)
-            since = now - int(opts.max_span) if mark is None else mark - 1
+            # At least 1 s back: jobs that ended in the watermark's own second.
+            back = max(int(self.settings.sync_lookback), 1)
+            since = now - int(opts.max_span) if mark is None else mark - back
+            if self.settings.archive_retention_days > 0:
+                # Never before what the sync log still holds: a pruned job would be new.
+                since = max(since, now - int(self.settings.archive_retention_days * 86400))
+            # The window's done jobs (sync_log_end): the view's oldest limit + len(done)
+            # rows of the window then hold the ``limit`` oldest not done, if there are so many.
             done = self.archive.done(self.cluster, stream, since)
             found = self._ended(since, now, opts.limit + len(done), result)
             todo[stream] = [j for j in found if j.key not in done][: opts.limit]
@@ -127,13 +144,38 @@ class Syncer:
         result = SyncResult()
         try:
             with self.archive.sync_lock(self.cluster):
-                self._run_locked(opts, int(clock()), result)
+                started = clock()
+                try:
+                    self._run_locked(opts, int(started), result)
+                except Exception as exc:
+                    result.error = result.error or f"{type(exc).__name__}: {exc}"
+                    raise
+                finally:
+                    if not (opts.dry_run or opts.job_id):
+                        try:
+                            self._record(opts, started, clock(), result)
+                        except Exception:
+                            # The run's own outcome stands; a stale record shows its age.
+                            log.exception("cannot record the run for --status")
         except ArchiveBusy as exc:
             result.busy = str(exc)
         return result
 
+    def _record(self, opts: SyncOptions, started: float, finished: float,
+                result: SyncResult) -> None:
+        """The run as each stream's last (``--status``), and the metrics file."""
+        for stream in DIRECTIONS[opts.direction]:
+            counts = {k: int(v) for k, v in result.outcomes.get(stream, Counter()).items() if v}
+            self.state.record_run(self.cluster, stream, LastRun(
+                started, finished, result.source, len(result.todo.get(stream, ())), counts,
+                result.error))
+        if self.settings.metrics_textfile_dir:
+            write_metrics(self.settings.metrics_textfile_dir, self.cluster,
+                          read_status(self.state, [self.cluster], finished))
+
     def _run_locked(self, opts: SyncOptions, now: int, result: SyncResult) -> None:
         todo = self.one(opts.job_id) if opts.job_id else self.select(opts, now, result)
+        result.todo = todo
         jobs = sorted({j for stream_jobs in todo.values() for j in stream_jobs})
         result.selected = jobs
         result.outcomes = {stream: Counter() for stream in todo}
@@ -232,10 +274,13 @@ class Syncer:
             # slurmdbd has the job's end but not yet its start record (owner, name,
             # request): wait for it rather than archive and email a job of nobody's.
             # A start record lost for good is archived as it is, once the wait is over.
-            if self.archive.clock() - job.end_time < STAND_IN_WAIT:
+            first = self.state.stand_in_seen(self.cluster, job.job_id, job.submit_time,
+                                             job.end_time)
+            if self.archive.clock() - first < STAND_IN_WAIT:
                 raise SourceUnavailable("accounting", "only slurmdbd's stand-in record so far"
                                         " (no owner, name or request yet)")
             log.warning("job %s: archived from slurmdbd's stand-in record", job.job_id)
+        self.state.forget_stand_in(self.cluster, job.job_id, job.submit_time)  # if any
         for stream in streams:
             if stream == "archive":
                 outcome = self._archive(job, report, replace=bool(opts.job_id))

@@ -1,5 +1,6 @@
 """The archive on SQLite: its creation, keys, watermarks, downsampling, a report's round trip,
-retention, and the sacct fallback's parser."""
+retention (per cluster; on MariaDB: tests/stack/test_archive_retention_mariadb.py), and the
+sacct fallback's parser."""
 
 from __future__ import annotations
 
@@ -8,13 +9,19 @@ from dataclasses import replace
 import pytest
 
 from tests.helpers.reports import sample_report
+from tests.test_sync_lookback import Cluster
 from webapp.archive.codec import MAX_POINTS, downsample
-from webapp.archive.store import Archive, ArchiveBusy
+from webapp.archive.staff_rows import COLUMNS as STAFF_COLUMNS
+from webapp.archive.staff_rows import StaffRows
+from webapp.archive.store import PRUNED, Archive, ArchiveBusy
 from webapp.migrations import ARCHIVE, head, state
 from webapp.renderers import text
 from webapp.renderers.json import to_dict
 from webapp.report.archived import archive_record, from_archive
+from webapp.settings import Settings
 from webapp.sources.ended import EndedJob, parse_ended
+from webapp.sync import run as sync_run
+from webapp.sync.options import SyncOptions
 
 
 @pytest.fixture
@@ -135,11 +142,83 @@ def test_retention_drops_old_jobs(tmp_path):
         old = archive_record(sample_report("1"), 1, int(now - 40 * 86400))
         new = archive_record(sample_report("2"), 2, int(now - 10 * 86400))
         a.put(old), a.put(new)
-        assert a.prune(0) == 0
-        assert a.prune(30) == 1
+        assert a.prune("demo", 0) == 0
+        assert a.prune("demo", 30) == 1
         assert [j.job_id for j in a.jobs("demo")] == ["2"]
         # the digest's line of each job goes with it
         assert a.db.query("SELECT job_id FROM archive_digest_jobs") == [("2",)]
+
+
+NOW = 1_800_000_000.0
+AGES = (10, 40, 400)  # days since each cluster's three jobs ended
+RETENTION = {"demo": 30, "v24": 365}  # days: one archive, two clusters' own settings
+
+
+def _job_of_every_table(a: Archive, cluster: str, job_id: str, days: int) -> None:
+    """One ended job's row in each table retention prunes (``PRUNED``)."""
+    end = int(NOW - days * 86400)
+    a.put(replace(archive_record(sample_report(job_id), 100, end), cluster=cluster))
+    StaffRows(a.db).put([{**dict.fromkeys(STAFF_COLUMNS, 0), "cluster": cluster,
+                          "job_id": job_id, "submit_time": 100, "end_time": end, "raw_id": job_id,
+                          "user_name": "alice", "account": "a", "partition_name": "p",
+                          "state": "COMPLETED", "nodes": "n1"}])
+    a.log(cluster, "archive", job_id, 100, end, "archived")
+    a.failed(cluster, "email", job_id, 100, end, "smtp down")
+
+
+def _kept(a: Archive) -> dict[str, dict[str, list[str]]]:
+    """table -> cluster -> the job ids it holds."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for table in PRUNED:
+        for cluster, job_id in a.db.query(f"SELECT cluster, job_id FROM {table}"  # noqa: S608
+                                          " ORDER BY cluster, job_id"):
+            out.setdefault(table, {}).setdefault(cluster, []).append(job_id)
+    return out
+
+
+def check_retention_per_cluster(url: str) -> None:
+    """Two clusters share the archive at ``url`` (empty), with retentions of 30 and 365
+    days: pruning each by its own drops its old rows from every table and leaves the
+    other's, however old."""
+    with Archive(url, clock=lambda: NOW) as a:
+        for cluster in RETENTION:
+            for days in AGES:
+                _job_of_every_table(a, cluster, f"{cluster}-{days}", days)
+        assert a.prune("demo", RETENTION["demo"]) == 2  # its 40- and 400-day-old jobs
+        both = {"demo": ["demo-10"], "v24": ["v24-10", "v24-40", "v24-400"]}
+        assert _kept(a) == dict.fromkeys(PRUNED, both)
+        assert a.prune("v24", RETENTION["v24"]) == 1
+        both = {"demo": ["demo-10"], "v24": ["v24-10", "v24-40"]}
+        assert _kept(a) == dict.fromkeys(PRUNED, both)
+        assert a.get("v24", "v24-40").summary["job_id"] == "v24-40"  # the report, whole
+        assert a.get("v24", "v24-400") is None
+
+
+def test_each_cluster_keeps_its_own_retention_in_a_shared_archive(tmp_path):
+    check_retention_per_cluster(str(tmp_path / "shared.sqlite"))
+
+
+def test_retention_is_a_per_cluster_setting(tmp_path):
+    folder = tmp_path / "clusters"
+    folder.mkdir()
+    (folder / "v24.conf").write_text("JOBREPORT_ARCHIVE_RETENTION_DAYS=365\n")
+    s = Settings.from_env({"JOBREPORT_CONFIG": "", "JOBREPORT_CLUSTERS": "v24,v26",
+                           "JOBREPORT_ARCHIVE_RETENTION_DAYS": "30",
+                           "JOBREPORT_CLUSTER_SETTINGS_DIR": str(folder)})
+    assert [s.for_cluster(c).archive_retention_days for c in s.cluster_names] == [30, 365, 30]
+
+
+def test_a_sync_prunes_its_own_cluster_only(tmp_path, monkeypatch, fast_pdf):
+    monkeypatch.setattr(sync_run, "prefetch", lambda service, jobs: service)
+    demo = Cluster(tmp_path, JOBREPORT_ARCHIVE_RETENTION_DAYS="30")  # JOBREPORT_CLUSTER=demo
+    try:
+        old = archive_record(sample_report("1"), 100, int(demo.now[0] - 40 * 86400))
+        for cluster in ("demo", "v24"):
+            demo.archive.put(replace(old, cluster=cluster))
+        assert demo.run(SyncOptions(direction="archive")).pruned == 1
+        assert (demo.archive.count("demo"), demo.archive.count("v24")) == (0, 1)
+    finally:
+        demo.syncer.close()
 
 
 def test_parse_ended_filters_orders_and_skips_pending_arrays():

@@ -482,7 +482,7 @@ class Settings:
         "Archive of ended jobs: a SQLite path (or `sqlite:///path`), or `mysql://user:pass@host/db` shared by several web hosts.")
     archive_retention_days: float = setting(
         "730",
-        "`jobreport sync` drops archived jobs that ended longer ago than this (0: keep forever).",
+        "`jobreport sync` of a cluster drops that cluster's archived jobs that ended longer ago than this (0: keep forever); per cluster: a cluster's file may set its own, and clusters sharing one archive keep each other's jobs.",
         _non_negative)
     sync_lookback: float = setting(
         "21600",
@@ -606,7 +606,8 @@ class Settings:
 
 # The settings a cluster of JOBREPORT_CLUSTERS may set for itself, in its file in
 # JOBREPORT_CLUSTER_SETTINGS_DIR: where its metrics, accounting and Slurm commands are,
-# how they are reached and how its series are labelled. Everything else (who is staff,
+# how they are reached and how its series are labelled, and how long the shared archive
+# keeps its jobs (its sync prunes its own rows only). Everything else (who is staff,
 # mail, the web app, thresholds) is the deployment's, the same for every cluster.
 CLUSTER_SETTINGS = (
     "prometheus_url", "prometheus_timeout", "prometheus_user", "prometheus_password_file",
@@ -615,7 +616,7 @@ CLUSTER_SETTINGS = (
     "gpu_metrics", "scrape_interval", "db_url", "db_password_file", "sacct", "sacct_source",
     "sacct_timeout",
     "slurmrestd_url", "slurmrestd_user", "slurmrestd_token_file", "scontrol", "sacctmgr",
-    "admin_comment", "admin_comment_db_url",
+    "admin_comment", "admin_comment_db_url", "archive_retention_days",
 )
 # Fields computed from others: recomputed for a cluster whose file sets any of those.
 _DERIVED_FROM = {"db_url": ("db_url", "db_password_file")}

@@ -21,6 +21,11 @@ from webapp.archive.staff_rows import StaffRows, Window
 from webapp.migrations import ARCHIVE, ready
 
 STREAMS = ("archive", "email")
+# Tables of one row per ended job, keyed by cluster and end time, that retention prunes:
+# the report and its series first (``prune`` returns its count), then its digest line,
+# staff row, sync log lines and failed attempts.
+PRUNED = ("archive_jobs", "archive_digest_jobs", "archive_staff_jobs", "sync_log",
+          "sync_failures")
 ERROR_CHARS = 500  # of a failure's message kept for the next run's log
 
 
@@ -184,16 +189,17 @@ class Archive:
         return int(self.db.query("SELECT count(*) FROM archive_jobs WHERE cluster = ?",
                                  (cluster,))[0][0])
 
-    def prune(self, older_than_days: float) -> int:
-        """Drop jobs that ended more than ``older_than_days`` ago (0: keep forever)."""
+    def prune(self, cluster: str, older_than_days: float) -> int:
+        """Drop ``cluster``'s jobs that ended more than ``older_than_days`` ago (0: keep
+        forever) from every table that holds a row per job (``PRUNED``); the number of
+        reports dropped. Other clusters sharing the archive keep theirs: each cluster's
+        sync prunes it by its own JOBREPORT_ARCHIVE_RETENTION_DAYS."""
         if older_than_days <= 0:
             return 0
         cutoff = int(self.clock() - older_than_days * 86400)
-        removed = self.db.execute("DELETE FROM archive_jobs WHERE end_time < ?", (cutoff,))
-        self.db.execute("DELETE FROM archive_digest_jobs WHERE end_time < ?", (cutoff,))
-        self.db.execute("DELETE FROM sync_log WHERE end_time < ?", (cutoff,))
-        self.db.execute("DELETE FROM sync_failures WHERE end_time < ?", (cutoff,))
-        return removed
+        counts = [self.db.execute(f"DELETE FROM {table} WHERE cluster = ?"  # noqa: S608
+                                  " AND end_time < ?", (cluster, cutoff)) for table in PRUNED]
+        return counts[0]
 
     # -- the sync's bookkeeping -------------------------------------------------
     def watermark(self, cluster: str, stream: str) -> int | None:

@@ -202,7 +202,8 @@ class Syncer:
                 if outbox is not None:
                     outbox.close()
             if "archive" in todo and not opts.job_id:
-                result.pruned = self.archive.prune(self.settings.archive_retention_days)
+                result.pruned = self.archive.prune(self.cluster,
+                                                   self.settings.archive_retention_days)
         result.watermarks = {s: self.archive.watermark(self.cluster, s) for s in todo}
 
     def _batch(self, batch: list[EndedJob], todo: dict[str, list[EndedJob]],

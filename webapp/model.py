@@ -393,6 +393,9 @@ class Usage:
     gpu_energy: tuple[tuple[str, float], ...] = ()  # (label as gpu_utilization's, joules)
     gpu_faults: tuple[GpuFault, ...] = ()  # errors the job's GPUs reported during its run
     gpu_devices: tuple[GpuDevice, ...] = ()  # what each allocated GPU is (jobs_gpu_info)
+    # Nodes whose exporter-summed counters (energy, exited I/O, waits) went back to 0 during
+    # the run, their figures with the counts before added back (sources/counter_resets.py)
+    counter_resets: tuple[str, ...] = ()
     # None: the GPU figures are Prometheus series. Else the source they come from instead
     # (Slurm's TRES, webapp.report.gpu_tres): one figure per GPU at the job's end, no series.
     gpu_figures_from: str | None = None

@@ -411,7 +411,8 @@ SECTIONS: dict[str, tuple[Callable[[JobReport], Any], Callable[[Mapping[str, Any
                          "gpu_faults": [{k: getattr(f, k) for k in _names(GpuFault)}
                                         for f in r.usage.gpu_faults],
                          "gpu_devices": [{k: getattr(d, k) for k in _names(GpuDevice)}
-                                         for d in r.usage.gpu_devices]},
+                                         for d in r.usage.gpu_devices],
+                         "counter_resets": list(r.usage.counter_resets)},
               lambda s: None),
     # its nodes down or drained during the run (slurmdbd's node events)
     "node_events": (lambda r: [{"node": e.node, "start": TIME[0](e.start),
@@ -464,7 +465,8 @@ def decode(summary: Mapping[str, Any], series: Mapping[str, Any] | None = None) 
                   **{k: u.get(k) for k in USAGE},
                   **{k: _pairs_back(u.get(k)) for k in USAGE_PAIRS}, queries=queries,
                   gpu_faults=tuple(GpuFault(**f) for f in u.get("gpu_faults") or ()),
-                  gpu_devices=tuple(GpuDevice(**d) for d in u.get("gpu_devices") or ()))
+                  gpu_devices=tuple(GpuDevice(**d) for d in u.get("gpu_devices") or ()),
+                  counter_resets=tuple(u.get("counter_resets") or ()))
     values: dict[str, Any] = {"usage": usage}
     for key, attr, codec in REPORT:
         if attr is None or key == "usage":

@@ -164,6 +164,8 @@ def build_report(
     t = timing(job_id, records.acct, records.sacct, now)
     usage = read_usage(job_id, prometheus, t, now, resolution, gaps)
     notes = (coarse_note(usage.step_seconds),) if (usage.step_seconds or 0) >= COARSE_STEP else ()
+    if usage.counter_resets:
+        notes += (reset_note(usage.counter_resets),)
     report = join(job_id, cluster, records.acct, records.sacct, t, usage,
                   read_time_limit(records, partitions), tuple(gaps), notes)
     return with_gpu_tres(report) if gpu_tres else report
@@ -173,6 +175,14 @@ def _gap(job_id: JobId, exc: SourceUnavailable) -> Gap:
     if exc.detail:
         log.warning("job %s: %s unavailable: %s (%s)", job_id, exc.source, exc.reason, exc.detail)
     return Gap(exc.source, exc.reason, exc.detail)
+
+
+def reset_note(nodes: tuple[str, ...]) -> str:
+    """The note of a job whose exporter restarted without its saved sums."""
+    return (f"jobs-exporter on {', '.join(nodes)} restarted during the job without its "
+            "saved state, so its energy, I/O and wait counters started again from 0. The "
+            "figures add back what they had counted before; what it counted after its last "
+            "scrape before the restart (up to one scrape interval) is missing.")
 
 
 def coarse_note(step: float | None) -> str:

@@ -26,6 +26,13 @@ from urllib.parse import urlsplit
 import requests
 
 from webapp.model import Coverage, JobId, Series, SourceUnavailable, Usage
+from webapp.sources.counter_resets import (
+    RESETS_QUERY,
+    SAMPLES_QUERY,
+    added_back,
+    losses,
+    reset_nodes,
+)
 from webapp.sources.gpu_metrics import JOBS, GpuMetrics, gpu_coverage_query, total_query
 
 # The answer parsers are re-exported: callers import them from here too.
@@ -345,10 +352,12 @@ class PrometheusSource:
             "energy": GPU_ENERGY_QUERY.format(node=node, sel=sel, span=span),
             **{k: q.format(node=node, sel=sel, span=span) for k, q in GPU_FAULT_QUERIES.items()},
             "info": GPU_INFO_QUERY.format(node=node, sel=sel, span=span),
+            # the counters the exporter sums itself, if a restart without its state reset them
+            "resets": RESETS_QUERY.format(node=node, sel=sel, span=span),
         })
         calls.append(self._call("/api/v1/query", {"query": gpus, "time": at_end},
                                 parse_labelled))
-        sent.append(("GPU energy, faults and devices", gpus))
+        sent.append(("GPU energy, faults and devices; summed counters' resets", gpus))
         if gm is not JOBS:
             sent.append((f"GPU figures from {gm.exporter}", gm.note))
         answers = iter(self._run(calls))
@@ -388,6 +397,14 @@ class PrometheusSource:
             sent.append(("window figures (a node without last samples)", again["query"]))
             found = _figures(self._parse(parse_labelled, answer))
             scalars.update({name: found.get(name) for name in missing})
+        energy_by_node = _by_node(per_node, "energy_joules")
+        resets = reset_nodes(by_figure.get("resets", ()), node)
+        if resets:  # rare: what the counters held before each reset, added back
+            params = {"query": SAMPLES_QUERY.format(sel=sel, span=span), "time": at_end}
+            sent.append(("summed counters' samples (a reset)", params["query"]))
+            lost = losses(self._parse(_matrix_result, self._get("/api/v1/query", params)))
+            scalars, energy_by_node, per_gpu = added_back(lost, node, scalars,
+                                                          energy_by_node, per_gpu)
         return Usage(
             cpu_cores=ranges["cpu_cores"],
             cpu_per_core=vectors["cpu_per_core"],
@@ -423,8 +440,9 @@ class PrometheusSource:
             energy_joules=scalars.get("energy_joules"),
             energy_gpu_joules=scalars.get("energy_gpu_joules"),
             energy_other_joules=scalars.get("energy_other_joules"),
-            energy_by_node=_by_node(per_node, "energy_joules"),
+            energy_by_node=energy_by_node,
             gpu_energy=per_gpu,
+            counter_resets=resets,
             gpu_faults=gpu_faults,
             gpu_devices=gpu_devices,
             queries=tuple(sent),
@@ -556,6 +574,13 @@ def _gpu_total(gm: GpuMetrics, sel: str, node: str, fn: str, rng: str,
 
 def _int(value: float | None) -> int | None:
     return None if value is None else int(value)
+
+
+def _matrix_result(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A range selector's answer (an instant query of ``metric[span]``): its series."""
+    if payload.get("status") != "success" or payload["data"]["resultType"] != "matrix":
+        raise ValueError(payload.get("error", "not a matrix"))
+    return list(payload["data"]["result"])
 
 
 def parse_labelled(payload: Mapping[str, Any]) -> list[tuple[dict[str, str], float]]:

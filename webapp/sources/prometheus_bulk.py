@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webapp.model import Coverage, JobId, Series, SourceUnavailable, Usage
+from webapp.sources.counter_resets import RESETS_QUERY
 from webapp.sources.gpu_metrics import JOBS, total_query
 from webapp.sources.prometheus import (
     PrometheusSource,
@@ -245,6 +246,7 @@ class BulkMetrics:
             **{k: q.format(node=job_node, sel=sel, span=f"{span}s")
                for k, q in GPU_FAULT_QUERIES.items()},
             "info": GPU_INFO_QUERY.format(node=job_node, sel=sel, span=f"{span}s"),
+            "resets": RESETS_QUERY.format(node=job_node, sel=sel, span=f"{span}s"),
         }), **at})
         faults: list[dict[str, Any]] = []
         if any(item.get("metric", {}).get(FIGURE_LABEL) in GPU_FAULT_QUERIES for item in gpus):
@@ -252,8 +254,14 @@ class BulkMetrics:
             faults = self._get("/api/v1/query_range", {
                 "query": GPU_FAULT_SERIES.format(node=job_node, sel=sel), **rng})
         self.coverages.update(self.batch_coverage(b))
-        return split(b, ranges, peaks, cores, self.node, scrape, _core_times(times, self.node),
-                     gpus=gpus, gpu_faults=faults)
+        usage = split(b, ranges, peaks, cores, self.node, scrape, _core_times(times, self.node),
+                      gpus=gpus, gpu_faults=faults)
+        # Rare: a job whose summed counters were reset is read on its own, where what they
+        # counted before is added back (sources/counter_resets.py): one computation.
+        reset = {item["metric"].get("jobid") for item in gpus
+                 if item.get("metric", {}).get(FIGURE_LABEL) == "resets"
+                 and float(item["value"][1]) > 0}
+        return {job_id: u for job_id, u in usage.items() if job_id not in reset}
 
     def batch_coverage(self, b: Batch) -> dict[str, Coverage]:
         """Each job's samples' coverage, as ``PrometheusSource.coverage`` computes it, from

@@ -427,6 +427,10 @@ class Settings:
         "0",
         "`1` to upgrade the connection with STARTTLS.",
         boolean)
+    smtp_utf8: bool = setting(
+        "0",
+        "`1` when the SMTP server offers SMTPUTF8 (RFC 6531): addresses with non-ASCII characters are then accepted where users are mapped to addresses and sent with it; `0`: such an address is refused there, naming it.",
+        boolean)
     smtp_user: str = setting(
         "",
         "SMTP login (empty: no auth).")
@@ -490,7 +494,7 @@ class Settings:
         _non_negative)
     metrics_textfile_dir: str = setting(
         "",
-        "Directory of node_exporter's textfile collector: `jobreport sync` writes its state there as Prometheus metrics (`jobreport_sync_*`, one `jobreport_sync_<cluster>.prom` per cluster) after each run; empty: none.")
+        "Directory of node_exporter's textfile collector: `jobreport sync` writes its state there as Prometheus metrics (`jobreport_sync_*`, one `jobreport_sync_<cluster>.prom` per cluster) after each run, and the outbox's deliveries and `jobreport outbox --status` write `jobreport_outbox.prom` (`jobreport_outbox_*`); empty: none.")
     thresholds: Thresholds = setting(
         "",
         "Threshold overrides of the detectors, `jobreport watch` and the staff report, e.g. `cpu_efficiency_low=0.5,gpu_idle_seconds=1800` (names in the threshold table above).",

@@ -70,8 +70,10 @@ COMMANDS: tuple[Command, ...] = (
             "sync's policy (opt-outs, daily cap) and never a second time, or --to ADDR. "
             "`jobreport sync` emails ended jobs.",
             mail.add_email_arguments, mail.run_email),
-    Command("outbox", "show pending and failed emails",
-            "Show the outbox's pending and failed emails.",
+    Command("outbox", "show pending and failed emails, or the outbox's state",
+            "Show the outbox's pending and failed emails; --status its state (counts per "
+            "status, the oldest unsent message, the last error, the messages given up), "
+            "--format json for a monitor; --retry delivers now.",
             mail.add_outbox_arguments, mail.run_outbox),
     Command("sync", "archive and email the jobs that ended since the last run",
             "Walk the jobs that ended since the per-cluster watermark, oldest "

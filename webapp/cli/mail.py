@@ -6,6 +6,7 @@ import argparse
 import sys
 from datetime import UTC, datetime
 
+from webapp.cli.outbox_status import status_json, status_text
 from webapp.mail.by_hand import NoAddress, send_one
 from webapp.mail.chat import ChatMapUnsafe, deliver_chat
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver
@@ -34,6 +35,11 @@ def add_outbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="list sent emails too")
     parser.add_argument("--retry", action="store_true",
                         help="make pending and failed emails due now and deliver them")
+    parser.add_argument("--status", action="store_true",
+                        help="print the counts per status, the oldest unsent message, the last "
+                             "error and the messages given up, instead of the list")
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="the --status as text or JSON (json implies --status)")
 
 
 def _email_one(args: argparse.Namespace, settings: Settings, service: ReportService,
@@ -97,8 +103,9 @@ def _when(ts: float | None) -> str:
 
 def run_outbox(args: argparse.Namespace, settings: Settings,
                connect: Connect | None = None) -> int:
-    """`jobreport outbox`: list pending, sending and failed emails; --retry delivers now."""
-    outbox = Outbox(settings.outbox)
+    """`jobreport outbox`: list pending, sending and failed emails; --retry delivers now;
+    --status the state (and its metrics file). Exit 1 when a message was given up."""
+    outbox = Outbox(settings.outbox, metrics_dir=settings.metrics_textfile_dir)
     out = sys.stdout
     try:
         if args.retry:
@@ -115,6 +122,12 @@ def run_outbox(args: argparse.Namespace, settings: Settings,
             if chat:
                 out.write(f"chat notices: {chat['sent']} sent, {chat['deferred']} deferred,"
                           f" {chat['failed']} failed\n")
+        if args.status or args.format == "json":
+            state = outbox.state()
+            outbox.write_metrics()
+            render = status_json if args.format == "json" else status_text
+            out.write(render(state, settings.outbox))
+            return 1 if state.given_up else 0
         statuses = ("pending", "sending", "failed", "sent") if args.all else (
             "pending", "sending", "failed")
         rows = outbox.rows(statuses)

@@ -49,7 +49,7 @@ def run_digest(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> 
     else:
         since, until = last_week(datetime.now(UTC))
     with Archive(settings.archive_url) as archive:
-        outbox = Outbox(settings.outbox)
+        outbox = Outbox(settings.outbox, metrics_dir=settings.metrics_textfile_dir)
         try:
             run = send_digests(settings, archive, outbox, smtp_connect(settings), since, until,
                                frozenset(args.user), args.dry_run, args.no_deliver,

@@ -24,7 +24,7 @@ from webapp.mail.owner import (
     queue_owner_email,
     submit_seconds,
 )
-from webapp.mail.policy import owner_address, usable_address
+from webapp.mail.policy import BadAddress, checked_address, mapped_address
 from webapp.mail.sending import Connect, message, smtp_connect
 from webapp.model import JobId, JobReport
 from webapp.report.service import ReportService
@@ -32,7 +32,8 @@ from webapp.settings import Settings
 
 
 class NoAddress(ValueError):
-    """Neither --to nor the owner's mapping gives a usable address."""
+    """Neither --to nor the owner's mapping gives a usable address (the message names the
+    address and why)."""
 
 
 @dataclass(frozen=True)
@@ -74,13 +75,23 @@ def send_one(job_id: JobId, settings: Settings, service: ReportService, *,
 
     Raises JobNotFound, SourceUnavailable, or NoAddress."""
     report = service.build(job_id)
-    owner = owner_address(report, settings)
+    try:  # refused here, naming it: never queued to fail later
+        if to_addr:
+            checked_address(to_addr, settings.smtp_utf8, "--to")
+    except BadAddress as exc:
+        raise NoAddress(str(exc)) from None
+    try:
+        owner = mapped_address(report, settings)
+    except BadAddress as exc:
+        if not to_addr:
+            raise NoAddress(f"{exc}; pass --to ADDR") from None
+        owner = None  # a copy to another address does not need the owner's
     to_addr = to_addr or owner
-    if not usable_address(to_addr):
+    if not to_addr:
         raise NoAddress(f"no usable address for job {job_id} (user {report.user!r}); "
                         "pass --to ADDR")
     submit = submit_seconds(report)
-    outbox = Outbox(settings.outbox)
+    outbox = Outbox(settings.outbox, metrics_dir=settings.metrics_textfile_dir)
     try:
         if to_addr == owner:
             key = email_key(settings.cluster, report.job_id, submit)

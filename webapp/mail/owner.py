@@ -11,7 +11,7 @@ import time
 from webapp.archive.mail_state import FOLDED, REPORT, MailState
 from webapp.mail.chat import queue_owner_chat
 from webapp.mail.outbox import Outbox
-from webapp.mail.policy import owner_address, read_opt_out, skip_reason
+from webapp.mail.policy import BadAddress, mapped_address, read_opt_out, skip_reason
 from webapp.mail.sending import message
 from webapp.model import JobReport
 from webapp.settings import Settings
@@ -58,7 +58,12 @@ def queue_owner_email(report: JobReport, job_id: str, submit_time: int, settings
     # Opt-outs: the file staff keep, and the choices made by link or `jobreport opt-out`.
     opt_out = file_opt_out | mail.opted_out(settings.cluster).keys()
     reason = skip_reason(report, settings, opt_out)
-    to_addr = owner_address(report, settings) if reason is None else None
+    to_addr = None
+    if reason is None:
+        try:  # an address that cannot be sent to never enters the outbox: named here
+            to_addr = mapped_address(report, settings)
+        except BadAddress as exc:
+            reason = str(exc)
     if reason is None and to_addr is None:
         reason = "no address"
     if reason:

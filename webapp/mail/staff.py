@@ -11,7 +11,7 @@ from email.policy import default
 from email.utils import formatdate, make_msgid
 
 from webapp.mail.outbox import Outbox, Sender, deliver
-from webapp.mail.policy import usable_address
+from webapp.mail.policy import checked_address
 from webapp.mail.smtp import SmtpSender
 from webapp.renderers.email import header_text
 from webapp.renderers.templates import environment
@@ -21,11 +21,10 @@ from webapp.staff.tables import StaffReport
 
 
 def staff_addresses(settings: Settings) -> list[str]:
-    """JOBREPORT_STAFF_MAIL_TO; ValueError on an address that could add recipients."""
+    """JOBREPORT_STAFF_MAIL_TO; BadAddress (a ValueError) naming an unusable address."""
     out = [a.strip() for a in settings.staff_mail_to.split(",") if a.strip()]
-    bad = [a for a in out if not usable_address(a)]
-    if bad:
-        raise ValueError(f"JOBREPORT_STAFF_MAIL_TO: not a usable address: {bad[0]!r}")
+    for addr in out:
+        checked_address(addr, settings.smtp_utf8, "JOBREPORT_STAFF_MAIL_TO")
     return out
 
 
@@ -48,7 +47,7 @@ def message(report: StaffReport, to_addr: str, settings: Settings) -> EmailMessa
 def send_staff_report(report: StaffReport, settings: Settings,
                       connect: Callable[[], Sender] | None = None) -> tuple[int, Counter]:
     """Queue one email per staff address, then deliver; (newly queued, delivery counts)."""
-    outbox = Outbox(settings.outbox)
+    outbox = Outbox(settings.outbox, metrics_dir=settings.metrics_textfile_dir)
     queued = 0
     try:
         with outbox.lock():

@@ -184,7 +184,9 @@ class Syncer:
                           for job_id, submit, _, _ in self.archive.failures(self.cluster, stream)}
         if not opts.dry_run:
             opt_out = file_opt_outs(self.settings)
-            outbox = Outbox(self.settings.outbox) if "email" in todo else None
+            outbox = (Outbox(self.settings.outbox,
+                             metrics_dir=self.settings.metrics_textfile_dir)
+                      if "email" in todo else None)
             try:
                 bar = tqdm(total=len(jobs), unit="job", desc="sync", disable=None)
                 for i in range(0, len(jobs), BATCH):

@@ -77,7 +77,8 @@ class Watcher:
     def run(self, dry_run: bool = False, job_ids: Iterable[str] = (),
             deliver_now: bool = True) -> WatchResult:
         result = WatchResult(enforcing=self.policy is not None)
-        outbox = Outbox(self.settings.outbox, clock=self.clock)
+        outbox = Outbox(self.settings.outbox, clock=self.clock,
+                        metrics_dir=self.settings.metrics_textfile_dir)
         alerts_log = AlertLog(self.settings.outbox, clock=self.clock)
         try:
             with outbox.lock():

@@ -9,10 +9,16 @@ first VM test starts; the tests that read them wait for them.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from tests.helpers import stack
 from tests.helpers.stack import BUSY, STACK_ROOT, StackJob
+from tests.helpers.wait import wait_for
 
 CLUSTERS = ("v24", "v26")
 VERSIONS = {"v24": "24.11", "v26": "26.05"}
@@ -65,7 +71,20 @@ def ahead(cluster: str, job_id: str) -> None:
 
 
 def wait_until_done(cluster: str, job_ids: list[str], timeout: float = 900) -> dict[str, str]:
-    return stack.wait_until_done(job_ids, timeout, sacct(cluster))
+    """Every job in a final state, read with the cluster's sacct; a sacct that fails
+    (its slurmdbd stopped by ``slurmdbd_stopped``) is asked again."""
+    current: dict[str, str] = {}
+
+    def done() -> bool:
+        try:
+            current.clear()
+            current.update(stack.states(job_ids, sacct(cluster)))
+        except subprocess.CalledProcessError:
+            return False
+        return all(stack._done(j, current) for j in job_ids)
+
+    wait_for(done, timeout, lambda: f"jobs not finished on {cluster}: {current}")
+    return current
 
 
 def wait_until_running(cluster: str, job_id: str, timeout: float = 300) -> None:
@@ -130,3 +149,44 @@ def session_batch() -> dict[str, dict[str, str]]:
     return stack.once_per_session(
         STACK_ROOT / "var" / "vm", "test-batch",
         lambda: {c: {j.name: submit(c, j) for j in VM_JOBS} for c in CLUSTERS})
+
+
+# A test that stops a VM's slurmdbd holds this lock exclusively (``slurmdbd_stopped``);
+# every other VM test module holds it shared while it runs (tests/vm/conftest.py), so
+# under xdist none of them asks sacct, slurmrestd or sacctmgr while slurmdbd is down.
+ACCOUNTING_LOCK = STACK_ROOT / "var" / "vm" / "accounting.lock"
+
+
+@contextmanager
+def _flock(how: int) -> Iterator[None]:
+    ACCOUNTING_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(ACCOUNTING_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, how)  # blocks until the holders of the other kind are done
+        yield
+    finally:
+        os.close(fd)
+
+
+def accounting_in_use() -> contextlib.AbstractContextManager[None]:
+    """Held by a module that reads the VMs' accounting (shared with other such modules)."""
+    return _flock(fcntl.LOCK_SH)
+
+
+@contextmanager
+def slurmdbd_stopped(cluster: str) -> Iterator[None]:
+    """The cluster's slurmdbd stopped (slurmctld queues the records meanwhile), alone
+    among the VM tests; started again, and answering, however the block ends."""
+    with _flock(fcntl.LOCK_EX):
+        run(cluster, "systemctl", "stop", "slurmdbd")
+        try:
+            yield
+        finally:
+            start_slurmdbd(cluster)
+
+
+def start_slurmdbd(cluster: str) -> None:
+    """slurmdbd started and answering sacctmgr (idempotent)."""
+    run(cluster, "systemctl", "start", "slurmdbd")
+    wait_for(lambda: run(cluster, "sacctmgr", "-n", "show", "cluster", check=False)
+             .returncode == 0, 120, f"{cluster}'s slurmdbd answering", every=1)

@@ -1,0 +1,21 @@
+"""Every VM test module holds the VMs' accounting lock shared while it runs, so a test that
+stops a VM's slurmdbd (``vm.slurmdbd_stopped``, exclusive) runs while no other module
+asks sacct, slurmrestd or sacctmgr there, on any xdist worker. A module that stops
+slurmdbd itself sets ``STOPS_SLURMDBD = True`` and takes the exclusive lock in its test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.helpers import vm
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _accounting_in_use(request: pytest.FixtureRequest) -> Iterator[None]:
+    if getattr(request.module, "STOPS_SLURMDBD", False):
+        yield
+        return
+    with vm.accounting_in_use():
+        yield

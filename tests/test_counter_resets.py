@@ -13,7 +13,7 @@ import pytest
 from bench.prometheus import backfill, start_prometheus, stop
 from tests.helpers.mail import free_port
 from webapp.settings import Settings
-from webapp.sources.counter_resets import SUMMED_FIGURES, lost, losses
+from webapp.sources.counter_resets import SUMMED_FIGURES, losses, lost
 from webapp.sources.from_settings import prometheus_from
 
 SCRAPE = 5

@@ -1,7 +1,7 @@
 # jobreport's report service: gunicorn serving webapp:create_app() on JOBREPORT_BIND
 # (0.0.0.0:8000 here), and every `jobreport` command (sync, watch, digest...) as a second
 # command of the same image. Built from what `make dist` leaves in dist/: the project's
-# wheel and the locked runtime dependencies (requirements/runtime.txt, hash-checked), so
+# wheel and the locked runtime dependencies (requirements.txt, hash-checked), so
 # the build downloads nothing from PyPI and holds no test or lint tool:
 #   make dist && docker build -t jobreport .     (or `make image`: podman, docs/deploying.md)
 # (RUN --mount: BuildKit, Docker's default builder since 23.0, or podman/buildah.)
@@ -34,7 +34,7 @@ RUN apt-get update \
 # requirements/build.txt, also in dist/wheels, which never enter the venv.
 # The lock stays in the image (what its venv holds); the files are bound from the build
 # context, not copied, so no layer keeps them (the lock's content decides the layer cache).
-COPY requirements/runtime.txt /opt/jobreport/requirements.txt
+COPY requirements.txt /opt/jobreport/requirements.txt
 RUN --mount=type=bind,source=dist/wheels,target=/tmp/wheels \
     python3 -m venv /opt/jobreport/venv \
     && pip install --no-cache-dir --disable-pip-version-check --no-index --find-links /tmp/wheels \

@@ -25,7 +25,7 @@ dist: ## the sdist and wheel (python -m build) and the runtime lock's files, in 
 image: ## the report service's image from dist/ (podman; docs/deploying.md)
 	scripts/image build
 
-lock: ## requirements/*.txt from pyproject.toml, with hashes (pip-compile)
+lock: ## requirements.txt and requirements/*.txt from pyproject.toml, with hashes (pip-compile)
 	scripts/lock-deps
 
 stop:

@@ -63,7 +63,7 @@ print(json.dumps({{
     assert found["missing"] == [] and found["dev"] == []
     # Exactly the runtime lock, the project and the venv's own pip and setuptools.
     locked = {line.split("==")[0] for line in
-              (stack.ROOT / "requirements" / "runtime.txt").read_text().splitlines()
+              (stack.ROOT / "requirements.txt").read_text().splitlines()
               if "==" in line and not line.startswith(" ")}
     assert set(found["dists"]) - {"pip", "setuptools", "jobreport"} == locked
     helped = in_image("jobreport", "--help")

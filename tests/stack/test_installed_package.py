@@ -24,7 +24,7 @@ def installed(tmp_path_factory) -> Path:
     where = tmp_path_factory.mktemp("wheel-venv")
     venv.create(where / "venv", with_pip=True)
     pip = [str(where / "venv" / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
-    for step in (["--require-hashes", "-r", str(ROOT / "requirements" / "runtime.txt")],
+    for step in (["--require-hashes", "-r", str(ROOT / "requirements.txt")],
                  ["--no-deps", wheel]):
         run = subprocess.run(pip + step, cwd=where, capture_output=True, text=True, timeout=900)
         assert run.returncode == 0, run.stderr[-3000:]

@@ -21,6 +21,8 @@ from webapp.model import JobReport, Series
 from webapp.renderers.node_bands import MAX_LINES, bands
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
 MAX_LEGEND = 8
@@ -51,7 +53,7 @@ def _time_axis(report: JobReport, series: Sequence[Series]) -> tuple[float, floa
 
 
 @cache
-def _matplotlib() -> tuple[type, type]:
+def _matplotlib() -> tuple[type[Figure], type[FigureCanvasAgg]]:
     """(Figure, FigureCanvasAgg), imported at the first plot: matplotlib is ~0.3 s of
     import that most commands (the job list, email batches without PDFs) never need."""
     import matplotlib
@@ -63,7 +65,7 @@ def _matplotlib() -> tuple[type, type]:
     return Figure, FigureCanvasAgg
 
 
-def _figure(title: str, size: tuple[float, float] = SIZE) -> tuple[Figure, object]:
+def _figure(title: str, size: tuple[float, float] = SIZE) -> tuple[Figure, Axes]:
     figure, canvas = _matplotlib()
     if size == SIZE:
         fig = figure(figsize=size)
@@ -78,7 +80,7 @@ def _figure(title: str, size: tuple[float, float] = SIZE) -> tuple[Figure, objec
     return fig, ax
 
 
-def _lines(ax, report: JobReport, series: Sequence[Series], scale: float = 1.0, **kw) -> None:
+def _lines(ax: Axes, report: JobReport, series: Sequence[Series], scale: float = 1.0, **kw) -> None:
     series = bands(series)  # many nodes: quantile bands, not one line per node
     origin, div, unit = _time_axis(report, series)
     for i, s in enumerate(series):
@@ -88,10 +90,12 @@ def _lines(ax, report: JobReport, series: Sequence[Series], scale: float = 1.0, 
     ax.set_xlabel(unit, fontsize=8)
 
 
-def _legend(ax) -> None:
+def _legend(ax: Axes) -> None:
     if ax.get_legend_handles_labels()[0]:
         # A small (PDF grid) figure has no empty corner to spare: let matplotlib pick one.
-        small = ax.figure.get_figwidth() < SIZE[0]
+        # _figure's axes are on a Figure (a SubFigure would have no width of its own).
+        fig = ax.figure
+        small = isinstance(fig, _matplotlib()[0]) and fig.get_figwidth() < SIZE[0]
         ax.legend(fontsize=7, loc="best" if small else "upper right", ncols=2)
 
 

@@ -5,9 +5,13 @@ axis ends at now: the source's last point is at the query time."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from webapp.model import Series
 from webapp.renderers.charts import MAX_LEGEND, _figure, to_svg
+
+if TYPE_CHECKING:
+    from matplotlib.typing import ColorType
 
 
 def usage_svg(series: Sequence[Series], targets: Mapping[str, float],
@@ -16,7 +20,7 @@ def usage_svg(series: Sequence[Series], targets: Mapping[str, float],
     if not any(s.points for s in series) and not targets:
         return None
     fig, ax = _figure("GPUs allocated per account (running jobs)")
-    colors: dict[str, str] = {}
+    colors: dict[str, ColorType] = {}
     left, div, unit = time_axis(series, now)
     for i, s in enumerate(sorted(series, key=lambda s: s.label)):
         xs = [(t - now) / div for t, _ in s.points]

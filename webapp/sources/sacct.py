@@ -17,8 +17,9 @@ from dataclasses import replace
 from datetime import datetime, tzinfo
 from functools import lru_cache
 from operator import itemgetter
+from typing import Any, TypedDict
 
-from webapp.model import JobId, JobNotFound, SacctJob, SourceUnavailable, Step
+from webapp.model import JobId, JobNotFound, SacctJob, SourceUnavailable, Step, TimeLimitKind
 from webapp.sources.sacct_records import (
     delimiter_argv,
     delimiter_of,
@@ -81,6 +82,34 @@ def _columns(fields: Sequence[str]) -> dict[str, int]:
 class _Columns:
     """Indexes of the columns a header named; -1 (a trailing "") when absent."""
 
+    # Set by name in __init__; declared here for the type checker.
+    jobid: int
+    jobidraw: int
+    jobname: int
+    user: int
+    account: int
+    partition: int
+    state: int
+    exitcode: int
+    elapsed: int
+    timelimit: int
+    timelimitraw: int
+    totalcpu: int
+    alloccpus: int
+    nnodes: int
+    ntasks: int
+    reqmem: int
+    maxrss: int
+    alloctres: int
+    start: int
+    end: int
+    nodelist: int
+    workdir: int
+    maxrssnode: int
+    tresusageinave: int
+    tresusageintot: int
+    tresusageinmax: int
+
     def __init__(self, fields: Sequence[str]) -> None:
         cols = _columns(fields)
         self.n = len(fields)
@@ -121,7 +150,23 @@ def _tres_facts(text: str) -> tuple[int, int | None, float | None]:
             float(billing) if billing else None)
 
 
-def _job(p: list[str], r: _Columns, tz: tzinfo | None) -> tuple[tuple, dict]:
+# SacctJob's positional fields up to ``steps``, and the keyword fields a line gives.
+_JobFields = tuple[
+    str, str | None, str | None, str | None, str | None, str, str, float | None,
+    float | None, int | None, int | None, int, datetime | None, datetime | None, str,
+    str | None,
+]  # fmt: skip
+
+
+class _JobExtra(TypedDict, total=False):
+    cancelled_by: int | None
+    time_limit_kind: TimeLimitKind | None
+    alloc_cpu_seconds: float | None
+    alloc_max_rss_bytes: int | None
+    billing: float | None
+
+
+def _job(p: list[str], r: _Columns, tz: tzinfo | None) -> tuple[_JobFields, _JobExtra]:
     """SacctJob's positional fields in order, without ``steps`` (known only at the end),
     and its keyword fields."""
     (job_id, name, user, account, partition, state_text, exit_code, elapsed, timelimit,
@@ -201,7 +246,7 @@ def _group_records(
 ) -> list[tuple[str, SacctJob]]:
     jobid, jobidraw = r.jobid, r.jobidraw
     # job id -> [raw id, (fields, cancelled_by) of the allocation line or None, steps]
-    groups: dict[str, list] = {}
+    groups: dict[str, list[Any]] = {}
     for p in records:
         p.append("")  # absent columns (index -1) read as empty
         job_id, dot, step_id = p[jobid].partition(".")
@@ -223,12 +268,13 @@ def _group_records(
             log.warning("sacct line for %s skipped: %s", p[jobid], e)
     out = []
     for job_id, (rid, head, steps) in groups.items():
-        fields_, extra = head or _orphan(job_id, steps)
+        line: tuple[_JobFields, _JobExtra] = head or _orphan(job_id, steps)
+        fields_, extra = line
         out.append((rid, SacctJob(*fields_, tuple(steps), raw_id=rid or None, **extra)))
     return out
 
 
-def _orphan(job_id: str, steps: list[Step]) -> tuple[tuple, dict]:
+def _orphan(job_id: str, steps: list[Step]) -> tuple[_JobFields, _JobExtra]:
     """A job known only from its steps (seen in real captures): the first step speaks for it."""
     first = steps[0]
     fields = (job_id, None, None, None, None, first.state, first.exit_code,

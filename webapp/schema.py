@@ -446,10 +446,10 @@ def encode(report: JobReport, include_series: bool = True) -> Json:
     for key, attr, codec in REPORT:
         if attr is None:
             out[key] = getattr(report, DERIVED[key])
-        elif codec == SECTION:
+        elif isinstance(codec, str):  # SECTION
             out[key] = SECTIONS[key][0](report)
         else:
-            out[key] = codec[0](getattr(report, attr))  # type: ignore[index]
+            out[key] = codec[0](getattr(report, attr))
     if include_series:
         out["series"] = {key: _series(getattr(report.usage, attr)) for key, attr in SERIES}
     return out
@@ -461,9 +461,10 @@ def decode(summary: Mapping[str, Any], series: Mapping[str, Any] | None = None) 
     u = summary.get("usage") or {}
     queries = tuple((q["name"], q["promql"])
                     for q in (summary.get("coverage") or {}).get("queries") or ())
-    usage = Usage(**{attr: _series_back(series.get(key, [])) for key, attr in SERIES},
-                  **{k: u.get(k) for k in USAGE},
-                  **{k: _pairs_back(u.get(k)) for k in USAGE_PAIRS}, queries=queries,
+    usage_values: dict[str, Any] = {attr: _series_back(series.get(key, [])) for key, attr in SERIES}
+    usage_values |= {k: u.get(k) for k in USAGE}
+    usage_values |= {k: _pairs_back(u.get(k)) for k in USAGE_PAIRS}
+    usage = Usage(**usage_values, queries=queries,
                   gpu_faults=tuple(GpuFault(**f) for f in u.get("gpu_faults") or ()),
                   gpu_devices=tuple(GpuDevice(**d) for d in u.get("gpu_devices") or ()),
                   counter_resets=tuple(u.get("counter_resets") or ()))
@@ -471,10 +472,10 @@ def decode(summary: Mapping[str, Any], series: Mapping[str, Any] | None = None) 
     for key, attr, codec in REPORT:
         if attr is None or key == "usage":
             continue
-        if codec == SECTION:
+        if isinstance(codec, str):  # SECTION
             values[attr] = SECTIONS[key][1](summary)
         else:
-            values[attr] = codec[1](summary.get(key))  # type: ignore[index]
+            values[attr] = codec[1](summary.get(key))
     values["coverage"], values["audit"] = _coverage_back(summary.get("coverage"))
     values["gpus"] = values["gpus"] or 0
     return JobReport(**values)

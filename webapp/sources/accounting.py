@@ -170,7 +170,9 @@ def _limit_kind(minutes: int | None) -> TimeLimitKind | None:
 
 
 def _limit_seconds(minutes: int | None) -> float | None:
-    return int(minutes) * 60.0 if _limit_kind(minutes) == TimeLimitKind.JOB else None
+    if minutes is None or _limit_kind(minutes) != TimeLimitKind.JOB:
+        return None
+    return int(minutes) * 60.0
 
 
 def _time(value: int | None) -> datetime | None:
@@ -185,6 +187,7 @@ def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> Accounti
     except ValueError:
         nodes = ()  # a corrupt host list costs the node filter, not the report
     cpus = int(alloc["cpu"]) if "cpu" in alloc else (int(row["cpus"]) if row["cpus"] else None)
+    mem: int | None
     if "mem" in alloc:
         mem = int(alloc["mem"] * MIB)
     else:
@@ -329,9 +332,9 @@ class AccountingSource:
             for jid in part:
                 key = str(jid)
                 rows = plain if jid.array_task is None and jid.het_offset is None else named
-                row = pick_record(rows.get(key, []), submitted.get(key))
-                if row is not None:
-                    out[key] = parse_row(row, self.tres_names())
+                record = pick_record(rows.get(key, []), submitted.get(key))
+                if record is not None:
+                    out[key] = parse_row(record, self.tres_names())
         return out
 
     def node_events(self, nodes: Iterable[str] | None, start: datetime, end: datetime
@@ -394,7 +397,8 @@ class AccountingSource:
 
 def jobs_query(cluster: str, ids: Sequence[JobId]) -> tuple[str, list[object]]:
     """One SELECT for many ids, every value a bound parameter (only "%s" is repeated)."""
-    where, params = [], [cluster]
+    where: list[str] = []
+    params: list[object] = [cluster]
     for jid in ids:
         if jid.array_task is not None:
             where.append("(array_job_id = %s AND array_task_id = %s)")

@@ -7,7 +7,7 @@ formatted cells, and names the job or user it links to.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -82,8 +82,10 @@ def _pct(x: float | None) -> str:
 EfficiencyTotals = Mapping[str, tuple[float, float, float, float, float]]
 
 
-def efficiency_totals(jobs: Iterable[StaffJob]) -> dict[str, tuple[float, ...]]:
-    core, cpu, gpu, gpu_seen, gpu_used = (Counter() for _ in range(5))
+def efficiency_totals(
+    jobs: Iterable[StaffJob],
+) -> dict[str, tuple[float, float, float, float, float]]:
+    core, cpu, gpu, gpu_seen, gpu_used = (defaultdict[str, float](float) for _ in range(5))
     for j in jobs:
         core[j.user] += j.elapsed * j.cpus if j.cpu_seconds is not None else 0.0
         cpu[j.user] += j.cpu_seconds or 0.0
@@ -178,7 +180,7 @@ def mig_fit(jobs: list[StaffJob], thresholds: Thresholds) -> Table:
     of the card's compute, ``gpu_models.smallest_slice``): a site's question before it
     converts cards."""
     fits: Counter[str] = Counter()
-    hours: Counter[str] = Counter()
+    hours: defaultdict[str, float] = defaultdict(float)
     seen = 0
     for j in jobs:
         if not j.gpus or j.gpu_utilization is None or not j.gpu_memory_total:
@@ -263,7 +265,7 @@ def longest_queued(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
 
 def energy_by(key: str, jobs: list[StaffJob], cfg: StaffConfig) -> Table:
     """kWh per account (``key="account"``) or per user, from the jobs with energy series."""
-    joules: Counter[str] = Counter()
+    joules: defaultdict[str, float] = defaultdict(float)
     count: Counter[str] = Counter()
     for j in jobs:
         if j.energy_joules is not None:

@@ -410,7 +410,7 @@ def read_memory(job: Job) -> MemoryUsage:
         )
     path = job.dirs["unified"]
     stat = parse_flat_keyed(read(f"{path}/memory.stat", job.files))
-    limit = read(f"{path}/memory.max", job.files).strip()
+    limit_text = read(f"{path}/memory.max", job.files).strip()
     peak = read_optional(f"{path}/memory.peak", job.files)
     events = parse_flat_keyed(read(f"{path}/memory.events", job.files))
     return MemoryUsage(
@@ -420,7 +420,7 @@ def read_memory(job: Job) -> MemoryUsage:
         mapped_file=stat.get("file_mapped"),
         usage=int(read(f"{path}/memory.current", job.files)),
         max_usage=int(peak) if peak is not None else None,
-        limit=None if limit == "max" else int(limit),
+        limit=None if limit_text == "max" else int(limit_text),
         events={k: events[k] for k in MEMORY_EVENTS if k in events},
     )
 

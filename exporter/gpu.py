@@ -208,7 +208,7 @@ class Nvml:
         nv = self.nvml
         card = handle.card if isinstance(handle, MigHandle) else handle
         volatile = getattr(nv, "NVML_VOLATILE_ECC", 0)
-        out = []
+        out: list[int | None] = []
         for kind in ("NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"):
             try:
                 out.append(int(nv.nvmlDeviceGetTotalEccErrors(card, getattr(nv, kind),

@@ -157,8 +157,8 @@ def parse_scontrol_gpus(text: str, job_id: str, node: str) -> tuple[int, ...]:
     first = text.split(None, 1)[0] if text.strip() else ""
     if first != f"JobId={job_id}":
         raise ValueError(f"scontrol answered {first[:40]!r}, not JobId={job_id}")
-    answers = {_detail_gpus(run, node) for run in _detail_runs(text.splitlines())}
-    answers.discard(None)
+    found = {_detail_gpus(run, node) for run in _detail_runs(text.splitlines())}
+    answers = {gpus for gpus in found if gpus is not None}
     if len(answers) > 1:
         raise ValueError(f"{len(answers)} different GPU lines for {node}; free text mimics one")
     return answers.pop() if answers else ()

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-from exporter.procfs import IoCounters, ProcessSample
+from exporter.procfs import IoCounters
 
 Key = tuple[int, int]  # (pid, starttime)
 ZERO = IoCounters(0, 0, 0, 0)
@@ -48,6 +48,20 @@ class Proc(NamedTuple):
     starttime: int
     ppid: int
     io: IoCounters
+
+
+class Counted(Protocol):
+    """A process with its counters read: a ``Proc``, or a ``ProcessSample`` whose ``io``
+    is not None."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def starttime(self) -> int: ...
+    @property
+    def ppid(self) -> int: ...
+    @property
+    def io(self) -> IoCounters: ...
 
 
 @dataclass
@@ -65,7 +79,7 @@ class IoTotals:
     def __init__(self) -> None:
         self._jobs: dict[str, _JobState] = {}
 
-    def update(self, job_id: str, procs: Iterable[Proc | ProcessSample]) -> IoCounters | None:
+    def update(self, job_id: str, procs: Iterable[Counted]) -> IoCounters | None:
         """The job's totals now: live sum + retired, never below the previous result.
 
         ``procs``: the job's processes whose /proc/<pid>/io was read in this scrape (``io``
@@ -131,7 +145,7 @@ class IoTotals:
                                            None if emitted is None else IoCounters(*emitted))
 
 
-def _parent_key(by_pid: dict[int, Key], proc: Proc | ProcessSample) -> Key | None:
+def _parent_key(by_pid: dict[int, Key], proc: Counted) -> Key | None:
     """The key of ``proc``'s parent among the counted processes, if it is there.
 
     ``ppid`` may be older than this scrape (the exporter reads it once per process), so
@@ -145,7 +159,7 @@ def _parent_key(by_pid: dict[int, Key], proc: Proc | ProcessSample) -> Key | Non
 
 
 def _kept_in_live_ancestor(
-    key: Key, gone: dict[Key, tuple[Key | None, IoCounters]], now: dict[Key, Proc]
+    key: Key, gone: dict[Key, tuple[Key | None, IoCounters]], now: Mapping[Key, Counted]
 ) -> bool:
     """True when the last-known parent chain of a gone process, through processes gone in
     the same interval, reaches a live counted process of the job."""

@@ -69,6 +69,10 @@ class c_nvmlGpmMetricsGet_t:  # noqa: N801 - the ctypes structure's fields, in P
                         for _ in range(8)]
 
 
+# For annotations inside ReplayNvml, where the name is the class attribute below.
+_GpmQuery = c_nvmlGpmMetricsGet_t
+
+
 class ReplayNvml:
     """Serves ``devices`` (dicts as in replay.json) in NVML index order."""
 
@@ -230,11 +234,11 @@ class ReplayNvml:
         sample.card, sample.gpu_instance, sample.at = handle, gpu_instance, self.clock()
         return sample
 
-    def nvmlGpmMetricsGet(self, query: c_nvmlGpmMetricsGet_t) -> c_nvmlGpmMetricsGet_t:  # noqa: N802
+    def nvmlGpmMetricsGet(self, query: _GpmQuery) -> _GpmQuery:  # noqa: N802
         first, second = query.sample1, query.sample2
         if first.card is not second.card or first.gpu_instance != second.gpu_instance:
             raise NVMLError("Invalid Argument")
-        device = next((d for d in first.card["mig"]["devices"]
+        device: dict[str, Any] = next((d for d in first.card["mig"]["devices"]
                        if d["gpu_instance"] == first.gpu_instance), {})
         for metric in query.metrics[:query.numMetrics]:
             value = device.get("gpm_graphics_util_percent")

@@ -153,6 +153,7 @@ class ProcReader:
         """The hot path: pread of the kept io fd (and stat, when threads are not counted
         by ``fstat`` of the task directory), fstat of the fd directory."""
         starttime, stat_fd, io_fd, limit, fd_dir, task_dir, ppid, sched_fd = entry
+        io: IoCounters | None
         try:
             if stat_fd is None:  # io_fd and task_dir are open: see _open_and_read
                 io = parse_io(os.pread(io_fd, 1024, 0))  # ESRCH once the process exited

@@ -103,9 +103,8 @@ def parse_io(text: str | bytes) -> IoCounters:
     keys = words[4:12:2]
     if keys == _IO_KEYS or keys == _IO_KEYS_BYTES:
         return IoCounters(int(words[9]), int(words[11]), int(words[5]), int(words[7]))
-    if isinstance(text, bytes):
-        words = text.decode("latin-1").split()
-    values = dict(zip(words[::2], words[1::2], strict=False))
+    named = (text.decode("latin-1") if isinstance(text, bytes) else text).split()
+    values = dict(zip(named[::2], named[1::2], strict=False))
     return IoCounters(
         read_bytes=int(values["read_bytes:"]),
         write_bytes=int(values["write_bytes:"]),

@@ -174,7 +174,11 @@ class JobsCollector:
 
         run("procfs", proc)
         for collector in self.collectors:
-            run(collector.name, lambda c=collector: list(c.collect(jobs)))
+
+            def collect(c: Any = collector) -> list[Metric]:
+                return list(c.collect(jobs))
+
+            run(collector.name, collect)
         gone = {job.job_id for job in jobs if job.gone}
         if gone:  # ended mid-scrape: drop what collectors read before, jobs_info included
             for family in out:

@@ -13,11 +13,17 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
+from types import ModuleType
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from jobreport_common.mysql_url import import_pymysql
 from jobreport_common.redact import redact
 from mgmt.schema import missing_columns, needed_for
+
+if TYPE_CHECKING:
+    from pymysql.connections import Connection
+    from pymysql.cursors import Cursor
 
 
 class SetupError(RuntimeError):
@@ -183,7 +189,7 @@ def check_schema(schema: Schema, clusters: Sequence[str], acct_db: str) -> None:
                          + "; ".join(problems))
 
 
-def _driver() -> object:
+def _driver() -> ModuleType:
     """pymysql, or SetupError naming the extra that installs it."""
     try:
         return import_pymysql()
@@ -191,7 +197,7 @@ def _driver() -> object:
         raise SetupError(str(exc)) from None
 
 
-def _connect(admin: Admin) -> object:
+def _connect(admin: Admin) -> Connection[Cursor]:
     pymysql = _driver()
 
     where = {"unix_socket": admin.socket} if admin.host is None else {

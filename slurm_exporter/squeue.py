@@ -5,7 +5,7 @@ line per job, array tasks expanded (``-r``), pending ones included.
 from __future__ import annotations
 
 from collections import Counter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from jobreport_common.slurm_values import gpus_from_tres, tres_memory_bytes
 from jobreport_common.slurm_values import parse_tres as parse_tres_text
@@ -32,10 +32,10 @@ class JobLine(NamedTuple):  # a job without its id: the queue is counted by thes
 PENDING_JOBS_MAX = 20000
 
 
-class Queue(Counter):
+class Queue(Counter[JobLine]):
     """Counts of identical jobs, plus the first PENDING_JOBS_MAX pending jobs by id."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: int) -> None:
         super().__init__(*args, **kwargs)
         self.pending_jobs: list[tuple[str, str, str]] = []
 

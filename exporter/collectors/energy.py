@@ -229,8 +229,8 @@ class EnergyCollector:
                 parts = ({("gpu", labels.get(i, str(i))): gpu.get(i, 0.0)
                           for i in gpus_of[job_id]}
                          if source == "gpu" else {(source, ""): by_source[source]})
-                for key, joules in parts.items():
-                    mine[key] = mine.get(key, 0.0) + joules
+                for key, part in parts.items():
+                    mine[key] = mine.get(key, 0.0) + part
         self._unattributed += result.unattributed_joules
 
     def _meter_joules(self, before: _Sample, now: _Sample) -> float | None:
@@ -247,7 +247,7 @@ class EnergyCollector:
 
     def _present(self) -> dict[str, list[str]]:
         kinds = {z.kind for z in self._zones}
-        node = [k for k in ("package", "dram") if k in kinds]
+        node: list[str] = [k for k in ("package", "dram") if k in kinds]
         job = (["cpu"] if "package" in kinds else []) + (["dram"] if "dram" in kinds else [])
         if self.context.gpu_energy:
             node.append("gpu")

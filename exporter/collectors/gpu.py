@@ -168,7 +168,8 @@ class GpuCollector:
         yield ecc
         yield xid
 
-    def _faults(self, index: int, labels: list[str], ecc: Metric, xid: Metric,
+    def _faults(self, index: int, labels: list[str], ecc: CounterMetricFamily,
+                xid: CounterMetricFamily,
                 shown: set[tuple[int, int]]) -> None:
         """The card's memory errors and XIDs on one job's series of GPU ``index``."""
         assert self._gpus is not None
@@ -208,6 +209,7 @@ class GpuCollector:
     def _allocation(self, job: ScrapedJob) -> tuple[int, ...] | None:
         """The job's GPUs by Slurm's index; None when no source could tell yet (asked
         again next scrape)."""
+        assert self._gpus is not None
         settings = self.context.settings
         try:
             found = gpu_alloc.read_allocation_file(settings.gpu_alloc_dir, job.job_id)

@@ -11,12 +11,12 @@ would be a false 0.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from exporter.collectors.context import CollectorContext
-from exporter.io_totals import IoTotals
+from exporter.io_totals import Counted, IoTotals
 from exporter.scrape import ScrapedJob, each
 
 _FIELDS = (
@@ -61,7 +61,8 @@ class IoCollector:
         families = [CounterMetricFamily(n, h, labels=["jobid"]) for n, _, h in _FIELDS]
         for job, procs in each(jobs, lambda j: j.processes):
             # io unreadable (not root): the process is not counted, as if outside the job.
-            counted = [p for p in procs if p.io is not None]
+            # (A cast: the type checker does not narrow ``p.io`` inside the list.)
+            counted = cast(list[Counted], [p for p in procs if p.io is not None])
             totals = self.totals.update(job.job_id, counted)
             if totals is None:
                 # No live process and no earlier reading (all exited, the cgroup not yet

@@ -4,7 +4,7 @@ CPUs, GPUs and memory, and pending jobs by reason (each job counted once)."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from prometheus_client.core import Metric
 
@@ -25,8 +25,10 @@ class JobsCollector:
         by_partition: Counter[tuple[str, str]] = Counter()
         pending: Counter[tuple[str, str]] = Counter()
         pending_gpus: Counter[tuple[str, str]] = Counter()
-        owners = {"user": defaultdict(lambda: [0, 0, 0, 0]),
-                  "account": defaultdict(lambda: [0, 0, 0, 0])}
+        # kind -> (user or account, state) -> [jobs, CPUs, GPUs, memory]
+        owners: dict[str, defaultdict[tuple[str, str], list[int]]] = {
+            "user": defaultdict(lambda: [0, 0, 0, 0]),
+            "account": defaultdict(lambda: [0, 0, 0, 0])}
         for (state, user, account, partition, cpus, gpus, memory, gpu_type, reason), n in \
                 queue.items():
             by_partition[(state, partition)] += n
@@ -46,8 +48,8 @@ class JobsCollector:
                       "reason (one reason per job).", ["reason", "partition"], pending, cluster)
         yield _family("slurm_pending_gpus", "GPUs requested by the partition's pending jobs, "
                       "per requested type.", ["partition", "gpu_type"], pending_gpus, cluster)
-        for kind, sums in owners.items():
-            yield from _owner_families(cluster, kind, sums)
+        for kind, per_owner in owners.items():
+            yield from _owner_families(cluster, kind, per_owner)
         named = gauge("slurm_job_pending_info", "1 for a pending job, with the reason Slurm "
                       "gives for its wait (the first 20,000 pending jobs).",
                       ["jobid", "partition", "reason"])
@@ -63,7 +65,8 @@ def _family(name: str, doc: str, labels: list[str], counts: Counter, cluster: st
     return family
 
 
-def _owner_families(cluster: str, kind: str, sums: dict) -> Iterator[Metric]:
+def _owner_families(cluster: str, kind: str,
+                    sums: Mapping[tuple[str, str], list[int]]) -> Iterator[Metric]:
     labels = [kind, "state"]
     jobs = gauge(f"slurm_{kind}_jobs", f"Jobs of the {kind} in this state.", labels)
     resources = [

@@ -77,9 +77,9 @@ class SchedulerCollector:
                 yield family
         for key, name, doc in COUNTERS:
             if key in stats.values:
-                family = counter(name, doc + " Reset by sdiag at midnight.")
-                family.add_metric([cluster], stats.values[key])
-                yield family
+                total = counter(name, doc + " Reset by sdiag at midnight.")
+                total.add_metric([cluster], stats.values[key])
+                yield total
         for rpcs, label, what in ((stats.rpc_by_type, "rpc", "message type"),
                                   (stats.rpc_by_user, "user", "user")):
             prefix = "slurm_rpc" if label == "rpc" else "slurm_rpc_user"

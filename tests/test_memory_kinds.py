@@ -90,8 +90,9 @@ def test_held_memory_is_anonymous_plus_shared_at_each_sample():
     assert page_cache_series(usage) == (Series("n1", ((0.0, 10.0), (5.0, 40.0),
                                                       (10.0, 650.0))),)
     # each part its own peak; held is the peak of the sum (350), not the sum of peaks (550)
-    assert node_memory(usage, None) == (NodeMemory("n1", 350, 300, 250, 650),
-                                        NodeMemory("n2", 70, 70, None, None))
+    # each node's own peak beside them (the job peak's rule on its figures)
+    assert node_memory(usage, None) == (NodeMemory("n1", 350, 300, 250, 650, peak_bytes=350),
+                                        NodeMemory("n2", 70, 70, None, None, peak_bytes=70))
 
 
 def test_an_exit_tail_is_cut_from_every_memory_series():
@@ -115,7 +116,7 @@ def test_files_in_dev_shm_are_part_of_the_peak():
     assert r.memory_peak.source == PeakSource.PROMETHEUS  # MaxRSS 1248K: far below
     assert r.memory_peak_bytes == GIB + 450560
     assert r.memory_nodes == (NodeMemory("cpu1", GIB + 450560, 450560, GIB, 36864,
-                                         1248 * 1024),)
+                                         1248 * 1024, 1500 * MIB, GIB + 450560),)
     assert r.memory_efficiency == pytest.approx((GIB + 450560) / (1500 * MIB))
     assert "memory_over_requested" not in names(r)  # it used the 1.0 GiB it asked room for
 
@@ -166,7 +167,7 @@ def test_page_cache_near_the_limit_is_not_near_the_limit_on_cgroup_v2():
     assert r.memory_peak.source == PeakSource.PROMETHEUS and r.memory_peak_bytes == 581632
     assert "memory_near_limit" not in names(r)
     assert r.memory_nodes == (NodeMemory("v24n1", 581632, 581632, 0, 461381632,
-                                         465528 * 1024),)
+                                         465528 * 1024, 500 * MIB, 581632),)
 
 
 def test_on_cgroup_v1_a_larger_maxrss_is_still_a_peak_between_scrapes():
@@ -199,7 +200,9 @@ def test_the_details_show_the_parts_side_by_side_in_html_json_and_pdf(tmp_path):
     data = json.loads(json_renderer.render(r))
     assert data["memory_nodes"] == [{"node": "cpu1", "held_bytes": GIB + 450560,
                                      "anon_bytes": 450560, "shmem_bytes": GIB,
-                                     "page_cache_bytes": 36864, "max_rss_bytes": 1277952}]
+                                     "page_cache_bytes": 36864, "max_rss_bytes": 1277952,
+                                     "requested_bytes": 1500 * MIB,
+                                     "peak_bytes": GIB + 450560}]
     assert list(data).index("memory_nodes") == list(data).index("series") + 1
     assert {"memory_shmem_bytes", "memory_cache_bytes"} <= set(data["series"])
     path = tmp_path / "shm.pdf"

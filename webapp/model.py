@@ -448,6 +448,20 @@ class NodeMemory:
     shmem_bytes: int | None  # files in /dev/shm or a tmpfs, shared anonymous mappings
     page_cache_bytes: int | None  # the page cache without the shared memory: reclaimable
     max_rss_bytes: int | None = None  # sacct's MaxRSS: the largest single task there
+    # The node's own request (--mem; a het component's on its nodes) and its own peak by
+    # the job peak's rule (``webapp.report.peak.node_memory``): what its efficiency is of.
+    requested_bytes: int | None = None
+    peak_bytes: int | None = None
+
+
+def memory_judged(nodes: Iterable[NodeMemory]) -> NodeMemory | None:
+    """The node a job's memory efficiency is that of: the highest peak over its own request
+    among the nodes that have both (the larger peak on a tie); None when none has. With
+    equal requests it is the busiest node; with unequal ones (a het job's components) each
+    node is judged against its own request, never the job's total split evenly."""
+    known = [n for n in nodes if n.peak_bytes is not None and n.requested_bytes]
+    return max(known, key=lambda n: ((n.peak_bytes or 0) / (n.requested_bytes or 1),
+                                     n.peak_bytes or 0), default=None)
 
 
 class CpuSource(StrEnum):
@@ -628,19 +642,49 @@ class JobReport:
         return gpu_utilization(self.usage.gpu_utilization)
 
     @property
+    def memory_judged(self) -> NodeMemory | None:
+        """The node whose peak over its own request is the job's memory efficiency
+        (``memory_judged``); None when no node has both (an older archived report)."""
+        return memory_judged(self.memory_nodes)
+
+    @property
+    def memory_requests_uneven(self) -> bool:
+        """The nodes asked for different amounts (a het job's components): a request is
+        then that of one node, never "per node"."""
+        return len({n.requested_bytes for n in self.memory_nodes if n.requested_bytes}) > 1
+
+    @property
+    def memory_by_node(self) -> tuple[tuple[int, int | None], ...]:
+        """Each node's own (request, peak) in bytes, as ``webapp.unused.Held`` reads them;
+        () when a node's request is unknown (an older archived report)."""
+        pairs = tuple((n.requested_bytes or 0, n.peak_bytes) for n in self.memory_nodes)
+        return pairs if pairs and all(asked for asked, _ in pairs) else ()
+
+    @property
     def memory_requested_per_node(self) -> int | None:
-        """--mem is per node: the request split evenly over the job's nodes."""
+        """--mem is per node: the judged node's own request (``memory_judged``), else the
+        request split evenly over the job's nodes."""
+        if (judged := self.memory_judged) is not None:
+            return judged.requested_bytes
         if not self.memory_requested_bytes:
             return None
         return self.memory_requested_bytes // max(1, len(self.nodes))
 
     @property
+    def memory_judged_peak_bytes(self) -> int | None:
+        """The peak the memory efficiency is of: the judged node's, else the job's."""
+        judged = self.memory_judged
+        return judged.peak_bytes if judged is not None else self.memory_peak_bytes
+
+    @property
     def memory_efficiency(self) -> float | None:
-        """The peak of the busiest node over the memory requested per node."""
+        """The highest of each node's peak over its own request (``memory_judged``);
+        without per-node figures, the busiest node's peak over the request per node."""
         per_node = self.memory_requested_per_node
-        if self.memory_peak is None or not per_node:
+        peak = self.memory_judged_peak_bytes
+        if self.memory_peak is None or peak is None or not per_node:
             return None
-        return self.memory_peak.bytes / per_node
+        return peak / per_node
 
     @property
     def time_used(self) -> float | None:

@@ -7,10 +7,13 @@ the staff report all call ``unused``; each only gathers a ``Held`` from what it 
   ``cpu_seconds``), never below zero.
 - GPU: allocated GPU-hours minus the GPUs' mean utilisation x elapsed (Prometheus); no
   figure without GPU samples.
-- Memory: requested GiB-hours minus the peak (busiest node, x nodes) x elapsed: memory
-  held idle. ``--mem`` is per node and the request is the whole job's (per node x
-  nodes), so a 2-node job's unused memory is (per node - busiest peak) x 2. Bytes in
-  GiB (2**30): Slurm's memory weights are per MB of 1024 KiB, so GiB = Slurm's G.
+- Memory: requested GiB-hours minus what was used x elapsed: memory held idle, node by
+  node. Where each node's own request and peak are known (``Held.memory_by_node``: a
+  het job's components ask for different amounts), the sum over nodes of (its request -
+  its peak), never below zero on any node, a node whose peak is unknown counted at the
+  busiest node's peak; without them (``--mem`` is per node, the request the whole job's),
+  (per node - busiest peak) x nodes. Bytes in GiB (2**30): Slurm's memory weights are
+  per MB of 1024 KiB, so GiB = Slurm's G.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ class Held:
     memory_requested_bytes: int | None = None
     memory_peak_bytes: int | None = None
     nodes: int = 1
+    # Each node's own (request, peak) in bytes, the peak None where not known there
+    # (``JobReport.memory_by_node``); () where only the whole job's figures are known.
+    memory_by_node: tuple[tuple[int, int | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,11 +70,33 @@ def unused(held: Held) -> dict[str, Unused]:
         out["gpu"] = ("GPU-hours", held.gpus * hours,
                       None if held.gpus_busy is None else held.gpus_busy * hours)
     if held.memory_requested_bytes:
-        peak = held.memory_peak_bytes
+        used = memory_used_bytes(held)
         out["memory"] = ("GiB-hours", held.memory_requested_bytes / GIB * hours,
-                         None if peak is None else peak * max(1, held.nodes) / GIB * hours)
+                         None if used is None else used / GIB * hours)
     return {r: Unused(r, unit, asked, None if used is None else max(0.0, asked - used))
             for r, (unit, asked, used) in out.items()}
+
+
+def memory_used_bytes(held: Held) -> int | None:
+    """The bytes of the request the job used (the module's docstring): node by node where
+    ``memory_by_node`` has every node's request, else the busiest peak x nodes; None
+    without a peak."""
+    busiest = held.memory_peak_bytes
+    pairs = held.memory_by_node
+    if pairs and all(asked for asked, _ in pairs):
+        known = [peak if peak is not None else busiest for _, peak in pairs]
+        if all(p is None for p in known):
+            return None
+        return sum(min(asked, p or 0) for (asked, _), p in zip(pairs, known, strict=True))
+    return None if busiest is None else busiest * max(1, held.nodes)
+
+
+def memory_unused_bytes(held: Held) -> int | None:
+    """The whole request's bytes not used (``memory_used_bytes``), never below zero."""
+    used = memory_used_bytes(held)
+    if used is None or not held.memory_requested_bytes:
+        return None
+    return max(0, held.memory_requested_bytes - used)
 
 
 def gpus_busy(means: Iterable[float | None]) -> float | None:

@@ -49,6 +49,7 @@ from webapp.renderers.wording import (
     figures_from,
     gap_text,
     headline,
+    memory_where,
     peak_text,
     time_limit_text,
     title,
@@ -87,11 +88,10 @@ def _summary_rows(report: JobReport) -> list[tuple[str, str]]:
     peak = report.memory_peak
     memory = None
     if report.memory_peak_bytes is not None:
-        per_node = " per node" if len(report.nodes) > 1 else ""
-        asked = report.memory_requested_per_node
-        memory = (of(format_bytes(report.memory_peak_bytes), format_bytes(asked) + per_node,
-                     report.memory_efficiency) if asked else format_bytes(peak.bytes)) \
-            + f" peak; {peak_text(peak)}"
+        asked, judged = report.memory_requested_per_node, report.memory_judged_peak_bytes
+        memory = (of(format_bytes(judged), format_bytes(asked) + memory_where(report),
+                     report.memory_efficiency) if asked and judged is not None
+                  else format_bytes(peak.bytes)) + f" peak; {peak_text(peak)}"
     job = f"{report.job_id} on {report.cluster}"
     if report.figures_from:
         job += f" (figures from {report.figures_from})"
@@ -238,7 +238,6 @@ def gauges(report: JobReport) -> list[Gauge]:
     used of the limit: the figures every format draws as bars, computed once; those
     not known are left out."""
     cpu = report.cpu_efficiency
-    per_node = " per node" if len(report.nodes) > 1 else ""
     out = [
         Gauge("CPU efficiency", cpu, format_percent(cpu),
               f"{format_duration(report.cpu_seconds)} CPU time on "
@@ -246,8 +245,8 @@ def gauges(report: JobReport) -> list[Gauge]:
                  else "an unknown number of cores")),
         Gauge("Memory peak of requested", report.memory_efficiency,
               format_percent(report.memory_efficiency),
-              f"{format_bytes(report.memory_peak_bytes)} of "
-              f"{format_bytes(report.memory_requested_per_node)}{per_node}"),
+              f"{format_bytes(report.memory_judged_peak_bytes)} of "
+              f"{format_bytes(report.memory_requested_per_node)}{memory_where(report)}"),
     ]
     if report.gpus or report.usage.gpu_utilization:
         gpu = report.gpu_utilization

@@ -21,6 +21,7 @@ from webapp.formatting import (
 )
 from webapp.model import JobReport
 from webapp.renderers.node_bands import MAX_LINES
+from webapp.unused import Held, memory_unused_bytes
 
 # The one order of a report's sections in every format (text, HTML, PDF, email, JSON):
 # what a person needs first, the details after, the audit last.
@@ -64,7 +65,9 @@ def step_rows(report: JobReport) -> list[tuple[str, ...]]:
 def memory_rows(report: JobReport) -> list[tuple[str, ...]]:
     """One row per node (MEMORY_HEADER's columns), the busiest first; past ``MAX_LINES``
     nodes the rest are counted. A figure not measured is blank."""
-    nodes = sorted(report.memory_nodes, key=lambda n: (-(n.held_bytes or 0), n.node))
+    measured = [n for n in report.memory_nodes if any(v is not None for v in (
+        n.held_bytes, n.anon_bytes, n.shmem_bytes, n.page_cache_bytes, n.max_rss_bytes))]
+    nodes = sorted(measured, key=lambda n: (-(n.held_bytes or 0), n.node))
     rows = [(_clean(n.node), *(_known(format_bytes(v), v) for v in (
                 n.held_bytes, n.anon_bytes, n.shmem_bytes, n.page_cache_bytes,
                 n.max_rss_bytes)))
@@ -114,6 +117,18 @@ def waste_sentence(report: JobReport) -> str | None:
     for i in w.items:
         if i.resource != "memory":
             parts.append(_unused(i.unused, i.requested, i.unit))
+            continue
+        if report.memory_requests_uneven:  # the nodes' own, summed (webapp.unused)
+            left = memory_unused_bytes(Held(
+                report.elapsed_seconds, report.cpus,
+                memory_requested_bytes=report.memory_requested_bytes,
+                memory_peak_bytes=report.memory_peak_bytes, nodes=len(report.nodes),
+                memory_by_node=report.memory_by_node))
+            total = report.memory_requested_bytes
+            if left is not None and total:
+                parts.append((f"all {format_bytes(total)}" if left >= ALL_UNUSED * total
+                              else f"{format_bytes(left)} of {format_bytes(total)}")
+                             + " of memory")
             continue
         asked, peak = report.memory_requested_per_node, report.memory_peak_bytes
         if asked and peak is not None:

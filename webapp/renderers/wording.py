@@ -116,6 +116,16 @@ def verdict(report: JobReport) -> str:
     return text + (f" ({_plural(notes, 'note')})" if notes else "")
 
 
+def memory_where(report: JobReport) -> str:
+    """Whose memory request a figure is of: " on cpu1" where the nodes asked for
+    different amounts (the judged node's, ``JobReport.memory_judged``), " per node" on
+    several nodes asking alike, "" on one node."""
+    judged = report.memory_judged
+    if report.memory_requests_uneven and judged is not None:
+        return f" on {judged.node}"
+    return " per node" if len(report.nodes) > 1 else ""
+
+
 def _share(ratio: float, of: str) -> str:
     return f"none of {of}" if ratio < 0.005 else f"{format_percent(ratio)} of {of}"
 
@@ -130,8 +140,9 @@ def headline(report: JobReport) -> str:
     mem = report.memory_efficiency
     if mem is not None and report.memory_requested_per_node:
         asked = format_bytes(report.memory_requested_per_node)
-        parts.append(f"{format_percent(mem)} of its {asked} of memory" if mem >= 0.005
-                     else f"almost none of its {asked} of memory")
+        where = memory_where(report) if report.memory_requests_uneven else ""
+        parts.append(f"{format_percent(mem)} of its {asked} of memory{where}" if mem >= 0.005
+                     else f"almost none of its {asked} of memory{where}")
     gpu = report.gpu_utilization
     if report.gpus and gpu is not None:
         parts.append(_share(gpu, "its GPU" if report.gpus == 1 else f"its {report.gpus} GPUs"))

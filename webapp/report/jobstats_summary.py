@@ -3,7 +3,9 @@
 Every figure is the report's own, split over its nodes so that a tool averaging jobstats'
 per-node efficiencies (reportseff) shows the report's CPU and memory efficiency and GPU
 utilisation: CPU seconds in proportion to each node's measured CPU use (evenly without
-series), the memory peak and request per node, each GPU's mean utilisation in percent.
+series), each node's memory peak and its own request (``JobReport.memory_nodes``; without
+them the report's peak on its node and the request split evenly), each GPU's mean
+utilisation in percent.
 """
 
 from __future__ import annotations
@@ -87,13 +89,19 @@ def build_jobstats_summary(report: JobReport, short_below: float) -> dict[str, A
     weights = _cpu_weights(report)
     memory = _memory_used(report)
     per_node_request = report.memory_requested_per_node or report.usage.memory_limit_bytes
+    # each node's own request and peak where the report has them (a het job's components
+    # ask for different amounts): jobstats' sums then never read a node against another's
+    own = {n.node: n for n in report.memory_nodes if n.requested_bytes}
     gpus = _gpus(report)
     nodes: dict[str, dict[str, Any]] = {}
     for i, node in enumerate(report.nodes):
         data: dict[str, Any] = {"cpus": cores[i]}
         if report.cpu_seconds is not None:
             data["total_time"] = round(report.cpu_seconds * weights[i], 1)
-        if per_node_request:
+        if node in own:
+            data["used_memory"] = own[node].peak_bytes or 0
+            data["total_memory"] = int(own[node].requested_bytes or 0)
+        elif per_node_request:
             data["used_memory"] = memory[i]
             data["total_memory"] = int(per_node_request)
         data.update(gpus.get(node, {}))

@@ -35,6 +35,7 @@ MaxRSS), each its own largest sample; the report's details show them.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 
 from webapp.model import MemoryPeak, NodeMemory, PeakSource, SacctJob, Series, Step, Usage
@@ -55,10 +56,11 @@ def step_peak(step: Step) -> int | None:
     return step.max_rss_bytes * tasks_per_node(step) if step.max_rss_bytes else None
 
 
-def sacct_peak(job: SacctJob) -> MemoryPeak | None:
-    """MaxRSS x tasks on the node of the largest task, over the steps; None without MaxRSS."""
+def sacct_peak(job: SacctJob, parts: tuple[Step, ...] = ()) -> MemoryPeak | None:
+    """MaxRSS x tasks on the node of the largest task, over the steps (and ``parts``, a
+    whole het job's component lines); None without MaxRSS."""
     best: MemoryPeak | None = None
-    for step in job.steps:
+    for step in (*job.steps, *parts):
         peak_bytes = step_peak(step)
         if not peak_bytes:
             continue
@@ -105,26 +107,69 @@ def _top(series: tuple[Series, ...]) -> dict[str, int]:
     return {s.label: int(top) for s in series if (top := s.max()) is not None}
 
 
-def _max_rss_by_node(job: SacctJob | None) -> dict[str, int]:
+def _max_rss_by_node(job: SacctJob | None, parts: tuple[Step, ...] = ()) -> dict[str, int]:
     """The largest task's MaxRSS on each node sacct names (MaxRSSNode, or a one-node
-    step's node)."""
+    step's node), over the steps and a whole het job's component lines."""
     out: dict[str, int] = {}
-    for step in job.steps if job else ():
-        node = step.max_rss_node or (step.nodes[0] if len(step.nodes) == 1 else None)
+    for step in (*(job.steps if job else ()), *parts):
+        node = _node_of(step)
         if node and step.max_rss_bytes is not None:
             out[node] = max(out.get(node, 0), step.max_rss_bytes)
     return out
 
 
-def node_memory(usage: Usage, job: SacctJob | None) -> tuple[NodeMemory, ...]:
+def _node_of(step: Step) -> str | None:
+    """Where a step's largest task ran: MaxRSSNode, or a one-node step's node."""
+    return step.max_rss_node or (step.nodes[0] if len(step.nodes) == 1 else None)
+
+
+def node_peaks(usage: Usage, job: SacctJob | None, parts: tuple[Step, ...] = (),
+               peak: MemoryPeak | None = None, requests: Mapping[str, int] | None = None
+               ) -> dict[str, int]:
+    """Each node's own peak by the job peak's rule (``job_peak`` on that node's figures:
+    what Prometheus saw it hold, unless one task's MaxRSS there is larger; sacct's
+    estimate, MaxRSS x tasks per node, where Prometheus has nothing), with the job's own
+    peak on the node that held it: where sacct does not say which (a step over several
+    nodes without MaxRSSNode), on the busiest node, else on the one that asked for most.
+    ``parts``: a whole het job's component lines."""
+    held = _top(usage.memory_held)
+    estimate: dict[str, MemoryPeak] = {}
+    unsure: set[str] = set()  # nodes of a several-node step that sacct's MaxRSS is not of
+    steps = (*(job.steps if job else ()), *parts)
+    for step in steps:
+        node, top = _node_of(step), step_peak(step)
+        unsure.update(n for n in step.nodes if n != node)
+        if node and top and (node not in estimate or top > estimate[node].bytes):
+            estimate[node] = MemoryPeak(top, PeakSource.SACCT, node, step.step_id,
+                                        step.max_rss_bytes, tasks_per_node(step))
+    out: dict[str, int] = {}
+    # sacct's estimate of a node it only partly saw is no peak of it: unknown there
+    for node in {*held, *(n for n in estimate if n not in unsure)}:
+        prom = MemoryPeak(held[node], PeakSource.PROMETHEUS, node) if node in held else None
+        if (mine := job_peak(estimate.get(node), prom, usage)) is not None:
+            out[node] = mine.bytes
+    if peak is not None:
+        at = peak.node or max(out, key=lambda n: (out[n], n), default=None) or max(
+            requests or {}, key=lambda n: ((requests or {})[n], n), default=None)
+        if at:
+            out[at] = peak.bytes
+    return out
+
+
+def node_memory(usage: Usage, job: SacctJob | None, requests: Mapping[str, int] | None = None,
+                parts: tuple[Step, ...] = (), peak: MemoryPeak | None = None
+                ) -> tuple[NodeMemory, ...]:
     """Each node's anonymous, shared and page cache peaks (Prometheus) beside the largest
-    task's MaxRSS (sacct), sorted by node; () when neither measured anything."""
+    task's MaxRSS (sacct), its own request (``requests``) and its own peak (``node_peaks``),
+    sorted by node; () when nothing is known of any node."""
+    requests = requests or {}
     held, anon = _top(usage.memory_held), _top(usage.memory_rss)
     shmem, cache = _top(usage.memory_shmem), _top(page_cache_series(usage))
-    max_rss = _max_rss_by_node(job)
-    nodes = sorted({*held, *shmem, *cache, *max_rss})
+    max_rss = _max_rss_by_node(job, parts)
+    peaks = node_peaks(usage, job, parts, peak, requests)
+    nodes = sorted({*held, *shmem, *cache, *max_rss, *peaks, *requests})
     return tuple(NodeMemory(n, held.get(n), anon.get(n), shmem.get(n), cache.get(n),
-                            max_rss.get(n)) for n in nodes)
+                            max_rss.get(n), requests.get(n), peaks.get(n)) for n in nodes)
 
 
 def maxrss_counts_page_cache(usage: Usage) -> bool:

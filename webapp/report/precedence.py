@@ -102,6 +102,23 @@ def het_components(job_id: JobId, sj: SacctJob | None) -> tuple[Step, ...]:
     return sj.components
 
 
+def node_requests(parts: tuple[Step, ...], nodes: tuple[str, ...], memory: int | None
+                  ) -> dict[str, int]:
+    """Each node's own memory request in bytes: a whole het job's, each component's
+    request split over its own nodes (``--mem`` is per node; two components on one node
+    add up); any other job's, the request split evenly over its nodes. {} when unknown."""
+    if parts and all(c.memory_requested_bytes and c.nodes for c in parts):
+        out: dict[str, int] = {}
+        for c in parts:
+            share = (c.memory_requested_bytes or 0) // len(c.nodes)
+            for node in c.nodes:
+                out[node] = out.get(node, 0) + share
+        return out
+    if not memory or not nodes:
+        return {}
+    return dict.fromkeys(nodes, memory // len(nodes))
+
+
 def summed(values: list[int | None]) -> int | None:
     """The sum, or None when a part is unknown."""
     return None if any(v is None for v in values) else sum(v or 0 for v in values)
@@ -155,6 +172,7 @@ def join(job_id: JobId, cluster: str, acct: AccountingJob | None, sj: SacctJob |
         cpus = first(summed([c.cpus for c in parts]), cpus)
         memory = first(summed([c.memory_requested_bytes for c in parts]), memory)
         gpus = sum(c.gpus for c in parts) or gpus
+    peak = job_peak(sacct_peak(sj, parts) if sj else None, prometheus_peak(usage), usage)
     return JobReport(
         job_id=str(job_id),
         cluster=acct.cluster if acct else cluster,
@@ -179,8 +197,9 @@ def join(job_id: JobId, cluster: str, acct: AccountingJob | None, sj: SacctJob |
         figures_from=record if record and record != str(job_id) else None,
         cpu_seconds=cpu_seconds,
         cpu_source=cpu_source,
-        memory_peak=job_peak(sacct_peak(sj) if sj else None, prometheus_peak(usage), usage),
-        memory_nodes=node_memory(usage, sj),
+        memory_peak=peak,
+        memory_nodes=node_memory(usage, sj, node_requests(parts, t.nodes, memory), parts,
+                                 peak),
         usage=usage,
         steps=sj.steps if sj else (),
         components=sj.components if sj else (),

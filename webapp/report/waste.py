@@ -31,7 +31,7 @@ def held_by(report: JobReport) -> Held:
     return Held(report.elapsed_seconds, report.cpus, report.cpu_seconds, report.gpus,
                 gpus_busy(s.mean() for s in report.usage.gpu_utilization),
                 report.memory_requested_bytes,
-                report.memory_peak_bytes, len(report.nodes))
+                report.memory_peak_bytes, len(report.nodes), report.memory_by_node)
 
 
 def compute_waste(report: JobReport, weights: Mapping[str, float] | None = None,

@@ -243,9 +243,11 @@ RENAMED = {
     "small_gpu_memory": "smaller_gpu_memory",
 }
 
+# Every threshold has a plain default (``threshold()``): a field without one has no row.
 TABLE: tuple[Row, ...] = tuple(
     Row(f.name, f.default, f.metadata["unit"], f.metadata["help"], f.metadata["parts"])
-    for f in dataclasses.fields(Thresholds) if "unit" in f.metadata)
+    for f in dataclasses.fields(Thresholds)
+    if "unit" in f.metadata and f.default is not dataclasses.MISSING)
 
 
 @dataclass(frozen=True)

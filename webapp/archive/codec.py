@@ -31,10 +31,10 @@ def downsample(points: list[list[float]] | tuple, width: float) -> list[list[flo
     summary's own fields (memory_peak_bytes), not in the plotted points.
     """
     out: list[list[float]] = []
-    bucket: list[float] = []
-    t0 = None
+    bucket: list[float] = []  # empty only before the first point
+    t0 = 0.0
     for t, v in points:
-        if t0 is None or t - t0 >= width:
+        if not bucket or t - t0 >= width:
             if bucket:
                 out.append([t0, sum(bucket) / len(bucket)])
             t0, bucket = t, []

@@ -10,7 +10,7 @@ Energy, per job and per account: the kWh the exporter split to the job (the arch
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,7 +69,7 @@ class Digest:
     @property
     def energy_by_account(self) -> list[tuple[str, float]]:
         """(account, kWh), largest first."""
-        kwh: Counter[str] = Counter()
+        kwh: defaultdict[str, float] = defaultdict(float)
         for j in self.jobs:
             if j.energy_kwh is not None:
                 kwh[j.account or "?"] += j.energy_kwh

@@ -63,8 +63,9 @@ def run_digest(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> 
     counts = ", ".join(f"{n} {what}" for what, n in sorted(run.counts.items())) or "nothing"
     out.write(f"week {day(since)} to {day(until - 1)}: {counts}\n")
     if run.delivery:
-        d = run.delivery
-        out.write(f"emails: {d['sent']} sent, {d['deferred']} deferred, {d['failed']} failed\n")
+        sent = run.delivery
+        out.write(f"emails: {sent['sent']} sent, {sent['deferred']} deferred, "
+                  f"{sent['failed']} failed\n")
     return 1 if run.delivery["failed"] else 0
 
 

@@ -41,14 +41,16 @@ def _render(report: JobReport, fmt: str, pretty: bool = False, details: bool = F
 
         return json_renderer.render(report, pretty=pretty)
     if fmt == "html":
-        from webapp.renderers import html as renderer
-    elif fmt == "pdf":
-        from webapp.renderers import pdf as renderer
-    else:
-        from webapp.renderers import text
+        from webapp.renderers import html
 
-        return text.render(report, details=details, audit=audit, cluster_named=cluster_named)
-    return renderer.render(report)
+        return html.render(report)
+    if fmt == "pdf":
+        from webapp.renderers import pdf
+
+        return pdf.render(report)
+    from webapp.renderers import text
+
+    return text.render(report, details=details, audit=audit, cluster_named=cluster_named)
 
 
 def run_show(args: argparse.Namespace, settings: Settings) -> int:

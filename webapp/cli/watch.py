@@ -37,8 +37,9 @@ def print_result(result: WatchResult, out=sys.stdout) -> None:  # noqa: ANN001
     for error in result.errors:
         out.write(f"error: {error}\n")
     if result.delivery:
-        d = result.delivery
-        out.write(f"emails: {d['sent']} sent, {d['deferred']} deferred, {d['failed']} failed\n")
+        sent = result.delivery
+        out.write(f"emails: {sent['sent']} sent, {sent['deferred']} deferred, "
+                  f"{sent['failed']} failed\n")
     policy = "enforcing" if result.enforcing else "enforcement off"
     out.write(f"{result.jobs} running jobs watched, {len(result.alerts)} alerts ({policy})\n")
 

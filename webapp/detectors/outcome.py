@@ -18,7 +18,7 @@ _EXIT_HINTS = {
     126: "a command was found but is not executable (permissions, or a script without #!)",
     127: "a command was not found (a typo, or a missing `module load` / PATH entry)",
 }
-_SIGNAL_HINTS = {
+_SIGNAL_HINTS: dict[int, str] = {  # keyed by signal.Signals, an int
     signal.SIGKILL: "often the out-of-memory killer or a limit",
     signal.SIGSEGV: "a segmentation fault, the program read memory it does not own",
     signal.SIGTERM: "usually Slurm stopping it at a limit or a cancellation",

@@ -68,8 +68,8 @@ class OversubscribedDetector:
                 "MKL_NUM_THREADS / OPENBLAS_NUM_THREADS, or the program's own -j/--threads), "
                 f"or ask for up to `--cpus-per-task={math.ceil(threads)}` if it scales."
             )
-            cores = f"{cpus} allocated core" + ("s" if cpus != 1 else "")
-            sentence = (f"Up to {threads:.0f} threads on {cores}, "
+            allocated = f"{cpus} allocated core" + ("s" if cpus != 1 else "")
+            sentence = (f"Up to {threads:.0f} threads on {allocated}, "
                         f"{used:.1f} of them busy on average.")
         else:
             return ()

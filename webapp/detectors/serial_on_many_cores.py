@@ -41,7 +41,9 @@ class SerialOnManyCoresDetector:
     def detect(self, report: JobReport, thresholds: Thresholds) -> tuple[Finding, ...]:
         if report.unfinished or not long_enough(report, thresholds.min_runtime_seconds):
             return ()
-        if not looks_serial(report, thresholds) or input_bound(report, thresholds):
+        cpus = report.cpus  # never None here: looks_serial needs two or more
+        if (cpus is None or not looks_serial(report, thresholds)
+                or input_bound(report, thresholds)):
             return ()  # on a GPU job the one busy core is its data loader: gpu_input_bound
         used = busy_cores(report)
         return (
@@ -59,7 +61,7 @@ class SerialOnManyCoresDetector:
                 ),
                 evidence_text=f"{used or 0.0:.2f} of {report.cpus} cores busy on average.",
                 evidence={
-                    "cpus": report.cpus,
+                    "cpus": cpus,
                     "busy_cores": round(used, 3) if used is not None else "n/a",
                 },
             ),

@@ -22,6 +22,12 @@ STATES = LIST_STATES
 
 
 # Sort keys of the tables: parameter -> the row's value (None sorts last either way).
+# The waste figures (hours, GiB-hours; None when unknown): what top_waste ranks and totals adds.
+WASTE: dict[str, Callable[[JobRow], float | None]] = {
+    "cpu_waste": lambda r: r.cpu_hours_unused,
+    "gpu_waste": lambda r: r.gpu_hours_unused,
+    "mem_waste": lambda r: r.memory_gib_hours_unused,
+}
 SORT_KEYS: dict[str, Callable[[JobRow], object]] = {
     "job": lambda r: (r.cluster, int(re.split(r"[_+]", r.job_id)[0]), r.job_id),
     "name": lambda r: r.name.lower(),
@@ -33,11 +39,9 @@ SORT_KEYS: dict[str, Callable[[JobRow], object]] = {
     "mem_eff": lambda r: r.memory_efficiency,
     "gpu_util": lambda r: r.gpu_utilization,
     "findings": lambda r: r.findings,
-    "cpu_waste": lambda r: r.cpu_hours_unused,
-    "gpu_waste": lambda r: r.gpu_hours_unused,
-    "mem_waste": lambda r: r.memory_gib_hours_unused,
+    **WASTE,
 }
-WASTE_KEYS = ("cpu_waste", "gpu_waste", "mem_waste")
+WASTE_KEYS = tuple(WASTE)
 
 
 @dataclass(frozen=True)
@@ -92,9 +96,9 @@ def select(rows: Iterable[JobRow], q: ListQuery) -> list[JobRow]:
 
 def top_waste(rows: Iterable[JobRow], key: str, n: int = 10) -> list[JobRow]:
     """The ``n`` jobs that left most of ``key`` (cpu_waste, gpu_waste, mem_waste) unused."""
-    value = SORT_KEYS[key]
+    value = WASTE[key]
     ranked = [r for r in rows if (value(r) or 0) > 0]
-    ranked.sort(key=lambda r: (-float(value(r) or 0.0), r.job_id))  # type: ignore[arg-type]
+    ranked.sort(key=lambda r: (-float(value(r) or 0.0), r.job_id))
     return ranked[:n]
 
 
@@ -103,5 +107,5 @@ def totals(rows: Iterable[JobRow]) -> dict[str, float]:
     out = dict.fromkeys(WASTE_KEYS, 0.0)
     for r in rows:
         for k in WASTE_KEYS:
-            out[k] += float(SORT_KEYS[k](r) or 0.0)  # type: ignore[arg-type]
+            out[k] += float(WASTE[k](r) or 0.0)
     return out

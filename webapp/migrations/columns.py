@@ -5,13 +5,15 @@ use these: change none, add a new one."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 TEXT = sa.Text()  # TEXT on both
 INT = sa.Integer()  # INTEGER, INT
 BIG = sa.Integer().with_variant(sa.BigInteger(), "mysql")  # INTEGER, BIGINT
-DOUBLE = sa.REAL().with_variant(mysql.DOUBLE(), "mysql")  # REAL, DOUBLE
+DOUBLE: sa.REAL[float] = sa.REAL().with_variant(mysql.DOUBLE(), "mysql")  # REAL, DOUBLE
 LONG_TEXT = sa.Text().with_variant(mysql.LONGTEXT(), "mysql")  # TEXT, LONGTEXT
 LONG_BLOB = sa.LargeBinary().with_variant(mysql.LONGBLOB(), "mysql")  # BLOB, LONGBLOB
 
@@ -27,5 +29,9 @@ def fixed(length: int) -> sa.types.TypeEngine:
     return sa.Text().with_variant(sa.CHAR(length), "mysql")
 
 
+class MysqlTable(TypedDict):
+    mysql_charset: str
+
+
 # Every table on MariaDB: utf8mb4 (job and user names, findings' text).
-MYSQL_TABLE = {"mysql_charset": "utf8mb4"}
+MYSQL_TABLE: MysqlTable = {"mysql_charset": "utf8mb4"}

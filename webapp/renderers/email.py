@@ -74,7 +74,8 @@ class UrlHeader(str):
         return value
 
     def fold(self, *, policy: Policy) -> str:
-        line, pieces = f"{self.name}: {self}", []
+        line = f"{self.name}: {self}"
+        pieces: list[str] = []
         while len(line) > (LINE_MAX if not pieces else FOLD_AT):
             pieces.append(line[:FOLD_AT])
             line = " " + line[FOLD_AT:]

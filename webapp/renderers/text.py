@@ -317,7 +317,7 @@ def _nodes(nodes: tuple[str, ...], room: int = WIDTH - 40) -> str:
     """As many node names as fit on the line, then how many more: ``a01, a02 +6 more``."""
     if not nodes:
         return "no node yet"
-    shown = []
+    shown: list[str] = []
     for i, name in enumerate(nodes):
         rest = len(nodes) - i - 1
         candidate = ", ".join([*shown, _clean(name)]) + (f" +{rest} more" if rest else "")

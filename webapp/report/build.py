@@ -163,7 +163,8 @@ def build_report(
     now = now or datetime.now(UTC)
     t = timing(job_id, records.acct, records.sacct, now)
     usage = read_usage(job_id, prometheus, t, now, resolution, gaps)
-    notes = (coarse_note(usage.step_seconds),) if (usage.step_seconds or 0) >= COARSE_STEP else ()
+    notes: tuple[str, ...] = ((coarse_note(usage.step_seconds),)
+                              if (usage.step_seconds or 0) >= COARSE_STEP else ())
     if usage.counter_resets:
         notes += (reset_note(usage.counter_resets),)
     report = join(job_id, cluster, records.acct, records.sacct, t, usage,

@@ -94,8 +94,9 @@ class ReportService:
         # a caller that injects its own sources passes the history source too (or none).
         self.history = history
         if history is None and sacct is None and prometheus is None:
-            # the history's one bulk query stays a sacct call (its own fields and parser)
-            self.history = HistorySource(sacct_cli, self.prometheus,
+            # the history's one bulk query stays a sacct call (its own fields and parser);
+            # with no Prometheus passed in, self.prometheus is the fallback
+            self.history = HistorySource(sacct_cli, fallback,
                                          gpu_idle=self.thresholds.gpu_idle)
         # The queue context reads slurm-exporter's series from the same Prometheus, with
         # the same credentials.

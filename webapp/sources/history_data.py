@@ -19,6 +19,7 @@ from datetime import datetime
 from webapp.model import SacctJob, SourceUnavailable
 from webapp.sources.gpu_job_queries import busy_gpus_per_job, duration
 from webapp.sources.gpu_metrics import JOBS, GpuMetrics
+from webapp.sources.no_metrics import NoMetrics
 from webapp.sources.prometheus import PrometheusSource, matchers
 from webapp.sources.prometheus_bulk import id_selector
 from webapp.sources.sacct import FIELDS, SacctSource, parse_sacct
@@ -85,7 +86,7 @@ class PastJob:
 class HistorySource:
     """sacct + Prometheus for one user's jobs over a window (runner injectable via sacct)."""
 
-    def __init__(self, sacct: SacctSource, prometheus: PrometheusSource | None,
+    def __init__(self, sacct: SacctSource, prometheus: PrometheusSource | NoMetrics | None,
                  gpu_idle: float = 0.01) -> None:
         self.sacct, self.p, self.gpu_idle = sacct, prometheus, gpu_idle
 
@@ -117,7 +118,7 @@ class HistorySource:
         node = self.p.node_label or "instance"
         gm: GpuMetrics = getattr(self.p, "gpu_metrics", JOBS)
         step = duration(self.p.scrape_interval)
-        first = min(j.start_time.timestamp() for j in started)  # type: ignore[union-attr]
+        first = min(t.timestamp() for j in started if (t := j.start_time))
         w = max(1, math.ceil(until.timestamp() - first))
         for i in range(0, len(started), CHUNK):
             digits = sorted(_digits(started[i:i + CHUNK]))

@@ -19,6 +19,7 @@ class NoMetrics:
     scrape_interval = 30.0
     node_label = "instance"
     cluster_matcher = ""  # as PrometheusSource's: a reader of its series may ask
+    cluster_label = ""
 
     def __init__(self, cluster: str) -> None:
         self.cluster = cluster

@@ -324,7 +324,7 @@ class PrometheusSource:
             label = label.format(node=node)
             n_chunks[name] = len(spans)
             for a, b in spans:
-                params = {"query": query, "start": a, "end": b, "step": step}
+                params: dict[str, Any] = {"query": query, "start": a, "end": b, "step": step}
                 calls.append(self._matrix_call(params, label))
         for vname, (template, fallback, label) in VECTOR_QUERIES.items():
             # up to one scrape after the end, as the tail figures: a job shorter than a
@@ -343,7 +343,7 @@ class PrometheusSource:
         whole |= _gpu_total(gm, gsel, node, "last_over_time", span, "max")
         peaks = {n: peak_query(n, sel, window.start - self.scrape_interval, at_end)
                  for n in WINDOW_FIGURES}
-        gauges = {"query": combined({n: q for n, (q, _) in peaks.items()}),
+        gauges: dict[str, Any] = {"query": combined({n: q for n, (q, _) in peaks.items()}),
                   "time": next(iter(peaks.values()))[1]}
         calls.append(self._call("/api/v1/query", gauges, parse_labelled))
         sent.append(("window peaks", gauges["query"]))
@@ -392,7 +392,8 @@ class PrometheusSource:
             # the exporter stopped before the job ended: its energy counters too, in the
             # same request (never asked alone: a node without an energy source has none)
             missing += [n for n in sorted(ENERGY_FIGURES) if scalars.get(n) is None]
-            again = {"query": combined({n: whole[n] for n in missing}), "time": at_end}
+            again: dict[str, Any] = {"query": combined({n: whole[n] for n in missing}),
+                                     "time": at_end}
             answer = self._get("/api/v1/query", again)
             sent.append(("window figures (a node without last samples)", again["query"]))
             found = _figures(self._parse(parse_labelled, answer))
@@ -405,6 +406,7 @@ class PrometheusSource:
             lost = losses(self._parse(_matrix_result, self._get("/api/v1/query", params)))
             scalars, energy_by_node, per_gpu = added_back(lost, node, scalars,
                                                           energy_by_node, per_gpu)
+        scratch = scalars.get("scratch_in_use")
         return Usage(
             cpu_cores=ranges["cpu_cores"],
             cpu_per_core=vectors["cpu_per_core"],
@@ -426,9 +428,7 @@ class PrometheusSource:
             threads_max=scalars.get("threads_max"),
             open_files_max=scalars.get("open_files_max"),
             open_files_limit_ratio_max=scalars.get("open_files_limit_ratio_max"),
-            scratch_in_use=None
-            if scalars.get("scratch_in_use") is None
-            else scalars["scratch_in_use"] > 0,
+            scratch_in_use=None if scratch is None else scratch > 0,
             step_seconds=step,
             cpu_pressure_seconds=scalars.get("cpu_pressure_seconds"),
             io_pressure_seconds=scalars.get("io_pressure_seconds"),

@@ -306,7 +306,7 @@ class BulkMetrics:
 Rows = dict[str, list[tuple[dict[str, str], Any]]]
 
 
-def by_job(result: list[dict[str, Any]], label: str = "jobid") -> Rows:
+def by_job(result: Iterable[dict[str, Any]], label: str = "jobid") -> Rows:
     """An answer's series by the job id in ``label``: (labels, values or value)."""
     per_job: Rows = defaultdict(list)
     for item in result:

@@ -80,7 +80,7 @@ class AdminCommentReader(Protocol):
     its usage summary; without it a job Prometheus and the archive no longer hold has no
     usage in its report."""
 
-    def admin_comment(self, job_id: JobId) -> str | None: ...
+    def admin_comment(self, job_id: JobId | str) -> str | None: ...
 
 
 @runtime_checkable

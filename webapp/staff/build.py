@@ -30,10 +30,10 @@ from webapp.unused import Held, unused
 def _per_user(key: str, title: str, why: str, columns: tuple[str, ...],
               totals: Mapping[str, tuple[float, float]], unit: str, cfg: StaffConfig) -> Table:
     """Rows of (user, unused, requested, share unused), most unused first."""
+    ranked = sorted(totals.items(), key=lambda kv: (-kv[1][0], kv[0]))
     rows = [Row((u, f"{unused:,.2f}", f"{asked:,.2f}", f"{unused / asked:.0%}" if asked else ""),
                 {"user": u, f"{unit}_unused": unused, f"{unit}_requested": asked}, user=u)
-            for u, (unused, asked) in totals.items() if unused > 0]
-    rows.sort(key=lambda r: (-float(r.values[f"{unit}_unused"]), r.values["user"]))
+            for u, (unused, asked) in ranked if unused > 0]
     return Table(key, title, why, ("user", *columns), tuple(rows[: int(cfg.rows)]))
 
 
@@ -88,7 +88,7 @@ def time_table(totals: Mapping[str, tuple[float, float]], cfg: StaffConfig) -> T
 
 def offenders(alerts: Mapping[str, list[AlertRecord]], cfg: StaffConfig) -> Table:
     rows = []
-    for user, records in alerts.items():
+    for user, records in sorted(alerts.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         rules = Counter(a.rule for a in records)
         last = records[-1]
         rows.append(Row(
@@ -96,7 +96,6 @@ def offenders(alerts: Mapping[str, list[AlertRecord]], cfg: StaffConfig) -> Tabl
              ", ".join(f"{r} x{n}" for r, n in rules.most_common()), last.job_id),
             {"user": user, "notices": len(records), "rules": ",".join(sorted(rules)),
              "last_job": last.job_id, "last_at": last.created_at}, user=user))
-    rows.sort(key=lambda r: (-int(r.values["notices"]), r.values["user"]))
     return Table("repeat_offenders", "Repeat offenders",
                  f"Alerts `jobreport watch` sent per user in the last {cfg.notice_days:.0f} days.",
                  ("user", "notices", "rules", "last job"), tuple(rows[: int(cfg.rows)]))

@@ -36,6 +36,7 @@ from flask import (
     url_for,
 )
 from werkzeug.security import check_password_hash, generate_password_hash
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 from webapp.model import JobReport
 from webapp.settings import Settings
@@ -182,7 +183,7 @@ def _remote_user() -> str | None:
     return user.strip() or None
 
 
-def load_user() -> None:
+def load_user() -> WerkzeugResponse | None:
     """Set g.user, check CSRF on POST and send anonymous visitors to the login page."""
     mode = settings().auth
     g.user = _remote_user() if mode == "remote-user" else session_user()

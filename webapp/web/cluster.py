@@ -74,6 +74,6 @@ def cluster():
         overview = view.overview
     accounts = _constants().get(s.cluster, {}).get("accounts", {})
     targets = {a: v["gpu_years"] for a, v in accounts.items() if "gpu_years" in v}
-    plot = usage_svg(overview.usage, targets, now) if view and not view.hidden_by else None
+    plot = usage_svg(view.overview.usage, targets, now) if view and not view.hidden_by else None
     return render_template("cluster.html", cluster=s.cluster, overview=overview, view=view,
                            unavailable=unavailable, plot=plot, targets=accounts)

@@ -137,8 +137,9 @@ class PdfBuilds:
     def _forget(self, key: str, done: Future) -> None:
         with self._lock:
             self._pending.pop(key, None)
-            if done.exception() is not None:
-                self._failed[key] = done.exception()
+            error = done.exception()
+            if error is not None:
+                self._failed[key] = error
 
     def charts(self, report: JobReport, key: str) -> list[Chart]:
         """The page's SVG plots, drawn: kept with the PDF once the job is final (drawn

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
+from typing import Any
 
 from flask import Flask, request
 from flask_limiter import Limiter
@@ -109,7 +111,8 @@ def install(app: Flask, settings: Settings) -> Limiter:
     uri = settings.ratelimit_storage or f"{SCHEME}://{settings.web_state}"
     limiter = Limiter(_address, app=app, storage_uri=uri, headers_enabled=True,
                       strategy="fixed-window")
-    view = app.view_functions["auth.login"]
+    # Any: Flask's union of view signatures would not survive the decorators' ParamSpec.
+    view: Callable[..., Any] = app.view_functions["auth.login"]
     view = limiter.limit(settings.login_limit_user, key_func=_address_and_user_name,
                          methods=["POST"], deduct_when=_failed, scope="login-user",
                          error_message=TOO_MANY.format(

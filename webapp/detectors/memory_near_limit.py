@@ -27,16 +27,17 @@ class MemoryNearLimitDetector:
         peak, limit = report.memory_peak_bytes, memory_limit(report)
         if report.state == OUT_OF_MEMORY or OUT_OF_MEMORY in step_states(report):
             return ()  # out_of_memory says it all
-        if not peak or not limit or peak / limit < thresholds.memory_near_limit:
+        measured = report.memory_peak  # None only when peak is
+        if measured is None or not peak or not limit or peak / limit < thresholds.memory_near_limit:
             return ()
         mem = next_mem(peak, thresholds.memory_margin)
         node = peak_node_memory(report)
-        shmem = node.shmem_bytes if node and report.memory_peak.source == "prometheus" else None
+        shmem = node.shmem_bytes if node and measured.source == "prometheus" else None
         shared = (f" Up to {format_bytes(shmem)} of it were files in /dev/shm or another "
                   "tmpfs, which count as memory." if shmem and shmem >= 0.1 * peak else "")
         evidence: dict[str, float | int | str] = {
             "memory_peak_bytes": round(peak),
-            "memory_peak_source": str(report.memory_peak.source),
+            "memory_peak_source": str(measured.source),
             "memory_limit_bytes": limit,
             "suggested_mem": mem,
         }

@@ -16,7 +16,8 @@ class MemoryOverRequestedDetector:
         # A peak of 0 means "not sampled" (jobs shorter than the gather interval) far more
         # often than "no memory"; a running job's peak may still grow.
         peak, limit = report.memory_peak_bytes, memory_limit(report)
-        if not peak or not limit or report.unfinished:
+        measured = report.memory_peak  # None only when peak is
+        if measured is None or not peak or not limit or report.unfinished:
             return ()
         if not long_enough(report, thresholds.min_runtime_seconds):
             return ()
@@ -49,7 +50,7 @@ class MemoryOverRequestedDetector:
                 ),
                 evidence={
                     "memory_peak_bytes": round(peak),
-                    "memory_peak_source": str(report.memory_peak.source),
+                    "memory_peak_source": str(measured.source),
                     "memory_limit_bytes": limit,
                     "memory_efficiency": round(ratio, 4),
                     "wasted_bytes": round(wasted),

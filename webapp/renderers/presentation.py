@@ -87,7 +87,7 @@ def _summary_rows(report: JobReport) -> list[tuple[str, str]]:
         cpus.append(f"efficiency {format_percent(report.cpu_efficiency)}")
     peak = report.memory_peak
     memory = None
-    if report.memory_peak_bytes is not None:
+    if peak is not None:  # report.memory_peak_bytes is its bytes
         asked, judged = report.memory_requested_per_node, report.memory_judged_peak_bytes
         memory = (of(format_bytes(judged), format_bytes(asked) + memory_where(report),
                      report.memory_efficiency) if asked and judged is not None

@@ -124,10 +124,10 @@ def waste_sentence(report: JobReport) -> str | None:
                 memory_requested_bytes=report.memory_requested_bytes,
                 memory_peak_bytes=report.memory_peak_bytes, nodes=len(report.nodes),
                 memory_by_node=report.memory_by_node))
-            total = report.memory_requested_bytes
-            if left is not None and total:
-                parts.append((f"all {format_bytes(total)}" if left >= ALL_UNUSED * total
-                              else f"{format_bytes(left)} of {format_bytes(total)}")
+            requested = report.memory_requested_bytes
+            if left is not None and requested:
+                parts.append((f"all {format_bytes(requested)}" if left >= ALL_UNUSED * requested
+                              else f"{format_bytes(left)} of {format_bytes(requested)}")
                              + " of memory")
             continue
         asked, peak = report.memory_requested_per_node, report.memory_peak_bytes
@@ -183,7 +183,7 @@ def coverage_rows(report: JobReport) -> list[tuple[str, ...]]:
     c = report.coverage
     if c is None:
         return []
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for kind, every in (("node", c.nodes), ("GPU", c.gpus)):
         parts = sorted(every, key=lambda p: (p.fraction, p.label))[:MAX_LINES] \
             if len(every) > MAX_LINES else every  # many nodes: the least covered

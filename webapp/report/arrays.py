@@ -33,7 +33,8 @@ def array_task(job: SacctJob, peak: MemoryPeak | None = None) -> ArrayTask:
         cpu = job.alloc_cpu_seconds
     eff = cpu_efficiency(cpu, job.elapsed_seconds, job.cpus)
     peak = peak or sacct_peak(job)
-    return ArrayTask(job.job_id, job.state, job.elapsed_seconds, eff, peak and peak.bytes)
+    return ArrayTask(job.job_id, job.state, job.elapsed_seconds, eff,
+                     peak.bytes if peak is not None else None)
 
 
 def _outliers(tasks: Sequence[ArrayTask], elapsed_p50: float | None, mem_p50: float | None):

@@ -173,6 +173,12 @@ def accounting_in_use() -> contextlib.AbstractContextManager[None]:
     return _flock(fcntl.LOCK_SH)
 
 
+def alone() -> contextlib.AbstractContextManager[None]:
+    """Held by a test that disturbs a VM cluster's daemons (slurmctld restarted, a node
+    down): no other VM module submits jobs or asks the clusters meanwhile."""
+    return _flock(fcntl.LOCK_EX)
+
+
 @contextmanager
 def slurmdbd_stopped(cluster: str) -> Iterator[None]:
     """The cluster's slurmdbd stopped (slurmctld queues the records meanwhile), alone

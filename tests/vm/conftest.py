@@ -1,7 +1,8 @@
 """Every VM test module holds the VMs' accounting lock shared while it runs, so a test that
 stops a VM's slurmdbd (``vm.slurmdbd_stopped``, exclusive) runs while no other module
 asks sacct, slurmrestd or sacctmgr there, on any xdist worker. A module that stops
-slurmdbd itself sets ``STOPS_SLURMDBD = True`` and takes the exclusive lock in its test."""
+slurmdbd itself sets ``STOPS_SLURMDBD = True`` and takes the exclusive lock in its test;
+one that disturbs other daemons (``vm.alone``) sets ``DISTURBS_CLUSTER = True``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from tests.helpers import vm
 
 @pytest.fixture(scope="module", autouse=True)
 def _accounting_in_use(request: pytest.FixtureRequest) -> Iterator[None]:
-    if getattr(request.module, "STOPS_SLURMDBD", False):
+    if getattr(request.module, "STOPS_SLURMDBD", False) or \
+            getattr(request.module, "DISTURBS_CLUSTER", False):
         yield
         return
     with vm.accounting_in_use():

@@ -26,6 +26,8 @@ from webapp.settings import Settings
 from webapp.sources.from_settings import prometheus_from
 from webapp.sources.gpu_metrics import TRES
 from webapp.sources.history_data import HistorySource
+from webapp.sources.no_metrics import NoMetrics
+from webapp.sources.prometheus import PrometheusSource
 from webapp.sources.sacct import SacctSource
 from webapp.sources.sacct_accounting import NoAccounting, SacctAccounting, SacctJobList
 
@@ -37,7 +39,7 @@ class WithheldMetrics:
 
     name = "prometheus"
 
-    def usage(self, job_id: JobId, start: datetime, end: datetime,
+    def usage(self, job_id: JobId | tuple[str, ...], start: datetime, end: datetime,
               nodes: Iterable[str] = (), resolution: str = "plot") -> Usage:
         raise SourceUnavailable("prometheus", WITHHELD)
 
@@ -85,7 +87,9 @@ def service_for(settings: Settings, job_id: JobId, who: str | None = None
     if owner == who or who in settings.staff:
         full = ReportService(settings, accounting=SacctAccounting(sacct, settings.cluster),
                              sacct=sacct)
-        full.history = HistorySource(sacct, full.prometheus, gpu_idle=full.thresholds.gpu_idle)
+        metrics = full.prometheus  # none was passed in: the settings' own, or NoMetrics
+        assert isinstance(metrics, PrometheusSource | NoMetrics)
+        full.history = HistorySource(sacct, metrics, gpu_idle=full.thresholds.gpu_idle)
         # The archive holds every user's reports: the service user reads it, not callers.
         return full, False
     return ReportService(settings, accounting=NoAccounting(), sacct=sacct,

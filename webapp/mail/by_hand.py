@@ -103,6 +103,7 @@ def send_one(job_id: JobId, settings: Settings, service: ReportService, *,
             if outbox.get(key) is None:
                 outbox.enqueue(key, report.job_id, "manual", message(report, to_addr, settings))
         row = outbox.get(key)
+        assert row is not None  # queued above, or before
         if row.status == "sent" and not resend:
             return SendResult(str(job_id), to_addr, "already sent")
         if row.status == "failed" or (resend and row.status == "sent"):
@@ -110,6 +111,7 @@ def send_one(job_id: JobId, settings: Settings, service: ReportService, *,
         if _deliver_locked(outbox, connect or smtp_connect(settings), notify) is None:
             return SendResult(str(job_id), to_addr, "queued")
         row = outbox.get(key)
+        assert row is not None  # sending keeps the row
         if row.status == "sent":
             return SendResult(str(job_id), to_addr, "sent")
         return SendResult(str(job_id), to_addr, f"not sent ({row.status})", row.last_error)

@@ -406,7 +406,7 @@ def deliver(outbox: Outbox, connect: Callable[[], Sender], progress: bool = True
                 continue
             outbox.mark_sent(row)
             if not stats["sent"]:  # the server answers: what waited only for it goes now
-                bar.total += outbox.wake_unavailable()
+                bar.total = (bar.total or 0) + outbox.wake_unavailable()
             stats["sent"] += 1
             bar.update()
     finally:

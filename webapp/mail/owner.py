@@ -68,6 +68,7 @@ def queue_owner_email(report: JobReport, job_id: str, submit_time: int, settings
         reason = "no address"
     if reason:
         return f"skipped: {reason}"
+    assert to_addr is not None  # else the reason is "no address"
     if not within_cap(settings, mail, job_id, submit_time, report.user or ""):
         return FOLDED_INTO_DIGEST
     queue_owner_chat(report, job_id, submit_time, settings, outbox)  # each URL's row once

@@ -7,6 +7,7 @@ import re
 from email.errors import HeaderParseError, NonASCIILocalPartDefect
 from email.headerregistry import Address
 from pathlib import Path
+from typing import TypeGuard
 
 from webapp.model import JobReport, Severity
 from webapp.settings import Settings
@@ -117,6 +118,8 @@ def skip_reason(report: JobReport, settings: Settings, opt_out: frozenset[str]) 
     return None
 
 
-def usable_address(addr: str | None, smtputf8: bool = True) -> bool:
+def usable_address(addr: str | None, smtputf8: bool = True) -> TypeGuard[str]:
     """One plain address (``address_problem``): nothing that could add recipients."""
-    return bool(addr) and address_problem(addr, smtputf8) is None
+    if not addr:
+        return False
+    return address_problem(addr, smtputf8) is None

@@ -70,16 +70,16 @@ def prefetch(service: ReportService, jobs: Sequence[EndedJob]) -> ReportService:
     metrics: Any = service.prometheus
     if isinstance(metrics, PrometheusSource):
         job_windows = windows(ids, acct, sj)
-        bulk = BulkMetrics(service.prometheus)
+        bulk = BulkMetrics(metrics)
         metrics = PrefetchedMetrics(metrics, _bulk("usage", lambda: bulk.fetch(job_windows)),
                                     bulk.coverages)
     cluster: Any = service.cluster
     if isinstance(cluster, ClusterSource):
+        source = cluster
         waits = [Wait(jid, a.partition, a.submit_time.timestamp(), a.start_time.timestamp())
                  for jid, a in acct.items() if a.submit_time and a.start_time]
         cluster = PrefetchedCluster(cluster, _bulk(
-            "queue", lambda: BulkQueue(service.cluster.prometheus,  # type: ignore[union-attr]
-                                       service.settings.cluster).fetch(waits)))
+            "queue", lambda: BulkQueue(source.prometheus, service.settings.cluster).fetch(waits)))
     # every job's run and the minutes after it (report.node_events.AFTER_END): one query
     runs = [(datetime.fromtimestamp(w.start, UTC), datetime.fromtimestamp(w.end, UTC))
             for w in windows(ids, acct, sj)]

@@ -313,5 +313,5 @@ def test_json_schema_is_pinned():
         "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
         "memory_high_events", "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max",
         "energy_joules", "energy_gpu_joules", "energy_other_joules", "energy_by_node",
-        "gpu_energy", "gpu_faults", "gpu_devices", "gpu_figures_from",
+        "gpu_energy", "gpu_faults", "gpu_devices", "gpu_figures_from", "counter_resets",
     }  # fmt: skip

@@ -31,9 +31,10 @@ lock: ## requirements.txt and requirements/*.txt from pyproject.toml, with hashe
 stop:
 	scripts/dev-stack stop
 
-lint: ## ruff, the import contracts, bandit (high severity fails), pip-audit
+lint: ## ruff, the import contracts, mypy ([tool.mypy]), bandit (high severity fails), pip-audit
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	$(VENV)/bin/bandit -q -r webapp exporter slurm_exporter mgmt jobreport_common --severity-level high
 	scripts/audit-deps
 

@@ -424,6 +424,37 @@ def exporter_targets_yaml(indent: int = 6) -> str:
                    f"{pad}  labels: {{instance: '{n.name}'}}\n" for n in nodes())
 
 
+def restart_exporter(node: str, kill: str = "TERM") -> None:
+    """Stop one node's jobs-exporter (``kill``: TERM as systemd stops it, KILL as a crash)
+    and start it again as dev-stack did, with the same flags (its state file among them),
+    once it serves /metrics."""
+    import shlex
+    import signal
+
+    import requests
+
+    state = STACK_ROOT / "var" / "dev-stack"
+    pidfile = state / f"exporter-{node}.pid"
+    pid = int(pidfile.read_text())
+    os.kill(pid, getattr(signal, f"SIG{kill}"))
+    wait_for(lambda: not Path(f"/proc/{pid}").exists() or None, 30,
+             lambda: f"jobs-exporter of {node} ({pid}) to exit")
+    args = shlex.split((state / f"exporter-{node}.args").read_text())
+    port = next(n.exporter_port for n in nodes() if n.name == node)
+    with open(STACK_ROOT / "var" / f"exporter-{node}.log", "a") as log:
+        proc = subprocess.Popen([str(STACK_ROOT / ".venv" / "bin" / "jobs-exporter"), *args],
+                                stdout=log, stderr=log, start_new_session=True)
+    pidfile.write_text(f"{proc.pid}\n")
+
+    def serving() -> bool | None:
+        try:
+            return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).ok or None
+        except requests.ConnectionError:
+            return None
+
+    wait_for(serving, 30, lambda: f"jobs-exporter of {node} serving again")
+
+
 def node_of(job_id: str, timeout: float = 600) -> str:
     """The node a one-node job runs on, once it runs (polls squeue every 0.5 s)."""
     out: list[str] = []

@@ -1,0 +1,112 @@
+"""A node's jobs-exporter restarted in the middle of a job loses none of the job's sums.
+
+One job on two nodes, ``cpu2`` and ``cpu3``, runs the same work on each at the same
+moments (one step per node for each part): the same CPU work, and four steps writing
+8 MiB each, whose tasks slurmstepd reaps (so their I/O lives only in the exporter's sums once
+they exit). Ten seconds in, ``cpu3``'s exporter is stopped as systemd stops it and
+started again with the stack's flags, its state file among them (exporter/state.py).
+cpu3's half must count what its undisturbed twin on cpu2 counts: energy within 2 % (the
+issue's bar; before the state file it had half), every byte written, wait seconds, and
+no counter that went back to 0.
+
+The halves share one allocation, so they start and end together; their nodes share
+this host's cores, so a neighbour's load falls on both alike (their joules are the
+replayed package power times their share of the host's busy time, over the same
+seconds). Needs root and the stack (conftest's ``stack_env``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import requests
+
+from tests.helpers.stack import (
+    StackJob,
+    jobreport,
+    restart_exporter,
+    submit,
+    wait_for_scrape_after,
+    wait_until_done,
+    wait_until_running,
+)
+
+# The same CPU work on each node (~17 CPU-seconds), however long the host's other load
+# makes it take: the halves' joules are their CPU time's share of the node's power, so
+# equal work, equal joules. Then an idle tail: the scrape phase of each node's exporter,
+# which decides how much of the job's last seconds it sees, takes no CPU time.
+LOOPS = 25_000_000
+WRITES, MIB = 4, 8  # dd steps per node, each writing MIB, seen by a scrape, then exiting
+EACH = "srun --overlap -N2 --ntasks-per-node=1"
+SCRIPT = (f"{EACH} sh -c 'i=0; while [ $i -lt {LOOPS} ]; do i=$((i+1)); done' & "
+          f"for i in $(seq {WRITES}); do {EACH} sh -c 'dd if=/dev/zero "
+          f"of=restart-$SLURM_JOB_ID-$SLURM_NODEID bs=1M count={MIB} conv=fsync status=none; "
+          "sleep 6; rm -f restart-$SLURM_JOB_ID-$SLURM_NODEID'; sleep 1; done; wait; sleep 12")
+RESTART_AFTER = 15  # seconds of the run: two write steps done, the busy loop going on
+NODES = ("cpu2", "cpu3")  # cpu3's exporter restarts
+SUMMED = ("jobs_energy_joules_total", "jobs_write_bytes_total", "jobs_cpu_wait_seconds_total")
+
+
+def _per_node(url: str, query: str) -> dict[str, float]:
+    answer = requests.get(f"{url}/api/v1/query", params={"query": query}, timeout=30).json()
+    assert answer["status"] == "success", answer
+    return {r["metric"].get("instance", ""): float(r["value"][1])
+            for r in answer["data"]["result"]}
+
+
+@pytest.fixture(scope="module")
+def job(stack_env) -> dict:
+    """The job's JSON report (with ``job_id``), after cpu3's exporter restarted."""
+    job_id = submit(StackJob("exporter-restart", "alice",
+                             ("-N2", "-n2", "-c1", "--mem=200M", "--time=5",
+                              "-w", ",".join(NODES)), SCRIPT))
+    wait_until_running(job_id, timeout=1800)  # the shared stack may be busy
+    time.sleep(RESTART_AFTER)
+    restart_exporter("cpu3")
+    wait_until_done([job_id], timeout=600)
+    wait_for_scrape_after(stack_env["JOBREPORT_PROMETHEUS_URL"], time.time())
+    shown = jobreport("show", job_id, "--format", "json", env=stack_env)
+    assert shown.returncode == 0, shown.stderr
+    return {**json.loads(shown.stdout), "job_id": job_id}
+
+
+@pytest.mark.stack
+def test_energy_within_two_percent_of_the_undisturbed_twin(job, stack_env):
+    by_node = dict(job["usage"]["energy_by_node"])
+    steady, restarted = (by_node[n] for n in NODES)
+    url, sel = stack_env["JOBREPORT_PROMETHEUS_URL"], f'jobid="{job["job_id"]}"'
+    cpu = _per_node(url, f"sum by (instance) (last_over_time(jobs_cpu_seconds_total{{{sel}}}[1h]))")
+    print(f"energy: undisturbed {steady:.1f} J, restarted {restarted:.1f} J "
+          f"({(restarted - steady) / steady:+.2%}); CPU seconds {cpu}")
+    assert steady > 100  # ~17 CPU-seconds at the replay's ~37 W shared by the host's cores
+    assert restarted == pytest.approx(steady, rel=0.02)
+    # and per CPU-second, what the split rests on
+    assert restarted / cpu["cpu3"] == pytest.approx(steady / cpu["cpu2"], rel=0.02)
+
+
+@pytest.mark.stack
+def test_io_and_waits_of_exited_steps_kept(job, stack_env):
+    """The summed counters at the end, per node: cpu3's as its twin's."""
+    url, sel = stack_env["JOBREPORT_PROMETHEUS_URL"], f'jobid="{job["job_id"]}"'
+    last = "max by (instance) (last_over_time({}{{{}}}[1h]))"
+    written = _per_node(url, last.format("jobs_write_bytes_total", sel))
+    print(f"written: {written}")
+    for node in NODES:
+        assert written[node] >= WRITES * MIB * 2**20, node
+    assert written["cpu3"] == pytest.approx(written["cpu2"], rel=0.02)
+    waits = _per_node(url, last.format("jobs_cpu_wait_seconds_total", sel))
+    print(f"cpu wait: {waits}")
+    assert waits["cpu3"] > 0 and waits["cpu2"] > 0
+
+
+@pytest.mark.stack
+def test_no_counter_went_back_to_zero(job, stack_env):
+    """Prometheus saw the restarted exporter's sums go on: no reset of any of them, and
+    the report has nothing to add back."""
+    assert job["usage"]["counter_resets"] == []
+    url, sel = stack_env["JOBREPORT_PROMETHEUS_URL"], f'jobid="{job["job_id"]}"'
+    for metric in SUMMED:
+        resets = _per_node(url, f"max by (instance) (resets({metric}{{{sel}}}[1h]))")
+        assert resets.get("cpu3") == 0, (metric, resets)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import sqlite3
@@ -49,3 +50,57 @@ def prepare(path: str, schema: str = "", timeout: float = 30.0) -> None:
                 db.executescript(schema)
         finally:
             db.close()
+
+
+FULL_BELOW = 1 << 20  # bytes free under which a SQLite file's disk counts as full
+
+
+def disk_full(exc: BaseException, files: dict[str, str | None]) -> str | None:
+    """What to say when ``exc`` is a write that failed for want of space under one of
+    ``files`` (what -> SQLite path; None for a MariaDB one), naming it and its free
+    space; None for any other error. SQLite says "database or disk is full" (SQLITE_FULL)
+    mid-write, but "disk I/O error" when the disk is so full it cannot even create a
+    file's shared-memory index, so that one counts only where a disk is nearly full.
+
+        files {"archive": "/srv/a.sqlite"} on a full disk -> "the archive /srv/a.sqlite:
+        its disk is full (0 bytes free on /srv): database or disk is full"
+    """
+    name = getattr(exc, "sqlite_errorname", "")
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        sure = True
+    elif isinstance(exc, sqlite3.OperationalError) and name == "SQLITE_FULL":
+        sure = True
+    elif isinstance(exc, sqlite3.OperationalError) and name.startswith("SQLITE_IOERR"):
+        sure = False
+    else:
+        return None
+    free = {what: _free(path) for what, path in files.items()
+            if path is not None and path != ":memory:"}
+    low = [what for what, left in free.items() if left is not None and left < FULL_BELOW]
+    if not low and not sure:
+        return None
+    named = "; ".join(f"the {what} {files[what]}: its disk is full ({_bytes(free[what])} free"
+                      f" on {_mount(files[what] or '')})" for what in (low or free))
+    return f"{named}: {' '.join(str(exc).split())}"
+
+
+def _free(path: str) -> int | None:
+    """Bytes an unprivileged writer may still use on the filesystem of ``path``."""
+    try:
+        st = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _mount(path: str) -> str:
+    where = os.path.dirname(os.path.abspath(path))
+    while not os.path.ismount(where):
+        where = os.path.dirname(where)
+    return where
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "unknown bytes"
+    return f"{n} bytes" if n < 1024 else f"{n // 1024} KiB"

@@ -48,3 +48,27 @@ def test_prepare_makes_an_owner_only_wal_file_with_its_tables(tmp_path):
         assert tables == [("t",)]
     finally:
         db.close()
+
+
+def test_a_full_database_is_named_with_its_disk(tmp_path):
+    # SQLite's own SQLITE_FULL (max_page_count stands in for the disk): the sync's error
+    # names the file and its disk instead of a bare "database or disk is full" traceback.
+    from jobreport_common.sqlite_file import disk_full
+
+    path = str(tmp_path / "archive.sqlite")
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE t (v BLOB)")
+    db.execute("PRAGMA max_page_count = 3")
+    try:
+        db.execute("INSERT INTO t VALUES (?)", (b"x" * 100_000,))
+    except sqlite3.OperationalError as exc:
+        said = disk_full(exc, {"archive": path, "outbox": None})
+    finally:
+        db.close()
+    assert said is not None and said.startswith(f"the archive {path}: its disk is full (")
+    assert said.endswith("database or disk is full")
+    # Another error is not a full disk, nor a disk I/O error where there is room.
+    assert disk_full(sqlite3.OperationalError("no such table: t"), {"archive": path}) is None
+    io = sqlite3.OperationalError("disk I/O error")
+    io.sqlite_errorname = "SQLITE_IOERR_SHMSIZE"
+    assert disk_full(io, {"archive": path}) is None

@@ -7,13 +7,14 @@ import sys
 from datetime import UTC, datetime
 
 from jobreport_common.settings import flag_type, ranged
+from jobreport_common.sqlite_file import disk_full
 from webapp.cli.clusters import add_cluster_argument, settings_for
 from webapp.cli.durations import parse_lookback
 from webapp.cli.sync_status import print_status
 from webapp.model import JobId
 from webapp.settings import Settings
 from webapp.sync.options import DEFAULT_LIMIT, DIRECTIONS, SyncOptions
-from webapp.sync.run import ERROR_SHOWN, Syncer, SyncResult
+from webapp.sync.run import ERROR_SHOWN, Syncer, SyncResult, sync_files
 
 
 def _span(text: str) -> float:
@@ -101,11 +102,20 @@ def run_sync(args: argparse.Namespace, settings: Settings) -> int:
         return print_status(aimed, args.cluster, args.format)
     opts = SyncOptions(direction=args.direction, limit=args.limit, max_span=args.max_span,
                        job_id=args.jobid, dry_run=args.dry_run, no_deliver=args.no_deliver)
-    syncer = Syncer(aimed)
     try:
-        result = syncer.run(opts)
-    finally:
-        syncer.close()
+        syncer = Syncer(aimed)
+        try:
+            result = syncer.run(opts)
+        finally:
+            syncer.close()
+    except Exception as exc:
+        full = disk_full(exc, sync_files(aimed))
+        if full is None:
+            raise
+        # Nothing was done past the last job written: the watermarks wait before the rest.
+        print(f"jobreport: sync stopped, {full}; the next run goes on from there once there"
+              " is room", file=sys.stderr)
+        return 1
     print_result(result, opts.dry_run)
     return exit_status(result)
 

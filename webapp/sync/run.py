@@ -7,7 +7,10 @@ a later-ending job was processed (slurmdbd down or behind, slurmctld's agent que
 busy). Every step is keyed by (cluster, job id, submit time): a second run, or a second
 copy at once, does nothing twice.
 
-An unavailable source stops the run (every later job would fail alike). Any other error
+An unavailable source stops the run (every later job would fail alike), and so does a
+full disk under the archive or the outbox (``disk_full``: the error names the file and
+its free space; the watermark stays before the job, which the next run processes once
+there is room again). Any other error
 is one job's: it is logged and counted, the run goes on with the next job, and the
 stream's watermark stays before the failed job, so later runs retry it (the jobs after it
 are in the sync log and are not done twice). After ``RETRY_SECONDS`` and at least
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from jobreport_common.sqlite_file import disk_full, sqlite_path
 from webapp.archive.mail_state import MailState
 from webapp.archive.staff_rows import StaffRows
 from webapp.archive.store import Archive, ArchiveBusy
@@ -114,6 +118,10 @@ class Syncer:
     def close(self) -> None:
         self.archive.close()
 
+    def files(self) -> dict[str, str | None]:
+        """The SQLite files a run writes (what -> path; None for a MariaDB archive)."""
+        return sync_files(self.settings)
+
     def _ended(self, since: int, until: int, limit: int, result: SyncResult) -> list[EndedJob]:
         try:
             return self.service.accounting.ended_between(since, until, limit)
@@ -154,9 +162,13 @@ class Syncer:
                     if not (opts.dry_run or opts.job_id):
                         try:
                             self._record(opts, started, clock(), result)
-                        except Exception:
+                        except Exception as exc:
                             # The run's own outcome stands; a stale record shows its age.
-                            log.exception("cannot record the run for --status")
+                            full = disk_full(exc, self.files())
+                            if full:
+                                log.warning("cannot record the run for --status: %s", full)
+                            else:
+                                log.exception("cannot record the run for --status")
         except ArchiveBusy as exc:
             result.busy = str(exc)
         return result
@@ -224,6 +236,12 @@ class Syncer:
                 log.error("%s", result.error)
                 return False
             except Exception as exc:
+                full = disk_full(exc, self.files())
+                if full:
+                    # Every later job would fail alike: stop, the watermark before this job.
+                    result.error = f"job {job.job_id}: {full}"
+                    log.error("%s", result.error)
+                    return False
                 # One job's fault (its text, a renderer's bug) must not stop every later
                 # job, other users' included: count it, retry it, go on.
                 self._failed(job, [s for s in streams if s not in finished], exc, opts, result)
@@ -318,6 +336,11 @@ class Syncer:
         outcome = "archived" if self.archive.put(record) else "already archived"
         rows.put([row])
         return outcome
+
+
+def sync_files(settings: Settings) -> dict[str, str | None]:
+    """The SQLite files a sync writes: its archive (None for MariaDB) and its outbox."""
+    return {"archive": sqlite_path(settings.archive_url), "outbox": settings.outbox}
 
 
 def _deliver(outbox: Outbox, connect: Connect, notify: Notify) -> tuple[Counter, Counter]:

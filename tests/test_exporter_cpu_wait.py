@@ -14,6 +14,7 @@ from exporter.proc_reader import ProcReader
 from exporter.procfs import TaskTimes, parse_blkio_ticks, parse_schedstat
 from tests.helpers.cpu_wait import CAPTURES, capture
 from tests.helpers.exporter_scrape import make_settings, scrape, value
+from tests.helpers.wait import wait_for
 
 
 def test_parse_schedstat_and_blkio_ticks_on_literal_lines():
@@ -112,8 +113,15 @@ def test_live_threads_are_read_one_by_one():
     workers = [threading.Thread(target=spin) for _ in range(2)]
     for w in workers:
         w.start()
-    time.sleep(0.6)
+
+    def ran(tid: int) -> int:
+        return parse_schedstat(open(f"/proc/{os.getpid()}/task/{tid}/schedstat").read())[0]
+
+    # Until each worker has run 0.06 s (0.6 s of wall time alone; longer on a loaded
+    # machine, where a fixed sleep left one worker short)
     try:
+        wait_for(lambda: all(ran(w.native_id) > 0.06e9 for w in workers) or None, 30,
+                 "both workers running", every=0.1)
         sample = reader.read(os.getpid())
     finally:
         done.set()

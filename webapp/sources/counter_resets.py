@@ -33,10 +33,11 @@ SUMMED_METRICS = (
 _NAMES = "|".join(SUMMED_METRICS)
 # Per node: how many times one of its summed counters went down ({span}: the window).
 # resets() drops the metric's name, so each metric's answer is named again before the
-# union (two metrics' series of one job and node would have the same labels).
+# union (two metrics' series of one job and node would have the same labels); by its
+# name less ``jobs_``: a label value, never to be taken for a series without selector.
 RESETS_QUERY = "sum by ({{node}}) ({})".format(" or ".join(
-    f'label_replace(resets({m}{{{{{{sel}}}}}}[{{span}}]), "counter", "{m}", "", "")'
-    for m in SUMMED_METRICS))
+    f'label_replace(resets({m}{{{{{{sel}}}}}}[{{span}}]), "counter", '
+    f'"{m.removeprefix("jobs_")}", "", "")' for m in SUMMED_METRICS))
 # The summed counters' stored samples over the window (their metric names kept).
 SAMPLES_QUERY = f'{{{{__name__=~"{_NAMES}",{{sel}}}}}}[{{span}}]'
 # The tail figures that read a summed counter: those a reset takes from.

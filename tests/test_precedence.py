@@ -72,6 +72,10 @@ def test_cpu_time_steps_then_allocation_then_prometheus(sj):
     run = replace(t, state="RUNNING")
     assert cpu_time(sj, busy, run) == (1.0 * t.elapsed, CpuSource.PROMETHEUS)
     assert cpu_time(sj, busy, replace(t, state="PENDING")) == (None, None)
+    # A node that died took its slurmstepd along: sacct's TotalCPU 0 is no measurement.
+    died = replace(t, state="NODE_FAIL")
+    lost = replace(sj, steps=tuple(replace(x, total_cpu_seconds=0.0) for x in sj.steps))
+    assert cpu_time(lost, busy, died) == (1.0 * t.elapsed, CpuSource.PROMETHEUS)
 
 
 def test_time_limit_the_views_then_sacct(sj, acct):

@@ -12,8 +12,9 @@ these functions only choose. Precedence when sources disagree (documented in the
 - the time limit: the job's own, else the partition's MaxTime for ``Partition_Limit``
   (resolved by the caller through scontrol), "unlimited" only when Slurm says so;
 - CPU time: the sum of sacct's step TotalCPU (what seff uses), else the allocation line's
-  TotalCPU when sacct lists no steps; while the job runs (sacct has no TotalCPU yet), or
-  without sacct, the integral of Prometheus' CPU rate;
+  TotalCPU when sacct lists no steps; while the job runs (sacct has no TotalCPU yet), when
+  it ended NODE_FAIL (its steps' usage died with the node), or without sacct, the
+  integral of Prometheus' CPU rate;
 - a heterogeneous job asked for whole (``123``, not ``123+1``): the whole job's figures,
   each component's from sacct added up (CPUs, memory, GPUs, TotalCPU), its nodes the
   union, its run the longest component's; Prometheus asked for every component's id
@@ -44,7 +45,7 @@ from webapp.model import (
 )
 from webapp.report.peak import job_peak, node_memory, prometheus_peak, sacct_peak
 from webapp.sources.sacct_values import parse_nodelist
-from webapp.states import running, started
+from webapp.states import NODE_FAIL, running, started
 
 
 def first(*values: Any) -> Any:
@@ -138,8 +139,11 @@ def cpu_time(sj: SacctJob | None, usage: Usage, t: Timing, parts: tuple[Step, ..
         seconds, source = sj.total_cpu_seconds, CpuSource.STEPS
     elif sj and not sj.steps and sj.alloc_cpu_seconds is not None:
         seconds, source = sj.alloc_cpu_seconds, CpuSource.ALLOCATION
-    if (running(t.state) or seconds is None) and usage.cpu_cores and t.elapsed:
-        # sacct writes TotalCPU when a step ends: while a job runs, Prometheus knows better.
+    if (running(t.state) or seconds is None or t.state == NODE_FAIL) and usage.cpu_cores \
+            and t.elapsed:
+        # sacct writes TotalCPU when a step ends: while a job runs, Prometheus knows better;
+        # so it does when the node died, its slurmstepd with it: the step's usage never
+        # reached slurmctld and sacct says 0 (measured on 24.11: a busy job, TotalCPU 0).
         seconds = sum(s.mean() or 0.0 for s in usage.cpu_cores) * t.elapsed
         source = CpuSource.PROMETHEUS
     return seconds, source

@@ -137,6 +137,25 @@ def test_idle_gpu_finding_says_how_much_energy_it_drew():
     assert "kWh" not in plain.message
 
 
+def test_an_idle_mig_devices_energy_is_said_to_be_an_estimate():
+    """A MIG device's joules are its share of the card's (jobs_gpu_info power_share): the
+    finding says so rather than "drew" as if measured."""
+    from webapp.model import GpuDevice
+
+    report = energy_report()
+    labels = [s.label for s in report.usage.gpu_utilization]  # gpu0 busy, gpu1 idle
+    devices = tuple(GpuDevice(label, "nvidia", "NVIDIA H100 80GB HBM3", "1g.10gb",
+                              power_share="1/7") for label in labels)
+    usage = dataclasses.replace(report.usage, gpu_devices=devices,
+                                gpu_energy=((labels[0], 2.5e6), (labels[1], 1.44e6)))
+    finding = next(f for f in detect_all(dataclasses.replace(report, usage=usage))
+                   if f.name == "gpu_idle")
+    assert finding.message.endswith("The idle GPU drew about 0.4 kWh (an estimate: 1/7 of its "
+                                    "card's power, the card metering no MIG device or "
+                                    "partition of its own).")
+    assert finding.evidence["idle_gpus_energy_joules"] == 1.44e6
+
+
 def test_bulk_usage_sums_a_jobs_energy_over_its_nodes():
     # The sync's bulk answer: per job and node, the sources' joules already summed
     # (PEAK_QUERY with the figure's sum), one point per step; the last point is the

@@ -154,6 +154,9 @@ class GpuDevice:
     profile: str = ""  # a MIG device's ("1g.10gb"); "" for a whole card
     uuid: str = ""
     pci_bus_id: str = ""
+    # "1/7": a MIG device's or AMD partition's power and energy are that share of its
+    # card's, an estimate (the card meters none of its own); "": its own readings
+    power_share: str = ""
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,7 @@ def test_a_job_sleeping_on_a_1g_10gb_mig_device_gets_the_idle_gpu_finding(idle_j
     assert "`CUDA_VISIBLE_DEVICES`" in finding["advice"]
     (device,) = data["usage"]["gpu_devices"]
     assert (device["vendor"], device["profile"]) == ("nvidia", "1g.10gb")
+    assert device["power_share"] == "1/7" and "an estimate: 1/7" in finding["message"]
     assert finding["evidence"]["idle_max_utilization"] == 0.0
     # its seventh of the card's 433.78 W over the job
     joules = finding["evidence"]["idle_gpus_energy_joules"]

@@ -27,6 +27,17 @@ def _idle_energy(report: JobReport, idle: list[Series]) -> float | None:
     return sum(found) if found else None
 
 
+def _drew(report: JobReport, idle: list[Series], joules: float) -> str:
+    """The idle GPUs' energy as the finding says it: an estimate where a device's power is
+    a share of its card's (a MIG device, an AMD partition: ``GpuDevice.power_share``)."""
+    shares = {d.gpu: d.power_share for d in report.usage.gpu_devices if d.power_share}
+    estimated = sorted({shares[s.label] for s in idle if s.label in shares})
+    if not estimated:
+        return format_energy(joules)
+    return (f"about {format_energy(joules)} (an estimate: {' and '.join(estimated)} of its "
+            "card's power, the card metering no MIG device or partition of its own)")
+
+
 class IdleGpuDetector:
     name = "gpu_idle"
 
@@ -71,7 +82,8 @@ class IdleGpuDetector:
             )
         drew = _idle_energy(report, idle)
         if drew is not None:
-            message += f" The idle GPU{'s' if len(idle) > 1 else ''} drew {format_energy(drew)}."
+            plural = "s" if len(idle) > 1 else ""
+            message += f" The idle GPU{plural} drew {_drew(report, idle, drew)}."
         return (
             Finding(
                 name=self.name,

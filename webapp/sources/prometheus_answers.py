@@ -251,5 +251,5 @@ def parse_gpu_devices(answer: list[tuple[dict[str, str], float]], node: str
     return tuple(sorted(
         (GpuDevice(f"{m.get(node, '?')}/{m.get('gpu', '?')}", m.get("vendor", ""),
                    m.get("model", ""), m.get("profile", ""), m.get("uuid", ""),
-                   m.get("pci_bus_id", ""))
+                   m.get("pci_bus_id", ""), m.get("power_share", ""))
          for m, _ in answer), key=lambda d: d.gpu))

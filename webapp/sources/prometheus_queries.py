@@ -168,7 +168,7 @@ GPU_ENERGY_QUERY = ('sum by ({node}, gpu) '
                     '(max_over_time(jobs_energy_joules_total{{{sel},source="gpu"}}[{span}]))')
 
 # What each allocated GPU is: vendor, model, a MIG device's profile, its identity.
-GPU_INFO_QUERY = ("max by ({node}, gpu, vendor, model, profile, uuid, pci_bus_id) "
+GPU_INFO_QUERY = ("max by ({node}, gpu, vendor, model, profile, uuid, pci_bus_id, power_share) "
                   "(last_over_time(jobs_gpu_info{{{sel}}}[{span}]))")
 
 # Errors the job's GPUs reported over its run (exporter README "GPU faults"): XIDs by

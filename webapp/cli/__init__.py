@@ -17,10 +17,10 @@ from mgmt.setup import SetupError
 from webapp.cli import (
     db_setup,
     db_upgrade,
+    digest,
     history,
     jobs,
     mail,
-    policy,
     serve,
     show,
     staff,
@@ -98,12 +98,12 @@ COMMANDS: tuple[Command, ...] = (
             "GPU-hours and memory GiB-hours they requested and left unused, and their most "
             "common finding with its advice; through the outbox, once per user and week. "
             "Run weekly by jobreport-digest.timer.",
-            policy.add_digest_arguments, policy.run_digest),
+            digest.add_digest_arguments, digest.run_digest),
     Command("opt-out", "stop (or, with --undo, resume) report emails for users; list opt-outs",
             "Record that USERs get no report or digest emails (as the link in "
             "every email does); --undo sends them again; with no USER or --list, list who "
             "is opted out and how.",
-            policy.add_opt_out_arguments, policy.run_opt_out),
+            digest.add_opt_out_arguments, digest.run_opt_out),
     Command("db-setup", "create the restricted accounting user and view",
             "Create schema jobreport, a SQL SECURITY DEFINER view "
             "over the accounting tables and a user that can read only it. "

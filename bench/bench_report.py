@@ -42,8 +42,8 @@ import requests
 if not __package__:  # run as a file (python bench/bench_report.py): import from the checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.prometheus import backfill, port_free, start_prometheus, stop  # noqa: E402
 from tests.helpers.prometheus_before import differences, figures_before  # noqa: E402
+from tests.helpers.prometheus_server import backfill, port_free, start_prometheus, stop  # noqa: E402
 from webapp.detectors import Thresholds, detect_all  # noqa: E402
 from webapp.model import AccountingJob, JobId, JobReport, SacctJob, Step  # noqa: E402
 from webapp.renderers import json as json_renderer  # noqa: E402

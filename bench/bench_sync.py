@@ -2,7 +2,7 @@
 a test; run as root beside the stack, which it never touches).
 
 Replays real job shapes captured on the local stack (fixtures/prometheus/sync-shapes.json,
-see bench/sync_shapes.py) as ``--jobs`` jobs, one starting every ``--gap`` seconds over
+see tests/helpers/sync_shapes.py) as ``--jobs`` jobs, one starting every ``--gap`` seconds over
 the last day on 100 nodes, backfills them with ``promtool tsdb create-blocks-from
 openmetrics`` into a Prometheus of its own on a free loopback port (admin API on, for the
 second half), then runs the sync's archive direction over all of them into a fresh
@@ -33,8 +33,8 @@ from tqdm import tqdm
 if not __package__:  # run as a file (python bench/bench_sync.py): import from the checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.prometheus import backfill, start_prometheus, stop  # noqa: E402
-from bench.sync_shapes import Replay, records, replays, write_openmetrics  # noqa: E402
+from tests.helpers.prometheus_server import backfill, start_prometheus, stop  # noqa: E402
+from tests.helpers.sync_shapes import Replay, records, replays, write_openmetrics  # noqa: E402
 from webapp.archive.store import Archive  # noqa: E402
 from webapp.model import JobNotFound  # noqa: E402
 from webapp.report.service import ReportService  # noqa: E402

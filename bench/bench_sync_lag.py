@@ -41,8 +41,8 @@ if not __package__:  # run as a file (python bench/bench_sync_lag.py): import fr
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_sync import SHAPES, FixedAccounting, FixedSacct, free_port, settings  # noqa: E402
-from bench.prometheus import backfill, start_prometheus, stop  # noqa: E402
-from bench.sync_shapes import replays, write_openmetrics  # noqa: E402
+from tests.helpers.prometheus_server import backfill, start_prometheus, stop  # noqa: E402
+from tests.helpers.sync_shapes import replays, write_openmetrics  # noqa: E402
 from webapp.archive.store import Archive  # noqa: E402
 from webapp.report.service import ReportService  # noqa: E402
 from webapp.sync.options import SyncOptions  # noqa: E402

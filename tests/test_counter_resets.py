@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bench.prometheus import backfill, start_prometheus, stop
 from tests.helpers.mail import free_port
+from tests.helpers.prometheus_server import backfill, start_prometheus, stop
 from webapp.settings import Settings
 from webapp.sources.counter_resets import SUMMED_FIGURES, losses, lost
 from webapp.sources.from_settings import prometheus_from

@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.prometheus import backfill, start_prometheus, stop
 from tests.helpers.mail import free_port
+from tests.helpers.prometheus_server import backfill, start_prometheus, stop
 from webapp.model import gpu_utilization
 from webapp.settings import Settings
 from webapp.sources.from_settings import prometheus_from

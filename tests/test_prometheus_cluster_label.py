@@ -2,9 +2,9 @@
 (JOBREPORT_PROMETHEUS_CLUSTER_LABEL): every selector of those series also matches the
 cluster's label.
 
-On a real Prometheus: two captured job shapes (bench/sync_shapes.py) replayed as the same
+On a real Prometheus: two captured job shapes (tests/helpers/sync_shapes.py) replayed as the same
 job id on the same node name, one labelled ``cluster="v24"``, the other ``cluster="v26"``,
-backfilled with promtool into a Prometheus of its own (bench/prometheus.py). Each
+backfilled with promtool into a Prometheus of its own (tests/helpers/prometheus_server.py). Each
 shape is also replayed alone under an id of its own: what a cluster's read of the shared
 id must equal. Then every query each reader sends is checked to name the cluster.
 """
@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from bench.prometheus import backfill, start_prometheus, stop
-from bench.sync_shapes import Replay, records, write_openmetrics
 from tests.helpers.mail import free_port
+from tests.helpers.prometheus_server import backfill, start_prometheus, stop
 from tests.helpers.sync import usage_figures
+from tests.helpers.sync_shapes import Replay, records, write_openmetrics
 from webapp.model import AccountingJob, SacctJob
 from webapp.report.job_rows import ListSources, list_jobs
 from webapp.settings import Settings

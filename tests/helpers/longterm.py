@@ -11,9 +11,9 @@ from pathlib import Path
 
 import requests
 
-from bench.prometheus import stop
 from tests.helpers import stack
 from tests.helpers.mail import free_port
+from tests.helpers.prometheus_server import stop
 from tests.helpers.wait import wait_for
 
 SCRAPE = """global:

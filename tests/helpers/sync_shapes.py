@@ -119,7 +119,7 @@ def main() -> None:
     ap.add_argument("job_ids", nargs="+", metavar="JOBID")
     ap.add_argument("--prometheus", default="http://127.0.0.1:9090")
     ap.add_argument("-o", "--output", type=Path,
-                    default=Path(__file__).resolve().parent.parent
+                    default=Path(__file__).resolve().parents[2]
                     / "fixtures/prometheus/sync-shapes.json")
     args = ap.parse_args()
     capture(args.prometheus, args.job_ids, args.output)

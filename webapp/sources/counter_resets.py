@@ -2,7 +2,7 @@
 
 jobs-exporter adds up some of a job's figures itself (its joules, its exited processes'
 I/O, its threads' waits: ``SUMMED_METRICS``) and keeps them across its restart in a
-state file (exporter/state.py). An exporter run without one, or one older than it,
+state file (its README, "Restarts and upgrades"). An exporter run without one, or one older than it,
 starts them at 0 again, and a figure read from the job's last samples would hold only
 what was counted after the restart. So the report asks, in a request it sends anyway,
 how often each node's summed counters went down over the job (``RESETS_QUERY``: cheap,

@@ -35,7 +35,7 @@ lint: ## ruff, the import contracts, mypy ([tool.mypy]), bandit (high severity f
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(VENV)/bin/bandit -q -r webapp exporter slurm_exporter mgmt jobreport_common --severity-level high
+	$(VENV)/bin/bandit -q -r webapp jobs_exporter slurm_exporter mgmt jobreport_common --severity-level high
 	scripts/audit-deps
 
 unit: ## the tests that need no stack

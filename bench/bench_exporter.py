@@ -41,9 +41,9 @@ if not __package__:  # run as a file (python bench/bench_exporter.py): import fr
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.floor_proc import Floor, time_pass  # noqa: E402
-from exporter.proc_reader import fd_budget  # noqa: E402
-from exporter.registry import JobsCollector  # noqa: E402
-from exporter.settings import Settings  # noqa: E402
+from jobs_exporter.proc_reader import fd_budget  # noqa: E402
+from jobs_exporter.registry import JobsCollector  # noqa: E402
+from jobs_exporter.settings import Settings  # noqa: E402
 
 CGROUP = "/sys/fs/cgroup"
 NODE = "bench"

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
-from exporter.registry import JobsCollector
-from exporter.settings import Settings, SettingsError, parse_listen
 from jobreport_common.settings import with_flags
+from jobs_exporter.registry import JobsCollector
+from jobs_exporter.settings import Settings, SettingsError, parse_listen
 
-log = logging.getLogger("exporter")
+log = logging.getLogger("jobs_exporter")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     _raise_nofile_limit()
     if args.powercap_replay:
-        from exporter.powercap_replay import start_replay
+        from jobs_exporter.powercap_replay import start_replay
 
         try:
             replay = start_replay(args.powercap_replay, settings.powercap_root)
@@ -119,12 +119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     registry = CollectorRegistry()
     nvml = None
     if args.nvml_replay:
-        from exporter.nvml_replay import load_replay
+        from jobs_exporter.nvml_replay import load_replay
 
         nvml = load_replay(args.nvml_replay)
     amdsmi = None
     if args.amdsmi_replay:
-        from exporter.amdsmi_replay import load_replay as load_amdsmi_replay
+        from jobs_exporter.amdsmi_replay import load_replay as load_amdsmi_replay
 
         amdsmi = load_amdsmi_replay(args.amdsmi_replay)
     jobs = JobsCollector(settings, nvml=nvml, amdsmi=amdsmi)

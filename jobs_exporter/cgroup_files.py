@@ -11,7 +11,7 @@ import logging
 import os
 from collections.abc import Iterable
 
-from exporter import proc_reader
+from jobs_exporter import proc_reader
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ PIDs are only in leaf cgroups; job-level counters include all children. Job dire
 vanish the moment a job ends, so every reader may raise FileNotFoundError (see GONE);
 ``exists()`` tells that apart from a file missing in a live cgroup, and callers skip a job
 that ended. Optional files (absent on some kernels) come back as None. The file reading
-is in exporter/cgroup_files.py, the pure parsers in exporter/cgroup_parsers.py and
-exporter/procfs.py (the slurmstepd title).
+is in jobs_exporter/cgroup_files.py, the pure parsers in jobs_exporter/cgroup_parsers.py and
+jobs_exporter/procfs.py (the slurmstepd title).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from exporter import procfs
-from exporter.cgroup_files import OpenFiles, read, read_optional
-from exporter.cgroup_parsers import (
+from jobs_exporter import procfs
+from jobs_exporter.cgroup_files import OpenFiles, read, read_optional
+from jobs_exporter.cgroup_parsers import (
     parse_cpu_list,
     parse_flat_keyed,
     parse_percpu,

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from exporter.procfs import TaskTimes
+from jobs_exporter.procfs import TaskTimes
 
 BUSY_SHARE = 0.5
 MIN_BUSY_INTERVAL = 1.0  # seconds
@@ -110,7 +110,7 @@ class WaitTotals:
         self._jobs = {j: s for j, s in self._jobs.items() if j in keep}
 
     def snapshot(self) -> dict[str, Any]:
-        """Every job's sums and its threads' last times as JSON values (exporter/state.py)."""
+        """Every job's sums and its threads' last times as JSON values (jobs_exporter/state.py)."""
         return {job_id: {"tasks": [list(t) for t in s.tasks.values()],
                          "cpu_wait_ns": s.cpu_wait_ns, "io_wait_ticks": s.io_wait_ticks}
                 for job_id, s in self._jobs.items()}

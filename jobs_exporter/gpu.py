@@ -1,17 +1,17 @@
 """NVIDIA GPUs through NVML (nvidia-ml-py's ``pynvml``), known by PCI bus id and minor number.
 
-GPUs are attributed to jobs by ALLOCATION (exporter/gpu_alloc.py), never by the processes
+GPUs are attributed to jobs by ALLOCATION (jobs_exporter/gpu_alloc.py), never by the processes
 running on them: an allocated, idle GPU is reported at 0 %, which is the point.
 
 Identity: NVML's enumeration index is only how handles are fetched. Each handle is
 described by nvmlDeviceGetPciInfo (bus id), nvmlDeviceGetMinorNumber (``/dev/nvidia<minor>``,
 what gres.conf and the devices cgroup name) and nvmlDeviceGetUUID, and numbered the way
-Slurm numbers the node's GPUs (exporter/gpu_devices.py: device-file order, or PCI bus id
+Slurm numbers the node's GPUs (jobs_exporter/gpu_devices.py: device-file order, or PCI bus id
 order under AutoDetect or where a driver cannot report a minor number). On a node whose
 minor numbers differ from NVML's order each job still gets its own cards.
 
-A card in MIG mode is its MIG devices (exporter/gpu_mig.py). Faults are the card's: its
-XID events (exporter/gpu_faults.py) and its volatile ECC counts
+A card in MIG mode is its MIG devices (jobs_exporter/gpu_mig.py). Faults are the card's: its
+XID events (jobs_exporter/gpu_faults.py) and its volatile ECC counts
 (``nvmlDeviceGetTotalEccErrors``, since the driver loaded).
 """
 
@@ -26,9 +26,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from exporter import gpu_faults, gpu_mig
-from exporter.gpu_devices import GpuDevice, GpuReading, parse_bus_id, slurm_order
-from exporter.gpu_mig import MigHandle
+from jobs_exporter import gpu_faults, gpu_mig
+from jobs_exporter.gpu_devices import GpuDevice, GpuReading, parse_bus_id, slurm_order
+from jobs_exporter.gpu_mig import MigHandle
 
 __all__ = ["GpuReading", "Nvml", "load_nvml"]
 
@@ -47,7 +47,7 @@ class Nvml:
     """This node's NVIDIA GPUs. ``start()`` returns False when there is no driver.
 
     After ``start()``: ``found`` lists (device, handle) in NVML's order; ``devices`` and
-    ``handles`` are keyed by Slurm's index among these GPUs alone (exporter/gpus.py numbers
+    ``handles`` are keyed by Slurm's index among these GPUs alone (jobs_exporter/gpus.py numbers
     the GPUs of every vendor together).
     """
 

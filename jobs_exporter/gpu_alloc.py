@@ -16,7 +16,7 @@ A job's processes can set any environment they like, so SLURM_JOB_GPUS in
    job's fixed fields count, never free text (a job name can hold line breaks).
 
 Sources 1 and 3 give Slurm's GPU indexes (positions in Slurm's list of the node's GPUs,
-mapped to devices by exporter/gpu_devices.py), source 2 gives device numbers.
+mapped to devices by jobs_exporter/gpu_devices.py), source 2 gives device numbers.
 
 Everything parsed is bounded: an index is below ``MAX_GPUS``, a list has at most that many
 entries. Bad data raises ValueError for that one job; the caller drops only its series.
@@ -30,7 +30,7 @@ import re
 import subprocess
 from collections.abc import Callable, Collection, Sequence
 
-from exporter.gpu_devices import DRM_MAJOR, NVIDIA_MAJOR, RENDER_MINOR_BASE
+from jobs_exporter.gpu_devices import DRM_MAJOR, NVIDIA_MAJOR, RENDER_MINOR_BASE
 
 log = logging.getLogger(__name__)
 

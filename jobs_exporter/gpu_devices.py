@@ -1,7 +1,7 @@
 """Which GPU is which: identity by PCI bus id, UUID and device file, and Slurm's numbering.
 
-A GPU is never known by a driver's enumeration index. Each vendor's reader (exporter/gpu.py
-for NVML, exporter/gpu_amd.py for amdsmi) describes its devices by what does not depend on
+A GPU is never known by a driver's enumeration index. Each vendor's reader (jobs_exporter/gpu.py
+for NVML, jobs_exporter/gpu_amd.py for amdsmi) describes its devices by what does not depend on
 enumeration: the PCI bus id, the UUID and the device file Slurm's gres.conf names
 (``/dev/nvidia<minor>``, ``/dev/dri/renderD<minor>``, with its major:minor for the devices
 cgroup). The index Slurm gives a job (``scontrol -d show job``'s ``IDX``, the prolog's
@@ -19,7 +19,7 @@ order cannot be told, and PCI bus id order is used for every device.
 
 A card in MIG mode is not a GPU of Slurm's: each of its MIG devices is (gres.conf
 ``MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/nvidia-cap21,/dev/nvidia-caps/nvidia-cap22``,
-the card's file and its GPU and compute instance's capability files, exporter/gpu_mig.py).
+the card's file and its GPU and compute instance's capability files, jobs_exporter/gpu_mig.py).
 In file order they follow their card's file, by capability number; in PCI order, their
 card's bus id, then GPU and compute instance.
 """
@@ -43,7 +43,7 @@ _DIGITS = re.compile(r"(\d+)")
 
 @dataclass(frozen=True)
 class MigSlice:
-    """Where a MIG device sits on its card (exporter/gpu_mig.py)."""
+    """Where a MIG device sits on its card (jobs_exporter/gpu_mig.py)."""
 
     parent_uuid: str  # the card's UUID; "" when the driver does not tell
     parent_minor: int | None  # the card's /dev/nvidia<minor>

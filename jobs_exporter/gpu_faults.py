@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from exporter.gpu_devices import parse_bus_id
+from jobs_exporter.gpu_devices import parse_bus_id
 
 log = logging.getLogger(__name__)
 

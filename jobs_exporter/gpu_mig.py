@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.gpu_devices import GpuDevice, MigSlice
+from jobs_exporter.gpu_devices import GpuDevice, MigSlice
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class MigHandle:
 
 def slices(nv: Any, card: Any, device: GpuDevice, caps: MigCaps
            ) -> list[tuple[GpuDevice, MigHandle]]:
-    """The MIG devices of a card in MIG mode (``device``: the card, as exporter/gpu.py
+    """The MIG devices of a card in MIG mode (``device``: the card, as jobs_exporter/gpu.py
     describes it)."""
     card_slices = nv.nvmlDeviceGetMaxMigDeviceCount(card)
     out = []

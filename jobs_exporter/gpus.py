@@ -1,7 +1,7 @@
 """This node's GPUs of every vendor, numbered the way Slurm numbers them.
 
-Each reader (exporter/gpu.py ``Nvml``, exporter/gpu_amd.py ``AmdSmi``) describes its
-devices; here they are put in one list in Slurm's order (exporter/gpu_devices.py), so an
+Each reader (jobs_exporter/gpu.py ``Nvml``, jobs_exporter/gpu_amd.py ``AmdSmi``) describes its
+devices; here they are put in one list in Slurm's order (jobs_exporter/gpu_devices.py), so an
 index from Slurm and a device number from the devices cgroup both lead to one device,
 whichever vendor's.
 """
@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from exporter.gpu_devices import (
+from jobs_exporter.gpu_devices import (
     GpuDevice,
     GpuReading,
     by_number,

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from exporter.procfs import IoCounters
+from jobs_exporter.procfs import IoCounters
 
 Key = tuple[int, int]  # (pid, starttime)
 ZERO = IoCounters(0, 0, 0, 0)
@@ -125,7 +125,7 @@ class IoTotals:
         return len(self._jobs)
 
     def snapshot(self) -> dict[str, Any]:
-        """Every job's state as JSON values (exporter/state.py)."""
+        """Every job's state as JSON values (jobs_exporter/state.py)."""
         return {job_id: {"procs": [[*key, *(parent or (None, None)), *io]
                                    for key, (parent, io) in s.procs.items()],
                          "retired": list(s.retired),

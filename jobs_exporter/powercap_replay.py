@@ -7,7 +7,7 @@ file of each package and DRAM zone there as time passes, as the kernel would: th
 captured counter plus the joules TRACE recorded for that socket and domain since the
 machine booted (the recording looped; a restarted exporter's replay goes on where the
 last one was, as the hardware's counter does), wrapped at the zone's ``max_energy_range_uj``. The
-exporter reads the copy through exporter/powercap.py exactly as it reads
+exporter reads the copy through jobs_exporter/powercap.py exactly as it reads
 /sys/class/powercap. A zone TRACE has no series for keeps its captured value.
 
 TRACE is the per-interval RAPL energy of a real machine as ``rapl-trace`` prints it (the
@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from exporter import powercap
+from jobs_exporter import powercap
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """ProcReader: every job process read once per scrape, with kept-open fds and a time budget.
 
-The parsing is in exporter/procfs.py; this module owns the file descriptors: which
+The parsing is in jobs_exporter/procfs.py; this module owns the file descriptors: which
 processes keep /proc files open (``fd_budget``), reading through them, and falling back
 to reading by path.
 """
@@ -14,7 +14,7 @@ import resource
 import time
 from collections.abc import Iterable, Sequence
 
-from exporter.procfs import (
+from jobs_exporter.procfs import (
     IoCounters,
     ProcessSample,
     StatFields,

@@ -18,23 +18,23 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from exporter import cgroupfs
-from exporter.cgroup_files import OpenFiles
-from exporter.collectors.context import CollectorContext
-from exporter.collectors.cpu import CpuCollector
-from exporter.collectors.energy import EnergyCollector
-from exporter.collectors.gpu import GpuCollector
-from exporter.collectors.io import IoCollector
-from exporter.collectors.memory import MemoryCollector
-from exporter.collectors.pressure import PressureCollector
-from exporter.collectors.processes import ProcessesCollector
-from exporter.collectors.scratch import ScratchCollector
-from exporter.collectors.steps import StepsCollector
-from exporter.collectors.waits import WaitCollector
-from exporter.proc_reader import ProcReader, fd_budget
-from exporter.scrape import ScrapedJob
-from exporter.settings import Settings
-from exporter.state import StateFile, Stateful
+from jobs_exporter import cgroupfs
+from jobs_exporter.cgroup_files import OpenFiles
+from jobs_exporter.collectors.context import CollectorContext
+from jobs_exporter.collectors.cpu import CpuCollector
+from jobs_exporter.collectors.energy import EnergyCollector
+from jobs_exporter.collectors.gpu import GpuCollector
+from jobs_exporter.collectors.io import IoCollector
+from jobs_exporter.collectors.memory import MemoryCollector
+from jobs_exporter.collectors.pressure import PressureCollector
+from jobs_exporter.collectors.processes import ProcessesCollector
+from jobs_exporter.collectors.scratch import ScratchCollector
+from jobs_exporter.collectors.steps import StepsCollector
+from jobs_exporter.collectors.waits import WaitCollector
+from jobs_exporter.proc_reader import ProcReader, fd_budget
+from jobs_exporter.scrape import ScrapedJob
+from jobs_exporter.settings import Settings
+from jobs_exporter.state import StateFile, Stateful
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class JobsCollector:
         self._users: dict[int, str] = {}
         self._unreadable_logged: set[str] = set()  # logged once while they exist
         self._unreadable_seen: set[str] = set()  # found by the previous scrape
-        # The sums the exporter adds up itself, kept across its restart (exporter/state.py).
+        # The sums the exporter adds up itself, kept across its restart (jobs_exporter/state.py).
         self.state = StateFile(settings.state_file) if settings.state_file else None
         if self.state is not None:
             saved = self.state.load()

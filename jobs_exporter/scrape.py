@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from typing import TypeVar
 
-from exporter import cgroupfs, procfs
-from exporter.proc_reader import ProcReader
+from jobs_exporter import cgroupfs, procfs
+from jobs_exporter.proc_reader import ProcReader
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -1,7 +1,7 @@
 """Settings of jobs-exporter, read once from ``JOBREPORT_EXPORTER_*`` environment variables.
 
 Command-line flags override them (see ``__main__``). Each variable is declared once, as a
-field below; ``SETTINGS_DOC`` and the table in exporter/README.md are generated from the
+field below; ``SETTINGS_DOC`` and the table in jobs_exporter/README.md are generated from the
 fields (scripts/settings-table). A ``JOBREPORT_EXPORTER_*`` variable that is no field (a
 typo) is an error.
 """

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.settings import SETTINGS_DOC as EXPORTER_DOC
-from exporter.settings import Settings as ExporterSettings
+from jobs_exporter.settings import SETTINGS_DOC as EXPORTER_DOC
+from jobs_exporter.settings import Settings as ExporterSettings
 from slurm_exporter.settings import SETTINGS_DOC as SLURM_EXPORTER_DOC
 from slurm_exporter.settings import Settings as SlurmExporterSettings
 from tests.helpers.metric_names import (
@@ -36,7 +36,7 @@ def test_readme_settings_tables_are_generated_from_the_settings_modules():
                          capture_output=True, text=True, check=True).stdout
     generated = dict(re.findall(r"<!-- settings:(\w+) -->\n(.*?)\n(?=<!--|\Z)", out, re.S))
     tables = {"webapp": "docs/settings.md", "thresholds": "docs/settings.md",
-              "exporter": "exporter/README.md",
+              "exporter": "jobs_exporter/README.md",
               "slurm_exporter": "slurm_exporter/README.md"}
     assert set(generated) == set(tables)
     for name, rel in tables.items():

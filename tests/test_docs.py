@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 # The pages a link check covers, and every page that names test files.
 LINKED = (README, *sorted((ROOT / "docs").glob("*.md")))
-DOCS = (*LINKED, ROOT / "exporter" / "README.md", ROOT / "bench" / "README.md",
+DOCS = (*LINKED, ROOT / "jobs_exporter" / "README.md", ROOT / "bench" / "README.md",
         ROOT / "slurm_exporter" / "README.md", ROOT / "SECURITY.md")
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")

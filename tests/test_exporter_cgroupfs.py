@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from exporter import cgroup_files, cgroup_parsers, cgroupfs
+from jobs_exporter import cgroup_files, cgroup_parsers, cgroupfs
 from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.needs("root")  # it makes cgroups in the real v1 hierarchy

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from exporter.__main__ import build_parser, main, settings_from
-from exporter.settings import Settings, SettingsError
+from jobs_exporter.__main__ import build_parser, main, settings_from
+from jobs_exporter.settings import Settings, SettingsError
 from tests.helpers.exporter_scrape import FIXTURES
 from tests.helpers.wait import wait_for
 

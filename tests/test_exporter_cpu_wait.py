@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from exporter.cpu_wait import WaitTotals
-from exporter.proc_reader import ProcReader
-from exporter.procfs import TaskTimes, parse_blkio_ticks, parse_schedstat
+from jobs_exporter.cpu_wait import WaitTotals
+from jobs_exporter.proc_reader import ProcReader
+from jobs_exporter.procfs import TaskTimes, parse_blkio_ticks, parse_schedstat
 from tests.helpers.cpu_wait import CAPTURES, capture
 from tests.helpers.exporter_scrape import make_settings, scrape, value
 from tests.helpers.wait import wait_for

@@ -10,10 +10,10 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter import bmc, energy, hwmon, powercap
-from exporter.collectors.energy import EnergyCollector
-from exporter.gpu import Nvml
-from exporter.registry import JobsCollector
+from jobs_exporter import bmc, energy, hwmon, powercap
+from jobs_exporter.collectors.energy import EnergyCollector
+from jobs_exporter.gpu import Nvml
+from jobs_exporter.registry import JobsCollector
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, samples, scrape
 from tests.helpers.fake_nvml import FakeNvml
 from tests.helpers.promtool import check_metrics
@@ -363,7 +363,7 @@ def test_a_restart_loses_no_joules(tmp_path, saved_at):
 
 
 def test_state_of_another_boot_or_version_is_not_used(tmp_path, caplog):
-    from exporter.state import VERSION, StateFile
+    from jobs_exporter.state import VERSION, StateFile
 
     path = tmp_path / "state.json"
     StateFile(str(path), boot=lambda: "boot-a").save({"io": {"7": {}}})
@@ -378,7 +378,7 @@ def test_state_of_another_boot_or_version_is_not_used(tmp_path, caplog):
 
 
 def test_state_that_cannot_be_saved_is_logged_not_raised(tmp_path, caplog):
-    from exporter.state import StateFile
+    from jobs_exporter.state import StateFile
 
     state = StateFile(str(tmp_path / "missing-dir" / "state.json"))
     with caplog.at_level("ERROR"):

@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from exporter import cgroupfs
-from exporter.collectors.io import IoCollector
-from exporter.collectors.processes import ProcessesCollector
-from exporter.collectors.scratch import ScratchCollector
+from jobs_exporter import cgroupfs
+from jobs_exporter.collectors.io import IoCollector
+from jobs_exporter.collectors.processes import ProcessesCollector
+from jobs_exporter.collectors.scratch import ScratchCollector
 from tests.helpers.exporter_scrape import (
     FIXTURES,
     GOLDEN,
@@ -84,7 +84,7 @@ def test_cpu_only_node_has_no_gpu_series(caplog):
     nvml = FakeNvml(driver=False)
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from exporter.registry import JobsCollector
+    from jobs_exporter.registry import JobsCollector
 
     registry = CollectorRegistry()
     registry.register(JobsCollector(settings, nvml=nvml, user_name=lambda uid: "alice"))
@@ -195,7 +195,7 @@ class EndsJob10:
 
 
 def test_job_ending_between_collectors_is_dropped_entirely(tmp_path, monkeypatch):
-    from exporter.registry import COLLECTORS
+    from jobs_exporter.registry import COLLECTORS
 
     tree = copy_tree(V1, tmp_path / "v1")
     monkeypatch.setattr(EndsJob10, "tree", tree)
@@ -275,7 +275,7 @@ class BrokenCollector:
 
 
 def test_failing_collector_is_reported_not_fatal(caplog):
-    from exporter.registry import COLLECTORS
+    from jobs_exporter.registry import COLLECTORS
 
     with caplog.at_level(logging.ERROR):
         text = scrape(make_settings(V1_LOCAL), collectors=(BrokenCollector, *COLLECTORS))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from exporter import gpu
+from jobs_exporter import gpu
 from tests.helpers.fake_nvml import REPLAY, FakeNvml
 
 

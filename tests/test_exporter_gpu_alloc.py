@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter import gpu_alloc
+from jobs_exporter import gpu_alloc
 from tests.helpers.exporter_scrape import (
     FIXTURES,
     assert_golden,
@@ -145,7 +145,7 @@ def test_scontrol_is_asked_once_per_job(tmp_path):
     scontrol = ReplayScontrol(tree)
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from exporter.registry import JobsCollector
+    from jobs_exporter.registry import JobsCollector
 
     registry = CollectorRegistry()
     settings = make_settings(tree, gpus="auto")

@@ -17,9 +17,9 @@ import sys
 
 import pytest
 
-from exporter import gpu_amd
-from exporter.__main__ import main
-from exporter.gpus import Gpus
+from jobs_exporter import gpu_amd
+from jobs_exporter.__main__ import main
+from jobs_exporter.gpus import Gpus
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, samples, scrape, value
 from tests.helpers.fake_amdsmi import AMDSMI, FakeAmdSmi, replay_devices
 from tests.helpers.fake_nvml import FakeNvml

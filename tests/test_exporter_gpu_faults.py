@@ -15,10 +15,10 @@ import pynvml
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter import gpu, gpu_amd, gpu_faults
-from exporter.gpus import Gpus
-from exporter.nvml_replay import ReplayNvml
-from exporter.registry import JobsCollector
+from jobs_exporter import gpu, gpu_amd, gpu_faults
+from jobs_exporter.gpus import Gpus
+from jobs_exporter.nvml_replay import ReplayNvml
+from jobs_exporter.registry import JobsCollector
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, samples, value
 from tests.helpers.fake_amdsmi import FakeAmdSmi, replay_devices
 from tests.helpers.fake_nvml import FakeNvml
@@ -161,7 +161,7 @@ def test_the_replay_and_nvidia_ml_py_have_the_same_names(name):
 def test_nvidia_ml_pys_timeout_is_told_by_its_value():
     exc = pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
     assert isinstance(exc, pynvml.NVMLError) and exc.value == gpu_faults.NVML_ERROR_TIMEOUT
-    query = pynvml.c_nvmlGpmMetricsGet_t()  # the fields exporter/gpu_mig.py sets
+    query = pynvml.c_nvmlGpmMetricsGet_t()  # the fields jobs_exporter/gpu_mig.py sets
     query.version, query.numMetrics = pynvml.NVML_GPM_METRICS_GET_VERSION, 1
     query.metrics[0].metricId = pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL
     assert query.metrics[0].metricId == 1 and hasattr(query.metrics[0], "nvmlReturn")

@@ -14,8 +14,8 @@ import logging
 
 import pytest
 
-from exporter import gpu
-from exporter.gpu_devices import GpuDevice, parse_bus_id, slurm_order
+from jobs_exporter import gpu
+from jobs_exporter.gpu_devices import GpuDevice, parse_bus_id, slurm_order
 from tests.helpers.exporter_scrape import make_settings, samples, scrape, value
 from tests.helpers.fake_nvml import FakeNvml
 from tests.test_exporter_gpu_alloc import DEVICES_3, ReplayScontrol, merged_tree

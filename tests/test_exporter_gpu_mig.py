@@ -15,10 +15,10 @@ import logging
 
 import pytest
 
-from exporter import gpu, gpu_mig
-from exporter.__main__ import main
-from exporter.gpu_devices import GpuDevice, MigSlice, slurm_order
-from exporter.gpus import Gpus
+from jobs_exporter import gpu, gpu_mig
+from jobs_exporter.__main__ import main
+from jobs_exporter.gpu_devices import GpuDevice, MigSlice, slurm_order
+from jobs_exporter.gpus import Gpus
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, samples, scrape, value
 from tests.helpers.fake_nvml import FakeNvml
 from tests.test_exporter_gpu_alloc import DEVICES_3, ReplayScontrol, merged_tree
@@ -126,7 +126,7 @@ def test_a_job_on_a_1g_10gb_device_has_its_series(tmp_path):
                              gpu_alloc_dir=alloc_dir(tmp_path, j2="2"))
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from exporter.registry import JobsCollector
+    from jobs_exporter.registry import JobsCollector
     registry = CollectorRegistry()
     registry.register(JobsCollector(settings, nvml=nv, user_name=lambda uid: "alice"))
     generate_latest(registry)

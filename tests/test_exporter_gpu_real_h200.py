@@ -3,7 +3,7 @@ PyTorch bf16 matmul load, replayed through the exporter; and the exporter's real
 path on that card (its saved scrapes) against the replay of the same readings.
 
 fixtures/exporter/nvml/record_real.py recorded them: per phase, samples of the NVML calls
-exporter/gpu.py makes, then one scrape of the captured job tree v1-local (job 2, its GPU
+jobs_exporter/gpu.py makes, then one scrape of the captured job tree v1-local (job 2, its GPU
 allocation from a prolog file naming GPU 0) with every NVML call and its result. The
 replay files hold exactly the values that scrape read.
 """
@@ -16,7 +16,7 @@ import statistics
 
 import pytest
 
-from exporter import gpu
+from jobs_exporter import gpu
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, samples, scrape
 from tests.helpers.fake_nvml import FakeNvml
 
@@ -174,7 +174,7 @@ def test_memory_used_leaves_out_the_drivers_reserve_as_nvidia_smi_does():
     nvmlDeviceGetMemoryInfo counts the driver's 615 MiB reserve as used, the second keeps
     it apart, as nvidia-smi's memory.used (0 MiB idle) does. The exporter asks for the
     second where the binding has it, and falls back to the first."""
-    from exporter.nvml_replay import ReplayNvml
+    from jobs_exporter.nvml_replay import ReplayNvml
 
     rec = json.loads((NVML / f"{PREFIX}nvml_memory_v1_v2.json").read_text())
     assert rec["v1"]["used"] == rec["v2"]["used"] + rec["v2"]["reserved"]

@@ -1,12 +1,12 @@
-"""Per-job monotonic I/O totals (exporter/io_totals.py) on literal scrapes, and the io
+"""Per-job monotonic I/O totals (jobs_exporter/io_totals.py) on literal scrapes, and the io
 collector keeping them between scrapes of a copied tree."""
 
 from __future__ import annotations
 
 import shutil
 
-from exporter.io_totals import IoTotals, Proc
-from exporter.procfs import IoCounters
+from jobs_exporter.io_totals import IoTotals, Proc
+from jobs_exporter.procfs import IoCounters
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, value
 
 STEPD = 100  # slurmstepd: parent of the batch script and of step tasks, not counted
@@ -160,7 +160,7 @@ def _remove_process(tree, pid):
 def test_collector_keeps_totals_between_scrapes(tmp_path):
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from exporter.registry import JobsCollector
+    from jobs_exporter.registry import JobsCollector
 
     tree = tmp_path / "node"
     shutil.copytree(FIXTURES / "v1-local", tree, symlinks=True)

@@ -1,4 +1,4 @@
-"""Every cgroup layout a site may have (exporter/README.md, "Cgroup layouts"), on real
+"""Every cgroup layout a site may have (jobs_exporter/README.md, "Cgroup layouts"), on real
 captured trees (fixtures/SOURCES.md), Slurm 26.05's SLUID-named job directories included:
 read, or reported as unreadable, never silently empty."""
 
@@ -10,9 +10,9 @@ import shutil
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter import cgroupfs
-from exporter.registry import JobsCollector
-from exporter.settings import Settings
+from jobs_exporter import cgroupfs
+from jobs_exporter.registry import JobsCollector
+from jobs_exporter.settings import Settings
 from tests.helpers.exporter_scrape import (
     FIXTURES,
     USERS,
@@ -153,7 +153,7 @@ def test_a_sluid_whose_job_id_is_not_found_is_skipped_and_counted(tmp_path, capl
         (other / "step_batch/slurm/cgroup.procs").write_text("")
     else:  # its slurmstepd (the same pid in this copy) cannot be read any more
         (root / "proc" / STEPD / "cmdline").unlink()
-    with caplog.at_level(logging.DEBUG, logger="exporter"):
+    with caplog.at_level(logging.DEBUG, logger="jobs_exporter"):
         text = generate_latest(registry).decode()
     assert value(text, "jobs_exporter_unreadable_cgroups", layout="v2-sluid") == 1
     assert value(text, "jobs_info", jobid="16", user="alice", uid="1001") == 1
@@ -166,7 +166,7 @@ def test_a_sluid_whose_job_id_is_not_found_is_skipped_and_counted(tmp_path, capl
     # Not an error at once (a starting job's stepd may not be there yet) ...
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     caplog.clear()
-    with caplog.at_level(logging.ERROR, logger="exporter.registry"):
+    with caplog.at_level(logging.ERROR, logger="jobs_exporter.registry"):
         text = generate_latest(registry).decode()
     # ... but when a second scrape in a row finds no id for it.
     assert value(text, "jobs_exporter_unreadable_cgroups", layout="v2-sluid") == 1

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from exporter import cgroup_parsers, procfs
-from exporter.settings import parse_listen
+from jobs_exporter import cgroup_parsers, procfs
+from jobs_exporter.settings import parse_listen
 from tests.helpers.exporter_scrape import FIXTURES
 
 STAT_26231 = (

@@ -8,11 +8,11 @@ import shutil
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter import energy, powercap
-from exporter.__main__ import main
-from exporter.collectors.energy import EnergyCollector
-from exporter.powercap_replay import PowercapReplay, Recording, parse_rapl_trace
-from exporter.registry import JobsCollector
+from jobs_exporter import energy, powercap
+from jobs_exporter.__main__ import main
+from jobs_exporter.collectors.energy import EnergyCollector
+from jobs_exporter.powercap_replay import PowercapReplay, Recording, parse_rapl_trace
+from jobs_exporter.registry import JobsCollector
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, value
 
 ENERGY = FIXTURES / "energy"

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from exporter import proc_reader, procfs
+from jobs_exporter import proc_reader, procfs
 from tests.helpers.exporter_scrape import FIXTURES
 
 

@@ -18,7 +18,7 @@ from jobreport_common.bind import parse_bind
 from tests.helpers.wait import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("webapp", "exporter", "slurm_exporter", "mgmt", "jobreport_common")
+PACKAGES = ("webapp", "jobs_exporter", "slurm_exporter", "mgmt", "jobreport_common")
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 

@@ -13,8 +13,6 @@ from hypothesis import given
 from hypothesis import settings as examples
 from hypothesis import strategies as st
 
-from exporter.settings import PREFIX as EXPORTER_PREFIX
-from exporter.settings import Settings as ExporterSettings
 from jobreport_common.settings import (
     BOOLEAN_WORDS,
     FALSE_WORDS,
@@ -26,6 +24,8 @@ from jobreport_common.settings import (
     number,
     ranged,
 )
+from jobs_exporter.settings import PREFIX as EXPORTER_PREFIX
+from jobs_exporter.settings import Settings as ExporterSettings
 from slurm_exporter.__main__ import build_parser as slurm_parser
 from slurm_exporter.__main__ import settings_from as slurm_settings_from
 from slurm_exporter.settings import PREFIX as SLURM_PREFIX

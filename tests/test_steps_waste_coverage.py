@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter import cgroupfs
+from jobs_exporter import cgroupfs
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, scrape, value
 from webapp.detectors import Thresholds, detect_all
 from webapp.model import (

@@ -1,4 +1,4 @@
 """One collector per file; each has ``name`` and ``collect(jobs)`` yielding metric families.
 
-The list of collectors that run is the explicit tuple ``exporter.registry.COLLECTORS``.
+The list of collectors that run is the explicit tuple ``jobs_exporter.registry.COLLECTORS``.
 """

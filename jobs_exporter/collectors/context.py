@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from exporter.cgroupfs import CpuUsage, MemoryUsage
-from exporter.proc_reader import ProcReader
-from exporter.settings import Settings
+from jobs_exporter.cgroupfs import CpuUsage, MemoryUsage
+from jobs_exporter.proc_reader import ProcReader
+from jobs_exporter.settings import Settings
 
 
 @dataclass

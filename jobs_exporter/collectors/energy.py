@@ -1,8 +1,8 @@
-"""Node energy (RAPL, hwmon, BMC, GPUs) and its split among the jobs (exporter/energy.py).
+"""Node energy (RAPL, hwmon, BMC, GPUs) and its split among the jobs (jobs_exporter/energy.py).
 
 Sources are detected once, at the first scrape; none found: no energy series at all (a
 missing source is absent, never 0). Counters are read once per scrape; the BMC is asked
-by its own thread (exporter/bmc.py) and the last reading is used with its age. The split
+by its own thread (jobs_exporter/bmc.py) and the last reading is used with its age. The split
 needs the previous scrape, so the first one only takes the baseline.
 """
 
@@ -18,9 +18,9 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.samples import Sample
 
-from exporter import bmc, cgroupfs, energy, hwmon, powercap
-from exporter.collectors.context import CollectorContext
-from exporter.scrape import ScrapedJob, each
+from jobs_exporter import bmc, cgroupfs, energy, hwmon, powercap
+from jobs_exporter.collectors.context import CollectorContext
+from jobs_exporter.scrape import ScrapedJob, each
 
 log = logging.getLogger(__name__)
 _USER_HZ = os.sysconf("SC_CLK_TCK")
@@ -117,7 +117,7 @@ class EnergyCollector:
         yield from self._families()
 
     def snapshot(self) -> dict[str, Any]:
-        """The sums and the readings they were last taken from (exporter/state.py): zones
+        """The sums and the readings they were last taken from (jobs_exporter/state.py): zones
         by their path under the powercap root (a replay's copy moves), the time as wall
         clock (the monotonic one restarts with the process)."""
         previous = self._previous
@@ -304,7 +304,7 @@ class EnergyCollector:
 
 
 
-def _make_poller(settings) -> bmc.BmcPoller:  # noqa: ANN001 - exporter.settings.Settings
+def _make_poller(settings) -> bmc.BmcPoller:  # noqa: ANN001 - jobs_exporter.settings.Settings
     if settings.bmc == "redfish":
         auth = ""
         if settings.redfish_auth_file:

@@ -1,9 +1,9 @@
 """GPU readings of the GPUs Slurm allocated to each job (allocation, not running processes).
 
-Allocation comes only from what Slurm wrote (exporter/gpu_alloc.py: the prolog's file,
+Allocation comes only from what Slurm wrote (jobs_exporter/gpu_alloc.py: the prolog's file,
 the v1 devices cgroup, then scontrol, once per job), never from the job's own
 environment. Slurm's indexes and the cgroup's device numbers both lead to devices known by
-PCI bus id and device file (exporter/gpus.py), NVIDIA (NVML) and AMD (amdsmi) alike; each
+PCI bus id and device file (jobs_exporter/gpus.py), NVIDIA (NVML) and AMD (amdsmi) alike; each
 allocated GPU's identity is ``jobs_gpu_info``. A card in MIG mode is its MIG devices, each
 a GPU of its own (``gpu="<card minor>/<GPU instance>"``). Bad allocation data drops that
 job's GPU series and nothing else. Without a GPU driver the collector disables itself with
@@ -24,10 +24,10 @@ from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from exporter import cgroupfs, gpu, gpu_alloc, gpu_amd
-from exporter.collectors.context import CollectorContext
-from exporter.gpus import Gpus
-from exporter.scrape import ScrapedJob
+from jobs_exporter import cgroupfs, gpu, gpu_alloc, gpu_amd
+from jobs_exporter.collectors.context import CollectorContext
+from jobs_exporter.gpus import Gpus
+from jobs_exporter.scrape import ScrapedJob
 
 log = logging.getLogger(__name__)
 

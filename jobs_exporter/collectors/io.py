@@ -3,7 +3,7 @@
 A process's counters include its exited threads and the children it reaped. The live
 sum alone goes down when a counted process is reaped outside the job (e.g. by
 slurmstepd); ``IoTotals`` keeps, between scrapes, the last counters of such processes and
-never reports less than before (exporter/io_totals.py, exporter/README.md "I/O
+never reports less than before (jobs_exporter/io_totals.py, jobs_exporter/README.md "I/O
 counters"). A job with no live process and no earlier reading gets no series: its sum
 would be a false 0.
 """
@@ -15,9 +15,9 @@ from typing import Any, cast
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from exporter.collectors.context import CollectorContext
-from exporter.io_totals import Counted, IoTotals
-from exporter.scrape import ScrapedJob, each
+from jobs_exporter.collectors.context import CollectorContext
+from jobs_exporter.io_totals import Counted, IoTotals
+from jobs_exporter.scrape import ScrapedJob, each
 
 _FIELDS = (
     (

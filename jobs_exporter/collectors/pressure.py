@@ -6,9 +6,9 @@ from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from exporter import cgroupfs
-from exporter.collectors.context import CollectorContext
-from exporter.scrape import ScrapedJob, each
+from jobs_exporter import cgroupfs
+from jobs_exporter.collectors.context import CollectorContext
+from jobs_exporter.scrape import ScrapedJob, each
 
 
 class PressureCollector:

@@ -6,8 +6,8 @@ from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from exporter.collectors.context import CollectorContext
-from exporter.scrape import ScrapedJob, each
+from jobs_exporter.collectors.context import CollectorContext
+from jobs_exporter.scrape import ScrapedJob, each
 
 
 class ProcessesCollector:

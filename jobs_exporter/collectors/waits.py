@@ -1,7 +1,7 @@
 """Time each job's threads waited for a CPU and for storage, and how many were busy.
 
 From per-thread ``schedstat`` (and, with delay accounting on, ``stat``), read by
-ProcReader; kept monotonic across exited threads by ``WaitTotals`` (exporter/cpu_wait.py).
+ProcReader; kept monotonic across exited threads by ``WaitTotals`` (jobs_exporter/cpu_wait.py).
 Unlike PSI these exist on cgroup v1 too and count task-seconds: four threads waiting
 one second each add four.
 """
@@ -14,9 +14,9 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from exporter.collectors.context import CollectorContext
-from exporter.cpu_wait import BUSY_SHARE, WaitTotals
-from exporter.scrape import ScrapedJob, each
+from jobs_exporter.collectors.context import CollectorContext
+from jobs_exporter.cpu_wait import BUSY_SHARE, WaitTotals
+from jobs_exporter.scrape import ScrapedJob, each
 
 
 class WaitCollector:

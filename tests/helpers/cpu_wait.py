@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from exporter import cgroupfs
-from exporter.cpu_wait import Waits, WaitTotals
-from exporter.proc_reader import ProcReader
-from exporter.procfs import TaskTimes
+from jobs_exporter import cgroupfs
+from jobs_exporter.cpu_wait import Waits, WaitTotals
+from jobs_exporter.proc_reader import ProcReader
+from jobs_exporter.procfs import TaskTimes
 from tests.helpers.exporter_scrape import FIXTURES
 
 CAPTURES = FIXTURES / "v1-cpu-wait"

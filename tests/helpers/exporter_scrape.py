@@ -11,8 +11,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.registry import COLLECTORS, JobsCollector
-from exporter.settings import Settings
+from jobs_exporter.registry import COLLECTORS, JobsCollector
+from jobs_exporter.settings import Settings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures" / "exporter"

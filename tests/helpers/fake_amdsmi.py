@@ -1,4 +1,4 @@
-"""The recorded AMD GPU readings the exporter tests replay (see exporter/amdsmi_replay.py)."""
+"""The recorded AMD GPU readings the exporter tests replay (see jobs_exporter/amdsmi_replay.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import pathlib
 from collections.abc import Callable
 
-from exporter.amdsmi_replay import ReplayAmdSmi
+from jobs_exporter.amdsmi_replay import ReplayAmdSmi
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 AMDSMI = ROOT / "fixtures" / "exporter" / "amdsmi"

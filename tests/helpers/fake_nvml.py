@@ -1,4 +1,4 @@
-"""The recorded NVML readings the exporter tests replay (see exporter/nvml_replay.py)."""
+"""The recorded NVML readings the exporter tests replay (see jobs_exporter/nvml_replay.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import pathlib
 from collections.abc import Callable
 
-from exporter.nvml_replay import ReplayNvml
+from jobs_exporter.nvml_replay import ReplayNvml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 REPLAY = ROOT / "fixtures" / "exporter" / "nvml" / "replay.json"

@@ -15,8 +15,8 @@ import subprocess
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.registry import JobsCollector
-from exporter.settings import Settings as ExporterSettings
+from jobs_exporter.registry import JobsCollector
+from jobs_exporter.settings import Settings as ExporterSettings
 from tests.helpers import stack
 from tests.helpers.wait import wait_for
 from webapp.detectors import detect_all

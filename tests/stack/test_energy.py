@@ -17,10 +17,10 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter import bmc
-from exporter.collectors.energy import EnergyCollector
-from exporter.registry import JobsCollector
-from exporter.settings import Settings
+from jobs_exporter import bmc
+from jobs_exporter.collectors.energy import EnergyCollector
+from jobs_exporter.registry import JobsCollector
+from jobs_exporter.settings import Settings
 from tests.helpers.exporter_scrape import FIXTURES, samples
 from tests.helpers.promtool import check_metrics
 from tests.helpers.stack import (

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from exporter.registry import JobsCollector
-from exporter.settings import Settings
+from jobs_exporter.registry import JobsCollector
+from jobs_exporter.settings import Settings
 from tests.helpers import stack
 from tests.helpers.exporter_scrape import samples
 from tests.helpers.wait import wait_for
@@ -126,7 +126,7 @@ def _submit(script: str, *options: str) -> str:
 
 @pytest.mark.stack
 def test_gpu_owner_from_real_scontrol_not_from_the_jobs_environment(stack_env, tmp_path):
-    from exporter.nvml_replay import load_replay
+    from jobs_exporter.nvml_replay import load_replay
     from tests.helpers.exporter_scrape import FIXTURES
 
     gpu_job = _submit("#!/bin/bash\nsleep 60\n", *stack.IDLE_GPU, "-J", "exporter-gpu")
@@ -166,7 +166,7 @@ def test_gpu_owner_from_real_scontrol_not_from_the_jobs_environment(stack_env, t
 @pytest.mark.stack
 def test_job_name_holding_a_gpu_line_gets_no_gpu(stack_env, tmp_path):
     """scontrol prints a name's line breaks verbatim: the name's fake detail line is text."""
-    from exporter.nvml_replay import load_replay
+    from jobs_exporter.nvml_replay import load_replay
     from tests.helpers.exporter_scrape import FIXTURES
 
     node = subprocess.run(

@@ -4,7 +4,7 @@ One job on two nodes, ``cpu2`` and ``cpu3``, runs the same work on each at the s
 moments (one step per node for each part): the same CPU work, and four steps writing
 8 MiB each, whose tasks slurmstepd reaps (so their I/O lives only in the exporter's sums once
 they exit). Ten seconds in, ``cpu3``'s exporter is stopped as systemd stops it and
-started again with the stack's flags, its state file among them (exporter/state.py).
+started again with the stack's flags, its state file among them (jobs_exporter/state.py).
 cpu3's half must count what its undisturbed twin on cpu2 counts: energy within 2 % for
 the same CPU time (the issue's bar; before the state file it had half), every byte
 written, and no counter that went back to 0.

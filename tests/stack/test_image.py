@@ -27,7 +27,7 @@ IMAGE = stack.ROOT / "scripts" / "image"
 DEV_MODULES = ("pytest", "xdist", "hypothesis", "aiosmtpd", "selenium", "ruff", "importlinter",
                "bandit", "pip_audit", "build")
 RUNTIME_MODULES = ("flask", "gunicorn", "pymysql", "matplotlib", "pylatex", "apprise", "pynvml",
-                   "prometheus_client", "sqlalchemy", "alembic", "webapp", "exporter",
+                   "prometheus_client", "sqlalchemy", "alembic", "webapp", "jobs_exporter",
                    "slurm_exporter", "mgmt")
 
 

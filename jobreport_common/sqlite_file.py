@@ -22,13 +22,28 @@ def sqlite_path(url: str) -> str | None:
     return url
 
 
+LOCK_SUFFIX = ".setup.lock"  # beside the database: the flock of its set-up
+
+
 @contextmanager
 def setting_up(path: str) -> Iterator[None]:
-    """Hold an exclusive flock on the file at ``path`` (created 0600 if missing) while it
-    is set up: one process at a time, the others wait."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    """Hold an exclusive flock while the SQLite file at ``path`` is set up (created 0600
+    if missing): one process at a time, the others wait.
+
+    The flock is on a file of its own beside the database (``LOCK_SUFFIX``), never on the
+    database: closing any descriptor of a file drops every POSIX lock the process holds
+    on it, SQLite's own too, so a connection this process already has open (a second
+    Archive on the same file, a migration on the store's connection) would lose its
+    shared lock, and another process closing its last connection would then fold and
+    delete the WAL and its index under it (lost commits, "disk I/O error", "database disk
+    image is malformed"). The database itself is created here only when missing, when no
+    connection can have it open.
+    """
+    fd = os.open(path + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        if not os.path.exists(path):
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the flock

@@ -72,3 +72,43 @@ def test_a_full_database_is_named_with_its_disk(tmp_path):
     io = sqlite3.OperationalError("disk I/O error")
     io.sqlite_errorname = "SQLITE_IOERR_SHMSIZE"
     assert disk_full(io, {"archive": path}) is None
+
+
+def _read_and_close(path: str) -> None:
+    """Another process's short read: its connection is the last one to close, unless
+    another process still holds the file's shared lock."""
+    db = sqlite3.connect(path)
+    db.execute("SELECT count(*) FROM t").fetchall()
+    db.close()
+
+
+def test_setting_up_a_file_again_keeps_the_open_connections_locks(tmp_path):
+    # Closing any descriptor of a file drops every POSIX lock the process holds on it,
+    # SQLite's too. When prepare (an Archive opened while another is open) or a migration
+    # flocked the database file itself, the open connection lost its shared lock; the
+    # next process to close its last connection then took the exclusive lock, folded the
+    # WAL into the file and deleted it and the -shm under the open connection, whose next
+    # commit went to the deleted WAL and was lost ("database disk image is malformed" in
+    # the disk-full stack test, where its reads were still open).
+    path = str(tmp_path / "archive.sqlite")
+    prepare(path, SCHEMA)
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("INSERT INTO t VALUES ('before')")
+        prepare(path, SCHEMA)  # as a second Archive on the same file in this process
+        other = multiprocessing.get_context("spawn").Process(target=_read_and_close,
+                                                             args=(path,))
+        other.start()
+        other.join(30)
+        assert other.exitcode == 0
+        assert os.path.exists(path + "-wal"), "another process deleted the open WAL"
+        db.execute("INSERT INTO t VALUES ('after')")
+    finally:
+        db.close()
+    check = sqlite3.connect(path)
+    try:
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert check.execute("SELECT k FROM t ORDER BY k").fetchall() == [("after",),
+                                                                          ("before",)]
+    finally:
+        check.close()

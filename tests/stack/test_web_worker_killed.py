@@ -80,13 +80,11 @@ def cpu_ticks(pid: int) -> int:
 
 
 def recent_job() -> str:
-    """A job of alice's that ended in the last two hours (Prometheus still holds it)."""
-    out = subprocess.run(["sacct", "-u", "alice", "-X", "-n", "-P", "-s", "CD,F,TO,OOM",
-                          "-S", "now-2hours", "-E", "now", "-o", "JobID"], check=True,
-                         capture_output=True, text=True).stdout.split()
-    jobs = [j for j in out if j.isdigit()]
-    assert jobs, "no job of alice's ended in the last two hours"
-    return jobs[-1]
+    """A job of alice's that ended recently (Prometheus still holds it): the session
+    batch's busy CPU job, once it ended (a fresh stack has no other)."""
+    job_id = stack.session_batch()["busy"]
+    stack.wait_until_done([job_id], timeout=1800)
+    return job_id
 
 
 @pytest.fixture

@@ -39,8 +39,9 @@ from tqdm import tqdm
 if not __package__:  # run as a file (python bench/scale_archive.py): import from the checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from webapp.archive.record import ArchivedJob
 from webapp.archive.staff_rows import StaffRows  # noqa: E402
-from webapp.archive.store import Archive, ArchivedJob  # noqa: E402
+from webapp.archive.store import Archive
 from webapp.sources.sacct import FIELDS, parse_sacct  # noqa: E402
 from webapp.staff.archived import staff_row  # noqa: E402
 from webapp.staff.data import StaffJob, parse_window  # noqa: E402

@@ -30,7 +30,8 @@ from webapp.model import (
 )
 from webapp.report.peak import sacct_peak
 from webapp.settings import SettingsError
-from webapp.sources.sacct import parse_nodelist, parse_sacct
+from webapp.sources.sacct import parse_sacct
+from webapp.sources.sacct_values import parse_nodelist
 from webapp.thresholds import RENAMED, TABLE, parse_thresholds
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sacct"

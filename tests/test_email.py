@@ -33,7 +33,8 @@ from tests.helpers.reports import (
 from tests.helpers.sync import email_step
 from webapp.archive.mail_state import MailState
 from webapp.archive.opt_out_link import OptOutToken, read_token
-from webapp.archive.store import Archive, ArchivedJob
+from webapp.archive.record import ArchivedJob
+from webapp.archive.store import Archive
 from webapp.cli import mail as mail_cli
 from webapp.cli.durations import parse_lookback
 from webapp.cli.mail import run_outbox

@@ -21,7 +21,7 @@ from webapp.renderers import json as json_renderer
 from webapp.renderers import text
 from webapp.report.queue import weighted_median
 from webapp.sources.cluster import QUEUE_QUERIES, reasons_from
-from webapp.sources.prometheus import parse_matrix, parse_vector
+from webapp.sources.prometheus_answers import parse_matrix, parse_vector
 from webapp.thresholds import Thresholds
 
 ROOT = Path(__file__).resolve().parent.parent

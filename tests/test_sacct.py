@@ -10,23 +10,18 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from jobreport_common.slurm_values import gpus_from_tres, parse_tres
 from webapp.model import InvalidJobId, JobNotFound, SourceUnavailable
-from webapp.sources.sacct import (
-    FIELDS,
-    SacctSource,
-    find_array,
-    gpus_from_tres,
+from webapp.sources.sacct import FIELDS, SacctSource, find_array, parse_sacct, run_sacct
+from webapp.sources.sacct_records import delimiter_of
+from webapp.sources.sacct_values import (
     parse_memory,
     parse_nodelist,
     parse_req_mem,
-    parse_sacct,
     parse_sacct_duration,
     parse_sacct_state,
     parse_time,
-    parse_tres,
-    run_sacct,
 )
-from webapp.sources.sacct_records import delimiter_of
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "sacct"
 K, M, G = 1024, 1024**2, 1024**3

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from jobreport_common.units import GIB, MIB
 from webapp.detectors.advice import PastRun, next_request
-from webapp.formatting import GIB, MIB, slurm_mem_bytes, slurm_time_seconds
+from webapp.formatting import slurm_mem_bytes, slurm_time_seconds
 from webapp.model import HistoryJob, MemoryPeak, PeakSource, SacctJob
 from webapp.report.arrays import summarize_array
 from webapp.report.history import suggest

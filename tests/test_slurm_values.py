@@ -12,7 +12,8 @@ import pytest
 from jobreport_common.slurm_values import gpus_from_tres, parse_size, parse_tres, tres_memory_bytes
 from jobreport_common.units import GIB, KIB, MIB
 from slurm_exporter.squeue import parse_tres as squeue_tres
-from webapp.sources.sacct import _tres_facts, parse_alloc_memory, parse_memory, parse_req_mem
+from webapp.sources.sacct import _tres_facts
+from webapp.sources.sacct_values import parse_alloc_memory, parse_memory, parse_req_mem
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 HB = FIX / "sacct" / "DERIVED_hb-jobinfo_sacct_as_parsable2_with_header.psv"

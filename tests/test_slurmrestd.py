@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from jobreport_common.slurm_values import parse_tres
 from webapp.model import JobNotFound, SourceUnavailable
 from webapp.settings import Settings, SettingsError
 from webapp.sources.sacct import parse_sacct
-from webapp.sources.sacct_values import parse_memory, parse_tres
+from webapp.sources.sacct_values import parse_memory
 from webapp.sources.slurmrestd import SlurmrestdSource
 from webapp.sources.slurmrestd_jobs import exit_code, parse_jobs
 

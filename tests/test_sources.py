@@ -12,6 +12,12 @@ import pytest
 
 from webapp.model import JobId, SourceUnavailable
 from webapp.sources import accounting, prometheus, prometheus_queries
+from webapp.sources.prometheus_answers import (
+    merge_series,
+    parse_matrix,
+    parse_mean_since,
+    parse_scalar,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "prometheus"
 
@@ -21,7 +27,7 @@ def _load(name: str) -> dict:
 
 
 def test_parse_matrix_docs_example():
-    series = prometheus.parse_matrix(_load("prometheus_docs_query_range_matrix_example.json"),
+    series = parse_matrix(_load("prometheus_docs_query_range_matrix_example.json"),
                                      "instance")
     assert [s.label for s in series] == ["localhost:9090", "localhost:9091"]
     assert series[0].points[0] == (1435781430.781, 1.0)
@@ -29,7 +35,7 @@ def test_parse_matrix_docs_example():
 
 
 def test_parse_matrix_live_capture_keeps_every_point():
-    series = prometheus.parse_matrix(_load("slurmweb_query_range_matrix_cores_by_state.json"),
+    series = parse_matrix(_load("slurmweb_query_range_matrix_cores_by_state.json"),
                                      "state")
     assert len(series) >= 2
     assert all(len(s.points) == 120 for s in series)
@@ -39,13 +45,13 @@ def test_parse_matrix_live_capture_keeps_every_point():
 
 def test_parse_matrix_empty_and_error():
     empty = _load("slurmweb_query_range_matrix_empty_result.json")
-    assert prometheus.parse_matrix(empty, "x") == []
+    assert parse_matrix(empty, "x") == []
     with pytest.raises(ValueError, match="parse error"):
-        prometheus.parse_matrix(_load("slurmweb_query_error_bad_data_http400.json"), "x")
+        parse_matrix(_load("slurmweb_query_error_bad_data_http400.json"), "x")
 
 
 def test_parse_scalar_vector_example():
-    assert prometheus.parse_scalar(_load("prometheus_docs_query_vector_example.json")) == 1.0
+    assert parse_scalar(_load("prometheus_docs_query_vector_example.json")) == 1.0
 
 
 @pytest.mark.parametrize(("seconds", "interval", "step"), [
@@ -83,7 +89,7 @@ def test_selector_escapes_and_limits_nodes():
 def test_merge_series_joins_chunks():
     a = [prometheus.Series("n1", ((1.0, 1.0), (2.0, 2.0)))]
     b = [prometheus.Series("n1", ((2.0, 2.0), (3.0, 3.0))), prometheus.Series("n2", ((3.0, 0.0),))]
-    merged = prometheus.merge_series([a, b])
+    merged = merge_series([a, b])
     assert [s.label for s in merged] == ["n1", "n2"]
     assert merged[0].points == ((1.0, 1.0), (2.0, 2.0), (3.0, 3.0))
 
@@ -159,7 +165,7 @@ def test_mean_since_start_from_raw_last_samples():
         {"metric": {"instance": "n1", "core": "0", "job": "b"}, "values": [[1030, "9"]]},
         {"metric": {"instance": "n1", "core": "1"}, "values": [[1030, "3"]]},
     ]}}
-    got = prometheus.parse_mean_since(answer, "instance/core", 940, 1040)
+    got = parse_mean_since(answer, "instance/core", 940, 1040)
     assert [(s.label, s.points) for s in got] == [("n1/0", ((1040, 0.5 + 0.1),)),
                                                   ("n1/1", ((1040, 3 / 90),))]
 
@@ -169,7 +175,7 @@ def test_a_final_sample_after_the_end_counts_the_run_only():
     # mean is over its 3 s run, not over the 5 s up to the sample (nor nothing at all).
     answer = {"status": "success", "data": {"resultType": "matrix", "result": [
         {"metric": {"instance": "n1", "core": "0"}, "values": [[1005, "2.7"]]}]}}
-    got = prometheus.parse_mean_since(answer, "instance/core", 1000, 1003)
+    got = parse_mean_since(answer, "instance/core", 1000, 1003)
     assert [(s.label, s.points) for s in got] == [("n1/0", ((1003, pytest.approx(0.9)),))]
 
 

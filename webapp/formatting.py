@@ -12,8 +12,7 @@ import math
 from decimal import Decimal
 
 # Re-exported: the one definition of the units is jobreport_common.units.
-from jobreport_common.units import GIB as GIB
-from jobreport_common.units import MIB as MIB
+from jobreport_common.units import GIB, MIB
 
 JOULES_PER_KWH = 3.6e6  # the one conversion of energy every figure and table uses
 UNKNOWN = "n/a"

@@ -13,20 +13,15 @@ from typing import Any
 
 from webapp.model import Series, Usage
 from webapp.sources.prometheus import (
-    RANGE_QUERIES,
-    VECTOR_QUERIES,
-    WINDOW_QUERIES,
     PrometheusSource,
     choose_step,
     grid_start,
     job_selector,
     max_points,
-    merge_series,
-    parse_matrix,
-    parse_scalar,
-    parse_vector,
     rate_window,
 )
+from webapp.sources.prometheus_answers import merge_series, parse_matrix, parse_scalar, parse_vector
+from webapp.sources.prometheus_queries import RANGE_QUERIES, VECTOR_QUERIES, WINDOW_QUERIES
 
 OLD_PIECE_STEPS = 250
 OLD_PER_CORE = (

@@ -12,7 +12,7 @@ from tests.helpers import stack
 from tests.helpers.wait import wait_for
 from webapp.report.service import ReportService
 from webapp.settings import Settings
-from webapp.sources.sacct import parse_memory, parse_sacct_duration
+from webapp.sources.sacct_values import parse_memory, parse_sacct_duration
 
 EXPECTED = {
     "busy": set(),
@@ -34,7 +34,7 @@ def test_array_job_is_summarised(stack_jobs, service):
     assert {t.job_id for t in summary.tasks} == {f"{stack_jobs['array']}_{i}" for i in range(1, 5)}
     assert 140 * 2**20 <= summary.memory_peak_p95 <= 220 * 2**20
     assert summary.memory_peak_p50 < summary.memory_peak_p95
-    from webapp.sources.sacct import parse_memory
+    from webapp.sources.sacct_values import parse_memory
 
     assert parse_memory(summary.suggested_mem) >= 200 * 2**20  # covers the largest task
     task = service.build(f"{stack_jobs['array']}_2")

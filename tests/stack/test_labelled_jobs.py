@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers.labelled_jobs import EVERYTHING, LABELLED
 from tests.helpers.stack import STACK_JOBS, waited_for_cpu
-from webapp.sources.sacct import parse_sacct_duration
+from webapp.sources.sacct_values import parse_sacct_duration
 
 ROWS = {r.job: r for r in LABELLED}
 

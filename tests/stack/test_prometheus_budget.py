@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from webapp.report.build import COARSE_STEP, coarse_note
-from webapp.sources import prometheus
+from webapp.sources import prometheus, prometheus_queries
 
 
 class CountingSession(requests.Session):
@@ -33,7 +33,7 @@ def test_requests_per_report_are_capped_whatever_the_length(stack_env, days):
     # The old fixed 7-day chunks made 332 requests for a year, 3,146 for ten.
     assert len(session.calls) <= prometheus.REQUEST_BUDGET <= 40
     ranges = [c for c in session.calls if "step" in c]
-    per_query = len(ranges) // len(prometheus.RANGE_QUERIES)
+    per_query = len(ranges) // len(prometheus_queries.RANGE_QUERIES)
     instants = sum((c["end"] - c["start"]) // c["step"] + 1 for c in ranges[:per_query])
     assert instants <= prometheus.MAX_POINTS
     assert usage.step_seconds == ranges[0]["step"]

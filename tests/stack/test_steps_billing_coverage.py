@@ -27,7 +27,7 @@ from tests.helpers.wait import wait_for
 from webapp.renderers import html, text
 from webapp.renderers import json as json_renderer
 from webapp.report.service import ReportService
-from webapp.sources.sacct import parse_sacct_duration
+from webapp.sources.sacct_values import parse_sacct_duration
 
 
 def _sacct_steps(job_id: str) -> dict[str, tuple[float, float, int, str]]:

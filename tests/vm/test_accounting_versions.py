@@ -16,6 +16,7 @@ from contextlib import contextmanager
 import pymysql
 import pytest
 
+from jobreport_common.slurm_values import gpus_from_tres, parse_tres
 from mgmt.setup import views_read
 from tests.helpers import vm
 from tests.helpers.stack import FINAL_STATES, STACK_ROOT, StackJob
@@ -31,13 +32,7 @@ from webapp.sources.admin_comment import (
     SacctmgrCommentWriter,
 )
 from webapp.sources.sacct import SacctSource
-from webapp.sources.sacct_values import (
-    gpus_from_tres,
-    parse_alloc_memory,
-    parse_sacct_state,
-    parse_time_limit,
-    parse_tres,
-)
+from webapp.sources.sacct_values import parse_alloc_memory, parse_sacct_state, parse_time_limit
 
 pytestmark = pytest.mark.parametrize("cluster", vm.CLUSTERS)
 

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jobreport_common.units import GIB
 from webapp.archive.db import Database
-from webapp.formatting import GIB
 
 COLUMNS = ("cluster", "job_id", "submit_time", "end_time", "raw_id", "user_name", "account",
            "partition_name", "state", "submit", "start_time", "end_at", "elapsed",

@@ -13,10 +13,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from webapp.archive.db import ArchiveBusy as ArchiveBusy
 from webapp.archive.db import Database
 from webapp.archive.digest_rows import DigestRows, digest_row
-from webapp.archive.record import ArchivedJob as ArchivedJob
+from webapp.archive.record import ArchivedJob
 from webapp.archive.staff_rows import StaffRows, Window
 from webapp.migrations import ARCHIVE, ready
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from webapp.formatting import GIB
+from jobreport_common.units import GIB
 
 # Models by the word that names them, with their (smallest) memory in GiB.
 MODEL_GIB: tuple[tuple[str, float], ...] = (

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
-from webapp.formatting import GIB, MIB
+from jobreport_common.units import GIB, MIB
 from webapp.model import JobReport, Series
 from webapp.renderers.node_bands import MAX_LINES, bands
 

@@ -28,12 +28,13 @@ import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
+from jobreport_common.units import GIB
 from webapp.detectors.advice import PERCENTILE, PastRun, next_cpus, next_request, percentile
-from webapp.formatting import GIB, format_duration, slurm_mem_bytes, slurm_time_seconds
+from webapp.formatting import format_duration, slurm_mem_bytes, slurm_time_seconds
 from webapp.model import History, HistoryJob, MemoryPeak, PeakSource, SizingSuggestion
 from webapp.report.peak import job_peak, sacct_peak
 from webapp.sources.history_data import HistorySource, PastJob
-from webapp.sources.sacct import parse_nodelist
+from webapp.sources.sacct_values import parse_nodelist
 from webapp.states import ended as has_ended
 from webapp.thresholds import Thresholds
 

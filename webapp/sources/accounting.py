@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobreport_common.mysql_url import import_pymysql, mysql_params
+from jobreport_common.slurm_values import gpus_from_tres
 from jobreport_common.units import MIB
 from webapp.model import (
     AccountingJob,
@@ -22,8 +23,7 @@ from webapp.model import (
     TimeLimitKind,
 )
 from webapp.sources.ended import EndedJob
-from webapp.sources.sacct import parse_nodelist
-from webapp.sources.sacct_values import gpus_from_tres
+from webapp.sources.sacct_values import parse_nodelist
 from webapp.states import (
     BOOT_FAIL,
     CANCELLED,

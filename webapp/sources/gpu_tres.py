@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from webapp.sources.sacct_values import parse_memory, parse_tres
+from jobreport_common.slurm_values import parse_tres
+from webapp.sources.sacct_values import parse_memory
 
 
 @dataclass(frozen=True)

@@ -38,17 +38,18 @@ from webapp.sources.gpu_metrics import JOBS, GpuMetrics, gpu_coverage_query, tot
 # The answer parsers are re-exported: callers import them from here too.
 from webapp.sources.prometheus_answers import (
     dated,
+    merge_series,
     parse_fault_matrix,
     parse_gpu_devices,
     parse_gpu_faults,
+    parse_matrix,
+    parse_matrix_body,
+    parse_mean_since,
+    parse_vector,
 )
-from webapp.sources.prometheus_answers import merge_series as merge_series
-from webapp.sources.prometheus_answers import parse_matrix as parse_matrix
-from webapp.sources.prometheus_answers import parse_matrix_body as parse_matrix_body
-from webapp.sources.prometheus_answers import parse_mean_since as parse_mean_since
-from webapp.sources.prometheus_answers import parse_scalar as parse_scalar
-from webapp.sources.prometheus_answers import parse_vector as parse_vector
 from webapp.sources.prometheus_coverage import COVERAGE_QUERIES, coverages
+
+# The named queries are re-exported: tests and the benchmark read them from here.
 from webapp.sources.prometheus_queries import (
     ENERGY_FIGURES,
     FIGURE_LABEL,
@@ -57,18 +58,15 @@ from webapp.sources.prometheus_queries import (
     GPU_FAULT_SERIES,
     GPU_INFO_QUERY,
     MAYBE_ABSENT_FIGURES,
+    RANGE_QUERIES,
+    TAIL_FIGURES,
+    VECTOR_QUERIES,
+    WINDOW_FIGURES,
+    WINDOW_QUERIES,
     combined,
     peak_query,
     tail_query,
 )
-
-# The named queries are re-exported: tests and the benchmark read them from here.
-from webapp.sources.prometheus_queries import INSTANT_QUERIES as INSTANT_QUERIES
-from webapp.sources.prometheus_queries import RANGE_QUERIES as RANGE_QUERIES
-from webapp.sources.prometheus_queries import TAIL_FIGURES as TAIL_FIGURES
-from webapp.sources.prometheus_queries import VECTOR_QUERIES as VECTOR_QUERIES
-from webapp.sources.prometheus_queries import WINDOW_FIGURES as WINDOW_FIGURES
-from webapp.sources.prometheus_queries import WINDOW_QUERIES as WINDOW_QUERIES
 
 MAX_POINTS = 1000  # per series of a range query: the "full" resolution
 PLOT_POINTS = 500  # the default: about one point per pixel of a plot (axes ~490 pt wide)

@@ -102,7 +102,6 @@ WINDOW_QUERIES: dict[str, str] = {
         'sum(max_over_time(jobs_energy_joules_total{{{sel},source="other"}}[{window}]))'
     ),
 }
-INSTANT_QUERIES = WINDOW_QUERIES  # the name earlier callers knew
 
 # Figures whose largest value is their last: the exporter's counters never go down (I/O
 # totals keep exited processes), cgroup max_usage is a high-watermark, limits and a GPU's

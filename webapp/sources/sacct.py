@@ -19,6 +19,8 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import Any, TypedDict
 
+# The value parsers are re-exported: callers import them from here too.
+from jobreport_common.slurm_values import gpus_from_tres, parse_tres
 from webapp.model import JobId, JobNotFound, SacctJob, SourceUnavailable, Step, TimeLimitKind
 from webapp.sources.sacct_records import (
     delimiter_argv,
@@ -27,18 +29,16 @@ from webapp.sources.sacct_records import (
     new_delimiter,
     split_records,
 )
-
-# The value parsers are re-exported: callers import them from here too.
-from webapp.sources.sacct_values import gpus_from_tres as gpus_from_tres
-from webapp.sources.sacct_values import parse_alloc_memory as parse_alloc_memory
-from webapp.sources.sacct_values import parse_memory as parse_memory
-from webapp.sources.sacct_values import parse_nodelist as parse_nodelist
-from webapp.sources.sacct_values import parse_req_mem as parse_req_mem
-from webapp.sources.sacct_values import parse_sacct_duration as parse_sacct_duration
-from webapp.sources.sacct_values import parse_sacct_state as parse_sacct_state
-from webapp.sources.sacct_values import parse_time as parse_time
-from webapp.sources.sacct_values import parse_time_limit as parse_time_limit
-from webapp.sources.sacct_values import parse_tres as parse_tres
+from webapp.sources.sacct_values import (
+    parse_alloc_memory,
+    parse_memory,
+    parse_nodelist,
+    parse_req_mem,
+    parse_sacct_duration,
+    parse_sacct_state,
+    parse_time,
+    parse_time_limit,
+)
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,9 @@ from webapp.model import AccountingJob, JobId, JobNotFound, SacctJob, SourceUnav
 from webapp.sources.accounting import LIST_LIMIT
 from webapp.sources.ended import EndedJob
 from webapp.sources.history_data import parse_submits
-from webapp.sources.sacct import LIST_FIELDS, SacctSource, parse_nodelist, parse_sacct
+from webapp.sources.sacct import LIST_FIELDS, SacctSource, parse_sacct
 from webapp.sources.sacct_records import delimiter_of, split_records
+from webapp.sources.sacct_values import parse_nodelist
 
 # No free text in these columns.
 EXTRA_FIELDS = ("JobIDRaw", "UID", "Submit")

@@ -15,9 +15,7 @@ import re
 from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 
-from jobreport_common.slurm_values import gpus_from_tres as gpus_from_tres
 from jobreport_common.slurm_values import parse_size, tres_memory_bytes
-from jobreport_common.slurm_values import parse_tres as parse_tres
 from jobreport_common.split import split_top
 from webapp.model import TimeLimitKind
 

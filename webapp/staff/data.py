@@ -27,8 +27,9 @@ from webapp.sources.gpu_job_queries import (
 )
 from webapp.sources.gpu_metrics import JOBS, GpuMetrics
 from webapp.sources.prometheus import PrometheusSource, braced, promql_string
-from webapp.sources.sacct import parse_nodelist, parse_sacct, run_sacct
+from webapp.sources.sacct import parse_sacct, run_sacct
 from webapp.sources.sacct_records import delimiter_argv, new_delimiter, split_records
+from webapp.sources.sacct_values import parse_nodelist
 
 # SacctSource's FIELDS without the free text (a job name or directory may hold a newline,
 # which would cost the job its line), plus Submit for the wait.

@@ -11,15 +11,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from jobreport_common.units import GIB
 from webapp import unused
 from webapp.detectors.gpu_models import card_profiles, smallest_slice
-from webapp.formatting import (
-    GIB,
-    JOULES_PER_KWH,
-    format_bytes,
-    format_duration,
-    format_percent,
-)
+from webapp.formatting import JOULES_PER_KWH, format_bytes, format_duration, format_percent
 from webapp.report.peak import sacct_peak
 from webapp.staff.data import StaffJob
 from webapp.thresholds import StaffConfig, Thresholds

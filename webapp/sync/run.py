@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from jobreport_common.sqlite_file import disk_full, sqlite_path
+from webapp.archive.db import ArchiveBusy
 from webapp.archive.mail_state import MailState
 from webapp.archive.staff_rows import StaffRows
-from webapp.archive.store import Archive, ArchiveBusy
+from webapp.archive.store import Archive
 from webapp.archive.sync_state import GIVEN_UP, LastRun, SyncState
 from webapp.mail.chat import Notify, apprise_notify, deliver_chat
 from webapp.mail.outbox import Outbox, OutboxBusy, deliver

@@ -168,3 +168,17 @@ def test_a_test_file_name_says_which_one_it_is():
     for path in (ROOT / "tests").rglob("test_*.py"):
         seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
     assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
+
+
+def test_every_name_is_imported_from_the_module_that_defines_it():
+    """No ``from A import x as x`` re-export kept for earlier callers: one place per name."""
+    import ast
+
+    found = []
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom):
+                    found += [f"{path.relative_to(ROOT)}: {a.name}" for a in node.names
+                              if a.asname == a.name]
+    assert found == []

@@ -796,6 +796,7 @@ class Audit:
     rules_version: str
     min_coverage: float
     verdicts: tuple[Verdict, ...] = ()
+    policy_version: str | None = None  # the site policy's hash; None: no site policy
 
 
 @dataclass(frozen=True)

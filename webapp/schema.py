@@ -278,6 +278,7 @@ def _coverage(report: JobReport) -> Json:
         "gpus": _cov(c.gpus) if c else [],
         "sources": [{"source": s, "status": r} for s, r in a.sources] if a else [],
         "rules_version": a.rules_version if a else None,
+        "policy_version": a.policy_version if a else None,
         "min_coverage": a.min_coverage if a else None,
         "thresholds": [{"name": n, "value": v, "overridden": o}
                        for n, v, o in a.thresholds] if a else [],
@@ -299,7 +300,8 @@ def _coverage_back(c: Json | None) -> tuple[Coverage | None, Audit | None]:
             thresholds=tuple((t["name"], t["value"], t["overridden"]) for t in c["thresholds"]),
             rules_version=c["rules_version"], min_coverage=c["min_coverage"],
             verdicts=tuple(Verdict(v["detector"], v["rests_on"], v["withheld"], v["why"])
-                           for v in c["verdicts"]))
+                           for v in c["verdicts"]),
+            policy_version=c.get("policy_version"))
     return (cov if cov.nodes or cov.gpus else None), audit
 
 

@@ -21,6 +21,7 @@ from webapp.cli import (
     history,
     jobs,
     mail,
+    policy,
     serve,
     show,
     staff,
@@ -104,6 +105,11 @@ COMMANDS: tuple[Command, ...] = (
             "every email does); --undo sends them again; with no USER or --list, list who "
             "is opted out and how.",
             digest.add_opt_out_arguments, digest.run_opt_out),
+    Command("policy", "check the site's policy, or explain what of it applied to a job",
+            "The site's policy (JOBREPORT_POLICY_DIR, docs/policy.md): `check [DIR]` "
+            "reads it and names each error's file and line; `explain JOBID` lists the "
+            "overrides and site rules that applied to one job, and why.",
+            policy.add_policy_arguments, policy.run_policy),
     Command("db-setup", "create the restricted accounting user and view",
             "Create schema jobreport, a SQL SECURITY DEFINER view "
             "over the accounting tables and a user that can read only it. "

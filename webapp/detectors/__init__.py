@@ -31,6 +31,7 @@ from webapp.detectors.open_files_near_limit import OpenFilesNearLimitDetector
 from webapp.detectors.out_of_memory import OutOfMemoryDetector
 from webapp.detectors.outcome import OutcomeDetector
 from webapp.detectors.oversubscribed import OversubscribedDetector
+from webapp.detectors.policy import NO_POLICY, Policy, Resolved, apply, job_scope
 from webapp.detectors.rules_version import detector_sources, rules_version, threshold_defaults
 from webapp.detectors.serial_on_many_cores import SerialOnManyCoresDetector
 from webapp.detectors.short_job import ShortJobDetector
@@ -42,7 +43,7 @@ from webapp.thresholds import Thresholds
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DETECTORS", "RULES_VERSION", "Detector", "Thresholds", "detect_all"]
+__all__ = ["DETECTORS", "NAMES", "RULES_VERSION", "Detector", "Thresholds", "detect_all", "judge"]
 
 # The rules' version, shown in every report's audit section: derived from this package's
 # sources and the thresholds' defaults (rules_version.py), so two reports can be compared.
@@ -84,6 +85,7 @@ DETECTORS: tuple[Detector, ...] = (
     GpuTypeUnavailableDetector(),
     TimeLimitPastUsualDetector(),
 )
+NAMES = frozenset(d.name for d in DETECTORS)
 
 def detect_all(
     report: JobReport,
@@ -100,3 +102,13 @@ def detect_all(
             # One faulty detector must not cost the user the rest of the report.
             log.exception("detector %s failed on job %s", detector.name, report.job_id)
     return tuple(sorted(found, key=lambda f: (f.severity.rank, f.name)))
+
+
+def judge(report: JobReport, thresholds: Thresholds | None = None,
+          policy: Policy = NO_POLICY) -> tuple[tuple[Finding, ...], Resolved]:
+    """The findings under the site's policy: its effective thresholds and switches for the
+    job's scope resolved once, the detectors run with them, the severities it sets, then
+    its own rules' findings. Also what was resolved (``jobreport policy explain``)."""
+    resolved = policy.resolve(thresholds or Thresholds(), job_scope(report))
+    on = [d for d in DETECTORS if d.name not in resolved.off]
+    return apply(report, resolved, detect_all(report, resolved.thresholds, on)), resolved

@@ -229,7 +229,8 @@ def audit_rows(report: JobReport) -> list[tuple[str, str]]:
         return []
     withheld = [v for v in a.verdicts if v.withheld]
     rows = [("Checks", f"{len(a.verdicts) - len(withheld)} of {len(a.verdicts)} given, "
-                       f"rules of {a.rules_version}")]
+                       f"rules of {a.rules_version}"
+                       + (f", site policy {a.policy_version}" if a.policy_version else ""))]
     overridden = [f"{n}={format_number(v)}" for n, v, o in a.thresholds if o]
     if overridden:
         rows.append(("Site thresholds", ", ".join(overridden)))

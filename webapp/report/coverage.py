@@ -149,7 +149,7 @@ def _why(kind: str, report: JobReport, floor: float) -> str | None:
 
 
 def audited(report: JobReport, thresholds: Thresholds, min_coverage: float,
-            gpu: GpuMetrics = JOBS) -> JobReport:
+            gpu: GpuMetrics = JOBS, policy_version: str | None = None) -> JobReport:
     """The report with its audit section and without the findings that are withheld.
     ``gpu``: the source of its GPU figures (JOBREPORT_GPU_METRICS), whose metrics the
     GPU verdicts name."""
@@ -178,6 +178,7 @@ def audited(report: JobReport, thresholds: Thresholds, min_coverage: float,
         rules_version=RULES_VERSION,
         min_coverage=min_coverage,
         verdicts=tuple(verdicts),
+        policy_version=policy_version,
     )
     findings = tuple(f for f in report.findings if f.name not in dropped)
     return dataclasses.replace(report, audit=audit, findings=findings,

@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 
 from jobreport_common.redact import redact
 from webapp.archive.store import Archive
-from webapp.detectors import detect_all
+from webapp.detectors import NAMES, judge
+from webapp.detectors.policy import load
 from webapp.model import (
     Energy,
     Gap,
@@ -75,6 +76,8 @@ class ReportService:
     ) -> None:
         self.settings = settings
         self.thresholds = settings.thresholds
+        # The site's policy (JOBREPORT_POLICY_DIR), read once; a broken one is an error
+        self.policy = load(settings.policy_dir, NAMES)
         # Where the GPU figures come from (JOBREPORT_GPU_METRICS): the audit names it
         self.gpu_metrics = gpu_metrics(settings.gpu_metrics)
         self.accounting = accounting or AccountingSource(settings.db_url, settings.cluster)
@@ -171,11 +174,9 @@ class ReportService:
         report = with_node_events(report, self.accounting)
         report = self._derived(report, jid)
         suggestion, gap = self._sizing(report, started) if sizing else (None, None)
-        report = dataclasses.replace(report, findings=detect_all(report, self.thresholds),
-                                     sizing=suggestion,
+        report = dataclasses.replace(report, sizing=suggestion,
                                      gaps=report.gaps + ((gap,) if gap else ()))
-        report = audited(report, self.thresholds, self.settings.min_coverage,
-                         self.gpu_metrics)
+        report = self.judged(report)
         if not archive_fallback:
             return report
         archived = with_archive_fallback(report, lambda: self.archive)
@@ -190,8 +191,14 @@ class ReportService:
         if filled is report:
             return report
         filled = self._derived(filled, jid)
-        filled = dataclasses.replace(filled, findings=detect_all(filled, self.thresholds))
-        return audited(filled, self.thresholds, self.settings.min_coverage, self.gpu_metrics)
+        return self.judged(filled)
+
+    def judged(self, report: JobReport) -> JobReport:
+        """The report's findings under the site's policy, and its audit section."""
+        findings, resolved = judge(report, self.thresholds, self.policy)
+        return audited(dataclasses.replace(report, findings=findings), resolved.thresholds,
+                       self.settings.min_coverage, self.gpu_metrics,
+                       policy_version=self.policy.version)
 
     def _derived(self, report: JobReport, jid: JobId) -> JobReport:
         """The steps table, the samples' coverage and the waste: computed once, here."""

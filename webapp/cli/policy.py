@@ -1,0 +1,83 @@
+"""`jobreport policy check DIR` and `jobreport policy explain JOBID`: the site's policy
+(JOBREPORT_POLICY_DIR, docs/policy.md) checked, and what of it applied to one job."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+
+from webapp.cli.clusters import add_cluster_argument, settings_for
+from webapp.cli.login import build_for_caller
+from webapp.detectors import NAMES, judge
+from webapp.detectors.policy import PolicyError, figures, load
+from webapp.model import JobId
+from webapp.settings import Settings
+
+
+def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="policy_command", metavar="ACTION", required=True)
+    check = sub.add_parser("check", help="check a policy directory; each error with its "
+                           "file and line")
+    check.add_argument("directory", nargs="?", metavar="DIR",
+                       help="the directory (default: JOBREPORT_POLICY_DIR)")
+    check.add_argument("--partitions", metavar="P1,P2",
+                       help="the cluster's partitions (default: asked of scontrol; a "
+                       "scope naming another is an error)")
+    explain = sub.add_parser("explain", help="which overrides and site rules applied to "
+                             "one job, and why")
+    explain.add_argument("job_id", metavar="JOBID")
+    add_cluster_argument(explain, "the cluster the job ran on")
+
+
+def _partitions(args: argparse.Namespace, settings: Settings) -> frozenset[str] | None:
+    if args.partitions is not None:
+        return frozenset(p for p in args.partitions.split(",") if p)
+    try:
+        text = subprocess.run([settings.scontrol, "show", "partition", "-o"],  # noqa: S603
+                              capture_output=True, text=True, check=True,
+                              timeout=settings.sacct_timeout).stdout
+    except (OSError, subprocess.SubprocessError):  # no scontrol here: not checked
+        return None
+    return frozenset(re.findall(r"^PartitionName=(\S+)", text, re.M)) or None
+
+
+def run_policy(args: argparse.Namespace, settings: Settings, out=sys.stdout,  # noqa: ANN001
+               err=sys.stderr) -> int:  # noqa: ANN001
+    if args.policy_command == "check":
+        directory = args.directory or settings.policy_dir
+        if not directory:
+            err.write("jobreport: no policy directory (give DIR or set JOBREPORT_POLICY_DIR)\n")
+            return 2
+        try:
+            policy = load(directory, NAMES, _partitions(args, settings))
+        except PolicyError as exc:
+            for problem in exc.problems:
+                err.write(problem + "\n")
+            return 1
+        out.write(f"{directory}: {len(policy.overrides)} overrides, {len(policy.rules)} "
+                  f"site rules, policy version {policy.version}\n")
+        return 0
+    aimed = settings_for(settings, args.cluster)
+    if aimed is None:
+        return 2
+    policy = load(aimed.policy_dir, NAMES)
+    report = build_for_caller(aimed, JobId.parse(args.job_id), sizing=False)
+    _, resolved = judge(report, aimed.thresholds, policy)
+    scope = ", ".join(f"{k} {getattr(report, k, None) or '-'}"
+                      for k in ("cluster", "partition", "account", "user"))
+    out.write(f"job {report.job_id} ({scope}); policy version "
+              f"{policy.version or 'none (JOBREPORT_POLICY_DIR is empty)'}\n")
+    for line in resolved.applied:
+        out.write(f"override {line}\n")
+    if not resolved.applied:
+        out.write("no override applies to this job\n")
+    values = figures(report)
+    found = {f.name for f in report.findings}
+    for rule in resolved.rules:
+        named = sorted({n for n in values if n in rule.condition})
+        shown = ", ".join(f"{n} = {values[n]!r}" for n in named)
+        out.write(f"site rule {rule.name} ({rule.where}): {rule.condition} [{shown}]: "
+                  f"{'fires' if rule.name in found else 'does not fire'}\n")
+    return 0

@@ -105,3 +105,22 @@ def test_every_example_of_the_docs_checks(tmp_path):
     for i, block in enumerate(blocks):
         (tmp_path / f"{i}.toml").write_text(block)
     assert load(tmp_path, NAMES).version
+
+
+def test_rejudge_rewrites_the_archive_under_the_policy(tmp_path):
+    from webapp.archive.store import Archive
+    from webapp.report.archived import archive_record
+    from webapp.report.rejudge import rejudge
+    from webapp.sources.gpu_metrics import JOBS
+
+    report = short("debug")
+    report = replace(report, findings=judge(report)[0])
+    assert "short_job" in {f.name for f in report.findings}
+    p = policy(tmp_path, OFF_IN_DEBUG)
+    with Archive(str(tmp_path / "archive.sqlite")) as archive:
+        archive.put(archive_record(report))
+        done = rejudge(archive, report.cluster, 0, 2**40, Thresholds(), p, 0.5, JOBS)
+        assert (done.jobs, done.job_ids) == (1, (report.job_id,))
+        summary = archive.get(report.cluster, report.job_id).summary
+    assert "short_job" not in {f["name"] for f in summary["findings"]}
+    assert summary["coverage"]["policy_version"] == p.version

@@ -22,6 +22,7 @@ from webapp.cli import (
     jobs,
     mail,
     policy,
+    rejudge,
     serve,
     show,
     staff,
@@ -110,6 +111,12 @@ COMMANDS: tuple[Command, ...] = (
             "reads it and names each error's file and line; `explain JOBID` lists the "
             "overrides and site rules that applied to one job, and why.",
             policy.add_policy_arguments, policy.run_policy),
+    Command("rejudge", "judge the archive's reports again under the policy in force",
+            "Re-run the detectors on the archived reports that ended in the window "
+            "(--since, default 30d) from their stored figures, under JOBREPORT_THRESHOLDS "
+            "and JOBREPORT_POLICY_DIR as they are now, and write each back in place with "
+            "the policy version it was judged by.",
+            rejudge.add_rejudge_arguments, rejudge.run_rejudge),
     Command("db-setup", "create the restricted accounting user and view",
             "Create schema jobreport, a SQL SECURITY DEFINER view "
             "over the accounting tables and a user that can read only it. "

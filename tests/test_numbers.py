@@ -293,7 +293,7 @@ def test_json_schema_is_pinned():
         "findings", "gaps", "notes", "queue", "array", "series", "sizing",
         "step_lines", "billing", "waste", "energy", "coverage", "node_events",
     }  # fmt: skip
-    assert set(data["coverage"]) == {"nodes", "gpus", "sources", "rules_version",
+    assert set(data["coverage"]) == {"nodes", "gpus", "sources", "rules_version", "policy_version",
                                      "min_coverage", "thresholds", "verdicts", "queries"}
     assert set(data["memory_peak"]) == {"bytes", "source", "estimate", "node", "step_id",
                                         "per_task_bytes", "tasks"}

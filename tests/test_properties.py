@@ -14,6 +14,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobreport_common.slurm_values import parse_tres
 from webapp.formatting import visible
 from webapp.model import InvalidJobId, JobId
 from webapp.renderers.backticks import BACKTICKED, code_html
@@ -53,7 +54,7 @@ def test_job_id_round_trips(job, task):
 def test_sacct_value_parsers_raise_only_value_error(text):
     for parse in (sacct_values.parse_sacct_duration, sacct_values.parse_memory,
                   sacct_values.parse_req_mem, sacct_values.parse_time,
-                  sacct_values.parse_nodelist, sacct_values.parse_tres,
+                  sacct_values.parse_nodelist, parse_tres,
                   sacct_values.parse_sacct_state):
         try:
             parse(text)

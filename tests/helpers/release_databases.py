@@ -32,9 +32,10 @@ def staff_row(i: int, user: str) -> dict:
 
 def build_archive(url: str) -> None:
     from webapp.archive.mail_state import MailState
-    from webapp.archive.record import ArchivedJob
     from webapp.archive.staff_rows import StaffRows
-    from webapp.archive.store import Archive
+
+    # the release's own API: its store exported ArchivedJob
+    from webapp.archive.store import Archive, ArchivedJob
 
     with Archive(url, clock=lambda: T0 + 0.25) as archive:
         for i in range(JOBS):

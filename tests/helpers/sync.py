@@ -56,13 +56,17 @@ def known(env: dict[str, str]) -> dict[str, str]:
 def mail_env(stack_env: dict[str, str], tmp: Path, smtp_port: int) -> dict[str, str]:
     """The stack's settings with an archive and outbox of the test's own under ``tmp`` and
     mail to a loopback SMTP server: every owner at example.org, short jobs too, no daily
-    cap (other suites' jobs of alice and bob ending in the same window would use it up;
+    cap, no look-back before the streams' start (other suites' jobs of alice and bob ending in the same window would use it up;
     tests/stack/test_mail_policy.py tests the cap)."""
     return {**known(stack_env), "JOBREPORT_ARCHIVE_URL": str(tmp / "archive.sqlite"),
             "JOBREPORT_OUTBOX": str(tmp / "outbox.sqlite"),
             "JOBREPORT_SMTP_HOST": "127.0.0.1", "JOBREPORT_SMTP_PORT": str(smtp_port),
             "JOBREPORT_MAIL_MIN_RUNTIME": "0", "JOBREPORT_MAIL_TO": "{user}@example.org",
-            "JOBREPORT_MAIL_DAILY_CAP": "0"}
+            "JOBREPORT_MAIL_DAILY_CAP": "0",
+            # The streams start at the test's t0 (start_watermarks): a look-back would take
+            # the hours before it, every other suite's jobs, which they never had to do
+            # (the look-back itself: tests/test_sync_lookback.py, tests/vm/).
+            "JOBREPORT_SYNC_LOOKBACK": "0"}
 
 
 def start_watermarks(env: dict[str, str], t0: int) -> None:

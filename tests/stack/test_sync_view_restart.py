@@ -77,7 +77,9 @@ def test_a_sync_whose_view_goes_away_mid_run_resumes_and_loses_nothing(
     wait_until_done(sorted(ids))
     env = {**known(stack_env), "JOBREPORT_ARCHIVE_URL": str(tmp_path / "archive.sqlite"),
            "JOBREPORT_OUTBOX": str(tmp_path / "outbox.sqlite"), "JOBREPORT_DB_URL": reader_url,
-           "JOBREPORT_DB_PASSWORD_FILE": ""}
+           "JOBREPORT_DB_PASSWORD_FILE": "",
+           # the stream starts at t0: no look-back over every other suite's earlier jobs
+           "JOBREPORT_SYNC_LOOKBACK": "0"}
     settings = Settings.from_env(env)
     with Archive(settings.archive_url) as archive:
         archive.advance("demo", "archive", t0)

@@ -56,8 +56,9 @@ def known(env: dict[str, str]) -> dict[str, str]:
 def mail_env(stack_env: dict[str, str], tmp: Path, smtp_port: int) -> dict[str, str]:
     """The stack's settings with an archive and outbox of the test's own under ``tmp`` and
     mail to a loopback SMTP server: every owner at example.org, short jobs too, no daily
-    cap, no look-back before the streams' start (other suites' jobs of alice and bob ending in the same window would use it up;
-    tests/stack/test_mail_policy.py tests the cap)."""
+    cap (other suites' jobs of alice and bob ending in the same window would use it up;
+    tests/stack/test_mail_policy.py tests the cap), no look-back before the streams'
+    start."""
     return {**known(stack_env), "JOBREPORT_ARCHIVE_URL": str(tmp / "archive.sqlite"),
             "JOBREPORT_OUTBOX": str(tmp / "outbox.sqlite"),
             "JOBREPORT_SMTP_HOST": "127.0.0.1", "JOBREPORT_SMTP_PORT": str(smtp_port),

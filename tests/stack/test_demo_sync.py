@@ -51,7 +51,7 @@ def test_my_jobs_on_the_demo_stack_lists_findings(stack_env):
         rows[0] = _row(session.get(f"{base}/", timeout=30).text, job_id)
         return (_findings(rows[0]) or "").isdigit()
 
-    wait_for(counted, 5 * SYNC_EVERY, lambda: f"job {job_id}'s findings counted in {rows[0]!r}",
+    wait_for(counted, 10 * SYNC_EVERY, lambda: f"job {job_id}'s findings counted in {rows[0]!r}",
              every=5)
     row = rows[0]
     cell = _findings(row)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -102,8 +103,10 @@ _submitted: dict[str, str] = {}  # the session batch: name -> job id
 @pytest.fixture(scope="session")
 def stack_jobs(stack_env: dict[str, str]) -> dict[str, str]:
     """Every job of ``stack.STACK_JOBS`` (submitted with the stack's start): name -> job
-    id, once all ended."""
+    id, once all ended and scraped after their end (their last samples are in: two reads
+    of a job's figures, one after the other, read the same samples)."""
     stack.wait_until_done(list(_submitted.values()))
+    stack.wait_for_scrape_after(stack_env["JOBREPORT_PROMETHEUS_URL"], time.time() + 1)
     return dict(_submitted)
 
 

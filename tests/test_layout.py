@@ -131,8 +131,9 @@ def _free_port6() -> int:
 def test_serve_on_ipv6_loopback(tmp_path):
     port = _free_port6()
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBREPORT_")}
+    # JOBREPORT_CONFIG empty: no machine's /etc/jobreport/jobreport.conf (a stack's) read
     env.update(JOBREPORT_BIND=f"[::1]:{port}", JOBREPORT_SECRET_KEY="x" * 40,
-               JOBREPORT_OUTBOX=str(tmp_path / "outbox.sqlite"))
+               JOBREPORT_OUTBOX=str(tmp_path / "outbox.sqlite"), JOBREPORT_CONFIG="")
     jobreport = Path(sys.executable).parent / "jobreport"
     proc = subprocess.Popen([str(jobreport), "serve"], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -57,7 +57,8 @@ class Service:
 class Cluster:
     """The view (rows added as slurmdbd receives them), the archive and the clock."""
 
-    def __init__(self, tmp_path: Path, lookback: int = LOOKBACK, **env: str) -> None:
+    def __init__(self, tmp_path: Path, lookback: int = LOOKBACK, fresh: bool = False,
+                 **env: str) -> None:
         self.view = SqliteView([])
         self.now = [float(T0)]
         self.settings = Settings.from_env({
@@ -69,7 +70,7 @@ class Cluster:
         self.service = Service(self.view)
         self.syncer = Syncer(self.settings, service=self.service,  # type: ignore[arg-type]
                              archive=self.archive)
-        for stream in ("archive", "email"):
+        for stream in () if fresh else ("archive", "email"):
             self.archive.advance("demo", stream, T0 - 3600)
 
     def arrive(self, *rows: dict) -> None:
@@ -143,6 +144,29 @@ def test_a_record_later_than_the_look_back_is_not_found(cluster):
     cluster.run()
     cluster.arrive(row(2000, T0 + 50))  # 6 h 50 s before the watermark
     assert cluster.run().selected == []
+
+
+def test_a_new_archive_never_looks_back_before_its_first_run(tmp_path, monkeypatch,
+                                                              fast_pdf):
+    """A new archive starts ``--max-span`` back; the look-back of the runs after it never
+    reaches the accounting before that (hours of a machine's older jobs would otherwise
+    come first, at ``--limit`` a run, while the jobs of now waited), but still finds a
+    late record after it."""
+    monkeypatch.setattr(sync_run, "prefetch", lambda service, jobs: service)
+    c = Cluster(tmp_path, fresh=True)
+    try:
+        c.arrive(row(1900, T0 - 3000), row(2001, T0 + 100), row(2003, T0 + 300))
+        c.now[0] = T0 + 300
+        first = c.run(SyncOptions(direction="both", no_deliver=True, max_span=600), after=0)
+        assert [j.job_id for j in first.selected] == ["2001", "2003"]
+        assert c.archive.origin("demo", "archive") == T0 + 300 - 600
+        c.arrive(row(2002, T0 + 200))
+        assert [j.job_id for j in c.run().selected] == ["2002"]
+        assert c.run().selected == []
+        assert ("1900", 1) not in c.archived()
+        assert c.archive.origin("demo", "email") == T0 - 300  # kept from the first run
+    finally:
+        c.syncer.close()
 
 
 def test_the_limit_counts_only_jobs_not_done_in_the_window(cluster):

@@ -490,7 +490,7 @@ class Settings:
         _non_negative)
     sync_lookback: float = setting(
         "21600",
-        "Seconds before its watermark each `jobreport sync` run looks again for ended jobs, so a job whose end record reached slurmdbd late (slurmdbd down or behind, a busy slurmctld) is still archived and emailed, once (the sync log keeps each job done once); each run re-reads this window's ended jobs.",
+        "Seconds before its watermark each `jobreport sync` run looks again for ended jobs, so a job whose end record reached slurmdbd late (slurmdbd down or behind, a busy slurmctld) is still archived and emailed, once (the sync log keeps each job done once); each run re-reads this window's ended jobs, never those before the archive's first run.",
         _non_negative)
     metrics_textfile_dir: str = setting(
         "",

@@ -24,9 +24,11 @@ from webapp.sources.prometheus_answers import merge_series, parse_matrix, parse_
 from webapp.sources.prometheus_queries import RANGE_QUERIES, VECTOR_QUERIES, WINDOW_QUERIES
 
 OLD_PIECE_STEPS = 250
+# At a scrape after the end, over the time up to the end at most: the final sample may
+# come after the job's (whole-second) end, and the job did not run in between.
 OLD_PER_CORE = (
     "sum by ({node}, core) (jobs_cpu_core_seconds_total{{{sel}}}"
-    " / (timestamp(jobs_cpu_core_seconds_total{{{sel}}}) - {start}))"
+    " / (clamp_max(timestamp(jobs_cpu_core_seconds_total{{{sel}}}), {end}) - {start}))"
 )
 SERIES = ("cpu_cores", "memory_rss", "gpu_utilization", "gpu_memory_used", "io_read_rate",
           "io_write_rate")
@@ -77,11 +79,12 @@ def figures_before(src: PrometheusSource, job_id: str, start: datetime, end: dat
             for a, b in old_pieces(grid_start(w0, step), w1 + scrape, step)
         ]
         series[name] = merge_series(parts)
-    per_core = parse_vector(
-        get("/api/v1/query", {"query": OLD_PER_CORE.format(sel=sel, start=int(w0), node=node),
-                              "time": w1}),
+    per_core = [Series(s.label, tuple((w1, v) for _, v in s.points)) for s in parse_vector(
+        get("/api/v1/query", {"query": OLD_PER_CORE.format(sel=sel, start=int(w0), end=w1,
+                                                            node=node),
+                              "time": w1 + scrape}),
         f"{node}/core",
-    ) or parse_vector(  # when that finds nothing, the rate over the whole job
+    )] or parse_vector(  # when that finds nothing, the rate over the whole job
         get("/api/v1/query", {"query": VECTOR_QUERIES["cpu_per_core"][1].format(
             sel=sel, window=span, node=node), "time": w1 + scrape}),
         f"{node}/core",

@@ -28,23 +28,24 @@ class ArchiveBusy(RuntimeError):
 class Dialect:
     name: str
     insert_ignore: str
-    upsert_watermark: str  # keeps the larger end_time: a watermark never moves back
+    # keeps the larger end_time (a watermark never moves back) and the first origin
+    upsert_watermark: str
 
 
-_WATERMARK = ("INSERT INTO sync_watermarks (cluster, stream, end_time, updated_at)"
-              " VALUES (?, ?, ?, ?) ")
+_WATERMARK = ("INSERT INTO sync_watermarks (cluster, stream, end_time, updated_at, origin)"
+              " VALUES (?, ?, ?, ?, ?) ")
 SQLITE = Dialect(
     "sqlite",
     "INSERT OR IGNORE",
     _WATERMARK + "ON CONFLICT (cluster, stream) DO UPDATE SET"
     " end_time = MAX(end_time, excluded.end_time),"
-    " updated_at = excluded.updated_at",
+    " updated_at = excluded.updated_at, origin = COALESCE(origin, excluded.origin)",
 )
 MYSQL = Dialect(
     "mysql",
     "INSERT IGNORE",
     _WATERMARK + "ON DUPLICATE KEY UPDATE end_time = GREATEST(end_time, VALUES(end_time)),"
-    " updated_at = VALUES(updated_at)",
+    " updated_at = VALUES(updated_at), origin = COALESCE(origin, VALUES(origin))",
 )
 
 

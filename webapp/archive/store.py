@@ -206,11 +206,20 @@ class Archive:
                              " AND stream = ?", (cluster, stream))
         return int(rows[0][0]) if rows else None
 
-    def advance(self, cluster: str, stream: str, end_time: int) -> None:
-        """Move the watermark to ``end_time``; never backwards."""
+    def origin(self, cluster: str, stream: str) -> int | None:
+        """Where the stream began: the oldest end its first run looked at."""
+        rows = self.db.query("SELECT origin FROM sync_watermarks WHERE cluster = ?"
+                             " AND stream = ?", (cluster, stream))
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def advance(self, cluster: str, stream: str, end_time: int,
+                origin: int | None = None) -> None:
+        """Move the watermark to ``end_time``; never backwards. ``origin``: where the run
+        began looking, kept from the stream's first watermark on."""
         self.db.execute(
             self.db.dialect.upsert_watermark,
-            (cluster, stream, int(end_time), self.clock()))
+            (cluster, stream, int(end_time), self.clock(),
+             None if origin is None else int(origin)))
 
     def done(self, cluster: str, stream: str, since: int) -> set[tuple[str, int]]:
         """(job id, submit time) of the jobs this stream processed that ended since ``since``."""

@@ -115,6 +115,7 @@ class Syncer:
         self.state = SyncState(self.archive.db, self.archive.clock)
         self.comments = comment_writer_from(settings)  # None unless JOBREPORT_ADMIN_COMMENT
         self._retrying: set[tuple[str, str, int]] = set()  # (stream, job id, submit time)
+        self._since: dict[str, int] = {}  # stream -> where this run began looking
 
     def close(self) -> None:
         self.archive.close()
@@ -136,9 +137,15 @@ class Syncer:
         todo: dict[str, list[EndedJob]] = {}
         for stream in DIRECTIONS[opts.direction]:
             mark = self.archive.watermark(self.cluster, stream)
-            # At least 1 s back: jobs that ended in the watermark's own second.
+            # At least 1 s back: jobs that ended in the watermark's own second; never
+            # before where the stream began (its first run's --max-span).
             back = max(int(self.settings.sync_lookback), 1)
-            since = now - int(opts.max_span) if mark is None else mark - back
+            if mark is None:
+                since = now - int(opts.max_span)
+            else:
+                origin = self.archive.origin(self.cluster, stream)
+                since = mark - back if origin is None else max(mark - back,
+                                                               min(origin, mark - 1))
             if self.settings.archive_retention_days > 0:
                 # Never before what the sync log still holds: a pruned job would be new.
                 since = max(since, now - int(self.settings.archive_retention_days * 86400))
@@ -147,6 +154,7 @@ class Syncer:
             done = self.archive.done(self.cluster, stream, since)
             found = self._ended(since, now, opts.limit + len(done), result)
             todo[stream] = [j for j in found if j.key not in done][: opts.limit]
+            self._since[stream] = since
         return todo
 
     def run(self, opts: SyncOptions, clock: Callable[[], float] = time.time) -> SyncResult:
@@ -272,7 +280,8 @@ class Syncer:
                              job.end_time, FAILED)
             self.archive.forget_failure(self.cluster, stream, job.job_id, job.submit_time)
             if stream not in result.held:
-                self.archive.advance(self.cluster, stream, job.end_time)
+                self.archive.advance(self.cluster, stream, job.end_time,
+                                     self._since.get(stream))
         result.failed.append(JobFailure(job.job_id, tuple(streams), error, attempts, given_up))
 
     def one(self, job_id: str) -> dict[str, list[EndedJob]]:
@@ -318,7 +327,8 @@ class Syncer:
             if (stream, job.job_id, job.submit_time) in self._retrying:
                 self.archive.forget_failure(self.cluster, stream, job.job_id, job.submit_time)
             if not opts.job_id and stream not in result.held:
-                self.archive.advance(self.cluster, stream, job.end_time)
+                self.archive.advance(self.cluster, stream, job.end_time,
+                                     self._since.get(stream))
             if finished is not None:
                 finished.append(stream)
 

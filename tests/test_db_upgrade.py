@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.release import build, release_tree, rows, schema
-from webapp.archive.alerts import AlertLog
 from webapp.archive.store import Archive
 from webapp.cli import main
 from webapp.mail.outbox import Outbox
@@ -31,6 +30,7 @@ from webapp.migrations import (
 )
 from webapp.migrations import upgrade as migrations
 from webapp.settings import Settings
+from webapp.watch_records import AlertLog
 from webapp.web.state import WebState
 
 ROOT = Path(__file__).resolve().parent.parent

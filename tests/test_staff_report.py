@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from webapp.archive.alerts import AlertRecord
 from webapp.settings import Settings, SettingsError
 from webapp.staff.build import build_staff_report
 from webapp.staff.data import StaffJob, parse_window
 from webapp.staff.render import render_json, render_text
 from webapp.thresholds import StaffConfig, Thresholds
+from webapp.watch_records import AlertRecord
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/sacct/local-staff-window.psv"
 GIB = 1024**3

@@ -10,10 +10,10 @@ import pytest
 
 from tests.helpers.mail import mail_settings
 from tests.helpers.watch import NOW, gpu_sample, running_job
-from webapp.archive.alerts import AlertLog, ordinal
 from webapp.watch.policy import PolicyError, parse_policy
 from webapp.watch.rules import RULE_NAMES
 from webapp.watch.run import Watcher
+from webapp.watch_records import AlertLog, ordinal
 
 POLICY = """
 exempt_users = ["carol"]

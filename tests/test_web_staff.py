@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from tests.helpers.web import make_app, signed_in
-from webapp.archive.alerts import AlertLog, Cancellation
+from webapp.watch_records import AlertLog, Cancellation
 
 
 def test_staff_pages_are_for_staff_and_list_alerts(web_settings):

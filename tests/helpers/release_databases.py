@@ -58,7 +58,9 @@ def build_archive(url: str) -> None:
 
 
 def build_outbox(path: str) -> None:
+    # the release's own module path (webapp.watch_records now)
     from webapp.archive.alerts import AlertLog, Cancellation
+
     from webapp.mail.outbox import Outbox
 
     outbox = Outbox(path, clock=lambda: T0 + 1.5)

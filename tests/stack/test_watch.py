@@ -17,7 +17,7 @@ from aiosmtpd.controller import Controller
 from tests.helpers import stack
 from tests.helpers.mail import Recorder, free_port
 from tests.helpers.wait import wait_for
-from webapp.archive.alerts import AlertLog
+from webapp.watch_records import AlertLog
 
 WINDOW = 30  # seconds of idle GPU before an alert (1 h in production)
 IDLE_GPU = "sleep 240"

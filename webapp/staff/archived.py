@@ -14,7 +14,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from webapp.archive.alerts import AlertRecord
 from webapp.archive.staff_rows import StaffRows, Window
 from webapp.model import JobReport
 from webapp.staff.build import memory_table, offenders, time_table
@@ -34,6 +33,7 @@ from webapp.staff.tables import (
     smaller_gpu,
 )
 from webapp.thresholds import StaffConfig, Thresholds
+from webapp.watch_records import AlertRecord
 
 
 def staff_row(cluster: str, j: StaffJob) -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from webapp.archive.alerts import AlertRecord, ordinal
 from webapp.staff.data import StaffJob
 from webapp.staff.tables import (
     HOUR,
@@ -25,6 +24,7 @@ from webapp.staff.tables import (
 )
 from webapp.thresholds import StaffConfig, Thresholds
 from webapp.unused import Held, unused
+from webapp.watch_records import AlertRecord, ordinal
 
 
 def _per_user(key: str, title: str, why: str, columns: tuple[str, ...],

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from webapp.archive.alerts import AlertLog
 from webapp.archive.staff_rows import StaffRows
 from webapp.archive.store import Archive
 from webapp.settings import Settings
@@ -18,6 +17,7 @@ from webapp.staff.build import build_staff_report
 from webapp.staff.data import StaffDataSource
 from webapp.staff.hardware import hardware_table
 from webapp.staff.tables import StaffReport
+from webapp.watch_records import AlertLog
 
 DAY = 86400.0
 # The archive answers a window it holds: its sync this close to the window's end (the

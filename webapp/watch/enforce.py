@@ -9,11 +9,11 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from webapp.archive.alerts import AlertLog, Cancellation
 from webapp.formatting import format_duration
 from webapp.mail.outbox import Outbox
 from webapp.watch.policy import Policy
 from webapp.watch.rules import Alert
+from webapp.watch_records import AlertLog, Cancellation
 
 log = logging.getLogger(__name__)
 

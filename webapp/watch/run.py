@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from webapp.archive.alerts import AlertLog, ordinal
 from webapp.formatting import format_duration
 from webapp.mail.outbox import Outbox, OutboxBusy, Sender, deliver
 from webapp.mail.policy import owner_address, usable_address
@@ -33,6 +32,7 @@ from webapp.watch import message
 from webapp.watch.enforce import Canceller, Decision, alert_key, cancel_key, decide, run_scancel
 from webapp.watch.policy import Policy, load_policy
 from webapp.watch.rules import RULE_NAMES, Alert, evaluate
+from webapp.watch_records import AlertLog, ordinal
 
 log = logging.getLogger(__name__)
 DAY = 86400.0

@@ -7,10 +7,10 @@ import time
 
 from flask import Blueprint, abort, g, render_template, request
 
-from webapp.archive.alerts import AlertLog, ordinal
 from webapp.model import SourceUnavailable
 from webapp.staff.render import heading, when
 from webapp.staff.service import DAY, staff_report
+from webapp.watch_records import AlertLog, ordinal
 from webapp.web import auth
 from webapp.web import query_params as params
 

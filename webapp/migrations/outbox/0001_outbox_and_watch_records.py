@@ -1,5 +1,5 @@
 """The outbox every report email and chat notice passes through (webapp.mail.outbox), and
-what `jobreport watch` told users and did (webapp.archive.alerts), in one file.
+what `jobreport watch` told users and did (webapp.watch_records), in one file.
 
 The schema of the last release before Alembic, whose code created these tables itself
 when missing: IF NOT EXISTS lets a file it made (with all of them, or some) come up to

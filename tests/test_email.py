@@ -32,7 +32,6 @@ from tests.helpers.reports import (
 )
 from tests.helpers.sync import email_step
 from webapp.archive.mail_state import MailState
-from webapp.archive.opt_out_link import OptOutToken, read_token
 from webapp.archive.record import ArchivedJob
 from webapp.archive.store import Archive
 from webapp.cli import mail as mail_cli
@@ -43,6 +42,7 @@ from webapp.mail.digest import send_digests
 from webapp.mail.outbox import Outbox, deliver
 from webapp.mail.owner import email_key, submit_seconds
 from webapp.mail.sending import smtp_connect
+from webapp.opt_out_token import OptOutToken, read_token
 from webapp.renderers import email as email_renderer
 from webapp.settings import Settings
 from webapp.sync.run import Syncer

@@ -17,7 +17,7 @@ import pytest
 from tests.helpers import stack
 from tests.helpers.sync import jobreport, mail_env, own_jobs_ended, reach_back
 from tests.helpers.sync import sync_past_stand_ins as sync
-from webapp.archive.opt_out_link import read_token
+from webapp.opt_out_token import read_token
 
 pytestmark = pytest.mark.stack
 

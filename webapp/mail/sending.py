@@ -12,10 +12,10 @@ from collections.abc import Callable
 from email.message import EmailMessage
 from email.utils import make_msgid
 
-from webapp.archive.opt_out_link import opt_out_url
 from webapp.mail.outbox import Sender
 from webapp.mail.smtp import SmtpSender
 from webapp.model import JobReport
+from webapp.opt_out_token import opt_out_url
 from webapp.renderers import email
 from webapp.renderers.pdf_store import pdf_key, pdf_store
 from webapp.settings import Settings

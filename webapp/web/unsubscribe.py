@@ -9,8 +9,8 @@ from __future__ import annotations
 from flask import Blueprint, abort, current_app, g, render_template, request
 
 from webapp.archive.mail_state import MailState
-from webapp.archive.opt_out_link import OptOutToken, read_token
 from webapp.archive.store import Archive
+from webapp.opt_out_token import OptOutToken, read_token
 from webapp.settings import Settings
 from webapp.web.query_params import choice
 

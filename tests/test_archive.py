@@ -10,8 +10,8 @@ import pytest
 
 from tests.helpers.reports import sample_report
 from tests.test_sync_lookback import Cluster
-from webapp.archive.codec import MAX_POINTS, downsample
 from webapp.archive.db import ArchiveBusy
+from webapp.archive.record import MAX_POINTS, downsample
 from webapp.archive.staff_rows import COLUMNS as STAFF_COLUMNS
 from webapp.archive.staff_rows import StaffRows
 from webapp.archive.store import PRUNED, Archive

@@ -92,8 +92,8 @@ def test_the_note_names_the_node_and_survives_the_archive():
     from dataclasses import replace
 
     from tests.helpers.reports import sample_report
+    from webapp.json_codec import decode, encode
     from webapp.report.build import reset_note
-    from webapp.schema import decode, encode
 
     note = reset_note(("cpu3",))
     assert "cpu3" in note and "restarted" in note

@@ -20,7 +20,7 @@ from tests.test_detectors import CASES, HB, flat, report_for
 from tests.test_node_idle import two_node_report
 from tests.test_queue import WAIT_ONLY, job_146, two_types
 from tests.test_queue import report as queue_report
-from webapp.archive.codec import report_from_record
+from webapp.archive.record import report_from_record
 from webapp.detectors import DETECTORS, Thresholds, detect_all
 from webapp.model import Finding, Severity, Usage
 from webapp.renderers import html, text

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from tests.helpers.reports import sample_report
-from webapp.archive.codec import report_from_record
+from webapp.archive.record import report_from_record
 from webapp.detectors import detect_all
 from webapp.renderers import html as html_renderer
 from webapp.renderers import json as json_renderer

@@ -221,7 +221,7 @@ def test_cpu_efficiency_helper_is_the_step_formula():
 
 
 def test_archived_summary_keeps_the_sections():
-    from webapp.archive.codec import report_from_record
+    from webapp.archive.record import report_from_record
 
     thresholds = Thresholds(min_runtime_seconds=10)
     report = half_covered(steps_report())

@@ -8,8 +8,8 @@ import dataclasses
 import json
 from pathlib import Path
 
+from webapp.json_codec import decode
 from webapp.model import JobReport
-from webapp.schema import decode
 
 REPORTS = Path(__file__).resolve().parents[2] / "fixtures" / "reports"
 # The labelled jobs captured (tests/helpers/labelled_jobs.py): name -> file.

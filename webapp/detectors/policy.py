@@ -29,8 +29,8 @@ from typing import Any
 from jinja2 import TemplateSyntaxError, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from webapp.json_codec import REPORT, USAGE, USAGE_PAIRS, encode
 from webapp.model import Finding, JobReport, Severity
-from webapp.schema import REPORT, USAGE, USAGE_PAIRS, encode
 from webapp.thresholds import Thresholds
 
 log = logging.getLogger(__name__)

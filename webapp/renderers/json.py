@@ -1,4 +1,4 @@
-"""JSON renderer: the documented, stable schema of ``webapp.schema`` (``SCHEMA_VERSION``;
+"""JSON renderer: the documented, stable schema of ``webapp.json_codec`` (``SCHEMA_VERSION``;
 see the README), which the archive stores too. Series are at the resolution the report
 was built with (``plot`` by default, ``full`` on request).
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from webapp.json_codec import SCHEMA_VERSION, encode
 from webapp.model import JobReport
 from webapp.renderers.wording import headline, verdict
-from webapp.schema import SCHEMA_VERSION, encode
 
 __all__ = ["SCHEMA_VERSION", "render", "to_dict"]
 
@@ -28,7 +28,7 @@ _AFTER_FIGURES = ("findings", "sizing", "series", "memory_nodes", "steps", "step
 
 
 def to_dict(report: JobReport, include_series: bool = True) -> dict[str, Any]:
-    """The report as plain data (what ``render`` serialises): ``webapp.schema``'s shape,
+    """The report as plain data (what ``render`` serialises): ``webapp.json_codec``'s shape,
     the one the archive stores, in the sections' order, with the headline."""
     data = encode(report, include_series)
     out: dict[str, Any] = {}

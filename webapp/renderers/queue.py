@@ -5,8 +5,8 @@ makes them one line and inert (formatting.visible, through each renderer)."""
 from __future__ import annotations
 
 from webapp.formatting import format_duration
+from webapp.json_codec import queue_dict
 from webapp.model import JobReport, QueueContext
-from webapp.schema import queue_dict
 
 __all__ = ["queue_dict", "queue_rows"]
 

@@ -8,8 +8,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from webapp.archive.codec import downsample_all, report_from_record
-from webapp.archive.record import ArchivedJob
+from webapp.archive.record import ArchivedJob, downsample_all, report_from_record
 from webapp.archive.store import Archive
 from webapp.model import ARCHIVE_SOURCE, Gap, JobReport
 from webapp.renderers.json import to_dict

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from webapp.archive.store import Archive
 from webapp.detectors import judge
 from webapp.detectors.policy import Policy
+from webapp.json_codec import decode, encode
 from webapp.report.coverage import audited
-from webapp.schema import decode, encode
 from webapp.sources.gpu_metrics import GpuMetrics
 from webapp.thresholds import Thresholds
 

@@ -2,7 +2,7 @@
 archive stores, ``decode`` the report an archived summary describes.
 
 One table per section names each field once, for both directions, so a field cannot be
-written without being read back (``tests/test_schema.py`` round-trips every section).
+written without being read back (``tests/test_json_codec.py`` round-trips every section).
 Fields marked derived are computed from others (efficiencies, the per-node request, the
 array's state counts): written for readers of the JSON, recomputed on the way back.
 What the JSON deliberately leaves out: a gap's technical detail (logs and staff only),

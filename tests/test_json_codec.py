@@ -1,4 +1,4 @@
-"""One JSON shape (``webapp.schema``): what the JSON renderer writes is what the archive
+"""One JSON shape (``webapp.json_codec``): what the JSON renderer writes is what the archive
 stores, and reading it back gives the same report, section by section."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from tests.test_queue import job_146
 from tests.test_steps_waste_coverage import half_covered, steps_report
 from webapp.archive.store import Archive
 from webapp.detectors import Thresholds, detect_all
+from webapp.json_codec import DERIVED, LEFT_OUT, REPORT, decode, encode
 from webapp.model import Energy, Gap, JobReport, TimeLimitKind
 from webapp.renderers.json import to_dict
 from webapp.report.archived import archive_record, from_archive
 from webapp.report.coverage import audited
 from webapp.report.peak import node_memory
 from webapp.report.waste import compute_waste
-from webapp.schema import DERIVED, LEFT_OUT, REPORT, decode, encode
 
 
 def full_report() -> JobReport:

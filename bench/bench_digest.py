@@ -53,8 +53,8 @@ def _before(settings, archive) -> int:  # noqa: ANN001
     """The previous ``digests``: the week's records at once, grouped by user."""
     from collections import defaultdict
 
-    from webapp.archive.digest import build_digest
     from webapp.archive.mail_state import MailState
+    from webapp.archive.week_sums import build_digest
 
     mail = MailState(archive.db)
     per_user = defaultdict(list)
@@ -68,7 +68,7 @@ def _before(settings, archive) -> int:  # noqa: ANN001
 def measure(url: str, what: str, runs: int) -> dict:
     """Run in a child: ``what`` ``runs`` times on the archive at ``url``."""
     from webapp.archive.store import Archive
-    from webapp.mail.digest import RENDER_PROCESSES, digests, send_digests
+    from webapp.mail.digest_queue import RENDER_PROCESSES, digests, send_digests
     from webapp.mail.outbox import Outbox
 
     def cpu_now() -> float:  # this process' and its finished workers'

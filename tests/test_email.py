@@ -38,7 +38,7 @@ from webapp.cli import mail as mail_cli
 from webapp.cli.durations import parse_lookback
 from webapp.cli.mail import run_outbox
 from webapp.mail import policy
-from webapp.mail.digest import send_digests
+from webapp.mail.digest_queue import send_digests
 from webapp.mail.outbox import Outbox, deliver
 from webapp.mail.owner import email_key, submit_seconds
 from webapp.mail.sending import smtp_connect

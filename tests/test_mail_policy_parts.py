@@ -13,11 +13,11 @@ import pytest
 from itsdangerous import URLSafeSerializer
 
 from tests.helpers.web import login, make_client, password_file
-from webapp.archive.digest import build_digest
 from webapp.archive.mail_state import MailState
 from webapp.archive.record import ArchivedJob
 from webapp.archive.store import Archive
-from webapp.mail.digest import last_week
+from webapp.archive.week_sums import build_digest
+from webapp.mail.digest_queue import last_week
 from webapp.mail.policy import skip_reason
 from webapp.model import Finding, JobReport, Severity
 from webapp.opt_out_token import SALT, OptOutToken, make_token, opt_out_url, read_token

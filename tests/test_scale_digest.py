@@ -9,9 +9,9 @@ import dataclasses
 from collections import Counter, defaultdict
 
 from bench import scale_archive
-from webapp.archive.digest import build_digest
 from webapp.archive.store import Archive
-from webapp.mail.digest import digests
+from webapp.archive.week_sums import build_digest
+from webapp.mail.digest_queue import digests
 from webapp.settings import Settings
 
 UNTIL = 1_800_000_000
@@ -126,7 +126,7 @@ def test_digests_rendered_by_worker_processes_are_those_rendered_here(tmp_path, 
     the same messages, in the same order, as from rendering them one by one here."""
     import re
 
-    from webapp.mail import digest as weekly
+    from webapp.mail import digest_queue as weekly
     from webapp.mail.outbox import Outbox
 
     url = str(tmp_path / "archive.sqlite")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from tests.test_detectors import HB, report_for, sacct_job
-from webapp.archive.digest import build_digest
 from webapp.archive.store import Archive
+from webapp.archive.week_sums import build_digest
 from webapp.report.archived import archive_record
 from webapp.report.job_rows import from_sacct, row_from_report
 from webapp.report.waste import compute_waste

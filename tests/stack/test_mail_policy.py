@@ -15,7 +15,7 @@ import pytest
 from tests.helpers.sync import known
 from tests.helpers.web import make_client
 from webapp.archive.store import Archive
-from webapp.mail.digest import send_digests
+from webapp.mail.digest_queue import send_digests
 from webapp.mail.outbox import Outbox
 from webapp.mail.sending import smtp_connect
 from webapp.report.service import ReportService

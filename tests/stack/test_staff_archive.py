@@ -105,8 +105,8 @@ def test_mariadb_archive_gives_the_digests_sqlite_gives(stack_env, tmp_path):
     from bench import scale_archive
     from tests.helpers.sync import create_mariadb_archive, drop_mariadb_archive
     from tests.test_scale_digest import rounded
-    from webapp.archive.digest import build_digest
-    from webapp.mail.digest import digests
+    from webapp.archive.week_sums import build_digest
+    from webapp.mail.digest_queue import digests
 
     until = 1_800_000_000
     url = create_mariadb_archive("jobreport_digest_test")

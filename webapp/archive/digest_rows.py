@@ -1,7 +1,7 @@
 """The weekly digest's line of each archived job, one narrow row each
 (``archive_digest_jobs``, revision 6), and a week's digests read from those rows.
 
-``Archive.put`` writes a job's row beside its record: the figures ``digest.job_waste``
+``Archive.put`` writes a job's row beside its record: the figures ``week_sums.job_waste``
 computes from the whole summary (``webapp.unused``: what the job's page says), its name,
 state and account, and the names of its findings. A week of a large site (700,000 jobs
 of 5,000 users) is then read in one pass over ~100 bytes a job: one query for the jobs
@@ -22,9 +22,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from webapp.archive.db import Database
-from webapp.archive.digest import Digest, JobWaste, job_waste, quoted, top_finding
 from webapp.archive.mail_state import FOLDED
 from webapp.archive.record import ArchivedJob
+from webapp.archive.week_sums import Digest, JobWaste, job_waste, quoted, top_finding
 
 COLUMNS = ("cluster", "job_id", "submit_time", "end_time", "user_name", "state", "job_name",
            "account", "elapsed", "cpu_hours", "gpu_hours", "memory_gib_hours", "energy_kwh",

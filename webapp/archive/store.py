@@ -287,7 +287,7 @@ def _job(row: Iterable[Any]) -> ArchivedJob:
                        float(at))
 
 
-# What a digest line reads of an archived summary (``webapp.archive.digest``), as paths.
+# What a digest line reads of an archived summary (``webapp.archive.week_sums``), as paths.
 DIGEST_FIELDS = ("elapsed_seconds", "cpus", "cpu_seconds", "gpus", "memory_requested_bytes",
                  "memory_peak_bytes", "nodes", "usage.energy_joules", "job_name", "account",
                  "findings")

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from webapp.archive.mail_state import MailState
 from webapp.archive.store import Archive
-from webapp.mail.digest import RENDER_PROCESSES, WEEK, last_week, send_digests
+from webapp.mail.digest_queue import RENDER_PROCESSES, WEEK, last_week, send_digests
 from webapp.mail.outbox import Outbox
 from webapp.mail.policy import USER_RE, read_opt_out
 from webapp.mail.sending import smtp_connect

@@ -8,7 +8,7 @@ from email.message import EmailMessage
 from email.policy import default
 from email.utils import formatdate
 
-from webapp.archive.digest import Digest
+from webapp.archive.week_sums import Digest
 from webapp.renderers.email import header_text, list_unsubscribe
 from webapp.renderers.templates import environment
 

@@ -14,10 +14,10 @@ from email.utils import make_msgid
 from itertools import islice
 from typing import Any
 
-from webapp.archive.digest import Digest
 from webapp.archive.digest_rows import DigestRows
 from webapp.archive.mail_state import MailState
 from webapp.archive.store import Archive
+from webapp.archive.week_sums import Digest
 from webapp.mail.outbox import Outbox, OutboxBusy, Rendered, deliver
 from webapp.mail.policy import owner_address, read_opt_out
 from webapp.mail.sending import Connect, owner_opt_out_url

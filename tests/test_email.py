@@ -35,7 +35,7 @@ from webapp.archive.mail_state import MailState
 from webapp.archive.record import ArchivedJob
 from webapp.archive.store import Archive
 from webapp.cli import mail as mail_cli
-from webapp.cli.durations import parse_lookback
+from webapp.cli.arguments import parse_lookback
 from webapp.cli.mail import run_outbox
 from webapp.mail import policy
 from webapp.mail.digest_queue import send_digests

@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 
 from webapp.archive.mail_state import MailState
 from webapp.archive.store import Archive
+from webapp.cli.arguments import user_name
 from webapp.mail.digest_queue import RENDER_PROCESSES, WEEK, last_week, send_digests
 from webapp.mail.outbox import Outbox
-from webapp.mail.policy import USER_RE, read_opt_out
+from webapp.mail.policy import read_opt_out
 from webapp.mail.sending import smtp_connect
 from webapp.renderers.digest import day
 from webapp.settings import Settings
@@ -24,17 +25,11 @@ def _date(text: str) -> datetime:
         raise argparse.ArgumentTypeError("use YYYY-MM-DD") from None
 
 
-def _user(text: str) -> str:
-    if not USER_RE.match(text):
-        raise argparse.ArgumentTypeError(f"not a user name: {text!r}")
-    return text
-
-
 def add_digest_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--week-starting", type=_date, metavar="YYYY-MM-DD",
                         help="the first day (UTC) of the week (default: last full week, "
                         "Monday to Sunday)")
-    parser.add_argument("--user", type=_user, action="append", default=[],
+    parser.add_argument("--user", type=user_name, action="append", default=[],
                         help="only this user (repeatable)")
     parser.add_argument("--dry-run", action="store_true",
                         help="list who would get a digest and their totals; queue nothing")
@@ -70,7 +65,7 @@ def run_digest(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> 
 
 
 def add_opt_out_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("users", nargs="*", type=_user, metavar="USER")
+    parser.add_argument("users", nargs="*", type=user_name, metavar="USER")
     parser.add_argument("--undo", action="store_true",
                         help="send these users emails again (the opt-out file still counts)")
     parser.add_argument("--list", action="store_true", help="list who gets no emails, and why")

@@ -7,7 +7,7 @@ import argparse
 import textwrap
 from datetime import UTC, datetime
 
-from webapp.cli.durations import parse_lookback
+from webapp.cli.arguments import parse_lookback
 from webapp.cli.login import caller, sacct_for
 from webapp.formatting import format_bytes, format_duration, format_percent
 from webapp.model import History

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from webapp.cli.clusters import add_cluster_argument, settings_for
+from webapp.cli.arguments import add_cluster_argument, settings_for
 from webapp.cli.login import build_for_caller
 from webapp.detectors import NAMES, judge
 from webapp.detectors.policy import PolicyError, figures, load

@@ -7,7 +7,7 @@ import sys
 import time
 
 from webapp.archive.store import Archive
-from webapp.cli.durations import parse_lookback
+from webapp.cli.arguments import parse_lookback
 from webapp.detectors import NAMES
 from webapp.detectors.policy import load
 from webapp.report.rejudge import rejudge

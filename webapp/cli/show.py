@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from webapp.cli.clusters import add_cluster_argument, settings_for
+from webapp.cli.arguments import add_cluster_argument, settings_for
 from webapp.cli.login import build_for_caller
 from webapp.model import JobId, JobReport
 from webapp.settings import Settings

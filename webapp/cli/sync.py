@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 
 from jobreport_common.settings import flag_type, ranged
 from jobreport_common.sqlite_file import disk_full
-from webapp.cli.clusters import add_cluster_argument, settings_for
-from webapp.cli.durations import parse_lookback
+from webapp.cli.arguments import add_cluster_argument, parse_lookback, settings_for
 from webapp.cli.sync_status import print_status
 from webapp.model import JobId
 from webapp.settings import Settings

@@ -21,6 +21,7 @@ from webapp.cli import (
     history,
     jobs,
     mail,
+    opt_out,
     policy,
     rejudge,
     serve,
@@ -105,7 +106,7 @@ COMMANDS: tuple[Command, ...] = (
             "Record that USERs get no report or digest emails (as the link in "
             "every email does); --undo sends them again; with no USER or --list, list who "
             "is opted out and how.",
-            digest.add_opt_out_arguments, digest.run_opt_out),
+            opt_out.add_opt_out_arguments, opt_out.run_opt_out),
     Command("policy", "check the site's policy, or explain what of it applied to a job",
             "The site's policy (JOBREPORT_POLICY_DIR, docs/policy.md): `check [DIR]` "
             "reads it and names each error's file and line; `explain JOBID` lists the "

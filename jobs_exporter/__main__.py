@@ -108,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     _raise_nofile_limit()
+    replays = []
     if args.powercap_replay:
         from jobs_exporter.powercap_replay import start_replay
 
@@ -116,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             parser.error(f"--powercap-replay: {exc}")
         settings = dataclasses.replace(settings, powercap_root=replay.root)
+        replays.append(replay)
     registry = CollectorRegistry()
     nvml = None
     if args.nvml_replay:
@@ -127,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from jobs_exporter.amdsmi_replay import load_replay as load_amdsmi_replay
 
         amdsmi = load_amdsmi_replay(args.amdsmi_replay)
-    jobs = JobsCollector(settings, nvml=nvml, amdsmi=amdsmi)
+    jobs = JobsCollector(settings, nvml=nvml, amdsmi=amdsmi, replays=replays)
     registry.register(jobs)
     if args.once:
         sys.stdout.buffer.write(generate_latest(registry))

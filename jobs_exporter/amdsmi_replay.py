@@ -38,6 +38,10 @@ class ReplayAmdSmi:
 
     AmdSmiException = AmdSmiException
     AmdSmiLibraryException = AmdSmiLibraryException
+    # What jobs_exporter_replay_info says (registry.py): the library stood in for, and the
+    # recording's file name ("" for readings given by hand).
+    replay_source = "amdsmi"
+    recording = ""
 
     def __init__(
         self,
@@ -134,4 +138,5 @@ def load_replay(path: str | pathlib.Path) -> ReplayAmdSmi:
     """A replaying amdsmi from a JSON file of recorded device readings."""
     replay = ReplayAmdSmi(json.loads(pathlib.Path(path).read_text())["devices"])
     replay.energy_origin = 0.0  # Linux's monotonic clock counts from the boot
+    replay.recording = pathlib.Path(path).name
     return replay

@@ -89,6 +89,10 @@ class ReplayNvml:
     nvmlEventTypeXidCriticalError = 0x8
     NVML_GPM_METRIC_GRAPHICS_UTIL = 1
     NVML_GPM_METRICS_GET_VERSION = 1
+    # What jobs_exporter_replay_info says (registry.py): the library stood in for, and the
+    # recording's file name ("" for readings given by hand).
+    replay_source = "nvml"
+    recording = ""
 
     def __init__(
         self,
@@ -288,4 +292,5 @@ def load_replay(path: str | pathlib.Path) -> ReplayNvml:
     """A replaying NVML from a JSON file of recorded device readings."""
     replay = ReplayNvml(json.loads(pathlib.Path(path).read_text())["devices"])
     replay.energy_origin = 0.0  # Linux's monotonic clock counts from the boot
+    replay.recording = pathlib.Path(path).name
     return replay

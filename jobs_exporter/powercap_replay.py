@@ -105,6 +105,11 @@ class _Replayed:
 class PowercapReplay:
     """A private copy of ``tree`` whose zones count the recorded series from now on."""
 
+    # What jobs_exporter_replay_info says (registry.py): what the replay stands in for,
+    # and the trace's file name ("" for a trace given as text).
+    replay_source = "powercap"
+    recording = ""
+
     def __init__(self, tree: str, trace: str, root: str | None = None,
                  clock: Callable[[], float] = time.monotonic, started: float | None = None):
         self.root = root or tempfile.mkdtemp(prefix="jobs-exporter-powercap-")
@@ -165,6 +170,7 @@ def start_replay(trace_path: str, tree: str) -> PowercapReplay:
     with open(trace_path) as f:
         trace = f.read()
     replay = PowercapReplay(tree, trace, started=0.0)
+    replay.recording = os.path.basename(trace_path)
     atexit.register(shutil.rmtree, replay.root, True)
     replay.start()
     for z in replay.zones:

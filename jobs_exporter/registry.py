@@ -14,7 +14,7 @@ import pwd
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -54,6 +54,15 @@ COLLECTORS = (
 Discover = Callable[[str, str, str], list[cgroupfs.Job]]
 
 
+@runtime_checkable
+class Replay(Protocol):
+    """Recorded readings played back in place of hardware the node lacks (nvml_replay,
+    amdsmi_replay, powercap_replay): what they stand in for and the recording's file."""
+
+    replay_source: str  # "nvml", "amdsmi" or "powercap"
+    recording: str
+
+
 class JobsCollector:
     """A prometheus_client collector producing every ``jobs_*`` family of one scrape."""
 
@@ -66,8 +75,15 @@ class JobsCollector:
         discover: Discover | None = None,
         user_name: Callable[[int], str] | None = None,
         scontrol: Callable[[Sequence[str]], str] | None = None,
+        replays: Sequence[Replay] = (),
     ):
         self.settings = settings
+        # Readings played back, not measured, say so in every scrape (_replay_info): their
+        # series are otherwise a real card's. ``replays``: those not given as a GPU library
+        # (the powercap replay, a copied tree under settings.powercap_root).
+        gpu_replays = [] if settings.gpus == "off" else [
+            r for r in (nvml, amdsmi) if isinstance(r, Replay)]
+        self.replays = [*gpu_replays, *replays]
         self.node_name = settings.effective_node_name
         processes, cgroup_files = fd_budget()
         self.procs = ProcReader(settings.proc_root, cache=settings.fd_cache, max_cached=processes)
@@ -186,8 +202,23 @@ class JobsCollector:
         self.procs.sweep({pid for job in jobs for pid in job.pids})
         if self.cgroup_files is not None:  # close the files of jobs that ended
             self.cgroup_files.retain(self._file_dirs(jobs))
+        if self.replays:
+            out.append(self._replay_info())
         out.extend((duration, success))
         return out
+
+    def _replay_info(self) -> GaugeMetricFamily:
+        """One series per replay; none on a node measuring its hardware (no family)."""
+        family = GaugeMetricFamily(
+            "jobs_exporter_replay_info",
+            "Readings this exporter plays back from a recording instead of measuring "
+            "them (test and demo stacks), by the library or files they stand in for "
+            "and the recording's file name; always 1.",
+            labels=["source", "recording"],
+        )
+        for replay in sorted(self.replays, key=lambda r: (r.replay_source, r.recording)):
+            family.add_metric([replay.replay_source, replay.recording], 1)
+        return family
 
     def _unreadable(self) -> GaugeMetricFamily:
         """Job-level cgroup directories not read as jobs: an unknown layout, or a Slurm 26.05

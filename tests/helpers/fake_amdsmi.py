@@ -26,4 +26,6 @@ class FakeAmdSmi(ReplayAmdSmi):
         driver: bool = True,
         clock: Callable[[], float] = lambda: 0.0,
     ):
+        if devices is None:
+            self.recording = "replay.json"  # what jobs_exporter_replay_info names
         super().__init__(replay_devices() if devices is None else devices, driver, clock)

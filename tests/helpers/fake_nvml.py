@@ -24,4 +24,5 @@ class FakeNvml(ReplayNvml):
         # A still clock by default: energy counters stay at 0 J, so goldens do not vary.
         if devices is None:
             devices = json.loads(REPLAY.read_text())["devices"]
+            self.recording = REPLAY.name  # what jobs_exporter_replay_info names
         super().__init__(devices, driver, clock)

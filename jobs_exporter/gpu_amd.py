@@ -1,6 +1,6 @@
 """AMD GPUs through AMD's ``amdsmi`` Python binding, known by PCI bus id and render node.
 
-The same design as jobs_exporter/gpu.py for NVML: attribution by allocation only, each device
+The same design as jobs_exporter/gpu_nvidia.py for NVML: attribution by allocation only, each device
 described by what does not depend on enumeration (``amdsmi_get_gpu_device_bdf``,
 ``amdsmi_get_gpu_device_uuid``, and the render node ``/dev/dri/renderD<N>`` Slurm's
 gres.conf names, from ``amdsmi_get_gpu_enumeration_info()['drm_render']``).

@@ -1,12 +1,12 @@
 """Which GPU is which: identity by PCI bus id, UUID and device file, and Slurm's numbering.
 
-A GPU is never known by a driver's enumeration index. Each vendor's reader (jobs_exporter/gpu.py
-for NVML, jobs_exporter/gpu_amd.py for amdsmi) describes its devices by what does not depend on
-enumeration: the PCI bus id, the UUID and the device file Slurm's gres.conf names
-(``/dev/nvidia<minor>``, ``/dev/dri/renderD<minor>``, with its major:minor for the devices
-cgroup). The index Slurm gives a job (``scontrol -d show job``'s ``IDX``, the prolog's
-``SLURM_JOB_GPUS``) is a position in Slurm's own list of the node's GPUs, so it is mapped
-through that list, never taken as a driver index:
+A GPU is never known by a driver's enumeration index. Each vendor's reader
+(jobs_exporter/gpu_nvidia.py for NVML, jobs_exporter/gpu_amd.py for amdsmi) describes its
+devices by what does not depend on enumeration: the PCI bus id, the UUID and the device file
+Slurm's gres.conf names (``/dev/nvidia<minor>``, ``/dev/dri/renderD<minor>``, with its
+major:minor for the devices cgroup). The index Slurm gives a job (``scontrol -d show job``'s
+``IDX``, the prolog's ``SLURM_JOB_GPUS``) is a position in Slurm's own list of the node's GPUs,
+so it is mapped through that list, never taken as a driver index:
 
 - ``file``: gres.conf names the files (``File=/dev/nvidia[0-3]``): Slurm lists them in
   file-name order, so index N is the N-th device file (the minor number when the files

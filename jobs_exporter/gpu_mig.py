@@ -118,7 +118,7 @@ class MigHandle:
 
 def slices(nv: Any, card: Any, device: GpuDevice, caps: MigCaps
            ) -> list[tuple[GpuDevice, MigHandle]]:
-    """The MIG devices of a card in MIG mode (``device``: the card, as jobs_exporter/gpu.py
+    """The MIG devices of a card in MIG mode (``device``: the card, as jobs_exporter/gpu_nvidia.py
     describes it)."""
     card_slices = nv.nvmlDeviceGetMaxMigDeviceCount(card)
     out = []

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from jobs_exporter import bmc, energy, hwmon, powercap
 from jobs_exporter.collectors.energy import EnergyCollector
-from jobs_exporter.gpu import Nvml
+from jobs_exporter.gpu_nvidia import Nvml
 from jobs_exporter.registry import JobsCollector
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, samples, scrape
 from tests.helpers.fake_nvml import FakeNvml

@@ -19,7 +19,7 @@ import pytest
 
 from jobs_exporter import gpu_amd
 from jobs_exporter.__main__ import main
-from jobs_exporter.gpus import Gpus
+from jobs_exporter.gpu_inventory import Gpus
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, samples, scrape, value
 from tests.helpers.fake_amdsmi import AMDSMI, FakeAmdSmi, replay_devices
 from tests.helpers.fake_nvml import FakeNvml

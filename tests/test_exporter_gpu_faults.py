@@ -15,8 +15,8 @@ import pynvml
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from jobs_exporter import gpu, gpu_amd, gpu_faults
-from jobs_exporter.gpus import Gpus
+from jobs_exporter import gpu_amd, gpu_faults, gpu_nvidia
+from jobs_exporter.gpu_inventory import Gpus
 from jobs_exporter.nvml_replay import ReplayNvml
 from jobs_exporter.registry import JobsCollector
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, samples, value
@@ -43,7 +43,7 @@ def test_xids_are_counted_by_card_and_code_once_their_time_has_come():
     clock = [0.0]
     replay = FakeNvml(xid_devices(), clock=lambda: clock[0])
     replay.sleep = lambda s: time.sleep(min(s, 0.01))
-    nvml = gpu.Nvml(replay)
+    nvml = gpu_nvidia.Nvml(replay)
     assert nvml.start() and nvml.xid_thread is not None
     device = nvml.devices[0]
     time.sleep(0.1)
@@ -102,7 +102,7 @@ def test_counts_are_bounded(monkeypatch):
 def test_the_thread_ends_with_its_reader():
     replay = FakeNvml(xid_devices())
     replay.sleep = lambda s: time.sleep(min(s, 0.01))
-    nvml = gpu.Nvml(replay)
+    nvml = gpu_nvidia.Nvml(replay)
     assert nvml.start()
     thread = nvml.xid_thread
     del nvml
@@ -113,7 +113,7 @@ def test_the_thread_ends_with_its_reader():
 
 def test_a_board_without_ecc_has_no_memory_error_series(tmp_path):
     t4 = {k: v for k, v in FakeNvml().devices[1].items() if k != "ecc_volatile"}
-    nvml = gpu.Nvml(FakeNvml([t4]))
+    nvml = gpu_nvidia.Nvml(FakeNvml([t4]))
     gpus = Gpus([nvml], "file")
     assert gpus.start()
     assert gpus.memory_errors(0) == (None, None)

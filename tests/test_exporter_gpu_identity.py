@@ -14,7 +14,7 @@ import logging
 
 import pytest
 
-from jobs_exporter import gpu
+from jobs_exporter import gpu_nvidia
 from jobs_exporter.gpu_devices import GpuDevice, parse_bus_id, slurm_order
 from tests.helpers.exporter_scrape import make_settings, samples, scrape, value
 from tests.helpers.fake_nvml import FakeNvml
@@ -106,7 +106,7 @@ def test_device_file_no_gpu_reports_is_no_gpu_not_a_position(tmp_path, caplog):
 
 
 def test_nvml_reader_describes_devices_by_bus_id_minor_and_name():
-    nvml = gpu.Nvml(FakeNvml(mismatched_node()))
+    nvml = gpu_nvidia.Nvml(FakeNvml(mismatched_node()))
     assert nvml.start()
     assert [d.minor for d in nvml.devices.values()] == list(range(8))
     first = nvml.devices[0]

@@ -15,10 +15,10 @@ import logging
 
 import pytest
 
-from jobs_exporter import gpu, gpu_mig
+from jobs_exporter import gpu_mig, gpu_nvidia
 from jobs_exporter.__main__ import main
 from jobs_exporter.gpu_devices import GpuDevice, MigSlice, slurm_order
-from jobs_exporter.gpus import Gpus
+from jobs_exporter.gpu_inventory import Gpus
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, samples, scrape, value
 from tests.helpers.fake_nvml import FakeNvml
 from tests.test_exporter_gpu_alloc import DEVICES_3, ReplayScontrol, merged_tree
@@ -79,7 +79,7 @@ def test_parsers_on_the_drivers_files():
 
 
 def test_a_card_in_mig_mode_is_its_mig_devices_in_slurms_order():
-    gpus = Gpus([gpu.Nvml(FakeNvml(mig_devices()))], "file")
+    gpus = Gpus([gpu_nvidia.Nvml(FakeNvml(mig_devices()))], "file")
     assert gpus.start()
     # no capability files here: PCI order, by GPU instance
     assert [gpus.labels[i] for i in gpus.devices] == ["0/2", "0/3", "0/9", "0/10"]
@@ -92,7 +92,7 @@ def test_a_card_in_mig_mode_is_its_mig_devices_in_slurms_order():
 
 def test_a_mig_devices_readings_and_its_share_of_the_cards_power():
     clock = [0.0]
-    nvml = gpu.Nvml(FakeNvml(mig_devices(), clock=lambda: clock[0]), clock=lambda: clock[0])
+    nvml = gpu_nvidia.Nvml(FakeNvml(mig_devices(), clock=lambda: clock[0]), clock=lambda: clock[0])
     gpus = Gpus([nvml], "file")
     assert gpus.start()
     first = gpus.read(2)  # GI 9, a 1g.10gb
@@ -109,7 +109,7 @@ def test_a_mig_devices_readings_and_its_share_of_the_cards_power():
 
 def test_no_performance_monitor_no_mig_utilisation(caplog):
     card = {**mig_devices()[0], "gpm": False}  # an A100: MIG, but no GPM
-    gpus = Gpus([gpu.Nvml(FakeNvml([card]))], "file")
+    gpus = Gpus([gpu_nvidia.Nvml(FakeNvml([card]))], "file")
     assert gpus.start()
     with caplog.at_level(logging.INFO):
         assert [gpus.read(2).utilization_ratio for _ in range(2)] == [None, None]
@@ -213,7 +213,7 @@ def test_an_unreadable_mig_device_is_left_out_and_the_others_read(caplog):
     card = mig_devices()[0]
     broken = {k: v for k, v in card["mig"]["devices"][1].items() if k != "gpu_instance_slices"}
     card["mig"]["devices"][1] = broken  # its attributes raise NotSupported
-    gpus = Gpus([gpu.Nvml(FakeNvml([card]))], "file")
+    gpus = Gpus([gpu_nvidia.Nvml(FakeNvml([card]))], "file")
     with caplog.at_level(logging.WARNING):
         assert gpus.start()
     assert [gpus.labels[i] for i in gpus.devices] == ["0/2", "0/9", "0/10"]

@@ -3,7 +3,7 @@ PyTorch bf16 matmul load, replayed through the exporter; and the exporter's real
 path on that card (its saved scrapes) against the replay of the same readings.
 
 fixtures/exporter/nvml/record_real.py recorded them: per phase, samples of the NVML calls
-jobs_exporter/gpu.py makes, then one scrape of the captured job tree v1-local (job 2, its GPU
+jobs_exporter/gpu_nvidia.py makes, then one scrape of the captured job tree v1-local (job 2, its GPU
 allocation from a prolog file naming GPU 0) with every NVML call and its result. The
 replay files hold exactly the values that scrape read.
 """
@@ -16,7 +16,7 @@ import statistics
 
 import pytest
 
-from jobs_exporter import gpu
+from jobs_exporter import gpu_nvidia
 from tests.helpers.exporter_scrape import FIXTURES, make_settings, samples, scrape
 from tests.helpers.fake_nvml import FakeNvml
 
@@ -107,7 +107,7 @@ def test_real_path_and_replay_path_agree(phase, tmp_path):
 
 @pytest.mark.parametrize("phase", PHASES)
 def test_nvml_reader_on_the_replay_equals_the_real_one(phase):
-    nvml = gpu.Nvml(FakeNvml(replay_devices(phase)))
+    nvml = gpu_nvidia.Nvml(FakeNvml(replay_devices(phase)))
     assert nvml.start() and sorted(nvml.handles) == RECORD["exporter"][phase]["indexes"] == [0]
     real = RECORD["exporter"][phase]["readings"]["0"]
     # The reader on the real card ran moments before the scrape: same static values, and
@@ -183,12 +183,12 @@ def test_memory_used_leaves_out_the_drivers_reserve_as_nvidia_smi_does():
                              (rec["with_4GiB"]["v1_used"], rec["with_4GiB"]["v2_used"])):
         device = {**idle, "memory_used_bytes": v1_used,
                   "memory_reserved_bytes": rec["v2"]["reserved"]}
-        nvml = gpu.Nvml(ReplayNvml([device]))
+        nvml = gpu_nvidia.Nvml(ReplayNvml([device]))
         assert nvml.start()
         assert nvml.read(0).memory_used_bytes == v2_used
         old_binding = ReplayNvml([device])
         old_binding.nvmlMemory_v2 = None  # a binding without the second form
-        nvml = gpu.Nvml(old_binding)
+        nvml = gpu_nvidia.Nvml(old_binding)
         assert nvml.start()
         assert nvml.read(0).memory_used_bytes == v1_used
     assert rec["v2"]["used"] == 0 and rec["v2"]["reserved"] == 644939776

@@ -1,13 +1,13 @@
 """GPU readings of the GPUs Slurm allocated to each job (allocation, not running processes).
 
-Allocation comes only from what Slurm wrote (jobs_exporter/gpu_alloc.py: the prolog's file,
-the v1 devices cgroup, then scontrol, once per job), never from the job's own
-environment. Slurm's indexes and the cgroup's device numbers both lead to devices known by
-PCI bus id and device file (jobs_exporter/gpus.py), NVIDIA (NVML) and AMD (amdsmi) alike; each
-allocated GPU's identity is ``jobs_gpu_info``. A card in MIG mode is its MIG devices, each
-a GPU of its own (``gpu="<card minor>/<GPU instance>"``). Bad allocation data drops that
-job's GPU series and nothing else. Without a GPU driver the collector disables itself with
-one log line and reports nothing.
+Allocation comes only from what Slurm wrote (jobs_exporter/gpu_alloc.py: the prolog's file, the
+v1 devices cgroup, then scontrol, once per job), never from the job's own environment. Slurm's
+indexes and the cgroup's device numbers both lead to devices known by PCI bus id and device
+file (jobs_exporter/gpu_inventory.py), NVIDIA (NVML) and AMD (amdsmi) alike; each allocated
+GPU's identity is ``jobs_gpu_info``. A card in MIG mode is its MIG devices, each a GPU of its
+own (``gpu="<card minor>/<GPU instance>"``). Bad allocation data drops that job's GPU series
+and nothing else. Without a GPU driver the collector disables itself with one log line and
+reports nothing.
 
 Faults are the card's, shown on every job holding it (or a MIG device of it): its memory
 error counts and its XID events by code. A code the exporter sees on a GPU for the first
@@ -24,9 +24,9 @@ from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from jobs_exporter import cgroupfs, gpu, gpu_alloc, gpu_amd
+from jobs_exporter import cgroupfs, gpu_alloc, gpu_amd, gpu_nvidia
 from jobs_exporter.collectors.context import CollectorContext
-from jobs_exporter.gpus import Gpus
+from jobs_exporter.gpu_inventory import Gpus
 from jobs_exporter.scrape import ScrapedJob
 
 log = logging.getLogger(__name__)
@@ -72,10 +72,10 @@ class GpuCollector:
         if settings.gpus == "off":
             return None
         readers: list = []
-        nvml = self.context.nvml or gpu.load_nvml()
+        nvml = self.context.nvml or gpu_nvidia.load_nvml()
         if nvml is not None:
-            readers.append(gpu.Nvml(nvml, order=settings.gpu_order,
-                                    proc_root=settings.proc_root))
+            readers.append(gpu_nvidia.Nvml(nvml, order=settings.gpu_order,
+                                           proc_root=settings.proc_root))
         smi = self.context.amdsmi or gpu_amd.load_amdsmi()
         if smi is not None:
             readers.append(gpu_amd.AmdSmi(smi, order=settings.gpu_order))

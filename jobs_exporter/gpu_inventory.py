@@ -1,9 +1,9 @@
 """This node's GPUs of every vendor, numbered the way Slurm numbers them.
 
-Each reader (jobs_exporter/gpu.py ``Nvml``, jobs_exporter/gpu_amd.py ``AmdSmi``) describes its
-devices; here they are put in one list in Slurm's order (jobs_exporter/gpu_devices.py), so an
-index from Slurm and a device number from the devices cgroup both lead to one device,
-whichever vendor's.
+Each reader (jobs_exporter/gpu_nvidia.py ``Nvml``, jobs_exporter/gpu_amd.py ``AmdSmi``)
+describes its devices; here they are put in one list in Slurm's order
+(jobs_exporter/gpu_devices.py), so an index from Slurm and a device number from the devices
+cgroup both lead to one device, whichever vendor's.
 """
 
 from __future__ import annotations

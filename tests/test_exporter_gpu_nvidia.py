@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from jobs_exporter import gpu
+from jobs_exporter import gpu_nvidia
 from tests.helpers.fake_nvml import REPLAY, FakeNvml
 
 
@@ -21,7 +21,7 @@ def test_replay_matches_the_captures():
 
 def test_pci_bus_id_order_when_minor_numbers_unknown():
     # NVML enumerates T4 first here; PCI order 00:09.0 (H100) < 00:1E.0 (T4) decides.
-    nvml = gpu.Nvml(FakeNvml(list(reversed(devices()))))
+    nvml = gpu_nvidia.Nvml(FakeNvml(list(reversed(devices()))))
     assert nvml.start()
     assert nvml.read(0).power_watts == 631.95
     assert nvml.read(1).utilization_ratio == 0.0
@@ -31,7 +31,7 @@ def test_pci_bus_id_order_when_minor_numbers_unknown():
 def test_minor_numbers_win_when_every_gpu_has_one():
     h100, t4 = devices()
     h100 = {**h100, "minor_number": 1}  # physical /dev/nvidia1
-    nvml = gpu.Nvml(FakeNvml([h100, t4]))
+    nvml = gpu_nvidia.Nvml(FakeNvml([h100, t4]))
     assert nvml.start()
     assert nvml.read(1).memory_total_bytes == h100["memory_total_bytes"]
     assert nvml.read(0).memory_total_bytes == t4["memory_total_bytes"]
@@ -39,22 +39,22 @@ def test_minor_numbers_win_when_every_gpu_has_one():
 
 def test_power_not_supported_is_none():
     dev = {**devices()[1], "power_milliwatts": None}
-    nvml = gpu.Nvml(FakeNvml([dev]))
+    nvml = gpu_nvidia.Nvml(FakeNvml([dev]))
     assert nvml.start()
     assert nvml.read(0).power_watts is None
 
 
 def test_no_driver():
-    assert not gpu.Nvml(FakeNvml(driver=False)).start()
+    assert not gpu_nvidia.Nvml(FakeNvml(driver=False)).start()
 
 
 def test_real_pynvml_without_driver_disables_quietly():
-    module = gpu.load_nvml()
+    module = gpu_nvidia.load_nvml()
     assert module is not None  # nvidia-ml-py is locked in requirements/dev.txt (the gpu extra)
-    assert gpu.Nvml(module).start() is False  # the test machines have no NVIDIA driver
+    assert gpu_nvidia.Nvml(module).start() is False  # the test machines have no NVIDIA driver
 
 
 def test_load_nvml_without_nvidia_ml_py(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # makes `import pynvml` raise ImportError
-    assert gpu.load_nvml() is None
+    assert gpu_nvidia.load_nvml() is None
 

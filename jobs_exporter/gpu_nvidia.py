@@ -47,8 +47,8 @@ class Nvml:
     """This node's NVIDIA GPUs. ``start()`` returns False when there is no driver.
 
     After ``start()``: ``found`` lists (device, handle) in NVML's order; ``devices`` and
-    ``handles`` are keyed by Slurm's index among these GPUs alone (jobs_exporter/gpus.py numbers
-    the GPUs of every vendor together).
+    ``handles`` are keyed by Slurm's index among these GPUs alone
+    (jobs_exporter/gpu_inventory.py numbers the GPUs of every vendor together).
     """
 
     vendor = "nvidia"

@@ -15,14 +15,14 @@ from tests.helpers.reports import busy_cpu_report, gpu_report
 from webapp.model import Series, SourceUnavailable
 from webapp.report.jobstats_summary import build_jobstats_summary
 from webapp.settings import Settings, SettingsError
-from webapp.sources.admin_comment import (
+from webapp.sources.jobstats_comment import encode_comment, figures, parse_comment
+from webapp.sync.admin_comment import (
     KEPT,
     MANGLED,
     NOT_FOUND,
     WRITTEN,
     SacctmgrCommentWriter,
 )
-from webapp.sources.jobstats_comment import encode_comment, figures, parse_comment
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "sacct" / "reportseff_fixture_rows_11col.psv"
 

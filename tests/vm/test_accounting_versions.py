@@ -25,14 +25,14 @@ from tests.test_db_setup import SCHEMAS
 from webapp.model import AccountingJob
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
-from webapp.sources.admin_comment import (
+from webapp.sources.sacct import SacctSource
+from webapp.sources.sacct_values import parse_alloc_memory, parse_sacct_state, parse_time_limit
+from webapp.sync.admin_comment import (
     KEPT,
     WRITTEN,
     DatabaseCommentWriter,
     SacctmgrCommentWriter,
 )
-from webapp.sources.sacct import SacctSource
-from webapp.sources.sacct_values import parse_alloc_memory, parse_sacct_state, parse_time_limit
 
 pytestmark = pytest.mark.parametrize("cluster", vm.CLUSTERS)
 

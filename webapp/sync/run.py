@@ -44,10 +44,9 @@ from webapp.report.archived import archive_record
 from webapp.report.service import ReportService
 from webapp.settings import Settings
 from webapp.sources.accounting import is_stand_in
-from webapp.sources.admin_comment import comment_writer_from
 from webapp.sources.ended import EndedJob, SacctEnded
 from webapp.staff.archived import report_staff_job, staff_row
-from webapp.sync.admin_comment import write_summary
+from webapp.sync.admin_comment import comment_writer_from, write_summary
 from webapp.sync.bulk import BATCH, prefetch
 from webapp.sync.metrics import write_metrics
 from webapp.sync.options import DIRECTIONS, SyncOptions

@@ -35,7 +35,7 @@ from webapp.model import gpu_utilization
 from webapp.settings import Settings
 from webapp.sources.from_settings import prometheus_from
 from webapp.sources.gpu_metrics import AMD, DCGM, JOBS, SOURCES
-from webapp.sources.gpu_tres import GpuTres, parse_gpu_tres
+from webapp.sources.gpu_tres_values import GpuTres, parse_gpu_tres
 from webapp.sources.prometheus import PrometheusSource
 from webapp.sources.prometheus_bulk import BulkMetrics, JobWindow
 

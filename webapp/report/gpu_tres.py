@@ -1,5 +1,5 @@
 """JOBREPORT_GPU_METRICS=tres: a job's GPU figures from its steps' usage TRES (Slurm's
-``gres/gpuutil`` and ``gres/gpumem``, ``webapp.sources.gpu_tres``), where no GPU exporter
+``gres/gpuutil`` and ``gres/gpumem``, ``webapp.sources.gpu_tres_values``), where no GPU exporter
 is scraped.
 
 They fill the very ``Usage`` fields the Prometheus sources fill, so every detector,
@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 from webapp.model import Gap, JobReport, Series, Step
 from webapp.sources.gpu_metrics import TRES
-from webapp.sources.gpu_tres import GpuTres, parse_gpu_tres
+from webapp.sources.gpu_tres_values import GpuTres, parse_gpu_tres
 from webapp.states import started
 
 AUDIT_LINE = (f"GPU figures from {TRES.exporter}", TRES.note)

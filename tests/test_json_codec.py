@@ -14,7 +14,7 @@ from tests.test_steps_waste_coverage import half_covered, steps_report
 from webapp.archive.store import Archive
 from webapp.detectors import Thresholds, detect_all
 from webapp.json_codec import DERIVED, LEFT_OUT, REPORT, decode, encode
-from webapp.model import Energy, Gap, JobReport, TimeLimitKind
+from webapp.model import Energy, Gap, JobReport, Replay, TimeLimitKind
 from webapp.renderers.json import to_dict
 from webapp.report.archived import archive_record, from_archive
 from webapp.report.coverage import audited
@@ -40,7 +40,8 @@ def full_report() -> JobReport:
             usage, queries=(("cpu", "rate(x[1m])"),), energy_joules=7.2e6,
             energy_gpu_joules=3.6e6, energy_other_joules=1.8e6,
             energy_by_node=(("node01", 5.4e6), ("node02", 1.8e6)),
-            gpu_energy=(("node01/0", 2.5e6), ("node01/1", 1.1e6))),
+            gpu_energy=(("node01/0", 2.5e6), ("node01/1", 1.1e6)),
+            replayed=(Replay("node01", "nvml", "replay.json"), Replay("node02", "powercap"))),
         energy=Energy(7.2e6, (("node01", 5.4e6), ("node02", 1.8e6)), 1.2e6, 0.9e6, 370.0,
                       "constant (JOBREPORT_CARBON_INTENSITY)", 740.0),
         queue=job_146(), sizing=SIZING, array=array_report(5).array,

@@ -294,7 +294,8 @@ def test_json_schema_is_pinned():
         "step_lines", "billing", "waste", "energy", "coverage", "node_events",
     }  # fmt: skip
     assert set(data["coverage"]) == {"nodes", "gpus", "sources", "rules_version", "policy_version",
-                                     "min_coverage", "thresholds", "verdicts", "queries"}
+                                     "min_coverage", "thresholds", "verdicts", "queries",
+                                     "replay_note"}
     assert set(data["memory_peak"]) == {"bytes", "source", "estimate", "node", "step_id",
                                         "per_task_bytes", "tasks"}
     assert set(data["steps"][0]) == {"step_id", "name", "state", "exit_code",
@@ -314,4 +315,5 @@ def test_json_schema_is_pinned():
         "memory_high_events", "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max",
         "energy_joules", "energy_gpu_joules", "energy_other_joules", "energy_by_node",
         "gpu_energy", "gpu_faults", "gpu_devices", "gpu_figures_from", "counter_resets",
+        "replayed",
     }  # fmt: skip

@@ -40,6 +40,7 @@ from webapp.model import (
     PeakSource,
     PendingReason,
     QueueContext,
+    Replay,
     Series,
     SeriesCoverage,
     Severity,
@@ -285,6 +286,8 @@ def _coverage(report: JobReport) -> Json:
         "verdicts": [{"detector": v.detector, "rests_on": v.rests_on,
                       "withheld": v.withheld, "why": v.why} for v in a.verdicts] if a else [],
         "queries": [{"name": n, "promql": q} for n, q in queries],
+        # derived from usage.replayed: readings replayed, not measured (test, demo stacks)
+        "replay_note": report.usage.replay_note,
     }
 
 
@@ -414,7 +417,9 @@ SECTIONS: dict[str, tuple[Callable[[JobReport], Any], Callable[[Mapping[str, Any
                                         for f in r.usage.gpu_faults],
                          "gpu_devices": [{k: getattr(d, k) for k in _names(GpuDevice)}
                                          for d in r.usage.gpu_devices],
-                         "counter_resets": list(r.usage.counter_resets)},
+                         "counter_resets": list(r.usage.counter_resets),
+                         "replayed": [{k: getattr(x, k) for k in _names(Replay)}
+                                      for x in r.usage.replayed]},
               lambda s: None),
     # its nodes down or drained during the run (slurmdbd's node events)
     "node_events": (lambda r: [{"node": e.node, "start": TIME[0](e.start),
@@ -469,7 +474,8 @@ def decode(summary: Mapping[str, Any], series: Mapping[str, Any] | None = None) 
     usage = Usage(**usage_values, queries=queries,
                   gpu_faults=tuple(GpuFault(**f) for f in u.get("gpu_faults") or ()),
                   gpu_devices=tuple(GpuDevice(**d) for d in u.get("gpu_devices") or ()),
-                  counter_resets=tuple(u.get("counter_resets") or ()))
+                  counter_resets=tuple(u.get("counter_resets") or ()),
+                  replayed=tuple(Replay(**x) for x in u.get("replayed") or ()))
     values: dict[str, Any] = {"usage": usage}
     for key, attr, codec in REPORT:
         if attr is None or key == "usage":

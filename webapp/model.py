@@ -159,6 +159,28 @@ class GpuDevice:
     power_share: str = ""
 
 
+# What each replay stands in for (jobs-exporter's ``source`` label), in the report's words.
+REPLAY_SOURCES = {"nvml": "NVIDIA", "amdsmi": "AMD", "powercap": "RAPL"}
+GPU_REPLAYS = frozenset({"nvml", "amdsmi"})  # those whose readings are the GPUs'
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Readings a node's exporter played back from a recording instead of measuring them
+    while the job ran (``jobs_exporter_replay_info``: test and demo stacks)."""
+
+    node: str  # the node label's value, as in a GPU's "<node>/<gpu>"
+    source: str  # what it stands in for: "nvml", "amdsmi", "powercap"
+    recording: str = ""  # the recording's file name; "" when the exporter names none
+
+    @property
+    def described(self) -> str:
+        """'gpu1 (NVIDIA, recording replay.json)'."""
+        what = REPLAY_SOURCES.get(self.source, self.source)
+        return f"{self.node} ({what}" + (f", recording {self.recording})"
+                                         if self.recording else ")")
+
+
 @dataclass(frozen=True)
 class GpuFault:
     """Errors a GPU reported while the job held it: an XID (NVIDIA's driver error codes)
@@ -399,10 +421,22 @@ class Usage:
     # Nodes whose exporter-summed counters (energy, exited I/O, waits) went back to 0 during
     # the run, their figures with the counts before added back (sources/counter_resets.py)
     counter_resets: tuple[str, ...] = ()
+    # Readings the job's nodes played back from recordings, not measured (test and demo
+    # stacks): every figure resting on them says so
+    replayed: tuple[Replay, ...] = ()
     # None: the GPU figures are Prometheus series. Else the source they come from instead
     # (Slurm's TRES, webapp.report.gpu_tres): one figure per GPU at the job's end, no series.
     gpu_figures_from: str | None = None
     queries: tuple[tuple[str, str], ...] = ()  # (name, PromQL) as sent, for the audit
+
+    @property
+    def replay_note(self) -> str | None:
+        """The audit's note where readings were replayed ('Readings replayed, not measured:
+        gpu1 (NVIDIA, recording replay.json)'); None where every reading was measured."""
+        if not self.replayed:
+            return None
+        return "Readings replayed, not measured: " + ", ".join(
+            r.described for r in self.replayed)
 
     @property
     def empty(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from webapp.detectors.gpu_input_bound import input_bound
 from webapp.detectors.measures import gpu_series, gpu_terms, long_enough
 from webapp.formatting import format_energy, format_percent
-from webapp.model import Finding, JobReport, Series, Severity
+from webapp.model import GPU_REPLAYS, Finding, JobReport, Series, Severity
 from webapp.thresholds import Thresholds
 
 
@@ -29,13 +29,26 @@ def _idle_energy(report: JobReport, idle: list[Series]) -> float | None:
 
 def _drew(report: JobReport, idle: list[Series], joules: float) -> str:
     """The idle GPUs' energy as the finding says it: an estimate where a device's power is
-    a share of its card's (a MIG device, an AMD partition: ``GpuDevice.power_share``)."""
+    a share of its card's (a MIG device, an AMD partition: ``GpuDevice.power_share``), and
+    no measurement where its node replayed a recording (``_replayed``)."""
     shares = {d.gpu: d.power_share for d in report.usage.gpu_devices if d.power_share}
     estimated = sorted({shares[s.label] for s in idle if s.label in shares})
-    if not estimated:
-        return format_energy(joules)
-    return (f"about {format_energy(joules)} (an estimate: {' and '.join(estimated)} of its "
-            "card's power, the card metering no MIG device or partition of its own)")
+    text = format_energy(joules)
+    if estimated:
+        text = (f"about {text} (an estimate: {' and '.join(estimated)} of its card's power, "
+                "the card metering no MIG device or partition of its own)")
+    return text + _replayed(report, idle)
+
+
+def _replayed(report: JobReport, idle: list[Series]) -> str:
+    """' (replayed from ..., not measured)' where an idle GPU's node played recorded GPU
+    readings back (``Usage.replayed``: a test or demo stack); '' where they were read."""
+    nodes = {s.label.split("/", 1)[0] for s in idle}
+    recordings = sorted({r.recording or "a recording" for r in report.usage.replayed
+                         if r.node in nodes and r.source in GPU_REPLAYS})
+    if not recordings:
+        return ""
+    return f" (replayed from {' and '.join(recordings)}, not measured)"
 
 
 class IdleGpuDetector:

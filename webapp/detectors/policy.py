@@ -44,7 +44,7 @@ RULE_KEYS = frozenset({*SCOPES, "name", "condition", "severity", "message", "adv
 # The figures a condition may name: the report JSON's top-level keys; ``usage.X`` too.
 FIGURES = frozenset(k for k, _, _ in REPORT) | {"series"}
 USAGE_FIGURES = frozenset(USAGE) | frozenset(USAGE_PAIRS) | {
-    "gpu_faults", "gpu_devices", "counter_resets"}
+    "gpu_faults", "gpu_devices", "counter_resets", "replayed"}
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 ENV = ImmutableSandboxedEnvironment(autoescape=False)

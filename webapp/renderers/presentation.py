@@ -21,7 +21,7 @@ from webapp.formatting import (
     format_percent,
     visible,
 )
-from webapp.model import Finding, JobReport, SizingSuggestion
+from webapp.model import GPU_REPLAYS, Finding, JobReport, SizingSuggestion
 from webapp.renderers.charts import Chart, ChartCache
 from webapp.renderers.queue import queue_rows, wait_line
 from webapp.renderers.sections import (
@@ -121,6 +121,12 @@ def _summary_rows(report: JobReport) -> list[tuple[str, str]]:
     return [(label, value) for label, value in rows if value]
 
 
+def energy_replayed(report: JobReport) -> bool:
+    """The job's energy rests on readings its nodes replayed (``Usage.replayed``): their
+    RAPL zones', or, for a job holding GPUs, their GPUs'."""
+    return any(r.source not in GPU_REPLAYS or report.gpus for r in report.usage.replayed)
+
+
 def energy_text(report: JobReport) -> str:
     """``0.42 kWh (n1 0.3 kWh, n2 0.12 kWh); 155 g CO2e at 370 g/kWh (constant)``."""
     e = report.energy
@@ -128,6 +134,8 @@ def energy_text(report: JobReport) -> str:
     text = format_energy(e.joules)
     if len(e.by_node) > 1:
         text += " (" + ", ".join(f"{n} {format_energy(j)}" for n, j in e.by_node) + ")"
+    if energy_replayed(report):
+        text += " from replayed readings, not measured (see the audit)"
     if e.intensity_source and e.intensity_g_per_kwh is not None:
         text += (f"; {format_co2e(e.co2e_grams)} at {e.intensity_g_per_kwh:.3g} g/kWh "
                  f"({e.intensity_source})")

@@ -225,8 +225,11 @@ def audit_rows(report: JobReport) -> list[tuple[str, str]]:
     thresholds the site overrode and the verdicts withheld, with why. The sources, every
     threshold and the PromQL are in the JSON."""
     a = report.audit
+    # readings a recording gave, not the hardware (a test or demo stack's exporters)
+    replayed = [("Readings replayed", "not measured: " + ", ".join(
+        _clean(r.described) for r in report.usage.replayed))] if report.usage.replayed else []
     if a is None:
-        return []
+        return replayed
     withheld = [v for v in a.verdicts if v.withheld]
     rows = [("Checks", f"{len(a.verdicts) - len(withheld)} of {len(a.verdicts)} given, "
                        f"rules of {a.rules_version}"
@@ -238,7 +241,7 @@ def audit_rows(report: JobReport) -> list[tuple[str, str]]:
     failed = [f"{s}: {_clean(r)}" for s, r in a.sources if r != "used"]
     if failed:
         rows.append(("Sources missing", "; ".join(failed)))
-    return rows
+    return rows + replayed
 
 
 def verdict_rows(report: JobReport) -> list[tuple[str, str, str]]:

@@ -45,6 +45,7 @@ from webapp.sources.prometheus_answers import (
     parse_matrix,
     parse_matrix_body,
     parse_mean_since,
+    parse_replayed,
     parse_vector,
 )
 from webapp.sources.prometheus_coverage import COVERAGE_QUERIES, coverages
@@ -59,6 +60,7 @@ from webapp.sources.prometheus_queries import (
     GPU_INFO_QUERY,
     MAYBE_ABSENT_FIGURES,
     RANGE_QUERIES,
+    REPLAY_QUERY,
     TAIL_FIGURES,
     VECTOR_QUERIES,
     WINDOW_FIGURES,
@@ -352,10 +354,14 @@ class PrometheusSource:
             "info": GPU_INFO_QUERY.format(node=node, sel=sel, span=span),
             # the counters the exporter sums itself, if a restart without its state reset them
             "resets": RESETS_QUERY.format(node=node, sel=sel, span=span),
+            # readings its nodes replayed, not measured (test and demo stacks)
+            "replay": REPLAY_QUERY.format(node=node, sel=sel, span=span,
+                                          scope=braced(self.cluster_matcher)),
         })
         calls.append(self._call("/api/v1/query", {"query": gpus, "time": at_end},
                                 parse_labelled))
-        sent.append(("GPU energy, faults and devices; summed counters' resets", gpus))
+        sent.append(("GPU energy, faults and devices; summed counters' resets; replays",
+                     gpus))
         if gm is not JOBS:
             sent.append((f"GPU figures from {gm.exporter}", gm.note))
         answers = iter(self._run(calls))
@@ -443,6 +449,7 @@ class PrometheusSource:
             counter_resets=resets,
             gpu_faults=gpu_faults,
             gpu_devices=gpu_devices,
+            replayed=parse_replayed(by_figure.get("replay", []), node),
             queries=tuple(sent),
         )
 

@@ -15,7 +15,7 @@ from itertools import chain, islice
 from operator import itemgetter, lt
 from typing import Any
 
-from webapp.model import GpuDevice, GpuFault, Series
+from webapp.model import GpuDevice, GpuFault, Replay, Series
 
 
 def parse_matrix(payload: Mapping[str, Any], label: str) -> list[Series]:
@@ -253,3 +253,12 @@ def parse_gpu_devices(answer: list[tuple[dict[str, str], float]], node: str
                    m.get("model", ""), m.get("profile", ""), m.get("uuid", ""),
                    m.get("pci_bus_id", ""), m.get("power_share", ""))
          for m, _ in answer), key=lambda d: d.gpu))
+
+
+def parse_replayed(answer: list[tuple[dict[str, str], float]], node: str
+                   ) -> tuple[Replay, ...]:
+    """``REPLAY_QUERY``'s answer (``jobs_exporter_replay_info``'s labels on the job's
+    nodes) as the replays, by node and source."""
+    found = {Replay(m.get(node, "?"), m.get("source", ""), m.get("recording", ""))
+             for m, value in answer if value > 0}
+    return tuple(sorted(found, key=lambda r: (r.node, r.source, r.recording)))

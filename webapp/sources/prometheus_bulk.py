@@ -32,6 +32,7 @@ from webapp.sources.counter_resets import RESETS_QUERY
 from webapp.sources.gpu_metrics import JOBS, total_query
 from webapp.sources.prometheus import (
     PrometheusSource,
+    braced,
     cluster_matcher,
     matchers,
     promql_string,
@@ -44,6 +45,7 @@ from webapp.sources.prometheus_answers import (
     parse_gpu_devices,
     parse_gpu_faults,
     parse_matrix,
+    parse_replayed,
 )
 from webapp.sources.prometheus_coverage import coverages
 from webapp.sources.prometheus_queries import (
@@ -52,6 +54,7 @@ from webapp.sources.prometheus_queries import (
     GPU_FAULT_QUERIES,
     GPU_FAULT_SERIES,
     GPU_INFO_QUERY,
+    REPLAY_QUERY,
     TAIL_FIGURES,
     WINDOW_PEAKS,
     combined,
@@ -100,6 +103,13 @@ PER_CORE = "last_over_time(jobs_cpu_core_seconds_total{{{sel}}}[{span}s])"
 # sample's own time), at a resolution well inside the 5-minute lookback.
 PER_CORE_TIME = ("max by (jobid, {node}, core) (max_over_time("
                  "timestamp(jobs_cpu_core_seconds_total{{{sel}}})[{span}s:{res}s]))")
+
+# Which jobs ran on a node that replayed readings (REPLAY_QUERY names a node's replays, and
+# a replay series has no jobid): each job's nodes with its jobs_info there, as the per-job
+# query's join finds them; no answer where no node replays.
+REPLAY_JOBS = ("max by (jobid, {node}) (last_over_time(jobs_info{{{sel}}}[{span}])) "
+               "and on ({node}) max by ({node}) "
+               "(max_over_time(jobs_exporter_replay_info{scope}[{span}]))")
 
 
 @dataclass(frozen=True)
@@ -241,12 +251,18 @@ class BulkMetrics:
             "query": PER_CORE_TIME.format(sel=sel, span=span, res=res, node=self.node), **at})
         # The GPUs' energy, faults and identities, each job's by its id (one request).
         job_node = f"jobid, {self.node}"
+        scope = braced(cluster_matcher(self.source.cluster_label, self.source.cluster))
         gpus = self._get("/api/v1/query", {"query": combined({
             "energy": GPU_ENERGY_QUERY.format(node=job_node, sel=sel, span=f"{span}s"),
             **{k: q.format(node=job_node, sel=sel, span=f"{span}s")
                for k, q in GPU_FAULT_QUERIES.items()},
             "info": GPU_INFO_QUERY.format(node=job_node, sel=sel, span=f"{span}s"),
             "resets": RESETS_QUERY.format(node=job_node, sel=sel, span=f"{span}s"),
+            # per node, not per job (a replay has no jobid); and the jobs on those nodes
+            "replay": REPLAY_QUERY.format(node=self.node, sel=sel, span=f"{span}s",
+                                          scope=scope),
+            "replay_jobs": REPLAY_JOBS.format(node=self.node, sel=sel, span=f"{span}s",
+                                              scope=scope),
         }), **at})
         faults: list[dict[str, Any]] = []
         if any(item.get("metric", {}).get(FIGURE_LABEL) in GPU_FAULT_QUERIES for item in gpus):
@@ -388,6 +404,11 @@ def split(b: Batch, ranges: Mapping[str, Rows], peaks: Mapping[str, Rows], cores
             if mine(m) and math.isfinite(value := float(v[1])):
                 figures[m.get(FIGURE_LABEL, "")].append((m, value))
         faults = parse_gpu_faults([*figures["xid"], *figures["ecc"]], node)
+        # The replays of the nodes where the job ran (labelled by node alone, no jobid)
+        ran = {m.get(node, "") for m, _ in g.get(job.job_id, ())
+               if m.get(FIGURE_LABEL) == "replay_jobs"}
+        replays = [(m, float(v[1])) for m, v in g.get("", ())
+                   if m.get(FIGURE_LABEL) == "replay" and m.get(node, "") in ran and mine(m)]
         if faults:
             counters = [i for i in f.get(job.job_id, ()) if mine(i.get("metric", {}))]
             faults = dated(faults, parse_fault_matrix(
@@ -431,6 +452,7 @@ def split(b: Batch, ranges: Mapping[str, Rows], peaks: Mapping[str, Rows], cores
                                     for m, v in figures["energy"])),
             gpu_faults=faults,
             gpu_devices=parse_gpu_devices(figures["info"], node),
+            replayed=parse_replayed(replays, node),
         )
     return out
 

@@ -181,6 +181,14 @@ GPU_FAULT_QUERIES = {
 GPU_FAULT_SERIES = ("max by ({node}, gpu, xid, type) "
                     "({{__name__=~\"jobs_gpu_xid_errors_total|jobs_gpu_ecc_errors_total\",{sel}}})")
 
+# Readings a node's exporter played back instead of measuring (test and demo stacks):
+# its replays while the job ran, on the job's nodes (those with the job's jobs_info; a
+# replay series has no jobid). {scope}: the cluster's matchers in braces, or nothing.
+# Only a replaying exporter has the series: elsewhere an empty, cheap answer.
+REPLAY_QUERY = ("max by ({node}, source, recording) "
+                "(max_over_time(jobs_exporter_replay_info{scope}[{span}])) "
+                "and on ({node}) max by ({node}) (last_over_time(jobs_info{{{sel}}}[{span}]))")
+
 FIGURE_LABEL = "figure"  # names each figure in a combined answer
 
 

@@ -19,7 +19,7 @@ from webapp.renderers import json as json_renderer
 from webapp.renderers import text
 from webapp.renderers.charts import chart_refs
 from webapp.report.coverage import audited
-from webapp.report.gpu_tres import AUDIT_LINE, job_gpu_tres
+from webapp.report.gpu_from_tres import AUDIT_LINE, job_gpu_tres
 from webapp.sources.gpu_metrics import TRES
 from webapp.sources.sacct import FIELDS, GPU_TRES_FIELDS, SacctSource
 

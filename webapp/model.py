@@ -273,7 +273,7 @@ class Step:
     gpus: int = 0
     # sacct's usage TRES of the step, as printed (None: not asked for, or empty): what
     # JOBREPORT_GPU_METRICS=tres reads its gres/gpuutil and gres/gpumem from
-    # (webapp.report.gpu_tres). Average and total over the step's tasks, and the largest.
+    # (webapp.report.gpu_from_tres). Average and total over the step's tasks, and the largest.
     tres_usage_in_ave: str | None = None
     tres_usage_in_tot: str | None = None
     tres_usage_in_max: str | None = None
@@ -425,7 +425,7 @@ class Usage:
     # stacks): every figure resting on them says so
     replayed: tuple[Replay, ...] = ()
     # None: the GPU figures are Prometheus series. Else the source they come from instead
-    # (Slurm's TRES, webapp.report.gpu_tres): one figure per GPU at the job's end, no series.
+    # (Slurm's TRES, webapp.report.gpu_from_tres): one figure per GPU at the job's end, no series.
     gpu_figures_from: str | None = None
     queries: tuple[tuple[str, str], ...] = ()  # (name, PromQL) as sent, for the audit
 

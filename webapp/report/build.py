@@ -24,7 +24,7 @@ from webapp.model import (
     TimeLimitKind,
     Usage,
 )
-from webapp.report.gpu_tres import with_gpu_tres
+from webapp.report.gpu_from_tres import with_gpu_tres
 from webapp.report.peak import while_running
 from webapp.report.precedence import Timing, join, owner, partition, time_limit, timing
 from webapp.sources.protocols import (
@@ -157,7 +157,7 @@ def build_report(
     PrometheusSource.usage); ``on_owner(user, job name)`` is called once, as soon as both
     are known (the report's own, by precedence), so that a caller can start on them
     meanwhile. ``gpu_tres`` (JOBREPORT_GPU_METRICS=tres): the GPU figures are the steps'
-    usage TRES from sacct (``webapp.report.gpu_tres``), not Prometheus series."""
+    usage TRES from sacct (``webapp.report.gpu_from_tres``), not Prometheus series."""
     records = read_records(job_id, accounting, sacct, strict_accounting, on_owner)
     gaps = records.gaps
     now = now or datetime.now(UTC)

@@ -21,7 +21,7 @@ the same ``Usage`` whichever source (series labelled ``<node>/<gpu>``).
 - ``tres``: no series, no PromQL; Slurm's own ``gres/gpuutil`` and ``gres/gpumem`` TRES,
   which sacct prints per step (``SacctSource(gpu_tres=True)`` asks for TRESUsageInAve,
   TRESUsageInTot and TRESUsageInMax), read by ``webapp.sources.gpu_tres_values``; the report
-  makes the job's figures of its steps' (``webapp.report.gpu_tres``): its utilisation,
+  makes the job's figures of its steps' (``webapp.report.gpu_from_tres``): its utilisation,
   each step's weighted by its run time, and the largest step's memory, into the same
   ``Usage`` fields, one point per GPU. No shape over time, no figure per GPU (a step's GPUs
   are averaged together), no card's memory; none until a step has ended.

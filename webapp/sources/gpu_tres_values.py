@@ -9,7 +9,7 @@ them per step in ``TRESUsageInAve`` (the mean over the step's tasks), ``TRESUsag
 (their sum) and ``TRESUsageInMax`` (the largest task's). A real line: ``fixtures/sacct/
 hb-jobinfo_*``, ``gres/gpumem=20500736K,gres/gpuutil=90``. One figure per step: no series
 per GPU, no shape over time; a step's GPUs are averaged together, so one busy GPU beside
-an idle one reads as two half-busy ones. ``webapp.report.gpu_tres`` makes the job's
+an idle one reads as two half-busy ones. ``webapp.report.gpu_from_tres`` makes the job's
 figures of its steps'.
 """
 

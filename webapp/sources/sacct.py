@@ -61,7 +61,7 @@ LIST_FIELDS = tuple(f for f in FIELDS if f not in ("JobName", "WorkDir"))
 
 # Added to a report's sacct call under JOBREPORT_GPU_METRICS=tres (``SacctSource(gpu_tres=
 # True)``): each step's usage TRES, where Slurm's gpu plugin records gres/gpuutil and
-# gres/gpumem (webapp.report.gpu_tres). Asked for only then: like AllocTRES, a TRES column
+# gres/gpumem (webapp.report.gpu_from_tres). Asked for only then: like AllocTRES, a TRES column
 # costs sacct its second request to slurmdbd. A capture without them reads as absent.
 GPU_TRES_FIELDS: tuple[str, ...] = ("TRESUsageInAve", "TRESUsageInTot", "TRESUsageInMax")
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from webapp.model import Series, Usage
 from webapp.sources.prometheus import (
+    LOOKBACK,
     PrometheusSource,
     choose_step,
     grid_start,
@@ -25,10 +26,13 @@ from webapp.sources.prometheus_queries import RANGE_QUERIES, VECTOR_QUERIES, WIN
 
 OLD_PIECE_STEPS = 250
 # At a scrape after the end, over the time up to the end at most: the final sample may
-# come after the job's (whole-second) end, and the job did not run in between.
+# come after the job's (whole-second) end (the job did not run in between). Its value and
+# time from the raw samples of an instant selector's look-back (there it would meet the
+# series' stale marker).
 OLD_PER_CORE = (
-    "sum by ({node}, core) (jobs_cpu_core_seconds_total{{{sel}}}"
-    " / (clamp_max(timestamp(jobs_cpu_core_seconds_total{{{sel}}}), {end}) - {start}))"
+    "sum by ({node}, core) (last_over_time(jobs_cpu_core_seconds_total{{{sel}}}[{span}])"
+    " / (clamp_max(max_over_time(timestamp(jobs_cpu_core_seconds_total{{{sel}}})[{span}:1s]),"
+    " {end}) - {start}))"
 )
 SERIES = ("cpu_cores", "memory_rss", "gpu_utilization", "gpu_memory_used", "io_read_rate",
           "io_write_rate")
@@ -81,7 +85,7 @@ def figures_before(src: PrometheusSource, job_id: str, start: datetime, end: dat
         series[name] = merge_series(parts)
     per_core = [Series(s.label, tuple((w1, v) for _, v in s.points)) for s in parse_vector(
         get("/api/v1/query", {"query": OLD_PER_CORE.format(sel=sel, start=int(w0), end=w1,
-                                                            node=node),
+                                                            span=LOOKBACK, node=node),
                               "time": w1 + scrape}),
         f"{node}/core",
     )] or parse_vector(  # when that finds nothing, the rate over the whole job

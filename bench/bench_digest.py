@@ -40,7 +40,7 @@ def p95(xs: list[float]) -> float:
 
 
 def _settings(url: str, tmp: str):  # noqa: ANN202
-    from bench.scale_archive import CLUSTER
+    from tests.helpers.scale_archive import CLUSTER
     from webapp.settings import Settings
 
     return Settings.from_env({
@@ -119,7 +119,7 @@ def main() -> int:
     if args.child:
         print(json.dumps(measure(args.url, args.child, args.runs)))
         return 0
-    from bench.scale_archive import fill_reports
+    from tests.helpers.scale_archive import fill_reports
 
     print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()}", flush=True)
     for n in (int(x) for x in args.jobs.split(",")):

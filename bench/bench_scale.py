@@ -48,7 +48,7 @@ EXTRA = ("jobs", "total", "cpu_hours_unused")
 
 def measure(url: str, what: str, runs: int) -> dict:
     """Run in a child: ``what`` ``runs`` times on the archive at ``url``."""
-    from bench.scale_archive import CLUSTER
+    from tests.helpers.scale_archive import CLUSTER
     from webapp.archive.staff_rows import StaffRows, Window
     from webapp.archive.store import Archive
     from webapp.lists.job_list import ListQuery
@@ -112,7 +112,7 @@ def main() -> int:
     if args.child:
         print(json.dumps(measure(args.url, args.child, args.runs)))
         return 0
-    from bench.scale_archive import fill
+    from tests.helpers.scale_archive import fill
 
     for n in (int(x) for x in args.jobs.split(",")):
         with tempfile.TemporaryDirectory(prefix="jobreport-scale-") as tmp:

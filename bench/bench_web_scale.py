@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if not __package__:  # run as a file (python bench/bench_web_scale.py): import from the checkout
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import scale_archive  # noqa: E402
+from tests.helpers import scale_archive  # noqa: E402
 
 PASSWORD = secrets.token_hex(8)
 RUNNING = 2  # running jobs of each client in the view

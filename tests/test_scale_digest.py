@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter, defaultdict
 
-from bench import scale_archive
+from tests.helpers import scale_archive
 from webapp.archive.store import Archive
 from webapp.archive.week_sums import build_digest
 from webapp.mail.digest_queue import digests

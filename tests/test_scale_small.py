@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bench import scale_archive
+from tests.helpers import scale_archive
 from webapp.archive.staff_rows import StaffRows
 from webapp.archive.store import Archive
 from webapp.detectors.gpu_models import card_profiles

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from bench import scale_archive
+from tests.helpers import scale_archive
 from tests.helpers.reports import sample_report
 from webapp.archive.staff_rows import StaffRows
 from webapp.archive.store import Archive

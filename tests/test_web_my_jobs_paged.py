@@ -1,5 +1,5 @@
 """The home page's job list paged by the archive's database, through the Flask test
-client: a real SQLite archive filled by the scale generator (``bench/scale_archive.py``),
+client: a real SQLite archive filled by the scale generator (``tests/helpers/scale_archive.py``),
 the real report service, and the accounting view's own SQL on captured rows (SQLite,
 ``tests/helpers/view_sqlite.py``) for the jobs the archive does not hold yet.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from werkzeug.security import generate_password_hash
 
-from bench import scale_archive
+from tests.helpers import scale_archive
 from tests.helpers.view_sqlite import SqliteView
 from tests.helpers.web import login, make_app, password_settings
 from webapp.archive.staff_rows import StaffRows

@@ -51,7 +51,7 @@ def test_mariadb_archive_ranks_and_pages_as_sqlite_does(stack_env, tmp_path):
     the accounting tables) and in SQLite: the same tables and the same pages."""
     from datetime import UTC, datetime
 
-    from bench import scale_archive
+    from tests.helpers import scale_archive
     from tests.helpers.sync import create_mariadb_archive, drop_mariadb_archive
     from webapp.lists.job_list import ListQuery
     from webapp.lists.job_page import archive_page
@@ -102,7 +102,7 @@ def test_mariadb_archive_gives_the_digests_sqlite_gives(stack_env, tmp_path):
     from the full records."""
     from collections import Counter
 
-    from bench import scale_archive
+    from tests.helpers import scale_archive
     from tests.helpers.sync import create_mariadb_archive, drop_mariadb_archive
     from tests.test_scale_digest import rounded
     from webapp.archive.week_sums import build_digest

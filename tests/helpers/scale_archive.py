@@ -21,7 +21,7 @@ job's identity, times and figures (request, run time, CPU time, peak, energy). O
 series only the GPUs' use and the CPU cores are kept (3-9 KB a record; the full plotted
 series add 20-35 KB a job that nothing timed here reads).
 
-    .venv/bin/python bench/scale_archive.py ARCHIVE_URL [--jobs 700000] [--users 5000]
+    .venv/bin/python tests/helpers/scale_archive.py ARCHIVE_URL [--jobs 700000] [--users 5000]
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-if not __package__:  # run as a file (python bench/scale_archive.py): import from the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if not __package__:  # run as a file (python tests/helpers/scale_archive.py): the checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from webapp.archive.record import ArchivedJob
 from webapp.archive.staff_rows import StaffRows  # noqa: E402

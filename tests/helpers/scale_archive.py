@@ -48,7 +48,7 @@ from webapp.staff.data import StaffJob, parse_window  # noqa: E402
 from webapp.staff.data import staff_job as staff_job_of  # noqa: E402
 from webapp.staff.tables import memory_peak  # noqa: E402
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CLUSTER = "bench"
 DAY = 86400
 BATCH = 20_000

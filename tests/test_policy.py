@@ -9,6 +9,7 @@ import pytest
 from tests.test_detectors import LOCAL, report_for
 from webapp.detectors import NAMES, judge
 from webapp.detectors.policy import PolicyError, load
+from webapp.detectors.rules_version import policy_version
 from webapp.model import Severity
 from webapp.thresholds import Thresholds
 
@@ -123,4 +124,6 @@ def test_rejudge_rewrites_the_archive_under_the_policy(tmp_path):
         assert (done.jobs, done.job_ids) == (1, (report.job_id,))
         summary = archive.get(report.cluster, report.job_id).summary
     assert "short_job" not in {f["name"] for f in summary["findings"]}
-    assert summary["coverage"]["policy_version"] == p.version
+    # the directory's version with the coverage floor in force (0.5, not the default)
+    assert summary["coverage"]["policy_version"] == policy_version(
+        p.version, [("min_coverage", "0.5")]) != p.version

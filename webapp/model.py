@@ -823,14 +823,16 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Audit:
-    """What the report's verdicts rest on: sources, thresholds, rules' version, verdicts."""
+    """What the report's verdicts rest on: sources, thresholds, the code's and the site
+    policy's versions (webapp/detectors/rules_version.py), verdicts."""
 
     sources: tuple[tuple[str, str], ...]  # (source, "used" or the gap's reason)
     thresholds: tuple[tuple[str, float, bool], ...]  # (name, value, overridden by settings)
-    rules_version: str
+    rules_version: str  # the code's version: every module a verdict rests on
     min_coverage: float
     verdicts: tuple[Verdict, ...] = ()
-    policy_version: str | None = None  # the site policy's hash; None: no site policy
+    # the site's: its policy files and the settings changing a verdict; None: the defaults
+    policy_version: str | None = None
 
 
 @dataclass(frozen=True)

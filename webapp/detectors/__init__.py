@@ -32,7 +32,7 @@ from webapp.detectors.out_of_memory import OutOfMemoryDetector
 from webapp.detectors.outcome import OutcomeDetector
 from webapp.detectors.oversubscribed import OversubscribedDetector
 from webapp.detectors.policy import NO_POLICY, Policy, Resolved, apply, job_scope
-from webapp.detectors.rules_version import detector_sources, rules_version, threshold_defaults
+from webapp.detectors.rules_version import code_sources, code_version, threshold_defaults
 from webapp.detectors.serial_on_many_cores import SerialOnManyCoresDetector
 from webapp.detectors.short_job import ShortJobDetector
 from webapp.detectors.small_io import SmallIoDetector
@@ -45,9 +45,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["DETECTORS", "NAMES", "RULES_VERSION", "Detector", "Thresholds", "detect_all", "judge"]
 
-# The rules' version, shown in every report's audit section: derived from this package's
-# sources and the thresholds' defaults (rules_version.py), so two reports can be compared.
-RULES_VERSION = rules_version(detector_sources(), threshold_defaults())
+# The code's version, shown in every report's audit section beside the site policy's:
+# derived from the sources of every module a verdict rests on and the thresholds'
+# defaults (rules_version.py), so two reports can be compared.
+RULES_VERSION = code_version(code_sources(), threshold_defaults())
 
 
 class Detector(Protocol):

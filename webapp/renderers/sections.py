@@ -221,9 +221,9 @@ def _plural(n: int, word: str) -> str:
 
 
 def audit_rows(report: JobReport) -> list[tuple[str, str]]:
-    """Label/value pairs of what a person may want checked: the checks given, the
-    thresholds the site overrode and the verdicts withheld, with why. The sources, every
-    threshold and the PromQL are in the JSON."""
+    """Label/value pairs of what a person may want checked: the checks given, the code's
+    and the site policy's versions, the thresholds the site overrode and the verdicts
+    withheld, with why. The sources, every threshold and the PromQL are in the JSON."""
     a = report.audit
     # readings a recording gave, not the hardware (a test or demo stack's exporters)
     replayed = [("Readings replayed", "not measured: " + ", ".join(
@@ -231,9 +231,10 @@ def audit_rows(report: JobReport) -> list[tuple[str, str]]:
     if a is None:
         return replayed
     withheld = [v for v in a.verdicts if v.withheld]
-    rows = [("Checks", f"{len(a.verdicts) - len(withheld)} of {len(a.verdicts)} given, "
-                       f"rules of {a.rules_version}"
-                       + (f", site policy {a.policy_version}" if a.policy_version else ""))]
+    # the two versions side by side: equal both, same judgement (rules_version.py)
+    rows = [("Checks", f"{len(a.verdicts) - len(withheld)} of {len(a.verdicts)} given"),
+            ("Rules' versions", f"code {a.rules_version}, site policy "
+                                f"{a.policy_version or 'none (the defaults)'}")]
     overridden = [f"{n}={format_number(v)}" for n, v, o in a.thresholds if o]
     if overridden:
         rows.append(("Site thresholds", ", ".join(overridden)))

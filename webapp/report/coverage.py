@@ -34,6 +34,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 
 from webapp.detectors import DETECTORS, RULES_VERSION
+from webapp.detectors import rules_version as versions
 from webapp.formatting import format_percent
 from webapp.model import Audit, CpuSource, JobReport, PeakSource, Verdict
 from webapp.sources.gpu_metrics import JOBS, GpuMetrics
@@ -149,10 +150,16 @@ def _why(kind: str, report: JobReport, floor: float) -> str | None:
 
 
 def audited(report: JobReport, thresholds: Thresholds, min_coverage: float,
-            gpu: GpuMetrics = JOBS, policy_version: str | None = None) -> JobReport:
+            gpu: GpuMetrics = JOBS, policy_version: str | None = None,
+            site_thresholds: Thresholds | None = None) -> JobReport:
     """The report with its audit section and without the findings that are withheld.
-    ``gpu``: the source of its GPU figures (JOBREPORT_GPU_METRICS), whose metrics the
-    GPU verdicts name."""
+    ``thresholds``: the job's (under the policy's scope); ``gpu``: the source of its GPU
+    figures (JOBREPORT_GPU_METRICS), whose metrics the GPU verdicts name. The audit names
+    the code's version and the site policy's, derived here, once, from the policy
+    directory's (``policy_version``: ``Policy.version``, None without one), the settings'
+    thresholds (``site_thresholds``: JOBREPORT_THRESHOLDS, before the policy's scope
+    changed them; None: ``thresholds``, where the scope's changes then count too) and
+    ``min_coverage`` (rules_version.py)."""
     verdicts, dropped = [], set()
     for detector in DETECTORS:
         pick = RESTS_ON.get(detector.name)
@@ -178,7 +185,8 @@ def audited(report: JobReport, thresholds: Thresholds, min_coverage: float,
         rules_version=RULES_VERSION,
         min_coverage=min_coverage,
         verdicts=tuple(verdicts),
-        policy_version=policy_version,
+        policy_version=versions.policy_version(policy_version, versions.overrides_in_effect(
+            site_thresholds or thresholds, min_coverage)),
     )
     findings = tuple(f for f in report.findings if f.name not in dropped)
     return dataclasses.replace(report, audit=audit, findings=findings,

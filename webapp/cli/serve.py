@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from jobreport_common.bind import parse_bind
+from webapp.detectors.policy_in_force import reload_on_sighup
 from webapp.settings import Settings
 
 
@@ -18,5 +19,7 @@ def run_serve(args: argparse.Namespace, settings: Settings) -> int:
     from webapp.web.app import create_app
 
     host, port = parse_bind(settings.bind, "127.0.0.1")
-    create_app(settings).run(host=args.host or host, port=args.port or port, threaded=True)
+    with reload_on_sighup():  # HUP: the site's policy read again (gunicorn: new workers)
+        create_app(settings).run(host=args.host or host, port=args.port or port,
+                                 threaded=True)
     return 0

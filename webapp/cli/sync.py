@@ -10,6 +10,7 @@ from jobreport_common.settings import flag_type, ranged
 from jobreport_common.sqlite_file import disk_full
 from webapp.cli.arguments import add_cluster_argument, parse_lookback, settings_for
 from webapp.cli.sync_status import print_status
+from webapp.detectors.policy_in_force import reload_on_sighup
 from webapp.model import JobId
 from webapp.settings import Settings
 from webapp.sync.options import DEFAULT_LIMIT, DIRECTIONS, SyncOptions
@@ -102,11 +103,13 @@ def run_sync(args: argparse.Namespace, settings: Settings) -> int:
     opts = SyncOptions(direction=args.direction, limit=args.limit, max_span=args.max_span,
                        job_id=args.jobid, dry_run=args.dry_run, no_deliver=args.no_deliver)
     try:
-        syncer = Syncer(aimed)
-        try:
-            result = syncer.run(opts)
-        finally:
-            syncer.close()
+        # a run may last minutes: SIGHUP makes it read the site's policy again
+        with reload_on_sighup():
+            syncer = Syncer(aimed)
+            try:
+                result = syncer.run(opts)
+            finally:
+                syncer.close()
     except Exception as exc:
         full = disk_full(exc, sync_files(aimed))
         if full is None:

@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 
 from jobreport_common.redact import redact
 from webapp.archive.store import Archive
-from webapp.detectors import NAMES, judge
-from webapp.detectors.policy import load
+from webapp.detectors import judge
+from webapp.detectors.policy import Policy
+from webapp.detectors.policy_in_force import in_force
 from webapp.model import (
     Energy,
     Gap,
@@ -76,8 +77,10 @@ class ReportService:
     ) -> None:
         self.settings = settings
         self.thresholds = settings.thresholds
-        # The site's policy (JOBREPORT_POLICY_DIR), read once; a broken one is an error
-        self.policy = load(settings.policy_dir, NAMES)
+        # The site's policy (JOBREPORT_POLICY_DIR), read again when its files change; one
+        # broken before any good one loaded stops the start (PolicyError)
+        self.policies = in_force(settings.policy_dir)
+        self.policies.policy()
         # Where the GPU figures come from (JOBREPORT_GPU_METRICS): the audit names it
         self.gpu_metrics = gpu_metrics(settings.gpu_metrics)
         self.accounting = accounting or AccountingSource(settings.db_url, settings.cluster)
@@ -193,12 +196,18 @@ class ReportService:
         filled = self._derived(filled, jid)
         return self.judged(filled)
 
+    @property
+    def policy(self) -> Policy:
+        """The site's policy in force now (the last good one while an edit is broken)."""
+        return self.policies.policy()
+
     def judged(self, report: JobReport) -> JobReport:
         """The report's findings under the site's policy, and its audit section."""
-        findings, resolved = judge(report, self.thresholds, self.policy)
+        policy = self.policy
+        findings, resolved = judge(report, self.thresholds, policy)
         return audited(dataclasses.replace(report, findings=findings), resolved.thresholds,
                        self.settings.min_coverage, self.gpu_metrics,
-                       policy_version=self.policy.version)
+                       policy_version=policy.version)
 
     def _derived(self, report: JobReport, jid: JobId) -> JobReport:
         """The steps table, the samples' coverage and the waste: computed once, here."""

@@ -14,6 +14,7 @@ from webapp.report.service import ReportService
 from webapp.settings import Settings, SettingsError
 from webapp.sources.slurm_config import SlurmConfigSource
 from webapp.web import (
+    api,
     auth,
     cluster,
     errors,
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     app.jinja_env.globals.update(csrf_token=auth.csrf_token, auth_mode=settings.auth,
                                  job_url=views.job_url, is_staff=auth.is_staff)
     app.context_processor(lambda: {"user": g.get("user")})
+    app.context_processor(staff.policy_note)
     app.before_request(auth.load_user)
     app.after_request(security_headers)
     app.register_blueprint(auth.bp)
@@ -86,5 +88,6 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     app.register_blueprint(history.bp)
     app.register_blueprint(job_lists.bp)
     app.register_blueprint(unsubscribe.bp)
+    app.register_blueprint(api.bp)
     errors.register(app)
     return app

@@ -1,5 +1,6 @@
 """Staff-only pages: the staff report (``/staff/report?days=7``) and a user's record of
-alerts and cancellations (``/staff/users/<name>``). Anyone else gets a 403."""
+alerts and cancellations (``/staff/users/<name>``). Anyone else gets a 403. Staff also
+see, on every page, the site's policy when its files do not load (``policy_note``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 
 from flask import Blueprint, abort, g, render_template, request
 
+from webapp.detectors.policy_in_force import in_force
 from webapp.model import SourceUnavailable
 from webapp.staff.render import heading, when
 from webapp.staff.service import DAY, staff_report
@@ -16,6 +18,15 @@ from webapp.web import query_params as params
 
 bp = Blueprint("staff", __name__, url_prefix="/staff")
 MAX_DAYS = 90  # a bounded window: the report's queries grow with it
+
+
+def policy_note() -> dict[str, object]:
+    """A context processor: for staff, the policy in force and the problems of its files
+    when an edit does not load (templates/_policy_note.html, shown by base.html)."""
+    if not auth.is_staff(g.get("user")):
+        return {}
+    state = in_force(auth.settings().policy_dir).state()
+    return {"policy_note": state} if state.problems else {}
 
 
 @bp.before_request

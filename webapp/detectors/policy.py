@@ -17,6 +17,7 @@ findings.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import re
@@ -166,14 +167,20 @@ def figures(report: JobReport) -> dict[str, Any]:
     return encode(report, include_series=False)
 
 
+# Compiled once per text, not per report: compiling took 2.5 ms of each report a site
+# rule applies to, half the CPU time of `jobreport policy diff`.
+_expression = functools.lru_cache(maxsize=1024)(ENV.compile_expression)
+_template = functools.lru_cache(maxsize=1024)(ENV.from_string)
+
+
 def evaluate(rule: SiteRule, values: Mapping[str, Any]) -> Finding | None:
     """The rule's finding when its condition holds; a condition that cannot be evaluated
     (a figure unknown for this job: null) gives none."""
     try:
-        if not ENV.compile_expression(rule.condition)(**values):
+        if not _expression(rule.condition)(**values):
             return None
-        message = ENV.from_string(rule.message).render(**values)
-        advice = ENV.from_string(rule.advice).render(**values)
+        message = _template(rule.message).render(**values)
+        advice = _template(rule.advice).render(**values)
     except Exception as exc:  # noqa: BLE001 - null figures, type errors: no verdict
         log.info("site rule %s (%s) not evaluated: %s", rule.name, rule.where, exc)
         return None

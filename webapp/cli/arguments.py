@@ -44,6 +44,14 @@ def parse_lookback(text: str) -> timedelta:
     return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
 
 
+def lookback_seconds(text: str) -> float:
+    """An argparse type: `--since 30d` as seconds."""
+    try:
+        return parse_lookback(text).total_seconds()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def user_name(text: str) -> str:
     """A user name as an option's value (`--user`, `opt-out USER`)."""
     if not USER_RE.match(text):

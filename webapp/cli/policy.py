@@ -1,5 +1,6 @@
-"""`jobreport policy check DIR` and `jobreport policy explain JOBID`: the site's policy
-(JOBREPORT_POLICY_DIR, docs/policy.md) checked, and what of it applied to one job."""
+"""`jobreport policy check DIR`, `jobreport policy explain JOBID` and `jobreport policy
+diff NEW_DIR` (cli/policy_diff.py): the site's policy (JOBREPORT_POLICY_DIR,
+docs/policy.md) checked, what of it applied to one job, and what a new one would change."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import sys
 
 from webapp.cli.arguments import add_cluster_argument, settings_for
 from webapp.cli.login import build_for_caller
+from webapp.cli.policy_diff import add_diff_arguments, run_diff
 from webapp.detectors import NAMES, judge
 from webapp.detectors.policy import PolicyError, figures, load
+from webapp.detectors.policy_in_force import in_force
 from webapp.model import JobId
 from webapp.settings import Settings
 
@@ -29,6 +32,9 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
                              "one job, and why")
     explain.add_argument("job_id", metavar="JOBID")
     add_cluster_argument(explain, "the cluster the job ran on")
+    add_diff_arguments(sub.add_parser(
+        "diff", help="judge the archive's reports under a new policy directory beside the "
+        "one in force; list the jobs whose findings would change (writes nothing)"))
 
 
 def _partitions(args: argparse.Namespace, settings: Settings) -> frozenset[str] | None:
@@ -45,6 +51,8 @@ def _partitions(args: argparse.Namespace, settings: Settings) -> frozenset[str] 
 
 def run_policy(args: argparse.Namespace, settings: Settings, out=sys.stdout,  # noqa: ANN001
                err=sys.stderr) -> int:  # noqa: ANN001
+    if args.policy_command == "diff":
+        return run_diff(args, settings, lambda aimed: _partitions(args, aimed), out, err)
     if args.policy_command == "check":
         directory = args.directory or settings.policy_dir
         if not directory:
@@ -55,6 +63,9 @@ def run_policy(args: argparse.Namespace, settings: Settings, out=sys.stdout,  # 
         except PolicyError as exc:
             for problem in exc.problems:
                 err.write(problem + "\n")
+            if directory == settings.policy_dir:
+                err.write("jobreport: the running web app and sync keep judging by the last "
+                          "version that loaded until this one loads\n")
             return 1
         out.write(f"{directory}: {len(policy.overrides)} overrides, {len(policy.rules)} "
                   f"site rules, policy version {policy.version}\n")
@@ -62,7 +73,7 @@ def run_policy(args: argparse.Namespace, settings: Settings, out=sys.stdout,  # 
     aimed = settings_for(settings, args.cluster)
     if aimed is None:
         return 2
-    policy = load(aimed.policy_dir, NAMES)
+    policy = in_force(aimed.policy_dir).policy()
     report = build_for_caller(aimed, JobId.parse(args.job_id), sizing=False)
     _, resolved = judge(report, aimed.thresholds, policy)
     scope = ", ".join(f"{k} {getattr(report, k, None) or '-'}"

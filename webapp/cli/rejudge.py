@@ -7,23 +7,15 @@ import sys
 import time
 
 from webapp.archive.store import Archive
-from webapp.cli.arguments import parse_lookback
-from webapp.detectors import NAMES
-from webapp.detectors.policy import load
+from webapp.cli.arguments import lookback_seconds
+from webapp.detectors.policy_in_force import in_force
 from webapp.report.rejudge import rejudge
 from webapp.settings import Settings
 from webapp.sources.gpu_metrics import gpu_metrics
 
 
-def _lookback(text: str) -> float:
-    try:
-        return parse_lookback(text).total_seconds()
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def add_rejudge_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--since", type=_lookback, default=30 * 86400.0, metavar="AGE",
+    parser.add_argument("--since", type=lookback_seconds, default=30 * 86400.0, metavar="AGE",
                         help="the jobs that ended in this window, e.g. 30d (the default), 2w")
     parser.add_argument("--dry-run", action="store_true",
                         help="list the jobs whose findings would change; write nothing")
@@ -33,12 +25,13 @@ def run_rejudge(args: argparse.Namespace, settings: Settings, out=sys.stdout) ->
     if not settings.archive_url:
         sys.stderr.write("jobreport: no archive (JOBREPORT_ARCHIVE_URL)\n")
         return 2
-    policy = load(settings.policy_dir, NAMES)
+    policy = in_force(settings.policy_dir).policy()
     now = int(time.time())
     with Archive(settings.archive_url) as archive:
         done = rejudge(archive, settings.cluster, now - int(args.since), now,
                        settings.thresholds, policy, settings.min_coverage,
-                       gpu_metrics(settings.gpu_metrics), dry_run=args.dry_run)
+                       gpu_metrics(settings.gpu_metrics), dry_run=args.dry_run,
+                       progress="rejudge")
     for job_id in done.job_ids:
         out.write(f"{job_id}: findings changed\n")
     out.write(f"{done.jobs} archived reports judged again under policy "

@@ -347,6 +347,24 @@ def test_the_report_names_both_versions_side_by_side(tmp_path):
         f"code {RULES_VERSION}, site policy none (the defaults)")
 
 
+def test_a_report_judged_under_a_policy_names_the_site_s_version_in_every_scope(tmp_path):
+    """The settings' thresholds count, not the job's under the policy's scope."""
+    from webapp.detectors import NAMES
+    from webapp.detectors.policy import load
+    from webapp.report.rejudge import judged
+    from webapp.sources.gpu_metrics import JOBS
+
+    (tmp_path / "site.toml").write_text(
+        '[[override]]\npartition = "debug"\nthresholds = { cpu_efficiency_low = 0.3 }\n')
+    policy = load(tmp_path, NAMES)
+    site = parse_thresholds("T", "cpu_efficiency_low=0.5")
+    versions = {judged(dataclasses.replace(sample_report(), partition=p), site, policy, 0.8,
+                       JOBS).audit.policy_version for p in ("debug", "gpu")}
+    assert versions == {policy_version(policy.version, [("cpu_efficiency_low", "0.5")])}
+    plain = judged(sample_report(), Thresholds(), policy, 0.8, JOBS).audit
+    assert plain is not None and plain.policy_version == policy.version
+
+
 def test_the_docs_say_how_the_versions_are_derived():
     findings = (ROOT / "docs" / "findings.md").read_text()
     assert "webapp/detectors/rules_version.py" in findings and "SHA-256" in findings

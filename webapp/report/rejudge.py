@@ -46,7 +46,8 @@ def judged(report: JobReport, thresholds: Thresholds, policy: Policy, min_covera
     verdicts dropped), as the sync would have judged it."""
     findings, resolved = judge(report, thresholds, policy)
     return audited(dataclasses.replace(report, findings=findings), resolved.thresholds,
-                   min_coverage, gpu, policy_version=policy.version)
+                   min_coverage, gpu, policy_version=policy.version,
+                   site_thresholds=thresholds)
 
 
 def rejudge(archive: Archive, cluster: str, since: int, until: int, thresholds: Thresholds,

@@ -207,7 +207,7 @@ class ReportService:
         findings, resolved = judge(report, self.thresholds, policy)
         return audited(dataclasses.replace(report, findings=findings), resolved.thresholds,
                        self.settings.min_coverage, self.gpu_metrics,
-                       policy_version=policy.version)
+                       policy_version=policy.version, site_thresholds=self.thresholds)
 
     def _derived(self, report: JobReport, jid: JobId) -> JobReport:
         """The steps table, the samples' coverage and the waste: computed once, here."""

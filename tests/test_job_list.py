@@ -143,6 +143,36 @@ class Prometheus:
         return self.answer
 
 
+def test_a_rows_top_finding_is_the_first_its_report_shows(tmp_path):
+    """From the report itself and from its archived summary (the archive's pages): the
+    most severe finding, as the report page orders them, whatever the stored order."""
+    from dataclasses import replace
+
+    from tests.helpers.reports import many_findings_report
+    from webapp.archive.store import Archive
+    from webapp.lists.job_page import named
+    from webapp.renderers.presentation import sorted_findings
+    from webapp.report.archived import archive_record
+    from webapp.report.job_rows import row_from_report
+    from webapp.staff.archived import report_staff_job, staff_row
+
+    report = many_findings_report()
+    report = replace(report, findings=tuple(reversed(report.findings)))  # least severe first
+    first = sorted_findings(report)[0]
+    assert first != report.findings[0] and first.severity.value == "critical"
+    record = archive_record(report)
+    with Archive(str(tmp_path / "archive.sqlite")) as archive:
+        assert archive.put(record)
+        [archived] = named(archive, [staff_row(report.cluster, report_staff_job(
+            report, record.submit_time, record.end_time))])
+    for listed in (row_from_report(report), archived):
+        top = listed.top_finding
+        assert top is not None and (top.name, top.severity, top.message) == \
+            (first.name, first.severity.value, first.message)
+        assert listed.findings == len(report.findings)
+    assert row(job_id="1").top_finding is None  # no findings known: none on top either
+
+
 def test_archive_first_then_sacct_with_the_reports_formulas():
     archived = sample_report("11", "alice")
     src = ListSources(Accounting([_acct("11"), _acct("12", gpus=1), _acct("13", "RUNNING")]),

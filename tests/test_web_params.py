@@ -30,6 +30,7 @@ QUERY: dict[str, tuple[str, ...]] = {
     # rate limit), and an unsafe ?next= is dropped for the home page, never followed
     # (the open-redirect defence in test_web): neither is a 400.
     "auth.login": (), "auth.logout": (),
+    "api.jobs": ("user", *LIST), "api.job": ("resolution", "pretty"), "api.openapi": (),
 }
 BAD: dict[str, tuple[str, ...]] = {
     "days": ("abc", "0", "1e3", "91", "-1", "7.5", " 7", "\x00"),

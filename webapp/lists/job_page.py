@@ -18,9 +18,10 @@ from typing import Any
 
 from webapp.archive.staff_rows import PAGE_SORTS, WASTE_SORTS, StaffRows
 from webapp.archive.store import Archive
+from webapp.json_codec import SECTIONS
 from webapp.lists.job_list import ListQuery
 from webapp.model import cpu_efficiency
-from webapp.report.job_rows import JobRow
+from webapp.report.job_rows import JobRow, top_finding
 
 PER_PAGE = 50
 NOT_ARCHIVED = "name and findings: open the report"
@@ -59,8 +60,9 @@ def named(archive: Archive, found: list[dict[str, Any]]) -> list[JobRow]:
         row = row_of(r)
         summary = summaries.get((r["cluster"], r["job_id"], r["submit_time"]))
         if summary is not None:
-            row = replace(row, name=summary.get("job_name") or "",
-                          findings=len(summary.get("findings") or ()), missing=())
+            findings = SECTIONS["findings"][1](summary)  # as the archived report reads them
+            row = replace(row, name=summary.get("job_name") or "", findings=len(findings),
+                          top_finding=top_finding(findings), missing=())
         rows.append(row)
     return rows
 

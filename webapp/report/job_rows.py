@@ -17,12 +17,13 @@ has it wins, and the row says which:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from webapp.model import (
     AccountingJob,
+    Finding,
     JobReport,
     SacctJob,
     SourceUnavailable,
@@ -49,6 +50,22 @@ ID_CHUNK = 200
 
 
 @dataclass(frozen=True)
+class TopFinding:
+    """The most severe of a job's findings: the first its report shows."""
+
+    name: str
+    severity: str  # Severity's value: critical, warning, info
+    message: str
+
+
+def top_finding(findings: Iterable[Finding]) -> TopFinding | None:
+    """The first of ``findings`` in the report's order (most severe first, stable)."""
+    first = min(findings, key=lambda f: f.severity.rank, default=None)
+    return None if first is None else TopFinding(first.name, first.severity.value,
+                                                  first.message)
+
+
+@dataclass(frozen=True)
 class JobRow:
     """One line of a job list (seconds, bytes, ratios 0..1; None when unknown)."""
 
@@ -70,6 +87,7 @@ class JobRow:
     memory_efficiency: float | None = None
     gpu_utilization: float | None = None
     findings: int | None = None
+    top_finding: TopFinding | None = None  # known where ``findings`` is
     source: str = "accounting"
     missing: tuple[str, ...] = ()  # why a figure is blank, in plain words
     raw_id: str = ""  # the numeric id the exporter labels series with (an array task's own)
@@ -123,7 +141,8 @@ def from_report(row: JobRow, report: JobReport) -> JobRow:
                    memory_peak=report.memory_peak_bytes,
                    memory_efficiency=report.memory_efficiency,
                    gpu_utilization=report.gpu_utilization if row.gpus else None,
-                   findings=len(report.findings), source="archive", missing=(),
+                   findings=len(report.findings), top_finding=top_finding(report.findings),
+                   source="archive", missing=(),
                    cpu_seconds=report.cpu_seconds,
                    gpus_busy=gpus_busy(s.mean() for s in report.usage.gpu_utilization),
                    memory_requested=report.memory_requested_bytes,

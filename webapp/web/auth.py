@@ -44,12 +44,18 @@ from webapp.settings import Settings
 bp = Blueprint("auth", __name__)
 log = logging.getLogger(__name__)
 
+# The Prometheus front (webapp/web/prometheus_front.py) says itself who asks (a session,
+# or a trusted peer's header) and answers in Prometheus' format, never with a login page.
+PROMETHEUS_FRONT = frozenset({"prometheus_front.api", "prometheus_front.label_values",
+                              "prometheus_front.not_found"})
 PUBLIC_ENDPOINTS = frozenset({"views.healthz", "auth.login", "static", "unsubscribe.page",
-                              "unsubscribe.record"})
+                              "unsubscribe.record", "api.openapi", *PROMETHEUS_FRONT})
 # The opt-out link's signed token is its own proof; mail clients' one-click POST carries
-# no session, so no CSRF token either.
-CSRF_EXEMPT = frozenset({"unsubscribe.record"})
+# no session, so no CSRF token either. Grafana's POSTs to the Prometheus front carry none
+# and change nothing (queries only); a cross-site POST carries no Lax session cookie.
+CSRF_EXEMPT = frozenset({"unsubscribe.record", *PROMETHEUS_FRONT})
 RAW_SUFFIXES = (".json", ".txt", ".pdf")
+API_PREFIX = "/api/v1/"  # the JSON API (webapp.web.api): 401 and errors in JSON, no page
 REMOTE_USER_HEADER = "X-Remote-User"
 # Checked when the user does not exist, so a wrong name costs as long as a wrong password.
 _DUMMY_HASH = generate_password_hash("not a password")
@@ -193,7 +199,8 @@ def load_user() -> WerkzeugResponse | None:
         return None
     if mode == "remote-user":
         abort(401, description="No authenticated user: the proxy did not pass REMOTE_USER.")
-    if request.path.endswith(RAW_SUFFIXES) or request.endpoint is None:
+    if (request.path.endswith(RAW_SUFFIXES) or request.path.startswith(API_PREFIX)
+            or request.endpoint is None):
         abort(401, description="Log in first.")
     return redirect(url_for("auth.login", next=request.full_path.rstrip("?")))
 

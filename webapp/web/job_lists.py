@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from flask import Blueprint, abort, g, render_template, request
@@ -92,16 +93,48 @@ def _paged(q: ListQuery, name: str, owner: str = "user", now: datetime | None = 
     return None if mine is None else (services, mine)
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What "My jobs" shows of one user for one query: the page the archive's database
+    cut (``paged``: its ``recent`` jobs, then its ``rows``), else every row, filtered
+    and sorted here."""
+
+    rows: Sequence[JobRow]  # the archived page, or the whole list
+    total: int
+    gaps: list[str]  # sentences
+    paged: MyJobs | None = None
+
+    @property
+    def shown(self) -> list[JobRow]:
+        """Every row of the page in the page's order: the jobs not archived yet (page 1)
+        above the archived ones."""
+        return [*(self.paged.recent if self.paged else ()), *self.rows]
+
+    @property
+    def next_page(self) -> int | None:
+        """The next page's number; None on the last (a list read whole is one page)."""
+        if self.paged is None or self.paged.page >= self.paged.pages:
+            return None
+        return self.paged.page + 1
+
+
+def user_listing(q: ListQuery, name: str) -> Listing:
+    """The jobs of user ``name`` as "My jobs" lists them (the home page, and the JSON API's
+    rows: one computation for both)."""
+    found = _paged(q, name)
+    if found is not None:  # already filtered, sorted and cut by the database
+        mine = found[1]
+        return Listing(mine.rows, mine.total, _sentences(mine.gaps), mine)
+    rows, gaps = _rows(q, user=name)
+    return Listing(select(rows, q), len(rows), gaps)
+
+
 def my_jobs():
     """The signed-in user's jobs of the last days (the home page), with the lookup form."""
     q = _query()
-    found = _paged(q, g.user)
-    if found is not None:  # already filtered, sorted and cut by the database
-        mine = found[1]
-        return _render("index.html", q, mine.rows, mine.total, _sentences(mine.gaps),
-                       paged=mine, title="My jobs", who=g.user)
-    rows, gaps = _rows(q, user=g.user)
-    return _page("index.html", q, rows, gaps, title="My jobs", who=g.user)
+    mine = user_listing(q, g.user)
+    return _render("index.html", q, mine.rows, mine.total, mine.gaps, paged=mine.paged,
+                   title="My jobs", who=g.user)
 
 
 def _staff_page(kind: str, name: str):

@@ -158,5 +158,5 @@ def reload_on_sighup() -> Iterator[None]:
         return
     try:
         yield
-    finally:
-        signal.signal(signal.SIGHUP, previous)
+    finally:  # None: a handler installed outside Python; the default is the nearest
+        signal.signal(signal.SIGHUP, signal.SIG_DFL if previous is None else previous)

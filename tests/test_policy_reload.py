@@ -132,3 +132,11 @@ def test_staff_see_a_broken_policy_on_their_pages(tmp_path, site):
     assert "policy-problems" in staff.get("/").get_data(as_text=True)  # every staff page
     assert "policy-problems" not in alice.get("/").get_data(as_text=True)
 
+
+def test_no_good_policy_yet_the_web_app_answers_503(tmp_path, site):
+    (site / "site.toml").write_text(BROKEN)
+    settings = password_settings(tmp_path, policy_dir=str(site))
+    alice = signed_in(make_app(settings, service=None), "alice")
+    answer = alice.get("/jobs/11")
+    assert answer.status_code == 503
+    assert "JOBREPORT_POLICY_DIR" in answer.get_data(as_text=True)

@@ -1,4 +1,5 @@
-"""Error pages: one template for HTML, JSON for .json URLs, plain text for .txt and .pdf."""
+"""Error pages: one template for HTML, JSON for .json URLs and the API (/api/v1/), plain text
+for .txt and .pdf."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import logging
 from flask import Flask, jsonify, make_response, render_template, request
 from werkzeug.exceptions import HTTPException
 
+from webapp.detectors.policy import PolicyError
 from webapp.model import InvalidJobId, JobNotFound, SourceUnavailable
+from webapp.web.auth import API_PREFIX
 from webapp.web.query_params import BadQuery
 
 log = logging.getLogger(__name__)
@@ -16,8 +19,8 @@ SOURCE_NAMES = {"accounting": "The accounting database"}
 
 
 def error_response(code: int, title: str, message: str):
-    """The error in the format the URL asked for."""
-    if request.path.endswith(".json"):
+    """The error in the format the URL asked for (the API's always JSON)."""
+    if request.path.endswith(".json") or request.path.startswith(API_PREFIX):
         return jsonify(error=title, message=message, status=code), code
     if request.path.endswith((".txt", ".pdf")):
         return f"{code} {title}: {message}\n", code, {"Content-Type": "text/plain; charset=utf-8"}
@@ -49,6 +52,18 @@ def source_unavailable(exc: SourceUnavailable):
     return response
 
 
+def policy_broken(_exc: PolicyError):
+    """The site's policy did not load in this process yet (an edit broken before a worker
+    started): no report is judged by a guess. The loader logged the errors once; staff
+    see them on every page."""
+    response = make_response(error_response(
+        503, "Service Unavailable",
+        "The site's policy (JOBREPORT_POLICY_DIR) does not load, so no report can be judged. "
+        "Tell the cluster administrators: `jobreport policy check` names the errors."))
+    response.headers["Retry-After"] = "60"
+    return response
+
+
 def http_error(exc: HTTPException):
     """The error page, keeping the exception's own headers (Retry-After, Allow, ...)."""
     response = make_response(error_response(exc.code or 500, exc.name,
@@ -65,4 +80,5 @@ def register(app: Flask) -> None:
     app.register_error_handler(BadQuery, bad_query)
     app.register_error_handler(JobNotFound, job_not_found)
     app.register_error_handler(SourceUnavailable, source_unavailable)
+    app.register_error_handler(PolicyError, policy_broken)
     app.register_error_handler(HTTPException, http_error)

@@ -10,6 +10,7 @@ the fields, so a bad value stops the start with the variable's name.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import pwd
@@ -238,6 +239,29 @@ def _bind(var: str, raw: str) -> str:
     return raw
 
 
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _networks(var: str, raw: str) -> tuple[IPNetwork, ...]:
+    """``10.0.0.5, 192.168.1.0/24`` -> the networks (an address is a network of one)."""
+    out = []
+    for item in filter(None, (p.strip() for p in raw.split(","))):
+        try:
+            out.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise SettingsError(f"{var}: {item!r} is not an IP address or network") from None
+    return tuple(out)
+
+
+def _metric_globs(var: str, raw: str) -> frozenset[str]:
+    """``slurm_*, up`` -> metric names, each maybe with ``*`` standing for any run."""
+    globs = names(var, raw)
+    for glob in globs:
+        if not re.fullmatch(r"[A-Za-z_:*][A-Za-z0-9_:*]*", glob):
+            raise SettingsError(f"{var}: {glob!r} is not a metric name (with * for any run)")
+    return globs
+
+
 CLUSTER_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
@@ -305,6 +329,22 @@ class Settings:
         "",
         "Label naming the cluster in `jobs_*` series where one Prometheus holds several clusters' (their job ids overlap), e.g. `cluster` set as a scrape target label: every query of `jobs_*` series then also matches `<label>=\"<cluster>\"`, the served cluster's own name (JOBREPORT_CLUSTER, or a JOBREPORT_CLUSTERS name); empty: every `jobs_*` series is this cluster's.",
         _label)
+    prometheus_front_proxies: tuple[IPNetwork, ...] = setting(
+        "",
+        "Addresses or networks (comma-separated, e.g. `10.0.0.5,192.168.1.0/24`) of Grafana or a proxy whose user header the Prometheus front (`/prometheus/`, docs/grafana.md) believes: `X-Grafana-User`, else `REMOTE_USER` or `X-Remote-User`. The connection's own peer counts, never `X-Forwarded-For`; from any other address those headers are ignored and only a signed-in session says who asks. Empty: no address.",
+        _networks)
+    prometheus_front_public: frozenset[str] = setting(
+        "slurm_*,up,jobs_scrape_*,jobs_exporter_*",
+        "Metric names (`*`: any run of characters) every signed-in user may query through the Prometheus front: the cluster's state and the exporters' health. Any other `jobs_*` selector must pin `jobid` to the user's own jobs, and any other metric is refused; staff may query everything. A site whose slurm.conf `PrivateData` hides users or accounts leaves out `slurm_user_*`, `slurm_account_*`, `slurm_fairshare*`, `slurm_share_*` and `slurm_job_*`.",
+        _metric_globs)
+    prometheus_front_max_points: int = setting(
+        "11000",
+        "Most points per series a range query through the Prometheus front may ask for ((end - start) / step; each subquery's range / step too), for every user, staff included: Prometheus' own limit by default.",
+        _at_least_one)
+    prometheus_front_max_nodes: int = setting(
+        "256",
+        "Most nodes (selectors, calls, operators, literals) one expression through the Prometheus front may have, for every user, staff included.",
+        _at_least_one)
     gpu_metrics: str = setting(
         "jobs",
         "Where GPU figures come from: `jobs` (jobs-exporter's `jobs_gpu_*`), `dcgm` (NVIDIA dcgm-exporter run with `--hpc-job-mapping-dir`, series labelled `hpc_job`; MIG cards left out), `amd` (AMD device-metrics-exporter with its Slurm labels, `job_id`) or `tres` (Slurm's `gres/gpuutil` and `gres/gpumem` usage TRES of each step, from sacct, where no GPU exporter is scraped: one figure per step, no series, known once the job has ended). The report names the source in its audit.",

@@ -20,6 +20,7 @@ from webapp.web import (
     errors,
     history,
     job_lists,
+    prometheus_front,
     ratelimit,
     staff,
     unsubscribe,
@@ -88,6 +89,7 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     app.register_blueprint(history.bp)
     app.register_blueprint(job_lists.bp)
     app.register_blueprint(unsubscribe.bp)
+    app.register_blueprint(prometheus_front.bp)
     app.register_blueprint(api.bp)
     errors.register(app)
     return app

@@ -1,0 +1,225 @@
+"""``/prometheus/``: Prometheus' read API for Grafana, passing only what the asker may read.
+
+Who asks: the signed-in session, or the user header (``X-Grafana-User``, else
+``REMOTE_USER``/``X-Remote-User``) of a peer listed in JOBREPORT_PROMETHEUS_FRONT_PROXIES;
+from anybody else the header is ignored. Every expression and ``match[]`` selector is
+checked by ``promql_guard`` and every job it names by the owner lookup of the report pages
+(``reports.get_service().owner``); then the request goes to JOBREPORT_PROMETHEUS_URL
+with the same parameters and Prometheus' answer comes back as it is. A refusal is a 403
+in Prometheus' error format, naming why, and one audit line in the log. Only Grafana's
+read endpoints exist here; every other path under /prometheus/ is a 404.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import math
+from datetime import datetime
+
+import promql_parser as pp
+import requests
+from flask import Blueprint, Response, current_app, request
+
+from webapp.model import SourceUnavailable
+from webapp.settings import Settings
+from webapp.sources.prometheus_http import make_session
+from webapp.web import auth, promql_guard, reports
+from webapp.web.promql_guard import BadExpression, Refused, Rules
+
+bp = Blueprint("prometheus_front", __name__, url_prefix="/prometheus")
+log = logging.getLogger(__name__)
+
+GRAFANA_USER_HEADER = "X-Grafana-User"
+AUDIT_QUERY_CHARS = 2000  # of the refused request's expressions, in the audit line
+SINGLE = ("query", "time", "start", "end", "step")  # Prometheus reads one of each
+
+
+class BadParam(Exception):
+    """A parameter Prometheus would refuse too (400, ``bad_data``)."""
+
+
+def error(status: int, kind: str, message: str) -> Response:
+    """An answer in Prometheus' error format."""
+    body = json.dumps({"status": "error", "errorType": kind, "error": message})
+    return Response(body, status=status, mimetype="application/json")
+
+
+def _settings() -> Settings:
+    return auth.settings()
+
+
+def rules(settings: Settings) -> Rules:
+    return Rules(public=settings.prometheus_front_public, cluster=settings.cluster,
+                 cluster_label=settings.prometheus_cluster_label,
+                 max_nodes=settings.prometheus_front_max_nodes,
+                 max_points=settings.prometheus_front_max_points)
+
+
+def peer() -> str:
+    """The address of the connection's other end: a client's X-Forwarded-For (which
+    ProxyFix makes ``remote_addr``) says nothing about who set the user header."""
+    orig = request.environ.get("werkzeug.proxy_fix.orig") or {}
+    return str(orig.get("REMOTE_ADDR") or request.environ.get("REMOTE_ADDR") or "")
+
+
+def trusted(address: str, networks: tuple) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # a dual-stack listener's view of an IPv4 peer
+    return any(ip in net for net in networks)
+
+
+def asker() -> str | None:
+    """Who asks: a trusted peer's user header, else the session's user (password login)."""
+    settings = _settings()
+    if settings.prometheus_front_proxies and trusted(peer(), settings.prometheus_front_proxies):
+        named = (request.headers.get(GRAFANA_USER_HEADER)
+                 or request.environ.get("REMOTE_USER")
+                 or request.headers.get(auth.REMOTE_USER_HEADER) or "").strip()
+        if named:
+            return named
+    return auth.session_user() if settings.auth == "password" else None
+
+
+def values(name: str) -> list[str]:
+    """A parameter's every value, from the URL and the form (Grafana sends either)."""
+    return request.args.getlist(name) + request.form.getlist(name)
+
+
+def single(name: str, required: bool = True) -> str | None:
+    got = values(name)
+    if len(got) > 1:
+        # Prometheus takes the form's over the URL's: check one, send another, never.
+        raise BadParam(f"{name} is given more than once")
+    if not got and required:
+        raise BadParam(f"{name} is missing")
+    return got[0] if got else None
+
+
+def timestamp(name: str) -> float:
+    """``start``/``end`` as Prometheus reads them: Unix seconds or RFC 3339."""
+    text = single(name) or ""
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            value = datetime.fromisoformat(text).timestamp()
+        except ValueError:
+            raise BadParam(f"{name} {text!r} is neither Unix seconds nor RFC 3339") from None
+    if not math.isfinite(value):
+        raise BadParam(f"{name} {text!r} is not a time")
+    return value
+
+
+def step_seconds() -> float:
+    """``step`` as Prometheus reads it: seconds or a duration (``15s``, ``1m``)."""
+    text = single("step") or ""
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            value = pp.parse_duration(text).total_seconds()
+        except ValueError:
+            raise BadParam(f"step {text!r} is neither seconds nor a duration") from None
+    if not math.isfinite(value) or value <= 0:
+        raise BadParam(f"step {text!r} must be a positive number of seconds")
+    return value
+
+
+def jobs_read(endpoint: str, settings: Settings, staff: bool) -> frozenset[str]:
+    """The ids of the jobs the request reads (to be owned by the asker); Refused,
+    BadExpression or BadParam when it is not to be sent at all."""
+    r = rules(settings)
+    for name in SINGLE:
+        single(name, required=False)
+    if endpoint in ("query", "query_range"):
+        query = single("query") or ""
+        if endpoint == "query_range":
+            step = step_seconds()
+            promql_guard.check_range(timestamp("start"), timestamp("end"), step, r)
+        return promql_guard.jobs_in_query(query, r, staff=staff)
+    selectors = values("match[]")
+    if not selectors and endpoint == "series":
+        raise BadParam("match[] is missing")  # as Prometheus says
+    if not selectors and not staff:
+        raise Refused(f"{endpoint} needs match[] selectors naming what it reads")
+    return promql_guard.jobs_in_match(selectors, r, staff=staff)
+
+
+def forward(path: str, settings: Settings) -> Response:
+    """The request, same method and parameters, to Prometheus; its answer as it is."""
+    session = current_app.extensions.get("jobreport.prometheus_front")
+    if session is None:
+        session = current_app.extensions.setdefault("jobreport.prometheus_front", make_session(
+            user=settings.prometheus_user, password_file=settings.prometheus_password_file,
+            token_file=settings.prometheus_token_file,
+            ca_bundle=settings.prometheus_ca_bundle,
+            client_cert=settings.prometheus_client_cert,
+            client_key=settings.prometheus_client_key))
+    url = f"{settings.prometheus_url}/api/v1/{path}"
+    try:
+        answer = session.request(
+            request.method, url, params=list(request.args.items(multi=True)),
+            data=list(request.form.items(multi=True)) if request.method == "POST" else None,
+            timeout=settings.prometheus_timeout, allow_redirects=False)
+    except requests.RequestException as exc:
+        log.error("prometheus front: %s did not answer: %s", path, type(exc).__name__)
+        return error(503, "unavailable", "Prometheus did not answer; try again later")
+    return Response(answer.content, status=answer.status_code,
+                    content_type=answer.headers.get("Content-Type", "application/json"))
+
+
+def audit(user: str | None, endpoint: str, reason: str) -> None:
+    """One line per refusal: who, what they sent, why not."""
+    sent = json.dumps(values("query") + values("match[]"))[:AUDIT_QUERY_CHARS]
+    log.warning("prometheus front refused user=%s peer=%s endpoint=%s reason=%s query=%s",
+                json.dumps(user), peer(), endpoint, json.dumps(reason), sent)
+
+
+def answer(endpoint: str, path: str) -> Response:
+    settings = _settings()
+    user = asker()
+    if user is None:
+        return error(401, "unauthorized", "no user: sign in to the web app, or send "
+                     f"{GRAFANA_USER_HEADER} from an address of JOBREPORT_PROMETHEUS_FRONT_PROXIES")
+    staff = auth.is_staff(user)
+    try:
+        ids = jobs_read(endpoint, settings, staff)
+        if not staff:
+            promql_guard.check_owners(ids, user, reports.get_service().owner)
+    except (BadParam, BadExpression) as exc:
+        audit(user, endpoint, str(exc))
+        return error(400, "bad_data", str(exc))
+    except Refused as exc:
+        audit(user, endpoint, str(exc))
+        return error(403, "forbidden", str(exc))
+    except SourceUnavailable as exc:
+        log.error("prometheus front: %s", exc)
+        return error(503, "unavailable", "the accounting database, which says whose jobs "
+                                         "they are, is unavailable; try again later")
+    return forward(path, settings)
+
+
+@bp.route("/api/v1/<any(query, query_range, series, labels):endpoint>",
+          methods=("GET", "POST"))
+def api(endpoint: str) -> Response:
+    return answer(endpoint, endpoint)
+
+
+@bp.route("/api/v1/label/<name>/values", methods=("GET", "POST"))
+def label_values(name: str) -> Response:
+    if not promql_guard.LABEL_NAME.fullmatch(name):
+        return error(400, "bad_data", f"invalid label name {name!r}")
+    return answer("label_values", f"label/{name}/values")
+
+
+@bp.route("/", defaults={"rest": ""}, methods=("GET", "POST"))
+@bp.route("/<path:rest>", methods=("GET", "POST"))
+def not_found(rest: str) -> Response:
+    return error(404, "not_found", "only Grafana's read endpoints are served here: "
+                 "api/v1/query, query_range, series, labels, label/<name>/values")

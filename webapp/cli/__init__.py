@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from jobreport_common.redact import redact
 from mgmt.setup import SetupError
 from webapp.cli import (
+    account_report,
     db_setup,
     db_upgrade,
     digest,
@@ -102,6 +103,14 @@ COMMANDS: tuple[Command, ...] = (
             "common finding with its advice; through the outbox, once per user and week. "
             "Run weekly by jobreport-digest.timer.",
             digest.add_digest_arguments, digest.run_digest),
+    Command("account-report", "one account's usage per member, for its PI or coordinators",
+            "Per member of an account over a month (--month, default the last) or "
+            "--since/--until: CPU-hours allocated (sacct's CPUTimeRAW), used and idle, "
+            "GPU-hours used and idle, memory asked and idle, kWh and CO2e; the costliest "
+            "findings, totals and the change since the previous period. --email queues it "
+            "(text and PDF) to each account's Slurm coordinators; run monthly by "
+            "jobreport-account-report.timer.",
+            account_report.add_account_report_arguments, account_report.run_account_report),
     Command("opt-out", "stop (or, with --undo, resume) report emails for users; list opt-outs",
             "Record that USERs get no report or digest emails (as the link in "
             "every email does); --undo sends them again; with no USER or --list, list who "

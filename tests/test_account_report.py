@@ -195,3 +195,22 @@ def test_a_coordinator_sees_the_account_page_others_do_not(tmp_path):
     assert make_client(settings, user="alice").get("/accounts/research").status_code == 403
     broken = password_settings(tmp_path, sacctmgr=str(tmp_path / "no-such-sacctmgr"))
     assert make_client(broken, user="carol").get("/accounts/research").status_code == 403
+
+
+def test_the_monthly_units_run_the_email_run_on_the_first():
+    import configparser
+    from pathlib import Path
+
+    from webapp.cli import build_parser
+
+    deploy = Path(__file__).resolve().parent.parent / "deploy"
+    units = {}
+    for name in ("jobreport-account-report.service", "jobreport-account-report.timer"):
+        units[name] = configparser.ConfigParser(strict=False, interpolation=None)
+        units[name].read_string((deploy / name).read_text())
+    assert units["jobreport-account-report.timer"]["Timer"]["OnCalendar"] == "*-*-01 07:30:00"
+    service = units["jobreport-account-report.service"]["Service"]
+    assert service["Type"] == "oneshot"
+    argv = service["ExecStart"].split()[1:]
+    args = build_parser().parse_args(argv)
+    assert args.command == "account-report" and args.email and not args.account

@@ -125,6 +125,27 @@ def test_first_page_lists_the_jobs_not_archived_yet_then_fifty_archived_ones(cli
     assert "Archived: 1–50 of 301 jobs" in page
 
 
+def test_the_api_gives_the_same_pages_each_linking_the_next(client):
+    """``/api/v1/jobs`` over the archive: each page's rows are the page's of "My jobs"
+    (on page 1 the jobs not archived yet first), ``next`` the following page's URL, null
+    on the last; every answer as the API's description says."""
+    from tests.helpers.api import checked
+
+    login(client)
+    url: str | None = "/api/v1/jobs?sort=cpu_eff&order=asc"
+    seen = []
+    while url:
+        body = checked(client.get(url)).get_json()
+        html = client.get(f"/?sort=cpu_eff&order=asc&page={body['page']}").get_data(
+            as_text=True)
+        shown = (_ids(html, "recent") if body["page"] == 1 else []) + _ids(html, "jobs")
+        assert [j["job_id"] for j in body["jobs"]] == shown
+        seen.append(body["page"])
+        url = body["next"]
+    assert seen == [1, 2, 3, 4, 5, 6, 7] and body["pages"] == 7 and body["total"] == 301
+    assert {j["figures_from"] for j in body["jobs"]} == {"archive"}
+
+
 def test_later_pages_are_cut_by_the_database_and_link_both_ways(client):
     login(client)
     page = client.get("/?page=3").get_data(as_text=True)

@@ -331,7 +331,7 @@ class Settings:
         _label)
     prometheus_front_proxies: tuple[IPNetwork, ...] = setting(
         "",
-        "Addresses or networks (comma-separated, e.g. `10.0.0.5,192.168.1.0/24`) of Grafana or a proxy whose user header the Prometheus front (`/prometheus/`, docs/grafana.md) believes: `X-Grafana-User`, else `REMOTE_USER` or `X-Remote-User`. The connection's own peer counts, never `X-Forwarded-For`; from any other address those headers are ignored and only a signed-in session says who asks. Empty: no address.",
+        "Addresses or networks (comma-separated, e.g. `10.0.0.5,192.168.1.0/24`) of Grafana or a proxy whose user header is believed: by the Prometheus front (`/prometheus/`, docs/grafana.md) `X-Grafana-User`, else `REMOTE_USER` or `X-Remote-User`; by the rest of the app, the JSON API and the pages, `REMOTE_USER` or `X-Remote-User` (a portal's proxy such as Open OnDemand's Apache, docs/ondemand.md), with password login too. The connection's own peer counts, never `X-Forwarded-For`; from any other address those headers are ignored and only a signed-in session says who asks. Empty: no address.",
         _networks)
     prometheus_front_public: frozenset[str] = setting(
         "slurm_*,up,jobs_scrape_*,jobs_exporter_*",

@@ -9,12 +9,16 @@ password file or given a new password.
 ``remote-user``: the WSGI ``REMOTE_USER`` or the ``X-Remote-User`` header set by the
 proxy (see deploy/nginx-jobreport.conf); only safe when the app is reachable solely
 through that proxy, which must always overwrite the header.
+With either, a portal's proxy (Open OnDemand's Apache, Grafana) whose own address is in
+JOBREPORT_PROMETHEUS_FRONT_PROXIES names the user in the same header: its requests are
+that user's, everybody else's are the session's (docs/api.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import logging
 import os
 import secrets
@@ -189,10 +193,37 @@ def _remote_user() -> str | None:
     return user.strip() or None
 
 
+def peer_address() -> str:
+    """The address of whoever opened the connection: before ProxyFix read
+    ``X-Forwarded-For`` (JOBREPORT_TRUSTED_PROXIES), which a client may write itself."""
+    orig = request.environ.get("werkzeug.proxy_fix.orig") or {}
+    return orig.get("REMOTE_ADDR") or request.environ.get("REMOTE_ADDR") or ""
+
+
+def from_trusted_proxy() -> bool:
+    """The connection comes from an address of JOBREPORT_PROMETHEUS_FRONT_PROXIES (a
+    portal's or Grafana's proxy), whose user header is believed."""
+    trusted = settings().prometheus_front_proxies
+    if not trusted:
+        return False
+    try:
+        peer = ipaddress.ip_address(peer_address())
+    except ValueError:
+        return False
+    if isinstance(peer, ipaddress.IPv6Address) and peer.ipv4_mapped is not None:
+        peer = peer.ipv4_mapped  # a dual-stack listener's view of an IPv4 peer
+    return any(peer in net for net in trusted)
+
+
+def portal_user() -> str | None:
+    """The user a trusted proxy names; None from any other peer, whatever it sends."""
+    return _remote_user() if from_trusted_proxy() else None
+
+
 def load_user() -> WerkzeugResponse | None:
     """Set g.user, check CSRF on POST and send anonymous visitors to the login page."""
     mode = settings().auth
-    g.user = _remote_user() if mode == "remote-user" else session_user()
+    g.user = _remote_user() if mode == "remote-user" else portal_user() or session_user()
     if request.method == "POST" and request.endpoint not in CSRF_EXEMPT:
         check_csrf()
     if g.user or request.endpoint in PUBLIC_ENDPOINTS:

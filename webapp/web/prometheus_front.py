@@ -12,7 +12,6 @@ read endpoints exist here; every other path under /prometheus/ is a 404.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import math
@@ -57,27 +56,10 @@ def rules(settings: Settings) -> Rules:
                  max_points=settings.prometheus_front_max_points)
 
 
-def peer() -> str:
-    """The address of the connection's other end: a client's X-Forwarded-For (which
-    ProxyFix makes ``remote_addr``) says nothing about who set the user header."""
-    orig = request.environ.get("werkzeug.proxy_fix.orig") or {}
-    return str(orig.get("REMOTE_ADDR") or request.environ.get("REMOTE_ADDR") or "")
-
-
-def trusted(address: str, networks: tuple) -> bool:
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # a dual-stack listener's view of an IPv4 peer
-    return any(ip in net for net in networks)
-
-
 def asker() -> str | None:
     """Who asks: a trusted peer's user header, else the session's user (password login)."""
     settings = _settings()
-    if settings.prometheus_front_proxies and trusted(peer(), settings.prometheus_front_proxies):
+    if auth.from_trusted_proxy():
         named = (request.headers.get(GRAFANA_USER_HEADER)
                  or request.environ.get("REMOTE_USER")
                  or request.headers.get(auth.REMOTE_USER_HEADER) or "").strip()
@@ -178,7 +160,7 @@ def audit(user: str | None, endpoint: str, reason: str) -> None:
     """One line per refusal: who, what they sent, why not."""
     sent = json.dumps(values("query") + values("match[]"))[:AUDIT_QUERY_CHARS]
     log.warning("prometheus front refused user=%s peer=%s endpoint=%s reason=%s query=%s",
-                json.dumps(user), peer(), endpoint, json.dumps(reason), sent)
+                json.dumps(user), auth.peer_address(), endpoint, json.dumps(reason), sent)
 
 
 def answer(endpoint: str, path: str) -> Response:

@@ -1,4 +1,5 @@
-"""Browser test support: the app on a loopback port and headless Chromium (no JavaScript)."""
+"""Browser test support: the app on a loopback port and headless Chromium (no JavaScript
+but where a test asks for it)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,9 @@ def serve(make_service: Callable[[], object], tmp: Path, base: Settings | None =
         thread.join(10)
 
 
-def chromium(profile: str) -> webdriver.Chrome:
+def chromium(profile: str, javascript: bool = False) -> webdriver.Chrome:
+    """Headless Chromium on a throw-away ``profile``: JavaScript off (the app's pages need
+    none) unless ``javascript`` (a portal's widget that calls the API)."""
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -54,8 +57,9 @@ def chromium(profile: str) -> webdriver.Chrome:
                 "--disable-component-update", "--disable-sync", "--window-size=1280,2000",
                 f"--user-data-dir={profile}"):
         options.add_argument(arg)
-    options.add_experimental_option("prefs", {
-        "profile.managed_default_content_settings.javascript": 2})
+    if not javascript:
+        options.add_experimental_option("prefs", {
+            "profile.managed_default_content_settings.javascript": 2})
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
 

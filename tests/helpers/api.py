@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from openapi_core import OpenAPI
+from openapi_core.contrib.requests import RequestsOpenAPIRequest, RequestsOpenAPIResponse
 from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
 
 from webapp.web.api import OPENAPI
@@ -19,4 +20,11 @@ def checked(resp):  # noqa: ANN001, ANN201 - a Flask test client's response
     says of its path and method (raises otherwise)."""
     DESCRIBED.validate_response(WerkzeugOpenAPIRequest(resp.request),
                                 WerkzeugOpenAPIResponse(resp))
+    return resp
+
+
+def checked_http(resp):  # noqa: ANN001, ANN201 - a requests response
+    """``checked`` for an answer over HTTP (a served app, requests)."""
+    DESCRIBED.validate_response(RequestsOpenAPIRequest(resp.request),
+                                RequestsOpenAPIResponse(resp))
     return resp

@@ -62,6 +62,7 @@ def test_cpu_hours_allocated_are_elapsed_times_cpus_clipped_to_the_period(archiv
     assert want > 0 and r.totals["cpu_hours_allocated"] == pytest.approx(want, rel=1e-9)
     assert {m.user for m in r.members} == {j.user for j in _jobs() if j.end > since}
     assert r.from_accounting == 0
+    assert r.totals["jobs"] == sum(1 for j in _jobs() if _clipped(j, since, until) > 0)
     # the previous half-week: the rest of each straddling job, nothing twice
     whole = sum(j.elapsed * j.cpus for j in _jobs()) / 3600
     assert r.totals["cpu_hours_allocated"] + r.previous["cpu_hours_allocated"] == \

@@ -28,7 +28,8 @@ SHARE = (f"CASE WHEN elapsed > 0 AND start_time IS NOT NULL AND end_at IS NOT NU
          " ELSE 0 END) ELSE 1 END")
 # per member: name -> the sum over the member's jobs (each figure times the job's share)
 MEMBER_SUMS = {
-    "jobs": "COUNT(*)",
+    # jobs that ran in the period (not those cancelled before they started)
+    "jobs": "COUNT(CASE WHEN elapsed > 0 AND s > 0 THEN 1 END)",
     # CPU time allocated (AllocCPUS x elapsed: sacct's CPUTimeRAW, what sreport counts)
     "cpu_hours_allocated": "SUM(elapsed * cpus * s) / 3600.0",
     "cpu_hours_used": "SUM(cpu_seconds * s) / 3600.0",  # TotalCPU

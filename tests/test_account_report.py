@@ -215,3 +215,37 @@ def test_the_monthly_units_run_the_email_run_on_the_first():
     argv = service["ExecStart"].split()[1:]
     args = build_parser().parse_args(argv)
     assert args.command == "account-report" and args.email and not args.account
+
+
+def test_the_command_prints_text_json_and_pdf(archive_url, tmp_path):
+    import io
+    import json
+
+    from webapp.cli import build_parser
+    from webapp.cli.account_report import run_account_report
+    from webapp.settings import Settings
+
+    settings = Settings(cluster=scale_archive.CLUSTER, archive_url=archive_url, db_url="",
+                        sacctmgr=fake_sacctmgr(tmp_path, f"{ACCOUNT}|carol\n"))
+    when = ["--since", datetime.fromtimestamp(SINCE, UTC).isoformat(), "--until",
+            datetime.fromtimestamp(UNTIL, UTC).isoformat()]
+
+    def run(*argv: str) -> bytes:
+        raw = io.BytesIO()
+        out = io.TextIOWrapper(raw, encoding="utf-8")
+        args = build_parser().parse_args(["account-report", "--account", ACCOUNT, *when,
+                                          *argv])
+        assert run_account_report(args, settings, out) == 0
+        out.flush()
+        return raw.getvalue()
+
+    doc = json.loads(run("--format", "json"))
+    with Archive(archive_url) as archive:
+        r = build_account_report(AccountSums(archive.db), scale_archive.CLUSTER, ACCOUNT,
+                                 SINCE, UNTIL)
+    assert doc["totals"]["cpu_hours_allocated"] == pytest.approx(
+        r.totals["cpu_hours_allocated"]) and doc["coordinators"] == ["carol"]
+    assert b"CPU-h allocated" in run()
+    assert run("--format", "pdf")[:5] == b"%PDF-"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["account-report", "--month", "2026-13"])

@@ -99,8 +99,8 @@ def run_account_report(args: argparse.Namespace, settings: Settings,
                                      settings.carbon_intensity, settings.carbon_country,
                                      coordinators.of(account))
             if args.format == "pdf":
-                sys.stdout.buffer.write(render_pdf(r)) if out is sys.stdout else \
-                    out.write(render_pdf(r).decode("latin-1"))
+                out.flush()
+                out.buffer.write(render_pdf(r))  # bytes: to a file or a pipe
             else:
                 out.write(render_json(r) + "\n" if args.format == "json" else render_text(r))
     return 0

@@ -15,7 +15,7 @@ from webapp.mail.sending import smtp_connect
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
 from webapp.sources.coordinators import Coordinators
-from webapp.staff.account_render import render_json, render_pdf, render_text
+from webapp.staff.account_render import day, render_json, render_pdf, render_text
 from webapp.staff.account_report import Recent, build_account_report
 
 ACCOUNTING_LIMIT = 10_000_000  # the period's whole job list, not a page
@@ -90,7 +90,7 @@ def run_account_report(args: argparse.Namespace, settings: Settings,
             finally:
                 outbox.close()
             counts = ", ".join(f"{n} {what}" for what, n in sorted(run.counts.items()))
-            out.write(f"account reports {since} to {until}: {counts or 'nothing'}\n")
+            out.write(f"account reports {day(since)} to {day(until)}: {counts or 'nothing'}\n")
             return 1 if run.delivery["failed"] else 0
         if not args.account:
             raise ValueError("give --account (or --email for every coordinated account)")

@@ -113,6 +113,7 @@ REPORT: tuple[tuple[str, str | None, Codec | str], ...] = (
     ("memory_requested_per_node_bytes", None, PLAIN),
     ("memory_efficiency", None, PLAIN),
     ("gpus", "gpus", PLAIN),
+    ("gpu_memory_peak_bytes", None, PLAIN),
     ("usage", "usage", SECTION),
     ("steps", "steps", SECTION),
     ("step_lines", "step_lines", SECTION),
@@ -135,7 +136,8 @@ LEFT_OUT = frozenset({"metrics_id", "metrics_ids", "components", "cancelled_by",
                       "array_job"})
 DERIVED = {"cpu_efficiency": "cpu_efficiency", "memory_peak_bytes": "memory_peak_bytes",
            "memory_requested_per_node_bytes": "memory_requested_per_node",
-           "memory_efficiency": "memory_efficiency"}
+           "memory_efficiency": "memory_efficiency",
+           "gpu_memory_peak_bytes": "gpu_memory_peak_bytes"}
 # summary "series" key -> Usage field
 SERIES: tuple[tuple[str, str], ...] = (
     ("cpu_cores", "cpu_cores"),

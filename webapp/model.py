@@ -674,6 +674,12 @@ class JobReport:
         return self.memory_peak.bytes if self.memory_peak else None
 
     @property
+    def gpu_memory_peak_bytes(self) -> float | None:
+        """The most memory any one allocated GPU held (its series' highest sample)."""
+        peaks = [m for s in self.usage.gpu_memory_used if (m := s.max()) is not None]
+        return max(peaks) if peaks else None
+
+    @property
     def gpu_utilization(self) -> float | None:
         """Mean utilisation of the allocated GPUs (each GPU's mean, averaged), 0..1."""
         return gpu_utilization(self.usage.gpu_utilization)

@@ -215,9 +215,8 @@ def one_core_saturated(report: JobReport, thresholds: Thresholds) -> bool:
 
 
 def gpu_memory_peak(report: JobReport) -> float | None:
-    """The most memory any one allocated GPU held."""
-    peaks = [m for s in report.usage.gpu_memory_used if (m := s.max()) is not None]
-    return max(peaks) if peaks else None
+    """The most memory any one allocated GPU held (the report's own figure)."""
+    return report.gpu_memory_peak_bytes
 
 
 def gpu_mean(report: JobReport) -> float | None:

@@ -289,7 +289,8 @@ def test_json_schema_is_pinned():
         "headline", "verdict", "figures_from", "cpus", "cpu_seconds", "cpu_seconds_source",
         "cpu_efficiency",
         "memory_peak_bytes", "memory_peak", "memory_nodes", "memory_requested_bytes",
-        "memory_requested_per_node_bytes", "memory_efficiency", "gpus", "usage", "steps",
+        "memory_requested_per_node_bytes", "memory_efficiency", "gpus", "gpu_memory_peak_bytes",
+        "usage", "steps",
         "findings", "gaps", "notes", "queue", "array", "series", "sizing",
         "step_lines", "billing", "waste", "energy", "coverage", "node_events",
     }  # fmt: skip

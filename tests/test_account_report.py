@@ -52,20 +52,20 @@ def _clipped(j, since: float, until: float) -> float:
     return max(0.0, min(j.end, until) - max(j.start, since))
 
 
-def test_cpu_hours_allocated_are_elapsed_times_cpus_clipped_to_the_period(archive_url):
+def test_cpu_hours_are_elapsed_times_cpus_clipped_to_the_period(archive_url):
     # a period cutting the week in half: jobs running across its start count their part
     since, until = SINCE + DAYS * 86400 / 2, UNTIL + 1
     with Archive(archive_url) as archive:
         r = build_account_report(AccountSums(archive.db), scale_archive.CLUSTER, ACCOUNT,
                                  int(since), int(until))
     want = sum(_clipped(j, since, until) * j.cpus for j in _jobs()) / 3600
-    assert want > 0 and r.totals["cpu_hours_allocated"] == pytest.approx(want, rel=1e-9)
+    assert want > 0 and r.totals["cpu_hours"] == pytest.approx(want, rel=1e-9)
     assert {m.user for m in r.members} == {j.user for j in _jobs() if j.end > since}
     assert r.from_accounting == 0
     assert r.totals["jobs"] == sum(1 for j in _jobs() if _clipped(j, since, until) > 0)
     # the previous half-week: the rest of each straddling job, nothing twice
     whole = sum(j.elapsed * j.cpus for j in _jobs()) / 3600
-    assert r.totals["cpu_hours_allocated"] + r.previous["cpu_hours_allocated"] == \
+    assert r.totals["cpu_hours"] + r.previous["cpu_hours"] == \
         pytest.approx(whole, rel=1e-9)
 
 
@@ -117,10 +117,10 @@ def test_jobs_the_archive_lacks_come_from_the_accounting_view_and_are_marked(arc
     assert asked[0] == (datetime.fromtimestamp(SINCE, UTC), ACCOUNT)
     newbie = next(m for m in r.members if m.user == "newbie")
     assert newbie.from_accounting == 2 and r.from_accounting == 2
-    assert newbie.figures["cpu_hours_allocated"] == pytest.approx(4 + 2)  # 1 h x 4, 1 h x 2
+    assert newbie.figures["cpu_hours"] == pytest.approx(4 + 2)  # 1 h x 4, 1 h x 2
     assert newbie.figures["gpu_hours"] == pytest.approx(2)
-    assert r.totals["cpu_hours_allocated"] == pytest.approx(
-        plain.totals["cpu_hours_allocated"] + 6)  # the archived job not counted twice
+    assert r.totals["cpu_hours"] == pytest.approx(
+        plain.totals["cpu_hours"] + 6)  # the archived job not counted twice
     assert "newbie*" in render_text(r) and '"from_accounting": 2' in render_json(r)
 
 
@@ -243,8 +243,8 @@ def test_the_command_prints_text_json_and_pdf(archive_url, tmp_path):
     with Archive(archive_url) as archive:
         r = build_account_report(AccountSums(archive.db), scale_archive.CLUSTER, ACCOUNT,
                                  SINCE, UNTIL)
-    assert doc["totals"]["cpu_hours_allocated"] == pytest.approx(
-        r.totals["cpu_hours_allocated"]) and doc["coordinators"] == ["carol"]
+    assert doc["totals"]["cpu_hours"] == pytest.approx(
+        r.totals["cpu_hours"]) and doc["coordinators"] == ["carol"]
     assert b"CPU-h allocated" in run()
     assert run("--format", "pdf")[:5] == b"%PDF-"
     with pytest.raises(SystemExit):

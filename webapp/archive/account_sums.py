@@ -31,7 +31,7 @@ MEMBER_SUMS = {
     # jobs that ran in the period (not those cancelled before they started)
     "jobs": "COUNT(CASE WHEN elapsed > 0 AND s > 0 THEN 1 END)",
     # CPU time allocated (AllocCPUS x elapsed: sacct's CPUTimeRAW, what sreport counts)
-    "cpu_hours_allocated": "SUM(elapsed * cpus * s) / 3600.0",
+    "cpu_hours": "SUM(elapsed * cpus * s) / 3600.0",
     "cpu_hours_used": "SUM(cpu_seconds * s) / 3600.0",  # TotalCPU
     "cpu_hours_idle": "SUM(cpu_waste * s)",
     "gpu_hours": "SUM(gpu_seconds * s) / 3600.0",

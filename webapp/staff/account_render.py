@@ -16,7 +16,7 @@ from webapp.staff.account_report import FIGURES, AccountReport
 
 LABELS = {
     "jobs": "jobs",
-    "cpu_hours_allocated": "CPU-h allocated",
+    "cpu_hours": "CPU-h allocated",
     "cpu_hours_used": "CPU-h used",
     "cpu_hours_idle": "CPU-h idle",
     "gpu_hours": "GPU-h",

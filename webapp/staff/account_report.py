@@ -67,7 +67,7 @@ def _add_accounting(members: dict[str, dict[str, float]], counts: dict[str, int]
         user = j.user or str(j.uid)
         m = members.setdefault(user, dict.fromkeys(MEMBER_SUMS, 0.0))
         m["jobs"] += 1
-        m["cpu_hours_allocated"] += (end - start) * j.cpus / 3600.0
+        m["cpu_hours"] += (end - start) * j.cpus / 3600.0
         m["gpu_hours"] += (end - start) * j.gpus / 3600.0
         counts[user] = counts.get(user, 0) + 1
 

@@ -198,6 +198,20 @@ def test_a_coordinator_sees_the_account_page_others_do_not(tmp_path):
     assert make_client(broken, user="carol").get("/accounts/research").status_code == 403
 
 
+def test_a_coordinator_sees_the_reports_of_their_accounts_jobs(tmp_path):
+    """carol coordinates research: alice's job (account research) opens for her, page and
+    JSON API; as a coordinator of another account only, it does not."""
+    settings = password_settings(tmp_path, sacctmgr=fake_sacctmgr(
+        tmp_path, "research|carol\nteaching|\n"))
+    carol = make_client(settings, user="carol")
+    assert carol.get("/jobs/4242").status_code == 200
+    assert carol.get("/api/v1/jobs/demo/4242").status_code == 200
+    (tmp_path / "other").mkdir()  # another sacctmgr: its answer is kept a minute
+    other = password_settings(tmp_path, sacctmgr=fake_sacctmgr(
+        tmp_path / "other", "research|\nteaching|carol\n"))
+    assert make_client(other, user="carol").get("/jobs/4242").status_code == 403
+
+
 def test_the_monthly_units_run_the_email_run_on_the_first():
     import configparser
     from pathlib import Path

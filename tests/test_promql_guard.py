@@ -25,7 +25,8 @@ def owner_of(job_id: str) -> str | None:
 def verdict(query: str, user: str = "alice", rules: Rules = RULES) -> str | None:
     """None when ``user`` may send ``query``; else the reason it is refused."""
     try:
-        guard.check_owners(guard.jobs_in_query(query, rules), user, owner_of)
+        guard.check_owners(guard.jobs_in_query(query, rules),
+                           lambda job_id: owner_of(job_id) == user)
     except Refused as exc:
         return str(exc)
     return None

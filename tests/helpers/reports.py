@@ -193,14 +193,18 @@ class FakeService:
                 or (account is not None and r.account == account)], []
 
     def owner(self, job_id: JobId | str) -> str | None:
+        return self.holder(job_id)[0]
+
+    def holder(self, job_id: JobId | str) -> tuple[str | None, str | None]:
         job_id = str(JobId.of(job_id))
         if self.down:
             raise SourceUnavailable("accounting", "Can't connect to MySQL server on '127.0.0.1'")
         self.owners.append(job_id)
         try:
-            return self.reports[job_id].user
+            report = self.reports[job_id]
         except KeyError:
             raise JobNotFound(job_id) from None
+        return report.user, report.account
 
     def ended_jobs(self, since: datetime) -> list[str]:
         return list(self.ended if self.ended is not None else self.reports)

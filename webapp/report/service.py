@@ -275,7 +275,12 @@ class ReportService:
     def owner(self, job_id: JobId | str) -> str | None:
         """The job's owner from the accounting view: one cheap query, for access checks
         before a report is built. Raises InvalidJobId, JobNotFound, SourceUnavailable."""
-        return self.accounting.job(JobId.of(job_id)).user
+        return self.holder(job_id)[0]
+
+    def holder(self, job_id: JobId | str) -> tuple[str | None, str | None]:
+        """(owner, account) of the job, as ``owner``: its account's coordinators may see it."""
+        job = self.accounting.job(JobId.of(job_id))
+        return job.user, job.account
 
     def job_list(self, since: datetime, now: datetime, user: str | None = None,
                  account: str | None = None) -> tuple[list[JobRow], list[str]]:

@@ -168,8 +168,37 @@ def is_staff(user: str | None) -> bool:
 
 
 def can_view(user: str, report: JobReport) -> bool:
-    """Staff see every job; anybody else only the jobs they own."""
-    return is_staff(user) or (report.user is not None and report.user == user)
+    """Staff see every job; anybody else the jobs they own and those of the accounts they
+    coordinate in Slurm."""
+    return (is_staff(user) or (report.user is not None and report.user == user)
+            or (report.account is not None and coordinates(user, report.account)))
+
+
+_COORDINATORS_TTL = 60.0  # sacctmgr is asked at most once a minute per process
+# sacctmgr command -> (when asked, account -> its coordinators)
+_coordinators: dict[str, tuple[float, dict[str, tuple[str, ...]]]] = {}
+_coordinators_lock = threading.Lock()
+
+
+def coordinates(user: str | None, account: str) -> bool:
+    """Whether ``user`` coordinates ``account`` in Slurm (``sacctmgr``'s coordinators, kept
+    a minute); no when sacctmgr cannot say: its failure must not open a page."""
+    from webapp.model import SourceUnavailable
+    from webapp.sources.coordinators import Coordinators
+
+    if not user:
+        return False
+    sacctmgr = settings().sacctmgr
+    with _coordinators_lock:
+        at, by_account = _coordinators.get(sacctmgr, (float("-inf"), {}))
+        if time.monotonic() - at > _COORDINATORS_TTL:
+            try:
+                by_account = Coordinators(sacctmgr).by_account()
+            except SourceUnavailable as exc:
+                log.warning("account coordinators: %s (%s)", exc.reason, exc.detail)
+                return False
+            _coordinators[sacctmgr] = (time.monotonic(), by_account)
+    return user in by_account.get(account, ())
 
 
 def csrf_token() -> str:

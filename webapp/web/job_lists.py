@@ -23,7 +23,6 @@ from webapp.lists.my_jobs import MyJobs, paged, waste
 from webapp.model import SourceUnavailable
 from webapp.report.job_rows import JobRow
 from webapp.report.service import ReportService
-from webapp.sources.coordinators import Coordinators
 from webapp.web import auth
 from webapp.web import query_params as params
 from webapp.web.reports import get_service
@@ -169,19 +168,7 @@ def user(name: str):
 def account(name: str):
     """One account's jobs and their top waste: staff, or the account's coordinators."""
     params.slurm_name(name, "account")
-    if not auth.is_staff(g.user) and not _coordinates(g.user, name):
+    if not auth.is_staff(g.user) and not auth.coordinates(g.user, name):
         abort(403, description="Only support staff and the account's coordinators may see"
               " an account's jobs.")
     return _staff_page("account", name)
-
-
-def _coordinates(user: str | None, account: str) -> bool:
-    """Whether ``user`` coordinates ``account`` in Slurm; no when sacctmgr cannot say
-    (its failure must not open the page)."""
-    if user is None:
-        return False
-    try:
-        return Coordinators(auth.settings().sacctmgr).coordinates(user, account)
-    except SourceUnavailable as exc:
-        log.warning("coordinators of %s: %s (%s)", account, exc.reason, exc.detail)
-        return False

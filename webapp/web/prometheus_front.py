@@ -3,11 +3,12 @@
 Who asks: the signed-in session, or the user header (``X-Grafana-User``, else
 ``REMOTE_USER``/``X-Remote-User``) of a peer listed in JOBREPORT_PROMETHEUS_FRONT_PROXIES;
 from anybody else the header is ignored. Every expression and ``match[]`` selector is
-checked by ``promql_guard`` and every job it names by the owner lookup of the report pages
-(``reports.get_service().owner``); then the request goes to JOBREPORT_PROMETHEUS_URL
-with the same parameters and Prometheus' answer comes back as it is. A refusal is a 403
-in Prometheus' error format, naming why, and one audit line in the log. Only Grafana's
-read endpoints exist here; every other path under /prometheus/ is a 404.
+checked by ``promql_guard`` and every job it names by the report pages' check
+(``reports.may_see``: its owner, or a coordinator of its account); then the request goes
+to JOBREPORT_PROMETHEUS_URL with the same parameters and Prometheus' answer comes back as
+it is. A refusal is a 403 in Prometheus' error format, naming why, and one audit line in
+the log. Only Grafana's read endpoints exist here; every other path under /prometheus/ is
+a 404.
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ def answer(endpoint: str, path: str) -> Response:
     try:
         ids = jobs_read(endpoint, settings, staff)
         if not staff:
-            promql_guard.check_owners(ids, user, reports.get_service().owner)
+            promql_guard.check_owners(ids, lambda job_id: reports.may_see(user, job_id))
     except (BadParam, BadExpression) as exc:
         audit(user, endpoint, str(exc))
         return error(400, "bad_data", str(exc))

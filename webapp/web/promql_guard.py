@@ -276,14 +276,15 @@ def _job_id(text: str) -> str:
     return text
 
 
-def check_owners(ids: Iterable[str], user: str, owner_of: Callable[[str], str | None]) -> None:
-    """Refused unless ``user`` owns every job of ``ids``. ``owner_of``: the owner lookup
-    the report pages use (``ReportService.owner``; raises JobNotFound for an unknown id,
-    SourceUnavailable when the accounting view is down)."""
+def check_owners(ids: Iterable[str], may_see: Callable[[str], bool]) -> None:
+    """Refused unless the user may see every job of ``ids``. ``may_see``: the report
+    pages' check (``reports.may_see``: the owner, or a coordinator of the job's account;
+    raises JobNotFound for an unknown id, SourceUnavailable when the accounting view is
+    down)."""
     for job_id in sorted(ids):
         try:
-            owner = owner_of(job_id)
+            allowed = may_see(job_id)
         except JobNotFound:
             raise Refused(f"job {job_id} is not in the accounting database") from None
-        if owner is None or owner != user:
+        if not allowed:
             raise Refused(f"job {job_id} is not yours")

@@ -70,8 +70,18 @@ def get_service(cluster: str | None = None) -> ReportService:
 
 def _deny(canonical: JobId, owner: str | None) -> None:
     log.warning("user %s denied job %s of %s", g.user, canonical, owner)
-    abort(403, description=f"Job {canonical} belongs to another user; only its owner "
-                           "and support staff may see it.")
+    abort(403, description=f"Job {canonical} belongs to another user; only its owner, "
+                           "its account's coordinators and support staff may see it.")
+
+
+def may_see(user: str, job_id: JobId | str, cluster: str | None = None) -> bool:
+    """Whether ``user`` may see the job: staff, its owner, or a Slurm coordinator of its
+    account. One accounting query (JobNotFound: unknown; SourceUnavailable: view down)."""
+    if auth.is_staff(user):
+        return True
+    owner, account = get_service(cluster).holder(job_id)
+    return (owner is not None and owner == user) or (
+        account is not None and auth.coordinates(user, account))
 
 
 def authorize(job_id: JobId, cluster: str | None = None) -> None:
@@ -79,10 +89,8 @@ def authorize(job_id: JobId, cluster: str | None = None) -> None:
 
     For anybody but staff the owner comes first, from one accounting query, so nobody can
     make the app query Prometheus and sacct for a job they may not see."""
-    if not auth.is_staff(g.user):
-        owner = get_service(cluster).owner(job_id)  # JobNotFound: 404; accounting down: 503
-        if owner is None or owner != g.user:
-            _deny(job_id, owner)
+    if not may_see(g.user, job_id, cluster):  # JobNotFound: 404; accounting down: 503
+        _deny(job_id, None)
 
 
 def load_report(job_id: JobId, authorized: bool = False, resolution: str = "plot",

@@ -114,7 +114,7 @@ def served(image, stack_env, tmp_path_factory):
         def healthz() -> list[requests.Response] | None:
             try:
                 return [requests.get(f"{base}/healthz", timeout=5)]
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # a worker still booting
                 assert proc.poll() is None, (where / "gunicorn.log").read_text()[-3000:]
                 return None
 

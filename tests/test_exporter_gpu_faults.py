@@ -65,14 +65,19 @@ def test_a_job_holding_the_card_sees_a_new_xid_at_0_then_its_count(tmp_path):
     before = generate_latest(registry).decode()
     assert not [k for k in samples(before) if k[0] == "jobs_gpu_xid_errors_total"]
     clock[0] = 230.0
-    # the first exposition that has the code (the thread counts it meanwhile) shows 0
+    # the first exposition that has the codes (the thread counts them meanwhile, one after
+    # the other: wait for both) shows each at 0
+
+    seen: list[str] = []
 
     def with_xids() -> str | None:
-        text = generate_latest(registry).decode()
-        return text if "jobs_gpu_xid_errors_total{" in text else None
+        seen.append(generate_latest(registry).decode())
+        return seen[-1] if 'xid="48"' in seen[-1] and 'xid="64"' in seen[-1] else None
 
-    first = wait_for(with_xids, 5, "an exposition with the Xid counters", every=0.02)
-    assert value(first, "jobs_gpu_xid_errors_total", jobid="2", gpu="0", xid="48") == 0.0
+    wait_for(with_xids, 5, "an exposition with both Xid counters", every=0.02)
+    for code in ("48", "64"):  # each code's first exposition shows it at 0
+        born = next(t for t in seen if f'xid="{code}"' in t)
+        assert value(born, "jobs_gpu_xid_errors_total", jobid="2", gpu="0", xid=code) == 0.0
     second = generate_latest(registry).decode()
     assert value(second, "jobs_gpu_xid_errors_total", jobid="2", gpu="0", xid="48") == 1.0
     assert value(second, "jobs_gpu_xid_errors_total", jobid="2", gpu="0", xid="64") == 1.0

@@ -1,8 +1,9 @@
 """The account report on the stack: its CPU-hours allocated of account research from the
-first of this month to now are what ``sacct -a -X -T -A research`` adds up in
-CPUTimeRAW over the same window (within 1 %), a job running across the window's end
-included, both from the stack's archive and from the accounting view alone; and carol,
-research's Slurm coordinator (scripts/dev-stack), sees its page where alice does not."""
+first of this month to a window end are what ``sacct -a -X -T -A research`` adds up in
+CPUTimeRAW over the same window (within 1 %), a job running across the window's end (the
+session's ``busy``, the window ending halfway through it) included, both from the
+stack's archive and from the accounting view alone; and carol, research's Slurm
+coordinator (scripts/dev-stack), sees its page where alice does not."""
 
 from __future__ import annotations
 
@@ -29,18 +30,15 @@ def _sacct_cpu_hours(since: datetime, until: datetime) -> float:
 
 
 @pytest.fixture(scope="module")
-def running_job(stack_env):
-    """A job of alice's in research running over the window's end (sacct -T cuts it)."""
-    job = subprocess.run(["sbatch", "--parsable", "--uid=alice", "--gid=alice", "-A",
-                          "research", "-c", "2", "-t", "5", "-J", "account-report-straddle",
-                          "--wrap", "sleep 240"], capture_output=True, text=True,
-                         check=True, timeout=60).stdout.strip().split(";")[0]
-    # Ahead of the session's queued jobs: it must run while the report is asked for.
-    subprocess.run(["scontrol", "update", f"JobId={job}", "Priority=4294967200"], check=False,
-                   capture_output=True, timeout=60)
-    stack.wait_until_running(job, timeout=600)
-    yield job
-    subprocess.run(["scancel", job], check=False, timeout=60)
+def window_end(stack_jobs) -> datetime:
+    """Halfway through alice's session job ``busy`` (account research): a job straddles
+    the window's end, which sacct -T cuts. An ended job: no wait behind the queue."""
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", stack_jobs["busy"], "-o",
+                          "Account,Start,End"], capture_output=True, text=True, check=True,
+                         timeout=120, env={"SLURM_TIME_FORMAT": "%s", "PATH": "/usr/bin:/bin"})
+    account, start, end = out.stdout.split()[0].split("|")
+    assert account == "research" and int(end) - int(start) >= 10, out.stdout
+    return datetime.fromtimestamp((int(start) + int(end)) // 2, UTC)
 
 
 def _report(env: dict[str, str], since: datetime, until: datetime) -> dict:
@@ -52,9 +50,9 @@ def _report(env: dict[str, str], since: datetime, until: datetime) -> dict:
 
 
 @pytest.mark.parametrize("archive", ["stack's", "empty"])
-def test_cpu_hours_are_sacct_cputimeraw_within_1_percent(stack_env, running_job, archive):
+def test_cpu_hours_are_sacct_cputimeraw_within_1_percent(stack_env, window_end, archive):
     env = {**stack.load_env(), "TZ": "UTC"} if archive == "stack's" else stack_env
-    until = datetime.now(UTC).replace(microsecond=0)
+    until = window_end
     since = until.replace(day=1, hour=0, minute=0, second=0)
     got = _report(env, since, until)
     want = _sacct_cpu_hours(since, until)

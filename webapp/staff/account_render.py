@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import textwrap
 from datetime import UTC, datetime
 
 from pylatex import Document, NoEscape
@@ -54,25 +55,41 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
             for row in (header, *rows)]
 
 
-def _rows(r: AccountReport) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
-    header = ("member", *(LABELS[k] for k in FIGURES))
+def _rows(r: AccountReport, figures: tuple[str, ...] = FIGURES
+          ) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    header = ("member", *(LABELS[k] for k in figures))
     rows = [(m.user + ("*" if m.from_accounting else ""),
-             *(_num(m.figures[k]) for k in FIGURES)) for m in r.members]
-    rows.append(("total", *(_num(r.totals[k]) for k in FIGURES)))
+             *(_num(m.figures[k]) for k in figures)) for m in r.members]
+    rows.append(("total", *(_num(r.totals[k]) for k in figures)))
     rows.append(("change", *(("+" if r.change[k] >= 0 else "") + _num(r.change[k])
-                             for k in FIGURES)))
+                             for k in figures)))
     return header, rows
 
 
+# The text's member table in two, each within 80 columns: compute, then memory and energy.
+TEXT_TABLES = (tuple(k for k in FIGURES if k.startswith(("jobs", "cpu_", "gpu_"))),
+               tuple(k for k in FIGURES if not k.startswith(("jobs", "cpu_", "gpu_"))))
+
+
+def verdict(r: AccountReport) -> str:
+    """The first line after the title: how much of the CPU time allocated was used."""
+    allocated, used = r.totals["cpu_hours"], r.totals["cpu_hours_used"]
+    if not allocated:
+        return "No CPU time allocated in the period."
+    return (f"Used {_num(used)} of {_num(allocated)} CPU-hours allocated "
+            f"({used / allocated:.0%}); {_num(r.totals['cpu_hours_idle'])} left idle.")
+
+
 def render_text(r: AccountReport) -> str:
-    header, rows = _rows(r)
-    lines = [subject(r), f"{day(r.since)} to {day(r.until)}", ""]
-    lines += _table(header, rows)
-    lines += ["", "change: since the previous period of the same length.", NOTE_ALLOCATED,
-              f"CO2e: {r.intensity_source}."]
+    lines = [subject(r), f"{day(r.since)} to {day(r.until)}", "", verdict(r), ""]
+    for figures in TEXT_TABLES:
+        lines += [*_table(*_rows(r, figures)), ""]
+    notes = ["change: since the previous period of the same length.", NOTE_ALLOCATED,
+             f"CO2e: {r.intensity_source}."]
     if r.from_accounting:
-        lines.append(f"* {r.from_accounting} jobs not in the archive yet, from the "
+        notes.append(f"* {r.from_accounting} jobs not in the archive yet, from the "
                      "accounting database: their allocated CPU and GPU time only.")
+    lines += [w for n in notes for w in textwrap.wrap(n, 80)]
     lines += ["", "Findings that cost the most (CPU-h, GPU-h, GiB-h left idle):"]
     if r.findings:
         lines += _table(("finding", "jobs", "CPU-h idle", "GPU-h idle", "GiB-h idle"),

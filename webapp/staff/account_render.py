@@ -118,7 +118,7 @@ def render_json(r: AccountReport) -> str:
 def _latex_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
     spec = "l" + "r" * (len(header) - 1)
     lines = [" & ".join(escaped(c) for c in row) for row in (header, *rows)]
-    return ("{\\scriptsize\\begin{tabular}{" + spec + "}\n" + lines[0] + "\\\\\\hline\n"
+    return ("{\\small\\begin{tabular}{" + spec + "}\n" + lines[0] + "\\\\\\hline\n"
             + "\\\\\n".join(lines[1:]) + "\\\\\n\\end{tabular}}\n\n")
 
 
@@ -128,9 +128,11 @@ def render_pdf(r: AccountReport) -> bytes:
                    page_numbers=False,  # pylatex's page numbers need lastpage.sty
                    geometry_options={"margin": "1.5cm"})
     doc.append(NoEscape("\\section*{" + escaped(subject(r)) + "}\n"))
+    doc.append(NoEscape("\\textbf{" + escaped(verdict(r)) + "}\n\n\\medskip\n"))
     header, rows = _rows(r)
     doc.append(NoEscape(_latex_table(header, rows)))
-    notes = [NOTE_ALLOCATED, f"CO2e: {r.intensity_source}."]
+    notes = ["change: since the previous period of the same length.", NOTE_ALLOCATED,
+             f"CO2e: {r.intensity_source}."]
     if r.from_accounting:
         notes.append(f"* {r.from_accounting} jobs not in the archive yet: their allocated "
                      "CPU and GPU time only, from the accounting database.")

@@ -16,7 +16,7 @@ from email.utils import formatdate, make_msgid
 
 from webapp.archive.account_sums import AccountSums
 from webapp.archive.mail_state import MailState
-from webapp.mail.outbox import Outbox, OutboxBusy, deliver
+from webapp.mail.outbox import Outbox, deliver_unless_busy
 from webapp.mail.policy import owner_address, read_opt_out
 from webapp.mail.sending import Connect, owner_opt_out_url
 from webapp.model import JobReport
@@ -109,9 +109,5 @@ def send_account_reports(settings: Settings, sums: AccountSums, recent: Recent |
     for queued in outbox.enqueue_many(batch):
         run.counts["queued" if queued else "already queued"] += 1
     if not no_deliver:
-        try:
-            with outbox.lock():
-                run.delivery = deliver(outbox, connect)
-        except OutboxBusy:
-            pass  # the running mailer sends what we queued
+        run.delivery = deliver_unless_busy(outbox, connect)
     return run

@@ -18,7 +18,7 @@ from webapp.archive.digest_rows import DigestRows
 from webapp.archive.mail_state import MailState
 from webapp.archive.store import Archive
 from webapp.archive.week_sums import Digest
-from webapp.mail.outbox import Outbox, OutboxBusy, Rendered, deliver
+from webapp.mail.outbox import Outbox, Rendered, deliver_unless_busy
 from webapp.mail.policy import owner_address, read_opt_out
 from webapp.mail.sending import Connect, owner_opt_out_url
 from webapp.model import JobReport
@@ -166,9 +166,5 @@ def send_digests(settings: Settings, archive: Archive, outbox: Outbox, connect: 
             flush()
     flush()
     if not no_deliver:
-        try:
-            with outbox.lock():
-                run.delivery = deliver(outbox, connect)
-        except OutboxBusy:
-            pass  # the running mailer sends what we queued
+        run.delivery = deliver_unless_busy(outbox, connect)
     return run

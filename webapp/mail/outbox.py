@@ -372,6 +372,16 @@ def _record(outbox: Outbox, row: Row, f: Fault, stats: Counter) -> None:
         stats["failed" if row.attempts >= MAX_ATTEMPTS else "deferred"] += 1
 
 
+def deliver_unless_busy(outbox: Outbox, connect: Callable[[], Sender]) -> Counter:
+    """``deliver`` under the outbox's lock, right after queueing; nothing (empty counts)
+    when another process holds it: the running mailer sends what was queued."""
+    try:
+        with outbox.lock():
+            return deliver(outbox, connect)
+    except OutboxBusy:
+        return Counter()
+
+
 def deliver(outbox: Outbox, connect: Callable[[], Sender], progress: bool = True) -> Counter:
     """Send every due row over one connection; call while holding ``outbox.lock()``.
 

@@ -1,4 +1,4 @@
-"""Prometheus restarted, then down for two minutes, while a real job runs: the report
+"""Prometheus restarted, then down for a minute, while a real job runs: the report
 built against it keeps every sample it stored, shows the restart as a short gap at most,
 names the outage as a gap of its size, withholds the verdicts that rest on the nodes'
 samples, and keeps the CPU figures that rest on sacct exactly.
@@ -27,7 +27,7 @@ from tests.helpers.sync import known
 from tests.helpers.wait import wait_for
 
 SCRAPE = 5  # seconds, the stack's JOBREPORT_SCRAPE_INTERVAL
-OUTAGE = 120  # seconds Prometheus is down
+OUTAGE = 60  # seconds Prometheus is down (coverage then ~0.55, under 0.8)
 SAMPLES_BEFORE = 4  # scrapes of the job before each fault (a rate needs two)
 
 
@@ -142,7 +142,7 @@ def test_restart_and_outage_mid_job(stack_env: dict[str, str], prometheus: OwnPr
         assert all(hi - lo <= 3 * SCRAPE for lo, hi in restart_gaps), restart_gaps
         assert running["coverage"]["nodes"][0]["fraction"] >= 0.8, running["coverage"]
 
-        # (b) Down for two minutes.
+        # (b) Down for a minute.
         outage_at = time.time()
         prometheus.stop()
         # The report meanwhile says where the metrics went, and still answers.

@@ -11,9 +11,12 @@ import pytest
 
 from tests.test_job_list import NOW
 from tests.test_numbers import sacct_answer
+from webapp.archive.store import Archive
+from webapp.archive.week_sums import build_digest
 from webapp.model import JobId, NodeMemory, Series, Usage
 from webapp.renderers.presentation import summary_rows
 from webapp.renderers.wording import headline
+from webapp.report.archived import archive_record
 from webapp.report.job_rows import row_from_report
 from webapp.report.jobstats_summary import build_jobstats_summary
 from webapp.report.precedence import join, node_requests, timing
@@ -119,3 +122,18 @@ def test_an_even_job_is_judged_as_seff_judges_it():
     r = replace(report_of(EVEN, "84"), memory_nodes=nodes)
     assert not r.memory_requests_uneven
     assert r.memory_judged.node == "a" and r.memory_efficiency == 0.5
+
+
+def test_the_digest_reads_each_nodes_figures_from_the_archived_report(tmp_path):
+    """The weekly digest, through the archive and back: the het job's unused memory node by
+    node (the page's figure), not the busiest node's peak x 2 (which would read 0)."""
+    at = 1.8e9
+    usage = Usage(memory_rss=(held("gpu1", at, 911 * MIB), held("gpu2", at, 2 * MIB)))
+    r = replace(report_of(UNEVEN, "713", usage), elapsed_seconds=3600.0, cpus=2,
+                cpu_seconds=30.0)
+    (page,) = [i.unused for i in compute_waste(r).items if i.resource == "memory"]
+    assert page == pytest.approx((1300 * MIB - r.memory_peak_bytes - 2 * MIB) / GIB)
+    with Archive(str(tmp_path / "archive.sqlite")) as archive:
+        archive.put(archive_record(r, submit_time=1, end_time=100))
+        jobs = list(archive.jobs(r.cluster))
+    assert build_digest(r.cluster, r.user, 0, 200, jobs).memory_gib_hours == pytest.approx(page)

@@ -501,6 +501,13 @@ def memory_judged(nodes: Iterable[NodeMemory]) -> NodeMemory | None:
                                      n.peak_bytes or 0), default=None)
 
 
+def memory_by_node(nodes: Iterable[NodeMemory]) -> tuple[tuple[int, int | None], ...]:
+    """Each node's own (request, peak) in bytes, as ``webapp.unused.Held`` reads them;
+    () when a node's request is unknown (an older archived report)."""
+    pairs = tuple((n.requested_bytes or 0, n.peak_bytes) for n in nodes)
+    return pairs if pairs and all(asked for asked, _ in pairs) else ()
+
+
 class CpuSource(StrEnum):
     STEPS = "sacct_steps"  # TotalCPU of the step lines, summed (seff's input)
     ALLOCATION = "sacct_allocation"  # TotalCPU of the allocation line: sacct listed no steps
@@ -698,10 +705,8 @@ class JobReport:
 
     @property
     def memory_by_node(self) -> tuple[tuple[int, int | None], ...]:
-        """Each node's own (request, peak) in bytes, as ``webapp.unused.Held`` reads them;
-        () when a node's request is unknown (an older archived report)."""
-        pairs = tuple((n.requested_bytes or 0, n.peak_bytes) for n in self.memory_nodes)
-        return pairs if pairs and all(asked for asked, _ in pairs) else ()
+        """Each node's own (request, peak) (``memory_by_node``)."""
+        return memory_by_node(self.memory_nodes)
 
     @property
     def memory_requested_per_node(self) -> int | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from webapp.archive.record import ArchivedJob
 from webapp.formatting import JOULES_PER_KWH
+from webapp.model import NodeMemory, memory_by_node
 from webapp.unused import Held, gpus_busy, unused
 
 
@@ -86,12 +87,22 @@ def _gpus_busy(series: Mapping[str, Any]) -> float | None:
                      for s in series.get("gpu_utilization", []))
 
 
+def _memory_by_node(summary: Mapping[str, Any]) -> tuple[tuple[int, int | None], ...]:
+    """Each node's own (request, peak) from the archived report's ``memory_nodes`` (the
+    report's own figure: a het job's components judged each against its request)."""
+    try:
+        return memory_by_node(NodeMemory(**n) for n in summary.get("memory_nodes") or ())
+    except TypeError:  # a summary from before a field was added or removed
+        return ()
+
+
 def job_waste(job: ArchivedJob, folded: bool = False) -> JobWaste:
     s = job.summary
     elapsed = s.get("elapsed_seconds")
     amounts = unused(Held(elapsed, s.get("cpus"), s.get("cpu_seconds"), s.get("gpus") or 0,
                           _gpus_busy(job.series), s.get("memory_requested_bytes"),
-                          s.get("memory_peak_bytes"), len(s.get("nodes") or ())))
+                          s.get("memory_peak_bytes"), len(s.get("nodes") or ()),
+                          _memory_by_node(s)))
 
     def left(resource: str) -> float:
         amount = amounts.get(resource)

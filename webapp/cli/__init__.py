@@ -119,10 +119,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("policy", "check the site's policy, explain what of it applied to a job, or "
             "try a new one on the archive",
             "The site's policy (JOBREPORT_POLICY_DIR, docs/policy.md): `check [DIR]` "
-            "reads it and names each error's file and line; `explain JOBID` lists the "
-            "overrides and site rules that applied to one job, and why; `diff [--since 30d] "
-            "NEW_DIR` judges the archived reports under NEW_DIR beside the policy in force "
-            "and lists the jobs whose findings would change, writing nothing.",
+            "reads it, rules and wording templates, and names each error's file and line; "
+            "`explain JOBID` lists the overrides and site rules that applied to one job, "
+            "and why; `diff [--since 30d] NEW_DIR` judges the archived reports under "
+            "NEW_DIR beside the policy in force and lists the jobs whose findings would "
+            "change, writing nothing.",
             policy.add_policy_arguments, policy.run_policy),
     Command("rejudge", "judge the archive's reports again under the policy in force",
             "Re-run the detectors on the archived reports that ended in the window "

@@ -16,13 +16,14 @@ from webapp.detectors import NAMES, judge
 from webapp.detectors.policy import PolicyError, figures, load
 from webapp.detectors.policy_in_force import in_force
 from webapp.model import JobId
+from webapp.renderers import site_wording
 from webapp.settings import Settings
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="policy_command", metavar="ACTION", required=True)
-    check = sub.add_parser("check", help="check a policy directory; each error with its "
-                           "file and line")
+    check = sub.add_parser("check", help="check a policy directory, its rules and its "
+                           "wording templates; each error with its file and line")
     check.add_argument("directory", nargs="?", metavar="DIR",
                        help="the directory (default: JOBREPORT_POLICY_DIR)")
     check.add_argument("--partitions", metavar="P1,P2",
@@ -58,17 +59,28 @@ def run_policy(args: argparse.Namespace, settings: Settings, out=sys.stdout,  # 
         if not directory:
             err.write("jobreport: no policy directory (give DIR or set JOBREPORT_POLICY_DIR)\n")
             return 2
+        # The rules and the site's wording templates (wording/) are checked alike: every
+        # problem of both listed, each as file:line.
+        templates, problems = site_wording.check(directory)
         try:
             policy = load(directory, NAMES, _partitions(args, settings))
         except PolicyError as exc:
-            for problem in exc.problems:
-                err.write(problem + "\n")
+            problems = exc.problems + problems
+            policy = None
+        for problem in problems:
+            err.write(problem + "\n")
+        if policy is None:
             if directory == settings.policy_dir:
                 err.write("jobreport: the running web app and sync keep judging by the last "
                           "version that loaded until this one loads\n")
             return 1
+        if problems:
+            err.write("jobreport: a site wording template that fails when a message is "
+                      "built gives way to the default\n")
+            return 1
         out.write(f"{directory}: {len(policy.overrides)} overrides, {len(policy.rules)} "
-                  f"site rules, policy version {policy.version}\n")
+                  f"site rules, {templates} wording templates, policy version "
+                  f"{policy.version}\n")
         return 0
     aimed = settings_for(settings, args.cluster)
     if aimed is None:

@@ -154,7 +154,8 @@ def send_digests(settings: Settings, archive: Archive, outbox: Outbox, connect: 
             if not dry_run:
                 yield (digest_key(d), d.user), (d, to_addr, settings.mail_from,
                                                 make_msgid(domain=domain),
-                                                owner_opt_out_url(settings, d.cluster, d.user))
+                                                owner_opt_out_url(settings, d.cluster, d.user),
+                                                settings.policy_dir)
 
     if dry_run:
         for _ in work():

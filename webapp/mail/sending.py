@@ -42,7 +42,8 @@ def message(report: JobReport, to_addr: str, settings: Settings) -> EmailMessage
                                  slot=False)
     return email.render(report, to_addr, settings.mail_from, message_id=make_msgid(domain=domain),
                         unsubscribe_url=owner_opt_out_url(settings, report.cluster, report.user),
-                        report_url=report_page_url(settings, report), pdf=attachment)
+                        report_url=report_page_url(settings, report), pdf=attachment,
+                        policy_dir=settings.policy_dir)
 
 
 def report_page_url(settings: Settings, report: JobReport) -> str:

@@ -9,6 +9,7 @@ from email.policy import default
 from email.utils import formatdate
 
 from webapp.archive.week_sums import Digest
+from webapp.renderers import site_wording
 from webapp.renderers.email import header_text, list_unsubscribe
 from webapp.renderers.templates import environment
 
@@ -26,11 +27,16 @@ def subject(d: Digest) -> str:
 
 
 def render(d: Digest, to_addr: str, from_addr: str, message_id: str,
-           unsubscribe_url: str | None = None) -> EmailMessage:
+           unsubscribe_url: str | None = None, policy_dir: str = "") -> EmailMessage:
+    """The digest, signed with the site's wording from ``policy_dir``."""
     global _env
     if _env is None:
         _env = environment()
-    parts = {"d": d, "first_day": day(d.since), "last_day": day(d.until - 1),
+    first_day, last_day = day(d.since), day(d.until - 1)
+    footer = site_wording.render(policy_dir, "digest_footer", {
+        "user": d.user, "cluster": d.cluster, "first_day": first_day, "last_day": last_day,
+        "jobs": len(d.jobs)})
+    parts = {"d": d, "first_day": first_day, "last_day": last_day, "footer": footer,
              "unsubscribe_url": unsubscribe_url,
              "ended": {j.job_id: datetime.fromtimestamp(j.end_time, UTC)
                        .strftime("%a %d %H:%M") for j in d.jobs}}

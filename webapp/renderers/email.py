@@ -14,6 +14,7 @@ from email.utils import formatdate, make_msgid
 
 from webapp.formatting import visible
 from webapp.model import JobReport
+from webapp.renderers import site_wording
 from webapp.renderers.presentation import context
 from webapp.renderers.templates import environment
 from webapp.renderers.wording import verdict
@@ -91,14 +92,18 @@ def list_unsubscribe(msg: EmailMessage, url: str | None) -> None:
 
 def render(report: JobReport, to_addr: str, from_addr: str, *, message_id: str | None = None,
            pdf: bytes | None = None, unsubscribe_url: str | None = None,
-           report_url: str | None = None) -> EmailMessage:
+           report_url: str | None = None, policy_dir: str = "") -> EmailMessage:
     """The message, PDF attached (rendered here unless ``pdf`` is given): the headline,
-    the findings with advice, the ``#SBATCH`` block, then ``report_url`` (the web page)."""
+    the findings with advice, the ``#SBATCH`` block, then ``report_url`` (the web page);
+    signed with the site's wording from ``policy_dir`` (JOBREPORT_POLICY_DIR)."""
     global _env
     if _env is None:
         _env = environment()
     parts = {**context(report, charts=[]), "unsubscribe_url": unsubscribe_url,
-             "report_url": report_url}
+             "report_url": report_url,
+             "footer": site_wording.render(policy_dir, "owner_email_footer",
+                                           site_wording.report_values(report,
+                                                                      report_url=report_url))}
     msg = EmailMessage(policy=default)
     msg["From"] = _address(from_addr)
     msg["To"] = _address(to_addr)

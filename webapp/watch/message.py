@@ -8,6 +8,7 @@ from email.message import EmailMessage
 from email.policy import default
 from email.utils import formatdate, make_msgid
 
+from webapp.renderers import site_wording
 from webapp.renderers.email import SUBJECT_NAME_MAX, header_text
 from webapp.renderers.templates import environment
 from webapp.watch.rules import Alert
@@ -33,14 +34,19 @@ def subject(alert: Alert, cluster: str, cancelled: bool) -> str:
 
 def render(alert: Alert, cluster: str, to_addr: str, from_addr: str, *,
            notice: str | None = None, cancelled: bool = False, grace: str = "",
-           enforced: bool = False) -> EmailMessage:
-    """One alert email; ``notice`` is the user's count ("3rd"), ``grace`` the policy's."""
+           enforced: bool = False, policy_dir: str = "") -> EmailMessage:
+    """One alert email; ``notice`` is the user's count ("3rd"), ``grace`` the policy's;
+    signed with the site's wording from ``policy_dir``."""
     global _env
     if _env is None:
         _env = environment()
+    job = alert.job
+    footer = site_wording.render(policy_dir, "watch_footer", {
+        "user": job.user, "cluster": cluster, "job_id": job.job_id, "job_name": job.job_name,
+        "rule": alert.rule, "cancelled": cancelled})
     parts = {"alert": alert, "job": alert.job, "cluster": cluster, "notice": notice,
              "notice_days": NOTICE_DAYS, "cancelled": cancelled, "grace": grace,
-             "enforced": enforced}
+             "enforced": enforced, "footer": footer}
     msg = EmailMessage(policy=default)
     msg["From"] = from_addr
     msg["To"] = to_addr

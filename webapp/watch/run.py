@@ -128,7 +128,8 @@ class Watcher:
         entry = self.policy.entry_for(alert.rule, job) if self.policy else None
         msg = message.render(alert, cluster, to_addr, self.settings.mail_from,
                              notice=ordinal(earlier + 1), enforced=entry is not None,
-                             grace=format_duration(entry.grace_seconds) if entry else "")
+                             grace=format_duration(entry.grace_seconds) if entry else "",
+                             policy_dir=self.settings.policy_dir)
         outbox.enqueue(key, job.job_id, f"watch:{alert.rule}", msg)
         alerts_log.record_alert(key, cluster, job.user or "", job.job_id, alert.rule)
         return "queued"
@@ -154,5 +155,6 @@ class Watcher:
         if not usable_address(to_addr):
             return
         msg = message.render(d.alert, cluster, to_addr, self.settings.mail_from,
-                             cancelled=True, grace=format_duration(d.grace_seconds))
+                             cancelled=True, grace=format_duration(d.grace_seconds),
+                             policy_dir=self.settings.policy_dir)
         outbox.enqueue(cancel_key(cluster, d.alert), job.job_id, f"cancel:{d.alert.rule}", msg)

@@ -15,6 +15,7 @@ from flask import (
 )
 
 from webapp.model import JobId
+from webapp.renderers import site_wording
 from webapp.renderers.presentation import context
 from webapp.sources.prometheus import RESOLUTIONS
 from webapp.web import auth
@@ -65,7 +66,9 @@ def job(job_id: str, cluster: str | None = None):
     charts = current_app.extensions["jobreport.pdfs"].chart_refs(
         report, _kept_key(cluster, canonical))
     # Staff also see each gap's technical detail (driver errors); users the plain reason.
-    return render_template("report.html", links=links,
+    footer = site_wording.render(auth.settings().policy_dir, "report_footer",
+                                 site_wording.report_values(report))
+    return render_template("report.html", links=links, site_footer=footer,
                            plot_base=job_url(report.cluster, report.job_id) + "/plots/",
                            **context(report, charts=charts, staff=auth.is_staff(g.user)))
 

@@ -6,7 +6,6 @@ accounting view; the monthly email goes once per account, coordinator and month.
 from __future__ import annotations
 
 import os
-import stat
 from datetime import UTC, datetime
 from email import message_from_bytes
 from email.policy import default
@@ -15,6 +14,7 @@ import pytest
 
 from tests.helpers import scale_archive
 from tests.helpers.mail import mail_settings
+from tests.helpers.sacctmgr import fake_sacctmgr
 from tests.helpers.web import make_client, password_settings
 from webapp.archive.account_sums import AccountSums
 from webapp.archive.mail_state import MailState
@@ -130,14 +130,6 @@ def test_months():
         int(datetime(2027, 1, 1, tzinfo=UTC).timestamp()))
     assert last_month(datetime(2027, 1, 3, tzinfo=UTC))[0] == \
         int(datetime(2026, 12, 1, tzinfo=UTC).timestamp())
-
-
-def fake_sacctmgr(tmp_path, lines: str) -> str:
-    """A sacctmgr on PATH's terms: prints ``lines`` for ``list account withcoord``."""
-    path = tmp_path / "sacctmgr"
-    path.write_text(f"#!/bin/sh\ncat <<'EOF'\n{lines}EOF\n")
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    return str(path)
 
 
 def test_coordinators_parse_and_run(tmp_path):

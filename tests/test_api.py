@@ -1,7 +1,8 @@
 """The JSON API (``/api/v1``) through the Flask test client, on the fake service's sample
 reports: the rows of "My jobs", a job's report, who may ask, and errors as JSON. Every
 answer of a described path is checked against the OpenAPI description the app serves
-(``tests/helpers/api.py``). The pages of the list the archive pages:
+(``tests/helpers/api.py``). An account's jobs for its Slurm coordinators (a stand-in
+sacctmgr) and the staff. The pages of the lists the archive pages:
 tests/test_web_my_jobs_paged.py."""
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import re
 import pytest
 
 from tests.helpers.api import SPEC, checked
-from tests.helpers.web import make_client, password_settings, signed_in
+from tests.helpers.sacctmgr import fake_sacctmgr
+from tests.helpers.web import make_app, make_client, password_settings, signed_in
 from webapp.lists.job_list import MAX_DAYS, MAX_NAME, MAX_PAGE, SORT_KEYS, STATES
 from webapp.renderers.presentation import sorted_findings
 from webapp.web.query_params import NAME_RE
@@ -103,13 +105,14 @@ def test_a_cluster_not_served_is_404_in_json(app):
 
 
 @pytest.mark.parametrize("path", ["/api/v1/jobs", "/api/v1/jobs/demo/4242",
-                                  "/api/v1/jobs?user=bob", "/api/v1/nope"])
+                                  "/api/v1/jobs?user=bob", "/api/v1/accounts/research/jobs",
+                                  "/api/v1/nope"])
 def test_nobody_signed_in_is_401_in_json_never_the_login_page(client, path):
     resp = client.get(path)
     assert resp.status_code == 401 and "Location" not in resp.headers
     assert resp.get_json() == {"error": "Unauthorized", "message": "Log in first.",
                                "status": 401}
-    if path.startswith("/api/v1/jobs"):
+    if path != "/api/v1/nope":
         checked(resp)
 
 
@@ -145,9 +148,89 @@ def test_the_descriptions_parameters_are_the_lists_own():
     assert params["page"]["schema"]["maximum"] == MAX_PAGE
     assert params["name"]["schema"]["maxLength"] == MAX_NAME
     assert params["user"]["schema"]["pattern"] == f"^{NAME_RE.pattern}$"
+    assert params["account"]["schema"]["pattern"] == f"^{NAME_RE.pattern}$"
     row = SPEC["components"]["schemas"]["Job"]
     assert set(row["required"]) == set(row["properties"])
 
+
+def test_an_accounts_list_is_described_as_a_users_but_for_whose():
+    """The account's list has the user's list's fields, ``account`` for ``user``."""
+    schemas = SPEC["components"]["schemas"]
+    mine, account = schemas["JobList"], schemas["AccountJobList"]
+    assert set(account["properties"]) == set(mine["properties"]) - {"user"} | {"account"}
+    assert set(account["required"]) == set(account["properties"])
+    for field in set(mine["properties"]) - {"user", "list_url"}:
+        assert account["properties"][field] == mine["properties"][field], field
+    listed = SPEC["paths"]["/api/v1/jobs"]["get"]["parameters"]
+    described = SPEC["paths"]["/api/v1/accounts/{account}/jobs"]["get"]["parameters"]
+    assert described == [{"$ref": "#/components/parameters/account"},
+                         *(p for p in listed if p["$ref"] != "#/components/parameters/user")]
+
+
+
+# -- an account's jobs: the staff and the account's Slurm coordinators --------------------
+@pytest.fixture
+def coordinated(tmp_path):
+    """The app on the fake service (every job of account research) where sacctmgr names
+    carol research's coordinator, and nobody teaching's."""
+    sacctmgr = fake_sacctmgr(tmp_path, "research|carol\nteaching|\n")
+    return make_app(password_settings(tmp_path, sacctmgr=sacctmgr))
+
+
+@pytest.mark.parametrize("who", ["staffer", "carol"])
+def test_an_accounts_jobs_are_the_rows_of_its_page(coordinated, who):
+    client = signed_in(coordinated, who)
+    query = "sort=user&order=asc"
+    body = checked(client.get(f"/api/v1/accounts/research/jobs?{query}")).get_json()
+    assert body["account"] == "research" and body["api_version"] == 1
+    ids = [j["job_id"] for j in body["jobs"]]
+    assert ids == _page_ids(client.get(f"/accounts/research?{query}").get_data(as_text=True))
+    assert {j["user"] for j in body["jobs"]} == {"alice", "bob"}
+    assert body["next"] is None and body["pages"] == 1 and body["total"] == len(ids)
+    assert body["list_url"].startswith("/accounts/research?")
+    assert _page_ids(client.get(body["list_url"]).get_data(as_text=True)) == ids
+
+
+def test_an_accounts_rows_are_its_members_rows_of_my_jobs(coordinated):
+    """Row for row what the job's owner gets from ``/api/v1/jobs``: one shape, one
+    computation of every figure."""
+    account = checked(signed_in(coordinated, "carol").get(
+        "/api/v1/accounts/research/jobs")).get_json()["jobs"]
+    mine = checked(signed_in(coordinated, "alice").get("/api/v1/jobs")).get_json()["jobs"]
+    assert [j for j in account if j["user"] == "alice"] == mine
+
+
+@pytest.mark.parametrize(("who", "account"), [("alice", "research"), ("carol", "teaching"),
+                                              ("bob", "research")])
+def test_anybody_else_is_403_naming_the_account(coordinated, who, account):
+    client = signed_in(coordinated, who)
+    resp = checked(client.get(f"/api/v1/accounts/{account}/jobs"))
+    assert resp.status_code == 403 == client.get(f"/accounts/{account}").status_code
+    assert resp.get_json() == {"error": "Forbidden", "status": 403, "message":
+                               f"Only support staff and the coordinators of account "
+                               f"{account} may see its jobs."}
+
+
+def test_sacctmgr_failing_opens_no_account(tmp_path):
+    broken = password_settings(tmp_path, sacctmgr=str(tmp_path / "no-such-sacctmgr"))
+    resp = checked(make_client(broken, user="carol").get("/api/v1/accounts/research/jobs"))
+    assert resp.status_code == 403
+
+
+@pytest.mark.parametrize("name", ["a%20b", "-x", "a" * 65, "r%00"])
+def test_a_malformed_account_is_400_naming_it_before_who_may_see(coordinated, name):
+    """400 for anybody, alice too: the name is checked before sacctmgr is asked."""
+    for who in ("staffer", "carol", "alice"):
+        resp = checked(signed_in(coordinated, who).get(f"/api/v1/accounts/{name}/jobs"))
+        assert resp.status_code == 400 and resp.get_json()["message"].startswith("account")
+
+
+@pytest.mark.parametrize(("query", "named"), [("days=0", "days"), ("sort=nope", "sort"),
+                                              ("page=abc", "page")])
+def test_a_bad_parameter_of_an_accounts_list_is_400_naming_it(coordinated, query, named):
+    resp = checked(signed_in(coordinated, "carol").get(
+        f"/api/v1/accounts/research/jobs?{query}"))
+    assert resp.status_code == 400 and resp.get_json()["message"].startswith(named)
 
 # -- who asks: a session, the proxy in front (remote-user), or a trusted portal's proxy --
 def test_remote_user_mode_takes_the_proxys_header(web_settings):

@@ -146,6 +146,32 @@ def test_the_api_gives_the_same_pages_each_linking_the_next(client):
     assert {j["figures_from"] for j in body["jobs"]} == {"archive"}
 
 
+
+def test_the_api_gives_an_accounts_pages_as_its_page_does(client):
+    """``/api/v1/accounts/<name>/jobs`` over the archive: each page's rows are the
+    account page's (its jobs not archived yet on page 1 only, though that page reads them
+    on every page for its waste), ``next`` the following page's URL."""
+    from tests.helpers.api import checked
+
+    login(client, "staffer")
+    url: str | None = "/api/v1/accounts/acct00/jobs?sort=cpu_waste"
+    seen = []
+    while url:
+        body = checked(client.get(url)).get_json()
+        html = client.get(f"/accounts/acct00?sort=cpu_waste&page={body['page']}").get_data(
+            as_text=True)
+        shown = (_ids(html, "recent") if body["page"] == 1 else []) + _ids(html, "jobs")
+        assert [j["job_id"] for j in body["jobs"]] == shown
+        seen.append(body["page"])
+        url = body["next"]
+    assert seen == list(range(1, body["pages"] + 1)) and body["pages"] > 5
+    assert body["account"] == "acct00" and body["list_url"].startswith("/accounts/acct00?")
+    # research's jobs are the view's two not archived yet (7003 is archived as acct00's)
+    first = checked(client.get("/api/v1/accounts/research/jobs")).get_json()
+    assert sorted(j["job_id"] for j in first["jobs"]) == ["7001", "7002"]
+    later = checked(client.get("/api/v1/accounts/research/jobs?page=2")).get_json()
+    assert later["jobs"] == [] and later["page"] == 2 and later["next"] is None
+
 def test_later_pages_are_cut_by_the_database_and_link_both_ways(client):
     login(client)
     page = client.get("/?page=3").get_data(as_text=True)

@@ -3,6 +3,8 @@
 
 - ``/api/v1/jobs``: a user's recent jobs, the rows "My jobs" shows
   (``job_lists.user_listing``, the same query parameters and pages), with a ``next`` link;
+- ``/api/v1/accounts/<account>/jobs``: an account's jobs, the rows ``/accounts/<name>``
+  shows (``job_lists.account_listing``), for staff and the account's coordinators;
 - ``/api/v1/jobs/<cluster>/<id>``: a job's report, the JSON renderer's document, with the
   access rules of its page (``views.job_json``);
 - ``/api/v1/openapi.json``: the description, to anybody.
@@ -15,6 +17,7 @@ trusted portal's proxy names. Without one the answer is 401, and every error is 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,7 @@ from webapp.json_codec import TIME
 from webapp.report.job_rows import JobRow
 from webapp.web import auth, views
 from webapp.web import query_params as params
-from webapp.web.job_lists import user_listing
+from webapp.web.job_lists import Listing, account_listing, check_account, user_listing
 
 API_VERSION = 1
 OPENAPI = Path(__file__).with_name("openapi.json")
@@ -49,6 +52,21 @@ def job_row(row: JobRow) -> dict[str, Any]:
     }
 
 
+def _page(listing: Listing, next_url: Callable[[int], str]) -> dict[str, Any]:
+    """One page of a list as every list of the API gives it: its rows, the page and the
+    next one's URL (``next_url`` of its number; null on the last)."""
+    after = listing.next_page
+    return {
+        "api_version": API_VERSION,
+        "page": listing.paged.page if listing.paged else 1,
+        "pages": listing.paged.pages if listing.paged else 1,
+        "total": listing.total,
+        "gaps": listing.gaps,
+        "jobs": [job_row(r) for r in listing.shown],
+        "next": None if after is None else next_url(after),
+    }
+
+
 @bp.get("/jobs")
 def jobs():
     """The jobs of the user who asks (staff: of ``?user=``), one page of "My jobs"."""
@@ -56,22 +74,28 @@ def jobs():
     if who != g.user and not auth.is_staff(g.user):
         abort(403, description="Only support staff may list another user's jobs.")
     q = params.list_query(request.args, auth.settings().cluster_names)
-    mine = user_listing(q, who)
-    after = mine.next_page
     # The query without its page, and with it (Any: url_for takes keywords of its own)
     query: dict[str, Any] = q.args(page=1) | ({} if who == g.user else {"user": who})
     this_page: dict[str, Any] = q.args()
-    return {
-        "api_version": API_VERSION,
+    return _page(user_listing(q, who), lambda n: url_for("api.jobs", **query, page=n)) | {
         "user": who,
-        "page": mine.paged.page if mine.paged else 1,
-        "pages": mine.paged.pages if mine.paged else 1,
-        "total": mine.total,
-        "gaps": mine.gaps,
-        "jobs": [job_row(r) for r in mine.shown],
-        "next": None if after is None else url_for("api.jobs", **query, page=after),
         "list_url": (url_for("views.index", **this_page) if who == g.user
                      else url_for("job_lists.user", name=who, **this_page)),
+    }
+
+
+@bp.get("/accounts/<account>/jobs")
+def account_jobs(account: str):
+    """An account's jobs, one page of its ``/accounts/<name>`` list: for staff and the
+    account's Slurm coordinators (that page's check; 400 for a malformed name, 403)."""
+    check_account(account)
+    q = params.list_query(request.args, auth.settings().cluster_names)
+    query: dict[str, Any] = q.args(page=1)
+    this_page: dict[str, Any] = q.args()
+    return _page(account_listing(q, account),
+                 lambda n: url_for("api.account_jobs", account=account, **query, page=n)) | {
+        "account": account,
+        "list_url": url_for("job_lists.account", name=account, **this_page),
     }
 
 

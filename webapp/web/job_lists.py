@@ -67,11 +67,6 @@ def _sentences(gaps: Iterable[str]) -> list[str]:
     return [f"{gap[0].upper()}{gap[1:]}." for gap in gaps]
 
 
-def _page(template: str, q: ListQuery, rows: list[JobRow], gaps: list[str], **extra):
-    """A list read whole: filtered, sorted and cut here."""
-    return _render(template, q, select(rows, q), len(rows), gaps, **extra)
-
-
 def _render(template: str, q: ListQuery, rows: Sequence[JobRow], total: int, gaps: list[str],
             **extra):
     s = auth.settings()
@@ -107,9 +102,11 @@ class Listing:
 
     @property
     def shown(self) -> list[JobRow]:
-        """Every row of the page in the page's order: the jobs not archived yet (page 1)
-        above the archived ones."""
-        return [*(self.paged.recent if self.paged else ()), *self.rows]
+        """Every row of the page in the page's order: the jobs not archived yet (page 1
+        only, as the pages show them; the staff pages read them on every page for their
+        waste) above the archived ones."""
+        recent = self.paged.recent if self.paged and self.paged.page == 1 else []
+        return [*recent, *self.rows]
 
     @property
     def next_page(self) -> int | None:
@@ -138,22 +135,46 @@ def my_jobs():
                    title="My jobs", who=g.user)
 
 
+def _staff_listing(q: ListQuery, kind: str, name: str,
+                   now: datetime) -> tuple[Listing, list[ReportService] | None]:
+    """The jobs of user or account (``kind``) ``name`` as its staff page lists them, with
+    the services whose archive paged them (None: read whole). The jobs not archived yet
+    are read on every page: the page's waste ranks them too."""
+    found = _paged(q, name, kind, now, every_page=True)
+    if found is not None:  # one page of the archive, cut by the database
+        services, mine = found
+        return Listing(mine.rows, mine.total, _sentences(mine.gaps), mine), services
+    rows, gaps = _rows(q, **{kind: name})
+    return Listing(select(rows, q), len(rows), gaps), None
+
+
+def account_listing(q: ListQuery, name: str) -> Listing:
+    """The jobs of account ``name`` as ``/accounts/<name>`` lists them (that page, and the
+    JSON API's rows: one computation for both)."""
+    return _staff_listing(q, "account", name, datetime.now(UTC))[0]
+
+
+def check_account(name: str) -> None:
+    """400 for a name no Slurm account has; 403 unless the user is staff or one of the
+    account's Slurm coordinators (staff first: no sacctmgr call for them)."""
+    params.slurm_name(name, "account")
+    if not auth.is_staff(g.user) and not auth.coordinates(g.user, name):
+        abort(403, description=f"Only support staff and the coordinators of account {name}"
+              " may see its jobs.")
+
+
 def _staff_page(kind: str, name: str):
     params.slurm_name(name, kind)
     q = _query()
     now = datetime.now(UTC)
-    found = _paged(q, name, kind, now, every_page=True)
-    if found is not None:  # one page of the archive; its rankings and sums by the database
-        services, mine = found
-        top, sums = waste(services, name, q, now, kind, mine.recent, TOP)
-        return _render("job_list.html", q, mine.rows, mine.total, _sentences(mine.gaps),
-                       paged=mine, kind=kind, name=name, waste=top,
-                       waste_titles=WASTE_TITLES, totals=sums)
-    rows, gaps = _rows(q, **{kind: name})
-    shown = select(rows, q)  # the filters apply to the waste too; its order is its own
-    return _page("job_list.html", q, rows, gaps, kind=kind, name=name,
-                 waste={k: top_waste(shown, k, TOP) for k in WASTE_KEYS},
-                 waste_titles=WASTE_TITLES, totals=totals(shown))
+    mine, services = _staff_listing(q, kind, name, now)
+    if services is not None and mine.paged is not None:  # the database ranks and sums
+        top, sums = waste(services, name, q, now, kind, mine.paged.recent, TOP)
+    else:  # the filters apply to the waste too; its order is its own
+        top = {k: top_waste(mine.rows, k, TOP) for k in WASTE_KEYS}
+        sums = totals(mine.rows)
+    return _render("job_list.html", q, mine.rows, mine.total, mine.gaps, paged=mine.paged,
+                   kind=kind, name=name, waste=top, waste_titles=WASTE_TITLES, totals=sums)
 
 
 @bp.get("/users/<name>")
@@ -167,8 +188,5 @@ def user(name: str):
 @bp.get("/accounts/<name>")
 def account(name: str):
     """One account's jobs and their top waste: staff, or the account's coordinators."""
-    params.slurm_name(name, "account")
-    if not auth.is_staff(g.user) and not auth.coordinates(g.user, name):
-        abort(403, description="Only support staff and the account's coordinators may see"
-              " an account's jobs.")
+    check_account(name)
     return _staff_page("account", name)

@@ -541,7 +541,7 @@ class Settings:
         parse_thresholds)
     policy_dir: str = setting(
         "",
-        "Directory of the site's policy (`*.toml`, see docs/policy.md): the detectors switched on or off, their severity, thresholds and exemptions per cluster, partition, account, QoS or user, and the site's own rules, and in its `wording/` folder the wording the site owns (the emails' sign-off, the report page's footer); empty: no site policy.")
+        "Directory of the site's policy (`*.toml`, see docs/policy.md): the detectors switched on or off, their severity, thresholds and exemptions per cluster, partition, account, QoS or user, the site's own rules and which running jobs `jobreport watch` may cancel (`[[cancel]]`), and in its `wording/` folder the wording the site owns (the emails' sign-off, the report page's footer); empty: no site policy.")
     core_hours_per_billing_unit: float = setting(
         "0",
         "Core-hours of the site's allocations one billing unit-hour is worth (e.g. `1` where billing counts cores); waste is then also shown in core-hours. `0`: not shown.",
@@ -567,7 +567,7 @@ class Settings:
         "TOML file of allocation targets (the one slurm-exporter reads): served at `/api/constants`, drawn on the cluster page; empty: none.")
     watch_policy: str = setting(
         "",
-        "TOML enforcement policy of `jobreport watch` (which rule cancels jobs of which partitions/accounts, grace, exemptions); empty: never cancel.")
+        "Deprecated: the `[[cancel]]` tables of JOBREPORT_POLICY_DIR replace it (docs/policy.md) and win when both exist. TOML enforcement policy of `jobreport watch` (which rule cancels jobs of which partitions/accounts, grace, exemptions), read when the policy directory has no `[[cancel]]` table; empty: never cancel.")
     scancel: str = setting(
         "scancel",
         "Path of the scancel command (enforcement only).")

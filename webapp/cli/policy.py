@@ -1,6 +1,7 @@
 """`jobreport policy check DIR`, `jobreport policy explain JOBID` and `jobreport policy
 diff NEW_DIR` (cli/policy_diff.py): the site's policy (JOBREPORT_POLICY_DIR,
-docs/policy.md) checked, what of it applied to one job, and what a new one would change."""
+docs/policy.md) checked, what of it applied to one job (its verdicts, and whether and why
+`jobreport watch` may cancel it), and what a new one would change."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ from webapp.cli.arguments import add_cluster_argument, settings_for
 from webapp.cli.login import build_for_caller
 from webapp.cli.policy_diff import add_diff_arguments, run_diff
 from webapp.detectors import NAMES, judge
-from webapp.detectors.policy import PolicyError, figures, load
+from webapp.detectors.policy import PolicyError, figures, job_scope, load
+from webapp.detectors.policy_cancel import WATCH_RULES
 from webapp.detectors.policy_in_force import in_force
 from webapp.model import JobId
 from webapp.renderers import site_wording
 from webapp.settings import Settings
+from webapp.states import ended
+from webapp.watch.enforcement import enforcement_in_force
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,8 +33,8 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--partitions", metavar="P1,P2",
                        help="the cluster's partitions (default: asked of scontrol; a "
                        "scope naming another is an error)")
-    explain = sub.add_parser("explain", help="which overrides and site rules applied to "
-                             "one job, and why")
+    explain = sub.add_parser("explain", help="which overrides, site rules and "
+                             "enforcement apply to one job, and why")
     explain.add_argument("job_id", metavar="JOBID")
     add_cluster_argument(explain, "the cluster the job ran on")
     add_diff_arguments(sub.add_parser(
@@ -79,7 +83,8 @@ def run_policy(args: argparse.Namespace, settings: Settings, out=sys.stdout,  # 
                       "built gives way to the default\n")
             return 1
         out.write(f"{directory}: {len(policy.overrides)} overrides, {len(policy.rules)} "
-                  f"site rules, {templates} wording templates, policy version "
+                  f"site rules, {len(policy.cancels)} cancel tables, {templates} wording "
+                  "templates, policy version "
                   f"{policy.version}\n")
         return 0
     aimed = settings_for(settings, args.cluster)
@@ -103,4 +108,28 @@ def run_policy(args: argparse.Namespace, settings: Settings, out=sys.stdout,  # 
         shown = ", ".join(f"{n} = {values[n]!r}" for n in named)
         out.write(f"site rule {rule.name} ({rule.where}): {rule.condition} [{shown}]: "
                   f"{'fires' if rule.name in found else 'does not fire'}\n")
+    _explain_enforcement(aimed, job_scope(report), ended(report.state), out)
     return 0
+
+
+def _explain_enforcement(settings: Settings, scope: dict[str, str | None], has_ended: bool,
+                         out) -> None:  # noqa: ANN001
+    """Per watch rule: whether `jobreport watch` cancels this job while it runs, after
+    what grace, and by which tables; the same choice of policy as a watch run's."""
+    enforcement = enforcement_in_force(settings)
+    if enforcement is None:
+        out.write("enforcement: none (no [[cancel]] table in JOBREPORT_POLICY_DIR, no "
+                  "JOBREPORT_WATCH_POLICY): jobreport watch cancels no job\n")
+        return
+    # An ended job is shown under the enforcement in force now, as if it still ran.
+    out.write(f"enforcement: {enforcement.source}"
+              f"{' (the job has ended: as it would apply now)' if has_ended else ''}\n")
+    for rule in WATCH_RULES:
+        said = enforcement.enforced(rule, scope)
+        verdict = ("never cancelled" if said.grace_seconds is None else
+                   f"cancelled {said.grace_seconds / 60:g} min after its first notice, if "
+                   "the rule still fires")
+        out.write(f"watch rule {rule}: {verdict}"
+                  f"{'' if said.applied else ' (no [[cancel]] applies)'}\n")
+        for line in said.applied:
+            out.write(f"  cancel {line}\n")

@@ -1,8 +1,9 @@
 """The site's own policy (``JOBREPORT_POLICY_DIR``, docs/policy.md): TOML files that switch
 the built-in detectors on or off, change their severity, thresholds and exemptions per
-scope (cluster, partition, account, qos, user; the most specific wins), and add rules of
-the site's own: a condition over the report's JSON figures, a severity, a message and
-advice.
+scope (cluster, partition, account, qos, user; the most specific wins: policy_scope.py),
+add rules of the site's own: a condition over the report's JSON figures, a severity, a
+message and advice, and say which running jobs ``jobreport watch`` may cancel
+(``[[cancel]]``, policy_cancel.py).
 
 Conditions and templates are Jinja2 sandboxed expressions (``ImmutableSandboxedEnvironment``):
 no attribute of a Python object beyond data, no mutation, no import, no loop in a
@@ -30,15 +31,22 @@ from typing import Any
 from jinja2 import TemplateSyntaxError, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from webapp.detectors.policy_cancel import CANCEL_KEYS, WATCH_RULES, Cancel, Enforced, enforced
+from webapp.detectors.policy_scope import (
+    SCOPES,
+    JobScope,
+    Scope,
+    describe_scope,
+    in_precedence,
+    matches,
+    parse_scope,
+)
 from webapp.json_codec import REPORT, USAGE, USAGE_PAIRS, encode
 from webapp.model import Finding, JobReport, Severity
 from webapp.thresholds import Thresholds
 
 log = logging.getLogger(__name__)
 
-# Scope keys, least specific first: an override naming a later key wins over one naming
-# only earlier keys (ties: the one naming more keys, then the later file and table).
-SCOPES = ("cluster", "partition", "account", "qos", "user")
 OVERRIDE_KEYS = frozenset({*SCOPES, "rule", "enabled", "severity", "thresholds",
                            "excluded_users", "excluded_accounts"})
 RULE_KEYS = frozenset({*SCOPES, "name", "condition", "severity", "message", "advice"})
@@ -62,7 +70,7 @@ class PolicyError(ValueError):
 @dataclass(frozen=True)
 class Override:
     where: str  # file:line
-    scope: tuple[tuple[str, str], ...]
+    scope: Scope
     rule: str | None = None
     enabled: bool | None = None
     severity: Severity | None = None
@@ -70,16 +78,8 @@ class Override:
     excluded_users: frozenset[str] = frozenset()
     excluded_accounts: frozenset[str] = frozenset()
 
-    @property
-    def rank(self) -> tuple[int, int]:
-        keys = [SCOPES.index(k) for k, _ in self.scope]
-        return (max(keys, default=-1), len(keys))
-
-    def matches(self, job: Mapping[str, str | None]) -> bool:
-        return all(job.get(k) == v for k, v in self.scope)
-
     def describe(self) -> str:
-        scope = ", ".join(f"{k} {v}" for k, v in self.scope) or "everywhere"
+        scope = describe_scope(self.scope)
         what = []
         if self.enabled is not None:
             what.append("on" if self.enabled else "off")
@@ -97,14 +97,11 @@ class Override:
 class SiteRule:
     where: str  # file:line of its condition
     name: str
-    scope: tuple[tuple[str, str], ...]
+    scope: Scope
     condition: str
     severity: Severity
     message: str
     advice: str
-
-    def matches(self, job: Mapping[str, str | None]) -> bool:
-        return all(job.get(k) == v for k, v in self.scope)
 
 
 @dataclass(frozen=True)
@@ -123,12 +120,12 @@ class Policy:
     overrides: tuple[Override, ...] = ()
     rules: tuple[SiteRule, ...] = ()
     version: str | None = None  # None: no site policy
+    cancels: tuple[Cancel, ...] = ()
 
-    def resolve(self, base: Thresholds, job: Mapping[str, str | None]) -> Resolved:
+    def resolve(self, base: Thresholds, job: JobScope) -> Resolved:
         """The effective policy for a job whose scope is ``job`` (its cluster, partition,
         account, qos and user): the matching overrides applied least specific first."""
-        matching = sorted((o for o in self.overrides if o.matches(job)),
-                          key=lambda o: o.rank)  # stable: file order breaks ties
+        matching = in_precedence(self.overrides, job)
         changes: dict[str, float] = {}
         enabled: dict[str, bool] = {}
         severity: dict[str, Severity] = {}
@@ -150,7 +147,11 @@ class Policy:
                                              overridden=base.overridden | set(changes))
         return Resolved(thresholds, frozenset(r for r, on in enabled.items() if not on),
                         tuple(severity.items()), tuple(applied),
-                        tuple(r for r in self.rules if r.matches(job)))
+                        tuple(r for r in self.rules if matches(r.scope, job)))
+
+    def enforced(self, rule: str, job: JobScope) -> Enforced:
+        """Whether and after what grace `jobreport watch`'s ``rule`` cancels the job."""
+        return enforced(self.cancels, rule, job)
 
 
 NO_POLICY = Policy()
@@ -262,21 +263,6 @@ def _check_template(text: str) -> str | None:
     return f"unknown figure {', '.join(sorted(set(unknown)))} in {text!r}" if unknown else None
 
 
-def _scope(table: Mapping[str, Any], where: str, problems: list[str],
-           partitions: frozenset[str] | None) -> tuple[tuple[str, str], ...]:
-    scope = []
-    for key in SCOPES:
-        if key in table:
-            value = table[key]
-            if not isinstance(value, str) or not value:
-                problems.append(f"{where}: {key} must be a name")
-                continue
-            if key == "partition" and partitions is not None and value not in partitions:
-                problems.append(f"{where}: no partition {value!r} on this cluster")
-            scope.append((key, value))
-    return tuple(scope)
-
-
 def _severity(value: Any, where: str, problems: list[str]) -> Severity | None:
     try:
         return Severity(value)
@@ -318,7 +304,7 @@ def _override(table: Mapping[str, Any], where: str, detectors: frozenset[str],
         else:
             values.append((name, float(value)))
     return Override(
-        where, _scope(table, where, problems, partitions), rule,
+        where, parse_scope(table, where, problems, partitions), rule,
         enabled if isinstance(enabled, bool) else None, severity, tuple(values),
         _users(table.get("excluded_users", []), where, "excluded_users", problems),
         _users(table.get("excluded_accounts", []), where, "excluded_accounts", problems))
@@ -344,9 +330,36 @@ def _rule(table: Mapping[str, Any], where: str, condition_at: str, detectors: fr
         if error:
             problems.append(f"{where}: {key}: {error}")
     severity = _severity(table.get("severity", "warning"), where, problems)
-    return SiteRule(condition_at, name, _scope(table, where, problems, partitions),
+    return SiteRule(condition_at, name, parse_scope(table, where, problems, partitions),
                     table["condition"], severity or Severity.WARNING, table["message"],
                     str(table.get("advice", "")))
+
+
+def _cancel(table: Mapping[str, Any], where: str, problems: list[str],
+            partitions: frozenset[str] | None) -> Cancel:
+    for key in sorted(set(table) - CANCEL_KEYS):
+        problems.append(f"{where}: unknown key {key!r} (use {', '.join(sorted(CANCEL_KEYS))})")
+    rule = table.get("rule")
+    if rule is not None and rule not in WATCH_RULES:
+        problems.append(f"{where}: no watch rule {rule!r} (use {', '.join(WATCH_RULES)})")
+    enabled = table.get("enabled")
+    if enabled is not None and not isinstance(enabled, bool):
+        problems.append(f"{where}: enabled must be true or false")
+    grace = table.get("grace_minutes")
+    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int | float)
+                              or grace < 0):
+        problems.append(f"{where}: grace_minutes must be a number >= 0")
+        grace = None
+    scope = parse_scope(table, where, problems, partitions)
+    # As with the watch's own file before: cancelling every job is never a default.
+    if grace is not None and not scope:
+        problems.append(f"{where}: a [[cancel]] with grace_minutes needs a scope "
+                        "(cluster, partition, account, qos or user)")
+    return Cancel(where, scope, rule, enabled if isinstance(enabled, bool) else None,
+                  None if grace is None else float(grace) * 60,
+                  _users(table.get("excluded_users", []), where, "excluded_users", problems),
+                  _users(table.get("excluded_accounts", []), where, "excluded_accounts",
+                         problems))
 
 
 def load(directory: str | Path, detectors: frozenset[str],
@@ -362,6 +375,7 @@ def load(directory: str | Path, detectors: frozenset[str],
     problems: list[str] = []
     overrides: list[Override] = []
     rules: list[SiteRule] = []
+    cancels: list[Cancel] = []
     files = sorted((p.name, p.read_bytes()) for p in root.glob("*.toml") if p.is_file())
     for name, data in files:
         path = root / name
@@ -372,8 +386,9 @@ def load(directory: str | Path, detectors: frozenset[str],
             line = re.search(r"line (\d+)", str(exc))
             problems.append(f"{path}:{line.group(1) if line else 1}: {exc}")
             continue
-        for key in sorted(set(doc) - {"override", "rule"}):
-            problems.append(f"{path}:1: unknown table {key!r} (use [[override]], [[rule]])")
+        for key in sorted(set(doc) - {"override", "rule", "cancel"}):
+            problems.append(f"{path}:1: unknown table {key!r} (use [[override]], [[rule]], "
+                            "[[cancel]])")
         for i, table in enumerate(doc.get("override", [])):
             where = f"{path}:{_line_of(text, 'override', i, 'rule')}"
             overrides.append(_override(table, where, detectors, problems, partitions))
@@ -383,7 +398,10 @@ def load(directory: str | Path, detectors: frozenset[str],
             rule = _rule(table, where, condition_at, detectors, problems, partitions)
             if rule is not None:
                 rules.append(rule)
+        for i, table in enumerate(doc.get("cancel", [])):
+            where = f"{path}:{_line_of(text, 'cancel', i, 'rule')}"
+            cancels.append(_cancel(table, where, problems, partitions))
     if problems:
         raise PolicyError(problems)
-    return Policy(tuple(overrides), tuple(rules), version(files))
+    return Policy(tuple(overrides), tuple(rules), version(files), tuple(cancels))
 

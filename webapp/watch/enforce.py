@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from webapp.formatting import format_duration
 from webapp.mail.outbox import Outbox
-from webapp.watch.policy import Policy
+from webapp.watch.enforcement import Enforcement, watch_scope
 from webapp.watch.rules import Alert
 from webapp.watch_records import AlertLog, Cancellation
 
@@ -52,13 +52,12 @@ def cancel_key(cluster: str, alert: Alert) -> str:
     return "cancel:" + alert_key(cluster, alert).partition(":")[2]
 
 
-def decide(alert: Alert, policy: Policy, outbox: Outbox, log_: AlertLog, cluster: str,
+def decide(alert: Alert, policy: Enforcement, outbox: Outbox, log_: AlertLog, cluster: str,
            now: float, *, scancel: str, canceller: Canceller, dry_run: bool) -> Decision | None:
     """None when the policy does not name this job for this rule (or it is exempt)."""
-    entry = policy.entry_for(alert.rule, alert.job)
-    if entry is None:
+    grace = policy.enforced(alert.rule, watch_scope(alert.job)).grace_seconds
+    if grace is None:
         return None
-    grace = entry.grace_seconds
     notice = outbox.get(alert_key(cluster, alert))
     if notice is None or notice.status != "sent" or notice.sent_at is None:
         return Decision(alert, "waiting for the first notice", grace)

@@ -1,8 +1,8 @@
-"""The enforcement policy: which rule may cancel which jobs, after what grace.
-
-Off unless ``JOBREPORT_WATCH_POLICY`` names a file; a job is cancelled only when one of
-its ``[[cancel]]`` entries names the rule and the job's partition or account, and
-neither it nor the file's top level exempts the job's user or account::
+"""The watch's own enforcement file, ``JOBREPORT_WATCH_POLICY`` (deprecated: the policy
+directory's ``[[cancel]]`` tables replace it, and win when both exist; enforcement.py
+picks). A job is cancelled only when one of its ``[[cancel]]`` entries names the rule and
+the job's partition or account, and neither it nor the file's top level exempts the job's
+user or account; the first such entry applies::
 
     exempt_accounts = ["admin"]          # never cancelled, whatever an entry says
 
@@ -21,7 +21,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from webapp.model import AccountingJob
+from webapp.detectors.policy_scope import JobScope
 
 LISTS = ("partitions", "accounts", "exempt_users", "exempt_accounts")
 
@@ -38,12 +38,13 @@ class CancelEntry:
     accounts: frozenset[str] = frozenset()
     exempt_users: frozenset[str] = frozenset()
     exempt_accounts: frozenset[str] = frozenset()
+    where: str = ""  # [[cancel]] #N
 
-    def names(self, job: AccountingJob) -> bool:
-        return job.partition in self.partitions or job.account in self.accounts
+    def names(self, job: JobScope) -> bool:
+        return job.get("partition") in self.partitions or job.get("account") in self.accounts
 
-    def exempts(self, job: AccountingJob) -> bool:
-        return job.user in self.exempt_users or job.account in self.exempt_accounts
+    def exempts(self, job: JobScope) -> bool:
+        return job.get("user") in self.exempt_users or job.get("account") in self.exempt_accounts
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,9 @@ class Policy:
     exempt_users: frozenset[str] = frozenset()
     exempt_accounts: frozenset[str] = frozenset()
 
-    def entry_for(self, rule: str, job: AccountingJob) -> CancelEntry | None:
+    def entry_for(self, rule: str, job: JobScope) -> CancelEntry | None:
         """The entry that lets ``rule`` cancel ``job``, or None (also when exempt)."""
-        if job.user in self.exempt_users or job.account in self.exempt_accounts:
+        if job.get("user") in self.exempt_users or job.get("account") in self.exempt_accounts:
             return None
         for entry in self.entries:
             if entry.rule == rule and entry.names(job) and not entry.exempts(job):
@@ -91,7 +92,8 @@ def parse_policy(text: str, rules: tuple[str, ...]) -> Policy:
         grace = table.get("grace_minutes")
         if not isinstance(grace, int | float) or grace < 0:
             raise PolicyError(f"{where}: grace_minutes must be a number >= 0")
-        entry = CancelEntry(rule, float(grace) * 60, **{k: _names(table, k, where) for k in LISTS})
+        entry = CancelEntry(rule, float(grace) * 60, **{k: _names(table, k, where) for k in LISTS},
+                            where=where)
         if not entry.partitions and not entry.accounts:
             raise PolicyError(f"{where}: name at least one partition or account")
         entries.append(entry)

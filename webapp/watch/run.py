@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from webapp.detectors.policy import PolicyError
 from webapp.formatting import format_duration
 from webapp.mail.outbox import Outbox, OutboxBusy, Sender, deliver
 from webapp.mail.policy import owner_address, usable_address
@@ -30,8 +31,8 @@ from webapp.sources.live import LiveSource, Windows
 from webapp.thresholds import Thresholds
 from webapp.watch import message
 from webapp.watch.enforce import Canceller, Decision, alert_key, cancel_key, decide, run_scancel
-from webapp.watch.policy import Policy, load_policy
-from webapp.watch.rules import RULE_NAMES, Alert, evaluate
+from webapp.watch.enforcement import Enforcement, enforcement_in_force, watch_scope
+from webapp.watch.rules import Alert, evaluate
 from webapp.watch_records import AlertLog, ordinal
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class Watcher:
                  clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.thresholds = settings.thresholds
-        self.policy: Policy | None = load_policy(settings.watch_policy, RULE_NAMES)
+        self.policy: Enforcement | None = None  # read at each run's start
         self.running = running or AccountingSource(settings.db_url, settings.cluster).running
         self.live = live or LiveSource(prometheus_from(settings))
         self.canceller = canceller or run_scancel
@@ -76,7 +77,14 @@ class Watcher:
 
     def run(self, dry_run: bool = False, job_ids: Iterable[str] = (),
             deliver_now: bool = True) -> WatchResult:
-        result = WatchResult(enforcing=self.policy is not None)
+        result = WatchResult()
+        try:  # with the rest of the site policy, as it is now
+            self.policy = enforcement_in_force(self.settings)
+        except PolicyError as exc:  # the directory's: cancel nothing rather than guess
+            self.policy = None
+            result.errors.append("enforcement off: JOBREPORT_POLICY_DIR does not load: "
+                                 + "; ".join(exc.problems))
+        result.enforcing = self.policy is not None
         outbox = Outbox(self.settings.outbox, clock=self.clock,
                         metrics_dir=self.settings.metrics_textfile_dir)
         alerts_log = AlertLog(self.settings.outbox, clock=self.clock)
@@ -125,10 +133,11 @@ class Watcher:
         if not usable_address(to_addr):
             return "no address"
         earlier = len(alerts_log.alerts(now - message.NOTICE_DAYS * DAY, job.user or ""))
-        entry = self.policy.entry_for(alert.rule, job) if self.policy else None
+        grace = (self.policy.enforced(alert.rule, watch_scope(job)).grace_seconds
+                 if self.policy else None)
         msg = message.render(alert, cluster, to_addr, self.settings.mail_from,
-                             notice=ordinal(earlier + 1), enforced=entry is not None,
-                             grace=format_duration(entry.grace_seconds) if entry else "",
+                             notice=ordinal(earlier + 1), enforced=grace is not None,
+                             grace=format_duration(grace) if grace is not None else "",
                              policy_dir=self.settings.policy_dir)
         outbox.enqueue(key, job.job_id, f"watch:{alert.rule}", msg)
         alerts_log.record_alert(key, cluster, job.user or "", job.job_id, alert.rule)

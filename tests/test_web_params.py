@@ -31,7 +31,8 @@ QUERY: dict[str, tuple[str, ...]] = {
     # rate limit), and an unsafe ?next= is dropped for the home page, never followed
     # (the open-redirect defence in test_web): neither is a 400.
     "auth.login": (), "auth.logout": (),
-    "api.jobs": ("user", *LIST), "api.job": ("resolution", "pretty"), "api.openapi": (),
+    "api.jobs": ("user", *LIST), "api.account_jobs": LIST,
+    "api.job": ("resolution", "pretty"), "api.openapi": (),
     # Prometheus' own parameters, passed on as they came: tests/test_prometheus_front.py
     # (its errors are Prometheus', in JSON: a 400 bad_data, a 503 with Prometheus away).
     **{endpoint: () for endpoint in PROMETHEUS_FRONT},
@@ -53,9 +54,12 @@ BAD: dict[str, tuple[str, ...]] = {
 # what it refused.
 PATH_BAD = {"job_id": ("\x00", "abc", "1;2"), "name": ("\x00", "a b", "x" * 65),
             "cluster": ("\x00", "elsewhere"), "token": ("\x00", "forged"),
-            "plot": ("\x00", "a b", "cpu;rm", "x" * 65)}
-PATH_GOOD = {"job_id": "4242", "name": "alice", "token": "forged", "plot": "cpu"}
-PATH_WORDS = {"job_id": "job id", "cluster": "cluster", "token": "link", "plot": "plot"}
+            "plot": ("\x00", "a b", "cpu;rm", "x" * 65),
+            "account": ("\x00", "a b", "x" * 65)}
+PATH_GOOD = {"job_id": "4242", "name": "alice", "token": "forged", "plot": "cpu",
+             "account": "research"}
+PATH_WORDS = {"job_id": "job id", "cluster": "cluster", "token": "link", "plot": "plot",
+              "account": "account"}
 
 
 @pytest.fixture

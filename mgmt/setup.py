@@ -197,6 +197,10 @@ def _driver() -> ModuleType:
         raise SetupError(str(exc)) from None
 
 
+LOCK_WAIT_SECONDS = 3  # under the readers' 5 s read timeout (connect_from_url)
+LOCK_WAIT_TIMEOUT = 1205  # ER_LOCK_WAIT_TIMEOUT
+
+
 def _connect(admin: Admin) -> Connection[Cursor]:
     pymysql = _driver()
 
@@ -209,6 +213,10 @@ def _connect(admin: Admin) -> Connection[Cursor]:
             password=admin.password or "",
             autocommit=True,
             connect_timeout=30,
+            # CREATE OR REPLACE VIEW waits for every open transaction that read the view,
+            # and every new reader queues behind it: give up soon and say so, rather than
+            # stall the web app and the sync for the server's default of a year.
+            init_command=f"SET SESSION lock_wait_timeout = {LOCK_WAIT_SECONDS}",
         )
     except pymysql.MySQLError as exc:
         raise SetupError(
@@ -239,6 +247,10 @@ def apply(statements: Sequence[str], admin: Admin | str, admin_user: str | None 
                 except pymysql.MySQLError as exc:
                     # Redacted before it is cut short, so no partial password survives.
                     first = redact(stmt.splitlines()[0])[:70]
-                    raise SetupError(f"{first!r} failed: {redact(str(exc.args[-1]))}") from None
+                    hint = (f" (another session held it for {LOCK_WAIT_SECONDS} s: an open"
+                            " transaction reading the view; SHOW PROCESSLIST names it)"
+                            if exc.args and exc.args[0] == LOCK_WAIT_TIMEOUT else "")
+                    raise SetupError(f"{first!r} failed: {redact(str(exc.args[-1]))}{hint}"
+                                     ) from None
     finally:
         conn.close()

@@ -71,7 +71,8 @@ def test_each_step_has_its_own_line_in_every_format(stack_jobs, stack_env):
 
 
 def _accounting_row(cluster: str, job_id: str) -> tuple[str, int, int, float]:
-    """(tres_alloc, start, end, CPU seconds of its steps) straight from slurm_acct_db."""
+    """(tres_alloc, start, end, CPU seconds of its steps) straight from slurm_acct_db: the
+    newest job of the id (ids repeat after a controller reset), as the report picks it."""
     assert re.fullmatch(r"[a-z0-9_]+", cluster)  # table names cannot be bound parameters
     jobs, steps = f"{cluster}_job_table", f"{cluster}_step_table"
     conn = pymysql.connect(unix_socket="/run/mysqld/mysqld.sock", user="root",
@@ -79,7 +80,7 @@ def _accounting_row(cluster: str, job_id: str) -> tuple[str, int, int, float]:
     try:
         with conn.cursor() as cur:
             cur.execute(f"SELECT job_db_inx, tres_alloc, time_start, time_end FROM `{jobs}` "  # noqa: S608 - checked name
-                        "WHERE id_job = %s", (int(job_id),))
+                        "WHERE id_job = %s ORDER BY time_submit DESC LIMIT 1", (int(job_id),))
             inx, tres, start, end = cur.fetchone()
             cur.execute("SELECT SUM(user_sec + user_usec / 1e6 + sys_sec + sys_usec / 1e6) "  # noqa: S608 - checked name
                         f"FROM `{steps}` WHERE job_db_inx = %s", (inx,))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
+from contextlib import closing
 
 import pymysql
 import pytest
@@ -65,22 +67,24 @@ def _reader(stack_env):
 
 
 def test_restricted_user_reads_the_view(stack_jobs, stack_env):
-    conn = _reader(stack_env)
-    with conn.cursor() as cur:
-        cur.execute("SELECT user, account FROM jobs WHERE job_id = %s", (int(stack_jobs["busy"]),))
+    # Closed whatever the verdict: an open read holds the view's metadata lock, and
+    # db-setup's CREATE OR REPLACE VIEW (the next test) would wait for it.
+    with closing(_reader(stack_env)) as conn, conn.cursor() as cur:
+        # Ids repeat after a controller reset: the newest of the id, as the report picks it.
+        cur.execute("SELECT user, account FROM jobs WHERE cluster = %s AND job_id = %s"
+                    " ORDER BY submit_time DESC LIMIT 1",
+                    (stack_env["JOBREPORT_CLUSTER"], int(stack_jobs["busy"])))
         assert cur.fetchone() == {"user": "alice", "account": "research"}
-    conn.close()
 
 
 @pytest.mark.parametrize(
     "table", ["demo_job_script_table", "demo_job_env_table", "demo_job_table", "demo_assoc_table"]
 )
 def test_restricted_user_is_refused_elsewhere(stack_env, table):
-    conn = _reader(stack_env)
-    with conn.cursor() as cur, pytest.raises(pymysql.err.OperationalError) as err:
+    with closing(_reader(stack_env)) as conn, conn.cursor() as cur, \
+            pytest.raises(pymysql.err.OperationalError) as err:
         cur.execute(f"SELECT * FROM slurm_acct_db.{table} LIMIT 1")  # noqa: S608 - fixed names
     assert err.value.args[0] == 1142  # SELECT command denied
-    conn.close()
 
 
 def test_db_setup_is_idempotent_and_prints_sql(stack_env):
@@ -142,3 +146,24 @@ def test_bad_input_exits_nonzero_with_one_line(stack_env, job_id, code, needle):
     assert out.returncode == code
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0]
+
+
+def test_db_setup_gives_up_soon_on_a_reader_holding_the_view_and_names_it(stack_env):
+    """An open transaction that read the view holds its metadata lock: db-setup's CREATE
+    OR REPLACE VIEW gives up after a few seconds, saying why, instead of stalling every
+    reader behind it; once the reader is gone it goes through."""
+    from mgmt.setup import LOCK_WAIT_SECONDS
+    from webapp.sources.accounting import connect_from_url
+
+    with closing(connect_from_url(stack_env["JOBREPORT_DB_URL"])) as conn:
+        conn.autocommit(False)  # as a careless client holds it
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) AS n FROM jobs")
+        t = time.monotonic()
+        blocked = stack.jobreport("db-setup", "--cluster", "demo")
+        took = time.monotonic() - t
+    assert blocked.returncode != 0
+    assert "SHOW PROCESSLIST" in blocked.stderr, blocked.stderr
+    assert took < LOCK_WAIT_SECONDS + 30, took
+    again = stack.jobreport("db-setup", "--cluster", "demo")
+    assert again.returncode == 0, again.stderr

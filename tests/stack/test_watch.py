@@ -1,6 +1,7 @@
 """`jobreport watch` on the real stack: two idle GPU jobs (the replayed NVML readings
 are an idle Tesla T4) watched over a 30 s window. Each gets exactly one alert, however
-many runs; with a policy on the `gpu` partition that exempts account `research`,
+many runs; with a `[[cancel]]` table of the site's policy directory on the `gpu`
+partition that exempts account `research`,
 `--dry-run` cancels nothing, the next run cancels bob's job (account `teaching`) and
 names the rule in the log and the email, and alice's job is never cancelled."""
 
@@ -28,9 +29,9 @@ ALICE = stack.StackJob("watch-idle-gpu", "alice", ("-c1", "--mem=200M", *stack.I
 POLICY = """
 [[cancel]]
 rule = "gpu_idle"
-partitions = ["gpu"]
+partition = "gpu"
 grace_minutes = 0.05
-exempt_accounts = ["research"]
+excluded_accounts = ["research"]
 """
 
 
@@ -40,7 +41,8 @@ def watched(stack_env, tmp_path_factory) -> Iterator[dict]:
     recorder = Recorder()
     controller = Controller(recorder, hostname="127.0.0.1", port=free_port())
     controller.start()
-    (tmp / "policy.toml").write_text(POLICY)
+    (tmp / "policy").mkdir()
+    (tmp / "policy" / "watch.toml").write_text(POLICY)
     base = stack.load_env()
     env = {**base, "JOBREPORT_SMTP_HOST": "127.0.0.1",
            "JOBREPORT_SMTP_PORT": str(controller.port), "JOBREPORT_OUTBOX": str(tmp / "outbox"),
@@ -58,7 +60,7 @@ def watched(stack_env, tmp_path_factory) -> Iterator[dict]:
 
 
 def watch(w: dict, *args: str, policy: bool = False) -> str:
-    env = {**w["env"], **({"JOBREPORT_WATCH_POLICY": str(w["tmp"] / "policy.toml")}
+    env = {**w["env"], **({"JOBREPORT_POLICY_DIR": str(w["tmp"] / "policy")}
                           if policy else {})}
     jobs = [a for job_id in w["ids"].values() for a in ("--jobid", job_id)]
     proc = stack.jobreport("watch", *jobs, *args, env=env)

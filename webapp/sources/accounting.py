@@ -243,6 +243,9 @@ def connect_from_url(url: str, timeout: float = 5.0) -> Any:
         connect_timeout=timeout,
         read_timeout=timeout,
         cursorclass=pymysql.cursors.DictCursor,
+        # A reader holds no transaction open: an open one keeps the view's metadata lock,
+        # and `jobreport db-setup` (CREATE OR REPLACE VIEW) would wait for it.
+        autocommit=True,
     )
 
 

@@ -127,28 +127,43 @@ LOOPS = "for i in $(seq {n}); do timeout {s} sh -c 'while :; do :; done' & done;
 # The VM clusters' session jobs: the labelled jobs that fit a 2-CPU, 1.5 GiB node, and the
 # waits cgroup v2 shows (PSI) with their quiet twins.
 VM_JOBS: tuple[StackJob, ...] = (
+    # The quiet twins of every wait first, the batch's other jobs after them (``after``):
+    # the starving pair of the shared partition (OverSubscribe=FORCE) may be given their
+    # cores, and the thrashing job's reclaim runs on any core, so beside them "busy"
+    # waited for a CPU 25-27 % of its run. (--exclusive would keep them away too, but
+    # then a one-core job holds, and is judged on, both cores.)
     StackJob("busy", "alice", ("-c1", "--mem=200M", "--time=10"), BUSY.format(s=30)),
+    StackJob("two-cpus-one-used", "alice", ("-c2", "--mem=200M", "--time=10"),
+             BUSY.format(s=25), after="busy"),
     StackJob("idle", "bob", ("-c1", "--mem=200M", "--time=10"), "sleep 30"),
-    StackJob("two-cpus-one-used", "alice", ("-c2", "--mem=200M", "--time=10"), BUSY.format(s=25)),
     StackJob("oom", "alice", ("-c1", "--mem=100M", "--time=10"),
-             "python3 -c 'b = [bytearray(2**20) for _ in range(400)]'"),
-    StackJob("io-sync", "bob", ("-c1", "--mem=200M", "--time=10"), DIRECT_WRITES.format(s=30)),
-    StackJob("mem-reclaim", "bob", ("-c1", "--mem=48M", "--time=10"), THRASH.format(s=30)),
+             "python3 -c 'b = [bytearray(2**20) for _ in range(400)]'",
+             after="two-cpus-one-used"),
+    StackJob("io-sync", "bob", ("-c1", "--mem=200M", "--time=10"), DIRECT_WRITES.format(s=30),
+             after="two-cpus-one-used"),
+    StackJob("mem-reclaim", "bob", ("-c1", "--mem=48M", "--time=10"), THRASH.format(s=30),
+             after="two-cpus-one-used"),
     # Two jobs sharing both cores of the node (partition shared: OverSubscribe=FORCE):
     # each starved by the other.
     StackJob("starved", "alice", ("-p", "shared", "-c2", "--mem=100M", "--time=10"),
-             LOOPS.format(n=2, s=30)),
+             LOOPS.format(n=2, s=30), after="two-cpus-one-used"),
     StackJob("starver", "bob", ("-p", "shared", "-c2", "--mem=100M", "--time=10"),
-             LOOPS.format(n=2, s=30)),
+             LOOPS.format(n=2, s=30), after="two-cpus-one-used"),
 )
 
 
 def session_batch() -> dict[str, dict[str, str]]:
     """``VM_JOBS`` submitted once per test session on every VM cluster (whichever worker
     asks first; the others read the ids it wrote); cluster -> name -> job id."""
-    return stack.once_per_session(
-        STACK_ROOT / "var" / "vm", "test-batch",
-        lambda: {c: {j.name: submit(c, j) for j in VM_JOBS} for c in CLUSTERS})
+    def batch(cluster: str) -> dict[str, str]:
+        ids: dict[str, str] = {}
+        for job in VM_JOBS:
+            ids[job.name] = submit(cluster, job, *(
+                ("--dependency", f"afterany:{ids[job.after]}") if job.after else ()))
+        return ids
+
+    return stack.once_per_session(STACK_ROOT / "var" / "vm", "test-batch",
+                                  lambda: {c: batch(c) for c in CLUSTERS})
 
 
 # A test that stops a VM's slurmdbd holds this lock exclusively (``slurmdbd_stopped``);

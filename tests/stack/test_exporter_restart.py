@@ -1,18 +1,22 @@
 """A node's jobs-exporter restarted in the middle of a job loses none of the job's sums.
 
-One job on two nodes, ``cpu2`` and ``cpu3``, runs the same work on each at the same
+One job on three nodes, ``cpu1``, ``cpu2`` and ``cpu3``, runs the same work on each at the same
 moments (one step per node for each part): the same CPU work, and four steps writing
 8 MiB each, whose tasks slurmstepd reaps (so their I/O lives only in the exporter's sums once
 they exit). Ten seconds in, ``cpu3``'s exporter is stopped as systemd stops it and
 started again with the stack's flags, its state file among them (jobs_exporter/state.py).
-cpu3's half must count what its undisturbed twin on cpu2 counts: energy within 2 % for
-the same CPU time (the issue's bar; before the state file it had half), every byte
-written, and no counter that went back to 0.
+cpu3's part must count what its undisturbed twins count: energy within 2 % for the same
+CPU time on a quiet host (the issue's bar; before the state file it had half), every
+byte written, and no counter that went back to 0.
 
-The halves share one allocation, so they start and end together; their nodes share
-this host's cores, so a neighbour's load falls on both alike (their joules are the
-replayed package power times their share of the host's busy time, over the same
-seconds). Needs root and the stack (conftest's ``stack_env``).
+The parts share one allocation, so they start and end together; their nodes share this
+host's cores. Their joules are the replayed package power times their share of the
+host's busy time, each over its own exporter's scrape intervals: a neighbour's bursty
+load falls on each node's intervals a little differently. The two undisturbed twins
+measure that in each run (their spread), and the restarted one is held to it: within
+2 %, or three times the twins' spread when the neighbours made it larger (up to 25 %;
+the lost sums of an exporter without its state file are -50 %). Needs root and the
+stack (conftest's ``stack_env``).
 """
 
 from __future__ import annotations
@@ -39,13 +43,13 @@ from tests.helpers.stack import (
 # which decides how much of the job's last seconds it sees, takes no CPU time.
 LOOPS = 25_000_000
 WRITES, MIB = 4, 8  # dd steps per node, each writing MIB, seen by a scrape, then exiting
-EACH = "srun --overlap -N2 --ntasks-per-node=1"
+EACH = "srun --overlap -N3 --ntasks-per-node=1"
 SCRIPT = (f"{EACH} sh -c 'i=0; while [ $i -lt {LOOPS} ]; do i=$((i+1)); done' & "
           f"for i in $(seq {WRITES}); do {EACH} sh -c 'dd if=/dev/zero "
           f"of=restart-$SLURM_JOB_ID-$SLURM_NODEID bs=1M count={MIB} conv=fsync status=none; "
           "sleep 6; rm -f restart-$SLURM_JOB_ID-$SLURM_NODEID'; sleep 1; done; wait; sleep 12")
 RESTART_AFTER = 15  # seconds of the run: two write steps done, the busy loop going on
-NODES = ("cpu2", "cpu3")  # cpu3's exporter restarts
+NODES = ("cpu1", "cpu2", "cpu3")  # cpu3's exporter restarts; cpu1 and cpu2 are its twins
 SUMMED = ("jobs_energy_joules_total", "jobs_write_bytes_total", "jobs_cpu_wait_seconds_total")
 
 
@@ -60,7 +64,7 @@ def _per_node(url: str, query: str) -> dict[str, float]:
 def job(stack_env) -> dict:
     """The job's JSON report (with ``job_id``), after cpu3's exporter restarted."""
     job_id = submit(StackJob("exporter-restart", "alice",
-                             ("-N2", "-n2", "-c1", "--mem=200M", "--time=5",
+                             ("-N3", "-n3", "-c1", "--mem=200M", "--time=5",
                               "-w", ",".join(NODES)), SCRIPT))
     wait_until_running(job_id, timeout=1800)  # the shared stack may be busy
     time.sleep(RESTART_AFTER)
@@ -74,24 +78,25 @@ def job(stack_env) -> dict:
 
 @pytest.mark.stack
 def test_energy_within_two_percent_of_the_undisturbed_twin(job, stack_env):
-    """The halves' joules for the same CPU time: the restarted one's within 2 % of its
-    twin's. (Their CPU times differ by up to 7 % on this host, the same work taking more
-    CPU time on a core whose sibling is busy; the exporter splits the node's power by CPU
-    time, so per CPU-second is the twin's energy for the same work. Before the state
-    file the restarted half lost every joule counted before its restart: -50 % here.)"""
+    """The parts' joules for the same CPU time: the restarted one's within 2 % of its
+    twins' mean, or within three times their own spread where the neighbours' load made
+    that larger. (Their CPU times differ by up to 7 % on this host, the same work taking
+    more CPU time on a core whose sibling is busy; the exporter splits the node's power
+    by CPU time, so per CPU-second is a twin's energy for the same work.)"""
     by_node = dict(job["usage"]["energy_by_node"])
-    steady, restarted = (by_node[n] for n in NODES)
     url, sel = stack_env["JOBREPORT_PROMETHEUS_URL"], f'jobid="{job["job_id"]}"'
     cpu = _per_node(url, f"sum by (instance) (last_over_time(jobs_cpu_seconds_total{{{sel}}}[1h]))")
-    per_second = {"cpu2": steady / cpu["cpu2"], "cpu3": restarted / cpu["cpu3"]}
-    print(f"energy: undisturbed {steady:.1f} J, restarted {restarted:.1f} J; CPU seconds "
-          f"{cpu}; J per CPU-second {per_second} "
-          f"({per_second['cpu3'] / per_second['cpu2'] - 1:+.2%})")
-    assert steady > 100  # ~17 CPU-seconds at the replay's ~37 W shared by the host's cores
-    # 2 % in runs of its own (+0.01 %, -0.4 %, +1.6 %); -4.3 % and -6.7 % with other
-    # suites loading the host, whose busy time the split divides by (each exporter reads
-    # it at its own scrape times). Without the state file: -50 %.
-    assert per_second["cpu3"] == pytest.approx(per_second["cpu2"], rel=0.10)
+    per_second = {n: by_node[n] / cpu[n] for n in NODES}
+    twins = (per_second["cpu1"] + per_second["cpu2"]) / 2
+    spread = abs(per_second["cpu1"] / per_second["cpu2"] - 1)  # the neighbours, measured
+    off = per_second["cpu3"] / twins - 1
+    allowed = min(max(0.02, 3 * spread), 0.25)
+    print(f"energy: {by_node}; CPU seconds {cpu}; J per CPU-second {per_second}; "
+          f"restarted {off:+.2%} of its twins, whose spread is {spread:.2%} "
+          f"(allowed {allowed:.1%})")
+    assert min(by_node[n] for n in NODES) > 100  # ~17 CPU-s at the replay's ~37 W, shared
+    # Alone on the host: +0.01 %, -0.4 %, +1.6 % (one twin). Without the state file: -50 %.
+    assert abs(off) <= allowed
 
 
 @pytest.mark.stack

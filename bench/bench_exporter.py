@@ -24,6 +24,8 @@ alternating in the same runs, fd cache on.
 from __future__ import annotations
 
 import argparse
+import gzip
+import http.client
 import os
 import platform
 import resource
@@ -184,6 +186,86 @@ def time_scrapes(
     return walls[len(walls) // 2], p95, statistics.median(cpus), stale
 
 
+# What Prometheus 2.x/3.x sends with each scrape (its default scrape_protocols), so the
+# exporter answers in the format and encoding it does for the real server.
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;"
+    "version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+)
+
+
+def _p50(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def time_http(scrapes: int, expect_jobs: int) -> dict[str, float]:
+    """Scrapes over HTTP, as Prometheus sends them, through the exporter's own server
+    (``jobs_exporter.http_server.serve``), beside the same registry's parts in process: p50
+    seconds of "http" (request to last byte), "collect" (the collectors' families, no
+    text), "text exposition" (the families and their text, the format served), "gzip
+    level 1" (compressing it, as served), "exposition" and "gzip" (OpenMetrics and gzip
+    level 9: what prometheus_client's own server would do), "collectors" (the
+    collectors' own timings, summed from jobs_scrape_collector_duration_seconds of the
+    answers) and "collector NAME" each."""
+    from prometheus_client.openmetrics.exposition import (
+        generate_latest as openmetrics_latest,
+    )
+
+    from jobs_exporter.http_server import serve
+
+    registry, collector = _registry(True)
+    httpd = serve(registry, "127.0.0.1", 0)
+    port = httpd.server_port
+    headers = {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip",
+               "User-Agent": "Prometheus/bench"}
+    parts: dict[str, list[float]] = {k: [] for k in (
+        "http", "collect", "exposition", "gzip", "collectors", "text exposition",
+        "gzip level 1")}
+    try:
+        for i in range(scrapes + 1):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            t = time.perf_counter()
+            conn.request("GET", "/metrics", headers=headers)
+            answer = conn.getresponse()
+            body = answer.read()
+            took = time.perf_counter() - t
+            conn.close()
+            if answer.getheader("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            text = body.decode()
+            if i == 0:  # warm-up (fills the fd cache)
+                found = text.count("jobs_info{")
+                assert found == expect_jobs, f"expected {expect_jobs} jobs, scraped {found}"
+                continue
+            parts["http"].append(took)
+            each = {line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+                    for line in text.splitlines()
+                    if line.startswith("jobs_scrape_collector_duration_seconds{")}
+            parts["collectors"].append(sum(each.values()))
+            for name, seconds in each.items():
+                parts.setdefault(f"collector {name}", []).append(seconds)
+            t = time.perf_counter()
+            list(registry.collect())
+            parts["collect"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            out = openmetrics_latest(registry)
+            parts["exposition"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            gzip.compress(out)
+            parts["gzip"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            text_out = generate_latest(registry)
+            parts["text exposition"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            gzip.compress(text_out, compresslevel=1)
+            parts["gzip level 1"].append(time.perf_counter() - t)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        collector.close()
+    return {k: _p50(v) for k, v in parts.items()}
+
+
 def rss_kib() -> int:
     with open("/proc/self/status") as f:
         for line in f:
@@ -225,6 +307,25 @@ def bench_scenario(processes: int, jobs: int, args: argparse.Namespace) -> None:
                 f"(median of {args.runs} x {args.scrapes})"
             )
             if fd_cache:
+                https = [time_http(args.scrapes, jobs) for _ in range(args.runs)]
+                h = {k: statistics.median(r[k] for r in https) for k in https[0]}
+                f50 = statistics.median(r[0] for r in floors.get("floor", floors["naive"]))
+                print(
+                    f"{'':28s} HTTP as Prometheus asks: p50 {_ms(h['http'])}  "
+                    f"exporter/floor {h['http'] / f50:.2f}x; of it collectors "
+                    f"{_ms(h['collectors'])}, the rest of collect "
+                    f"{_ms(max(0.0, h['collect'] - h['collectors']))}, text exposition "
+                    f"{_ms(max(0.0, h['text exposition'] - h['collect']))}, gzip level 1 "
+                    f"{_ms(h['gzip level 1'])}, HTTP "
+                    f"{_ms(max(0.0, h['http'] - h['text exposition'] - h['gzip level 1']))}"
+                )
+                print(f"{'':28s} prometheus_client's own server would add: OpenMetrics "
+                      f"{_ms(max(0.0, h['exposition'] - h['text exposition']))} more, gzip "
+                      f"level 9 {_ms(h['gzip'] - h['gzip level 1'])} more")
+                slowest = sorted(((v, k.split(" ", 1)[1]) for k, v in h.items()
+                                  if k.startswith("collector ")), reverse=True)
+                print(f"{'':28s} collectors: " + ", ".join(
+                    f"{name} {seconds * 1000:.1f}" for seconds, name in slowest) + " ms")
                 for name, runs in floors.items():
                     f50 = statistics.median(r[0] for r in runs)
                     f95 = statistics.median(r[1] for r in runs)

@@ -14,9 +14,10 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, generate_latest
 
 from jobreport_common.settings import with_flags
+from jobs_exporter.http_server import serve
 from jobs_exporter.registry import JobsCollector
 from jobs_exporter.settings import Settings, SettingsError, parse_listen
 
@@ -137,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Stopped with TERM (systemd, dev-stack): the sums saved, then exit through atexit
     # (which removes a powercap replay's copy).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    start_http_server(port, addr=host, registry=registry)
+    serve(registry, host, port)
     log.info("serving /metrics on %s:%d (node %s)", host, port, settings.effective_node_name)
     try:
         threading.Event().wait()

@@ -101,8 +101,9 @@ def test_jobs_running_through_a_slurmctld_restart_are_reported_and_archived_as_u
         # while longer (its CPU pressure says so), never lose time. Ran or waited: the run.
         for r in (report, twin):
             accounted = r["cpu_seconds"] + r["usage"]["cpu_pressure_seconds"]
-            if name == "busy":
-                assert accounted == pytest.approx(r["elapsed_seconds"], rel=0.1), r["job_id"]
+            if name == "busy":  # give or take the emulated guest's few seconds of start
+                assert accounted == pytest.approx(r["elapsed_seconds"], rel=0.1, abs=5), \
+                    r["job_id"]
         found, usual = ({f["name"] for f in r["findings"]} for r in (report, twin))
         assert found - usual <= CONTENTION, (name, found, usual)
         assert usual - found <= CONTENTION, (name, found, usual)

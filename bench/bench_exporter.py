@@ -194,10 +194,6 @@ PROMETHEUS_ACCEPT = (
 )
 
 
-def _p50(values: list[float]) -> float:
-    return statistics.median(values)
-
-
 def time_http(scrapes: int, expect_jobs: int) -> dict[str, float]:
     """Scrapes over HTTP, as Prometheus sends them, through the exporter's own server
     (``jobs_exporter.http_server.serve``), beside the same registry's parts in process: p50
@@ -263,7 +259,7 @@ def time_http(scrapes: int, expect_jobs: int) -> dict[str, float]:
         httpd.shutdown()
         httpd.server_close()
         collector.close()
-    return {k: _p50(v) for k, v in parts.items()}
+    return {k: statistics.median(v) for k, v in parts.items()}
 
 
 def rss_kib() -> int:

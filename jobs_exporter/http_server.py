@@ -23,7 +23,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer
+from prometheus_client.exposition import ThreadingWSGIServer, gzip_accepted
 
 TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 GZIP_LEVEL = 1
@@ -32,18 +32,13 @@ StartResponse = Callable[..., Any]
 App = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
-def _accepts_gzip(environ: dict[str, Any]) -> bool:
-    return any(part.split(";")[0].strip().lower() == "gzip"
-               for part in environ.get("HTTP_ACCEPT_ENCODING", "").split(","))
-
-
 def metrics_app(registry: CollectorRegistry) -> App:
     """The WSGI app: prometheus_client's, asked for the text format and left
     uncompressed, then gzipped here at ``GZIP_LEVEL`` where accepted."""
     inner = make_wsgi_app(registry, disable_compression=True)
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        gzipped = _accepts_gzip(environ)
+        gzipped = gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", ""))
         environ = {**environ, "HTTP_ACCEPT": TEXT_FORMAT}
         answer: dict[str, Any] = {}
 

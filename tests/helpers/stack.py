@@ -285,11 +285,14 @@ def login(base: str, user: str) -> requests.Session:
     return session
 
 
-def submit_batch(jobs: tuple[StackJob, ...]) -> dict[str, str]:
-    """Submit every job at once (in order, each ``after`` its named predecessor); name -> id."""
+def submit_batch(jobs: tuple[StackJob, ...],
+                 sbatch: Callable[..., str] | None = None) -> dict[str, str]:
+    """Submit every job at once (in order, each ``after`` its named predecessor) with
+    ``sbatch(job, *extra)`` (this stack's ``submit``, or a VM cluster's); name -> id."""
+    sbatch = sbatch or submit
     ids: dict[str, str] = {}
     for job in jobs:
-        ids[job.name] = submit(job, *(("--dependency", f"afterany:{ids[job.after]}")
+        ids[job.name] = sbatch(job, *(("--dependency", f"afterany:{ids[job.after]}")
                                       if job.after else ()))
     return ids
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import subprocess
 from collections.abc import Iterator
@@ -155,15 +156,10 @@ VM_JOBS: tuple[StackJob, ...] = (
 def session_batch() -> dict[str, dict[str, str]]:
     """``VM_JOBS`` submitted once per test session on every VM cluster (whichever worker
     asks first; the others read the ids it wrote); cluster -> name -> job id."""
-    def batch(cluster: str) -> dict[str, str]:
-        ids: dict[str, str] = {}
-        for job in VM_JOBS:
-            ids[job.name] = submit(cluster, job, *(
-                ("--dependency", f"afterany:{ids[job.after]}") if job.after else ()))
-        return ids
-
-    return stack.once_per_session(STACK_ROOT / "var" / "vm", "test-batch",
-                                  lambda: {c: batch(c) for c in CLUSTERS})
+    return stack.once_per_session(
+        STACK_ROOT / "var" / "vm", "test-batch",
+        lambda: {c: stack.submit_batch(VM_JOBS, functools.partial(submit, c))
+                 for c in CLUSTERS})
 
 
 # A test that stops a VM's slurmdbd holds this lock exclusively (``slurmdbd_stopped``);

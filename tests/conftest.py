@@ -185,7 +185,7 @@ def smtp():
 @pytest.fixture
 def fast_pdf(monkeypatch):
     """Batch tests check delivery, not LaTeX: attach a small constant PDF."""
-    monkeypatch.setattr("webapp.renderers.pdf.render", lambda report: FAKE_PDF)
+    monkeypatch.setattr("webapp.renderers.pdf.render", lambda report, footer="": FAKE_PDF)
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
+import subprocess
 from datetime import UTC, datetime
 
 import pytest
@@ -153,3 +154,45 @@ def test_the_report_page_shows_the_sites_footer(tmp_path):
     (tmp_path / "none").mkdir()
     plain = make_client(password_settings(tmp_path / "none"), user="alice")
     assert "site-footer" not in plain.get("/jobs/4242").get_data(as_text=True)
+
+
+def _pdf_text(body: bytes) -> str:
+    out = subprocess.run(["pdftotext", "-", "-"], input=body, capture_output=True,
+                         check=True).stdout.decode()
+    return " ".join(out.split())
+
+
+@pytest.mark.needs("pdflatex")
+def test_the_sites_footer_ends_the_text_and_pdf_too_and_an_edit_is_in_the_next_pdf(tmp_path):
+    path = wording(tmp_path, "report_footer.txt",
+                   "Questions on job {{ job_id }}: hpc@example.org\n\nDocs: hpc.example.org")
+    client = make_client(password_settings(tmp_path, policy_dir=str(tmp_path)), user="alice")
+    txt = client.get("/jobs/4242.txt").get_data(as_text=True)
+    assert txt.endswith("\n\nQuestions on job 4242: hpc@example.org\nDocs: hpc.example.org\n")
+    first = client.get("/jobs/4242.pdf")
+    assert first.status_code == 200
+    assert "Questions on job 4242: hpc@example.org Docs: hpc.example.org" in _pdf_text(first.data)
+    # The ended job's PDF is kept; an edited footer is a new key, so a new PDF.
+    path.write_text("Ask <hpc@example.org>")
+    second = _pdf_text(client.get("/jobs/4242.pdf").data)
+    assert "Ask <hpc@example.org>" in second and "Questions on job" not in second
+    report = captured("busy")
+    shown = site_wording.report_footer(str(tmp_path), report)
+    assert shown == "Ask <hpc@example.org>"
+    from webapp.renderers import html, text
+
+    assert 'Ask &lt;<a href="mailto:hpc@example.org">' in html.render(report, footer=shown)
+    assert text.render(report).rstrip().endswith(f"jobreport show {report.job_id} "
+                                                 "--details --audit")
+
+
+def test_the_kept_pdfs_key_names_the_footers_version_only_when_the_site_has_one(tmp_path):
+    from webapp.renderers.pdf_store import pdf_key
+
+    assert site_wording.version(str(tmp_path), "report_footer") == ""
+    assert pdf_key("demo", "1", site_wording.version(str(tmp_path), "report_footer")) == "demo/1"
+    wording(tmp_path, "report_footer.txt", "Ask hpc@example.org")
+    one = site_wording.version(str(tmp_path), "report_footer")
+    wording(tmp_path, "report_footer.txt", "Ask help@example.org")
+    two = site_wording.version(str(tmp_path), "report_footer")
+    assert len(one) == 12 and one != two and pdf_key("demo", "1", one) == f"demo/1@{one}"

@@ -28,7 +28,7 @@ def test_builds_beyond_the_bound_get_503_with_retry_after(app, monkeypatch):
     started, release = threading.Event(), threading.Event()
     renders: list[str] = []
 
-    def slow_render(report):
+    def slow_render(report, footer=""):
         renders.append(report.job_id)
         started.set()
         release.wait(10)
@@ -51,7 +51,8 @@ def test_builds_beyond_the_bound_get_503_with_retry_after(app, monkeypatch):
 def test_pdfs_of_ended_jobs_are_kept(app, monkeypatch):
     renders: list[str] = []
     monkeypatch.setattr("webapp.renderers.pdf.render",
-                        lambda report: renders.append(report.job_id) or b"%PDF " + b"x" * 100)
+                        lambda report, footer="": renders.append(report.job_id)
+                        or b"%PDF " + b"x" * 100)
     client = signed_in(app, "staffer")
     for _ in range(3):
         assert client.get("/jobs/4242.pdf").data.startswith(b"%PDF")
@@ -60,7 +61,8 @@ def test_pdfs_of_ended_jobs_are_kept(app, monkeypatch):
 
 
 def test_a_kept_pdf_is_still_only_for_its_owner(app, monkeypatch):
-    monkeypatch.setattr("webapp.renderers.pdf.render", lambda report: b"%PDF bob's")
+    monkeypatch.setattr("webapp.renderers.pdf.render",
+                        lambda report, footer="": b"%PDF bob's")
     assert signed_in(app, "staffer").get("/jobs/5000.pdf").status_code == 200  # now cached
     alice = signed_in(app, "alice")
     assert alice.get("/jobs/5000.pdf").status_code == 403

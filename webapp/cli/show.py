@@ -35,7 +35,8 @@ def add_show_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _render(report: JobReport, fmt: str, pretty: bool = False, details: bool = False,
-            audit: bool = False, cluster_named: bool = False) -> str | bytes:
+            audit: bool = False, cluster_named: bool = False,
+            footer: str = "") -> str | bytes:
     if fmt == "json":
         from webapp.renderers import json as json_renderer
 
@@ -43,14 +44,15 @@ def _render(report: JobReport, fmt: str, pretty: bool = False, details: bool = F
     if fmt == "html":
         from webapp.renderers import html
 
-        return html.render(report)
+        return html.render(report, footer=footer)
     if fmt == "pdf":
         from webapp.renderers import pdf
 
-        return pdf.render(report)
+        return pdf.render(report, footer=footer)
     from webapp.renderers import text
 
-    return text.render(report, details=details, audit=audit, cluster_named=cluster_named)
+    return text.render(report, details=details, audit=audit, cluster_named=cluster_named,
+                       footer=footer)
 
 
 def run_show(args: argparse.Namespace, settings: Settings) -> int:
@@ -60,8 +62,11 @@ def run_show(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     settings = aimed
     report = build_for_caller(settings, job_id, resolution=args.resolution)
+    from webapp.renderers import site_wording
+
     out = _render(report, args.format, pretty=args.pretty, details=args.details,
-                  audit=args.audit, cluster_named=bool(args.cluster))
+                  audit=args.audit, cluster_named=bool(args.cluster),
+                  footer=site_wording.report_footer(settings.policy_dir, report))
     if args.output:
         mode = "wb" if isinstance(out, bytes) else "w"
         with open(args.output, mode) as fh:

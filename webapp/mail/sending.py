@@ -7,6 +7,7 @@ place, ``webapp.mail.owner``, for the sync and a send by hand alike.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from email.message import EmailMessage
@@ -16,7 +17,7 @@ from webapp.mail.outbox import Sender
 from webapp.mail.smtp import SmtpSender
 from webapp.model import JobReport
 from webapp.opt_out_token import opt_out_url
-from webapp.renderers import email
+from webapp.renderers import email, site_wording
 from webapp.renderers.pdf_store import pdf_key, pdf_store
 from webapp.settings import Settings
 
@@ -31,15 +32,18 @@ def message(report: JobReport, to_addr: str, settings: Settings) -> EmailMessage
     # The attachment is the PDF the web page links to: built once, kept for both (a web
     # request building the same one holds it up to a minute). A caller who cannot write
     # the store (staff sending one by hand elsewhere) still sends it, unkept.
+    render = functools.partial(
+        pdf.render, footer=site_wording.report_footer(settings.policy_dir, report))
     try:
         store = pdf_store(settings, wait=60)
     except OSError as exc:
         log.warning("PDF store %s not usable (%s): the PDF is not kept",
                     settings.pdf_cache_dir, exc)
-        attachment = pdf.render(report)
+        attachment = render(report)
     else:
-        attachment = store.build(report, pdf.render, pdf_key(report.cluster, report.job_id),
-                                 slot=False)
+        key = pdf_key(report.cluster, report.job_id,
+                      site_wording.version(settings.policy_dir, "report_footer"))
+        attachment = store.build(report, render, key, slot=False)
     return email.render(report, to_addr, settings.mail_from, message_id=make_msgid(domain=domain),
                         unsubscribe_url=owner_opt_out_url(settings, report.cluster, report.user),
                         report_url=report_page_url(settings, report), pdf=attachment,

@@ -15,9 +15,11 @@ from webapp.renderers.templates import environment
 _ENV: Environment | None = None
 
 
-def render(report: JobReport) -> str:
-    """A standalone HTML page of the report (no login chrome, no links)."""
+def render(report: JobReport, footer: str = "") -> str:
+    """A standalone HTML page of the report (no login chrome, no links), with the site's
+    ``footer`` (``site_wording.report_footer``) as the web page has it."""
     global _ENV
     if _ENV is None:
         _ENV = environment()
-    return _ENV.get_template("report.html").render(standalone=True, **context(report))
+    return _ENV.get_template("report.html").render(standalone=True, site_footer=footer,
+                                                    **context(report))

@@ -256,8 +256,18 @@ def _audit(doc: Document, c: dict[str, Any]) -> None:
         _raw(doc, r"\detail{Audit}", _pairs_table(c["audit"], columns=1, size=r"\footnotesize"))
 
 
-def build_document(report: JobReport, tmp: str) -> Document:
-    """The pylatex document; plot files are written into ``tmp``."""
+def _footer(doc: Document, footer: str) -> None:
+    """The site's footer (its contact, its documentation) under page 1's findings, line
+    by line as the site wrote it."""
+    lines = [line for line in footer.splitlines() if line.strip()]
+    if lines:
+        _raw(doc, r"\par\medskip\hrule\smallskip{\footnotesize\color{muted}\raggedright ",
+             r"\\".join(escaped(line) for line in lines), r"\par}")
+
+
+def build_document(report: JobReport, tmp: str, footer: str = "") -> Document:
+    """The pylatex document; plot files are written into ``tmp``; ``footer``: the site's
+    (``site_wording.report_footer``)."""
     doc = Document(documentclass="article", document_options=["a4paper", "10pt"],
                    page_numbers=False,
                    geometry_options={"margin": "1.5cm", "headheight": "14pt",
@@ -273,6 +283,7 @@ def build_document(report: JobReport, tmp: str) -> Document:
     _gauges(doc, c)
     _findings(doc, c)
     _sizing(doc, c)
+    _footer(doc, footer)
     # page 2: the details, then the audit
     _raw(doc, r"\clearpage", r"\detail{The job}",
          _pairs_table(c["summary"], size=r"\footnotesize"))
@@ -324,11 +335,11 @@ def compile_tex(tex_path: str) -> None:
             return
 
 
-def render(report: JobReport) -> bytes:
-    """The report as PDF bytes."""
+def render(report: JobReport, footer: str = "") -> bytes:
+    """The report as PDF bytes, with the site's ``footer`` when it has one."""
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="jobreport-pdf-") as tmp:
-        doc = build_document(report, tmp)
+        doc = build_document(report, tmp, footer)
         base = os.path.join(tmp, "report")
         doc.generate_tex(base)
         seed_aux(base + ".tex")

@@ -189,9 +189,11 @@ class PdfStore:
         return fd
 
 
-def pdf_key(cluster: str, job_id: str) -> str:
-    """One job's key, whoever asks (the web page's link, the email's attachment)."""
-    return f"{cluster}/{job_id}"
+def pdf_key(cluster: str, job_id: str, footer_version: str = "") -> str:
+    """One job's key, whoever asks (the web page's link, the email's attachment); with
+    the version of the site's footer template when it has one, so an edited footer is in
+    the next PDF (``site_wording.version``)."""
+    return f"{cluster}/{job_id}" + (f"@{footer_version}" if footer_version else "")
 
 
 def pdf_store(settings: Settings, wait: float = 5.0) -> PdfStore:

@@ -13,6 +13,7 @@ message is built is logged and the default is used: the email still goes out.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 from collections.abc import Mapping
@@ -59,6 +60,13 @@ def site_path(policy_dir: str, name: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def version(policy_dir: str, name: str) -> str:
+    """12 hex digits of the site's template of part ``name`` ("": the default): what a
+    kept PDF with that part is keyed by."""
+    site = site_path(policy_dir, name)
+    return hashlib.sha256(site.read_bytes()).hexdigest()[:12] if site else ""
+
+
 @functools.lru_cache(maxsize=64)
 def _compiled(path: str, _mtime_ns: int, _size: int) -> Template:
     """Compiled once per version of the file: an edit is in force at the next message."""
@@ -81,6 +89,12 @@ def render(policy_dir: str, name: str, values: Mapping[str, Any]) -> str:
         except Exception as exc:  # noqa: BLE001 - a site's mistake must not stop the mail
             log.error("site wording %s does not render (%s): the default is used", site, exc)
     return _template(default_path(name)).render(**given).strip()
+
+
+def report_footer(policy_dir: str, report: JobReport) -> str:
+    """The footer of the report's page, PDF and text (the site's contact and documentation
+    links; none by default)."""
+    return render(policy_dir, "report_footer", report_values(report))
 
 
 def report_values(report: JobReport, **extra: Any) -> dict[str, Any]:

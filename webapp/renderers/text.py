@@ -270,9 +270,10 @@ def _audit(c: dict[str, Any]) -> list[str]:
 
 
 def render(report: JobReport, details: bool = False, audit: bool = False,
-           cluster_named: bool = False) -> str:
+           cluster_named: bool = False, footer: str = "") -> str:
     """The report as terminal text; ``details`` and ``audit`` add those sections.
-    ``cluster_named``: the job was asked for with ``--cluster``, and so is its next command."""
+    ``cluster_named``: the job was asked for with ``--cluster``, and so is its next command.
+    ``footer``: the site's (``site_wording.report_footer``), last, wrapped."""
     r = report
     c = context(r, charts=[])
     out = _headline(r, c) + _figures(r, c, details) + _findings(c, details)
@@ -286,6 +287,9 @@ def render(report: JobReport, details: bool = False, audit: bool = False,
                           if not shown)
         on = f" --cluster {_clean(r.cluster)}" if cluster_named else ""
         out += ["", f"More: jobreport show {_clean(r.job_id)}{on} {wanted}"]
+    lines = [line for line in footer.splitlines() if line.strip()]
+    if lines:
+        out += [""] + [w for line in lines for w in _wrapped(_clean(line), "", "")]
     return "\n".join(out) + "\n"
 
 

@@ -12,6 +12,7 @@ seconds for it, then answers 202 with a page that reloads itself until the PDF i
 
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 import os
@@ -52,18 +53,11 @@ def _lower_priority() -> None:
     os.nice(PDF_NICE)
 
 
-def _render(report: JobReport) -> bytes:  # in the builder process
-    from webapp.renderers import pdf
-
-    return pdf.render(report)
-
-
-def _build_and_keep(store: PdfStore, report: JobReport, key: str) -> bytes:
+def _build_and_keep(store: PdfStore, report: JobReport, key: str,
+                    render: Callable[[JobReport], bytes]) -> bytes:
     """In the builder process: wait for a host slot, build, keep (the report is final)."""
-    from webapp.renderers import pdf
-
     store.wait = BACKGROUND_WAIT
-    return store.build(report, pdf.render, key)
+    return store.build(report, render, key)
 
 
 class PdfBuilds:
@@ -88,9 +82,10 @@ class PdfBuilds:
 
     def build(self, report: JobReport, render: Callable[[JobReport], bytes],
               key: str) -> bytes | None:
-        """``render(report)`` (``pdf.render``) in a host slot; with ``in_process`` the
-        builder process renders it instead, an ended job's in the background: None when
-        it is not done within ``INLINE_WAIT`` (the caller answers 202)."""
+        """``render(report)`` (``pdf.render``, its footer bound) in a host slot; with
+        ``in_process`` the builder process renders it instead (``render`` is pickled: a
+        module's function or a partial of one), an ended job's in the background: None
+        when it is not done within ``INLINE_WAIT`` (the caller answers 202)."""
         if self.in_process and final(report):
             with self._lock:
                 failed = self._failed.pop(key, None)
@@ -98,7 +93,7 @@ class PdfBuilds:
                 raise PdfBusy() from failed
             if failed is not None:
                 raise failed
-            future = self._background(report, key)
+            future = self._background(report, key, render)
             try:
                 return future.result(timeout=INLINE_WAIT)
             except FutureTimeout:
@@ -106,7 +101,7 @@ class PdfBuilds:
             except NoSlot:
                 raise PdfBusy() from None
         if self.in_process:
-            render = self._in_builder
+            render = functools.partial(self._in_builder, render)
         try:
             return self.store.build(report, render, key)
         except NoSlot:
@@ -120,16 +115,17 @@ class PdfBuilds:
                     initializer=_lower_priority)
             return self._pool
 
-    def _in_builder(self, report: JobReport) -> bytes:
-        return self._builder().submit(_render, report).result()
+    def _in_builder(self, render: Callable[[JobReport], bytes], report: JobReport) -> bytes:
+        return self._builder().submit(render, report).result()
 
-    def _background(self, report: JobReport, key: str) -> Future:
+    def _background(self, report: JobReport, key: str,
+                    render: Callable[[JobReport], bytes]) -> Future:
         """The build of ``key`` under way in this worker, or a new one."""
         pool = self._builder()
         with self._lock:
             future = self._pending.get(key)
             if future is None:
-                future = pool.submit(_build_and_keep, self.store, report, key)
+                future = pool.submit(_build_and_keep, self.store, report, key, render)
                 self._pending[key] = future
                 future.add_done_callback(lambda done: self._forget(key, done))
         return future

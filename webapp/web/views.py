@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from flask import (
     Blueprint,
     Response,
@@ -41,7 +43,9 @@ def _kept_key(cluster: str | None, job_id: JobId) -> str:
     when the URL names none), as the sync's email attachment keys it too."""
     from webapp.renderers.pdf_store import pdf_key
 
-    return pdf_key(cluster or auth.settings().cluster, str(job_id))
+    settings = auth.settings()
+    return pdf_key(cluster or settings.cluster, str(job_id),
+                   site_wording.version(settings.policy_dir, "report_footer"))
 
 
 @bp.get("/")
@@ -66,8 +70,7 @@ def job(job_id: str, cluster: str | None = None):
     charts = current_app.extensions["jobreport.pdfs"].chart_refs(
         report, _kept_key(cluster, canonical))
     # Staff also see each gap's technical detail (driver errors); users the plain reason.
-    footer = site_wording.render(auth.settings().policy_dir, "report_footer",
-                                 site_wording.report_values(report))
+    footer = site_wording.report_footer(auth.settings().policy_dir, report)
     return render_template("report.html", links=links, site_footer=footer,
                            plot_base=job_url(report.cluster, report.job_id) + "/plots/",
                            **context(report, charts=charts, staff=auth.is_staff(g.user)))
@@ -105,8 +108,9 @@ def job_pdf(job_id: str, cluster: str | None = None):
     key = _kept_key(cluster, canonical)
     body = builds.cached(key)
     if body is None and not builds.pending(key):
-        body = builds.build(load_report(canonical, authorized=True, cluster=cluster),
-                            pdf.render, key=key)
+        report = load_report(canonical, authorized=True, cluster=cluster)
+        footer = site_wording.report_footer(auth.settings().policy_dir, report)
+        body = builds.build(report, functools.partial(pdf.render, footer=footer), key=key)
     if body is None:  # built in the background: this page reloads until it is kept
         return render_template("pdf_building.html", job=str(canonical),
                                page=job_url(cluster, str(canonical)),
@@ -136,7 +140,9 @@ def job_txt(job_id: str, cluster: str | None = None):
     from webapp.renderers import text
 
     report = load_report(JobId.parse(job_id), cluster=cluster)
-    return Response(text.render(report, details=True, audit=True), mimetype="text/plain")
+    footer = site_wording.report_footer(auth.settings().policy_dir, report)
+    return Response(text.render(report, details=True, audit=True, footer=footer),
+                    mimetype="text/plain")
 
 
 @bp.get("/healthz")

@@ -57,6 +57,26 @@ def test_a_het_job_asks_on_each_node_its_components_request():
     assert node_requests((), ("a", "b"), 2 * GIB) == {"a": GIB, "b": GIB}
 
 
+def test_mem_per_cpu_spread_unevenly_asks_on_each_node_what_its_cgroup_limit_says():
+    # -N2 -n3 --mem-per-cpu=300M: 2 CPUs on a (600M), 1 on b (300M); Slurm's limits
+    limits = (("a", 600.0 * MIB), ("b", 300.0 * MIB))
+    assert node_requests((), ("a", "b"), 900 * MIB, limits) == {"a": 600 * MIB,
+                                                                  "b": 300 * MIB}
+    # a site's AllowedRAMSpace=110: limits above the request, shares the same
+    above = tuple((n, v * 1.1) for n, v in limits)
+    assert node_requests((), ("a", "b"), 900 * MIB, above) == pytest.approx(
+        {"a": 600 * MIB, "b": 300 * MIB}, abs=1)
+    # equal limits, a node without one, or none: evenly, as before
+    assert node_requests((), ("a", "b"), 900 * MIB, (("a", 1.0), ("b", 1.0))) == {
+        "a": 450 * MIB, "b": 450 * MIB}
+    assert node_requests((), ("a", "b"), 900 * MIB, (("a", 600.0 * MIB),)) == {
+        "a": 450 * MIB, "b": 450 * MIB}
+    # a het job's components still decide (their requests are known)
+    assert node_requests(record(UNEVEN, "713").components, ("gpu1", "gpu2"), 1300 * MIB,
+                         (("gpu1", 1.0), ("gpu2", 5.0))) == {"gpu1": 1200 * MIB,
+                                                            "gpu2": 100 * MIB}
+
+
 def test_the_big_nodes_peak_is_judged_against_the_big_nodes_request():
     r = report_of(UNEVEN, "713")  # sacct alone: component 0's MaxRSS on gpu1
     judged = r.memory_judged

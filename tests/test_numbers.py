@@ -309,9 +309,10 @@ def test_json_schema_is_pinned():
     }  # fmt: skip
     assert set(data["gaps"][0]) == {"source", "reason"}
     assert set(data["usage"]) == {
-        "memory_limit_bytes", "memory_max_usage_bytes", "gpu_memory_total_bytes",
-        "read_bytes", "write_bytes", "read_syscalls", "write_syscalls", "processes_max",
-        "threads_max", "open_files_max", "open_files_limit_ratio_max", "scratch_in_use",
+        "memory_limit_bytes", "memory_limit_by_node", "memory_max_usage_bytes",
+        "gpu_memory_total_bytes", "read_bytes", "write_bytes", "read_syscalls",
+        "write_syscalls", "processes_max", "threads_max", "open_files_max",
+        "open_files_limit_ratio_max", "scratch_in_use",
         "cpu_pressure_seconds", "io_pressure_seconds", "memory_pressure_seconds",
         "memory_high_events", "cpu_wait_seconds", "io_wait_seconds", "busy_tasks_max",
         "energy_joules", "energy_gpu_joules", "energy_other_joules", "energy_by_node",

@@ -162,8 +162,9 @@ USAGE = ("memory_limit_bytes", "memory_max_usage_bytes", "gpu_memory_total_bytes
          "energy_joules", "energy_gpu_joules", "energy_other_joules",
          # null: the GPU figures are series; else their source (Slurm's TRES), no series
          "gpu_figures_from")
-# Usage fields of (label, joules) pairs: per node, and per GPU (``node/gpu``)
-USAGE_PAIRS = ("energy_by_node", "gpu_energy")
+# Usage fields of (label, value) pairs: joules per node and per GPU (``node/gpu``), each
+# node's memory limit
+USAGE_PAIRS = ("energy_by_node", "gpu_energy", "memory_limit_by_node")
 # JSON key -> Step field (sacct's TotalCPU is the JSON's cpu_seconds), codec
 STEP: tuple[tuple[str, str, Codec], ...] = (
     ("step_id", "step_id", PLAIN), ("name", "name", PLAIN), ("state", "state", PLAIN),

@@ -415,6 +415,9 @@ class Usage:
     energy_gpu_joules: float | None = None
     energy_other_joules: float | None = None
     energy_by_node: tuple[tuple[str, float], ...] = ()  # (node, joules)
+    # (node, bytes): each node's job cgroup memory limit at the end (jobs_memory_limit_bytes),
+    # what Slurm gave that node: the nodes' shares of a --mem-per-cpu request
+    memory_limit_by_node: tuple[tuple[str, float], ...] = ()
     gpu_energy: tuple[tuple[str, float], ...] = ()  # (label as gpu_utilization's, joules)
     gpu_faults: tuple[GpuFault, ...] = ()  # errors the job's GPUs reported during its run
     gpu_devices: tuple[GpuDevice, ...] = ()  # what each allocated GPU is (jobs_gpu_info)

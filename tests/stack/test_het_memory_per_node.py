@@ -2,7 +2,8 @@
 node is judged against its own request (1200M on gpu1, where ~900 MiB is held; 100M on
 gpu2: the gpu partition's nodes, which the CPU tests' queue leaves free), so neither
 `jobreport show` nor `jobreport jobs` reads a memory efficiency above 100 % for a job
-that stayed under its request (docs/findings.md, "Memory per node")."""
+that stayed under its request (docs/findings.md, "Memory per node"); and a job of
+`--mem-per-cpu` tasks spread unevenly over two nodes, each node judged against its share."""
 
 from __future__ import annotations
 
@@ -60,3 +61,42 @@ def test_the_job_list_reads_the_same_figures(het_job):
     for cells in rows:
         percents = [float(c[:-1]) for c in cells if re.fullmatch(r"[\d.]+%", c)]
         assert all(p <= 100 for p in percents), cells
+
+
+# -N2 -n3 --mem-per-cpu=300M on gpu3 and gpu4 (the gpu partition again; no GPU asked for):
+# two tasks on one node (600M), one on the other (300M). The two ranks of the first node
+# hold 250 MiB each (500 MiB: above the even split's 450M, under its own 600M), the third
+# 50 MiB.
+RANKS = ("import os, time; r = int(os.environ['SLURM_PROCID']); "
+         "b = bytes(range(256)) * ((250 if r < 2 else 50) << 12); time.sleep(30)")
+PER_CPU = StackJob("mem-per-cpu-uneven", "alice",
+                   ("-t", "5", "-N2", "-n3", "-c1", "--mem-per-cpu=300M", "-p", "gpu",
+                    "-w", "gpu3,gpu4"),
+                   f'srun /usr/bin/python3 -c "{RANKS}"')
+
+
+@pytest.fixture(scope="module")
+def per_cpu_job(stack_env) -> str:
+    job_id = submit(PER_CPU)
+    wait_until_done([job_id], timeout=3600)
+    return job_id
+
+
+def test_mem_per_cpu_spread_unevenly_is_judged_against_each_nodes_share(per_cpu_job):
+    answer = jobreport("show", per_cpu_job, "--format", "json")
+    assert answer.returncode == 0, answer.stderr
+    data = json.loads(answer.stdout)
+    limits = dict(data["usage"]["memory_limit_by_node"])
+    assert sorted(limits.values()) == [300 * MIB, 600 * MIB], limits
+    requests = {n["node"]: n["requested_bytes"] for n in data["memory_nodes"]}
+    assert requests == limits  # AllowedRAMSpace=100 here: the shares are the limits
+    assert data["memory_requested_bytes"] == 900 * MIB
+    big = max(requests, key=requests.__getitem__)
+    assert data["memory_requested_per_node_bytes"] == 600 * MIB
+    peaks = {n["node"]: n["peak_bytes"] for n in data["memory_nodes"]}
+    assert peaks[big] > 450 * MIB  # the even split would have read it above 100 %
+    assert 0.5 < data["memory_efficiency"] <= 1.0
+    text = jobreport("show", per_cpu_job)
+    assert text.returncode == 0, text.stderr
+    assert f"on {big}" in text.stdout, text.stdout
+    assert not [p for p in re.findall(r"([\d.]+)% of its", text.stdout) if float(p) > 100]

@@ -103,11 +103,16 @@ def het_components(job_id: JobId, sj: SacctJob | None) -> tuple[Step, ...]:
     return sj.components
 
 
-def node_requests(parts: tuple[Step, ...], nodes: tuple[str, ...], memory: int | None
-                  ) -> dict[str, int]:
+def node_requests(parts: tuple[Step, ...], nodes: tuple[str, ...], memory: int | None,
+                  limits: tuple[tuple[str, float], ...] = ()) -> dict[str, int]:
     """Each node's own memory request in bytes: a whole het job's, each component's
     request split over its own nodes (``--mem`` is per node; two components on one node
-    add up); any other job's, the request split evenly over its nodes. {} when unknown."""
+    add up); any other job's, the request split over its nodes as Slurm gave it to them:
+    in proportion to each node's cgroup limit (``limits``, the exporter's
+    jobs_memory_limit_bytes) when every node has one and they differ (``--mem-per-cpu``
+    with tasks spread unevenly: 2 CPUs on one node, 1 on the other), else evenly. In
+    proportion, not the limits themselves: a site's AllowedRAMSpace may set limits above
+    or below the request, and the nodes' requests add up to the job's. {} when unknown."""
     if parts and all(c.memory_requested_bytes and c.nodes for c in parts):
         out: dict[str, int] = {}
         for c in parts:
@@ -117,6 +122,10 @@ def node_requests(parts: tuple[Step, ...], nodes: tuple[str, ...], memory: int |
         return out
     if not memory or not nodes:
         return {}
+    limit = dict(limits)
+    if all(limit.get(n, 0) > 0 for n in nodes) and len({limit[n] for n in nodes}) > 1:
+        total = sum(limit[n] for n in nodes)
+        return {n: int(memory * limit[n] / total) for n in nodes}
     return dict.fromkeys(nodes, memory // len(nodes))
 
 
@@ -202,7 +211,8 @@ def join(job_id: JobId, cluster: str, acct: AccountingJob | None, sj: SacctJob |
         cpu_seconds=cpu_seconds,
         cpu_source=cpu_source,
         memory_peak=peak,
-        memory_nodes=node_memory(usage, sj, node_requests(parts, t.nodes, memory), parts,
+        memory_nodes=node_memory(usage, sj, node_requests(parts, t.nodes, memory,
+                                                           usage.memory_limit_by_node), parts,
                                  peak),
         usage=usage,
         steps=sj.steps if sj else (),

@@ -418,6 +418,7 @@ class PrometheusSource:
             memory_shmem=ranges["memory_shmem"],
             memory_cache=ranges["memory_cache"],
             memory_limit_bytes=_int(scalars.get("memory_limit_bytes")),
+            memory_limit_by_node=_by_node(per_node, "memory_limit_bytes"),
             memory_max_usage_bytes=_int(scalars.get("memory_max_usage_bytes")),
             gpu_utilization=ranges["gpu_utilization"],
             gpu_memory_used=ranges["gpu_memory_used"],

@@ -381,6 +381,7 @@ def split(b: Batch, ranges: Mapping[str, Rows], peaks: Mapping[str, Rows], cores
 
         peak: dict[str, float | None] = {}
         energy_by_node: list[tuple[str, float]] = []
+        limit_by_node: list[tuple[str, float]] = []
         for name, (_, combine) in PEAKS.items():
             per_node = [(metric.get(node, ""), max(v for _, v in pts))
                         for metric, values in peaks.get(name, {}).get(job.job_id, ())
@@ -390,6 +391,8 @@ def split(b: Batch, ranges: Mapping[str, Rows], peaks: Mapping[str, Rows], cores
                 if values else None
             if name == "energy_joules":
                 energy_by_node = sorted(per_node)
+            elif name == "memory_limit_bytes":
+                limit_by_node = sorted(per_node)
         per_core = []
         for m, v in c.get(job.job_id, ()):
             if mine(m):
@@ -420,6 +423,7 @@ def split(b: Batch, ranges: Mapping[str, Rows], peaks: Mapping[str, Rows], cores
             memory_shmem=series("memory_shmem", (node,)),
             memory_cache=series("memory_cache", (node,)),
             memory_limit_bytes=_int(peak["memory_limit_bytes"]),
+            memory_limit_by_node=tuple(limit_by_node),
             memory_max_usage_bytes=_int(peak["memory_max_usage_bytes"]),
             gpu_utilization=series("gpu_utilization", (node, "gpu")),
             gpu_memory_used=series("gpu_memory_used", (node, "gpu")),

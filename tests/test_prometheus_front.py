@@ -141,7 +141,7 @@ def test_series_and_labels_need_match_selectors_that_pass(alice, app):
     assert alice.get("/prometheus/api/v1/series").status_code == 400  # as Prometheus says
     values = alice.get("/prometheus/api/v1/label/jobid/values", query_string={"match[]": MINE})
     assert values.status_code == 200 and values.get_json()["data"] == ["4242"]
-    # Grafana's job picker (label_values(jobs_info, jobid)) would list every job.
+    # no match[] at all: every job (a picker names its series: below)
     refused = alice.get("/prometheus/api/v1/label/jobid/values")
     assert refused.status_code == 403 and "needs match[]" in refused.get_json()["error"]
     labels = alice.post("/prometheus/api/v1/labels", data={"match[]": "slurm_nodes"})
@@ -149,6 +149,59 @@ def test_series_and_labels_need_match_selectors_that_pass(alice, app):
     staff = signed_in(app, "staffer")
     every = staff.get("/prometheus/api/v1/label/jobid/values").get_json()["data"]
     assert every == ["4242", "5000"]
+
+
+ALL_JOBS = "jobs_cpu_seconds_total"  # a job picker's match[]: per-job series, no job named
+
+
+def test_a_job_picker_lists_only_the_askers_own_jobs(alice, app, caplog):
+    window = {"start": str(START), "end": str(LAST)}
+    for who, session, own in (("alice", alice, "4242"), ("bob", signed_in(app, "bob"), "5000")):
+        values = session.get("/prometheus/api/v1/label/jobid/values",
+                             query_string={"match[]": ALL_JOBS, **window})
+        assert values.status_code == 200 and values.get_json()["data"] == [own], who
+        series = session.post("/prometheus/api/v1/series", data={"match[]": ALL_JOBS, **window})
+        assert series.status_code == 200
+        assert {s["jobid"] for s in series.get_json()["data"]} == {own}, who
+    # without a start: the asker's jobs of the last 30 days
+    values = alice.get("/prometheus/api/v1/label/jobid/values", query_string={"match[]": ALL_JOBS})
+    assert values.get_json()["data"] == ["4242"]
+    # the clusters' names pass as they are (these samples have no cluster label: none)
+    clusters = alice.get("/prometheus/api/v1/label/cluster/values",
+                         query_string={"match[]": ALL_JOBS})
+    assert clusters.status_code == 200 and clusters.get_json()["status"] == "success"
+    # no picker: another label's values, a pattern, a name pattern, a query
+    caplog.set_level(logging.WARNING, logger="webapp.web.prometheus_front")
+    for path, match in (("label/user/values", ALL_JOBS), ("label/instance/values", ALL_JOBS),
+                        ("label/jobid/values", 'jobs_cpu_seconds_total{jobid=~".+"}'),
+                        ("label/jobid/values", '{__name__=~"jobs_.*"}'),
+                        ("series", "slurm_nodes or jobs_cpu_seconds_total")):
+        refused = alice.get(f"/prometheus/api/v1/{path}", query_string={"match[]": match})
+        assert refused.status_code in (400, 403), (path, match, refused.get_json())
+    assert "refused" in caplog.text
+    query = alice.get("/prometheus/api/v1/query", query_string={"query": ALL_JOBS})
+    assert query.status_code == 403 and "does not name its jobs" in query.get_json()["error"]
+
+
+def test_a_picker_with_accounting_down_is_a_503(web_settings):
+    alice = signed_in(make_app(web_settings, FakeService(down=True)), "alice")
+    answer = alice.get("/prometheus/api/v1/label/jobid/values", query_string={"match[]": ALL_JOBS})
+    assert answer.status_code == 503 and answer.get_json()["errorType"] == "unavailable"
+
+
+def test_a_picker_on_a_shared_prometheus_must_name_the_cluster(tmp_path, prometheus):
+    settings = password_settings(tmp_path, prometheus_url=prometheus,
+                                 prometheus_cluster_label="cluster")
+    alice = signed_in(make_app(settings, default_service()), "alice")
+    bare = alice.get("/prometheus/api/v1/label/jobid/values", query_string={"match[]": ALL_JOBS})
+    assert bare.status_code == 403 and "must name the cluster" in bare.get_json()["error"]
+    pinned = alice.get("/prometheus/api/v1/label/jobid/values",
+                       query_string={"match[]": f'{ALL_JOBS}{{cluster="demo"}}'})
+    assert pinned.status_code == 200  # (these samples carry no cluster label: none listed)
+    assert pinned.get_json()["data"] == []
+    clusters = alice.get("/prometheus/api/v1/label/cluster/values",
+                         query_string={"match[]": ALL_JOBS})
+    assert clusters.status_code == 200
 
 
 def test_cost_bounds_and_bad_parameters(alice):

@@ -192,6 +192,11 @@ class FakeService:
                 if (user is not None and r.user == user)
                 or (account is not None and r.account == account)], []
 
+    def job_ids(self, user: str, since) -> frozenset[str]:
+        if self.down:
+            raise SourceUnavailable("accounting", "Can't connect to MySQL server on '127.0.0.1'")
+        return frozenset(k for k, r in self.reports.items() if r.user == user)
+
     def owner(self, job_id: JobId | str) -> str | None:
         return self.holder(job_id)[0]
 

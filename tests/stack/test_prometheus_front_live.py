@@ -157,18 +157,33 @@ def test_every_panel_passes_for_alice_and_answers_bob_as_the_checker_says(
         assert refused_for_bob == 0  # the cluster's slurm_* series are public
 
 
-def test_the_dashboards_variables(app_url, alice, bob, hers, stack_settings):
+def test_the_dashboards_variables(app_url, alice, bob, hers, stack_jobs, stack_settings,
+                                  service):
     def values(session: requests.Session, label: str, match: str) -> requests.Response:
         return session.get(f"{app_url}/prometheus/api/v1/label/{label}/values",
-                           params={"match[]": match}, timeout=60)
+                           params={"match[]": match, "start": str(hers.start - 3600)},
+                           timeout=60)
 
-    nodes = f'jobs_info{{jobid="{hers.job_id}"}}'  # the jobs dashboard's $instance
+    cluster = stack_settings.cluster
+    nodes = f'jobs_info{{cluster="{cluster}",jobid="{hers.job_id}"}}'  # $instance
     answer = values(alice, "instance", nodes)
     assert answer.status_code == 200 and hers.node in answer.json()["data"]
     assert values(bob, "instance", nodes).status_code == 403
-    # $jobid lists every job (label_values(jobs_info, jobid)): staff only; a user opens
-    # the dashboard with the job filled in (?var-jobid=..., docs/grafana.md).
-    assert values(alice, "jobid", "jobs_info").status_code == 403
-    for session in (alice, bob):  # the slurm dashboard's $cluster
-        answer = values(session, "cluster", "slurm_up")
-        assert answer.status_code == 200 and stack_settings.cluster in answer.json()["data"]
+    # $cluster of both dashboards: the clusters' names, for everyone
+    for session in (alice, bob):
+        for match in ("slurm_up", "jobs_info"):
+            answer = values(session, "cluster", match)
+            assert answer.status_code == 200 and cluster in answer.json()["data"], match
+    # $jobid (label_values(jobs_info{cluster="$cluster"}, jobid)): each user's own jobs
+    picker = f'jobs_info{{cluster="{cluster}"}}'
+    mine = values(alice, "jobid", picker)
+    assert mine.status_code == 200, mine.text
+    theirs = values(bob, "jobid", picker)
+    assert theirs.status_code == 200, theirs.text
+    alices, bobs = set(mine.json()["data"]), set(theirs.json()["data"])
+    assert hers.job_id in alices and stack_jobs["idle"] in bobs  # idle: bob's
+    assert not alices & bobs
+    assert all(service.owner(job_id) == "alice" for job_id in alices)
+    staff = signed_in(app_url, "staff")
+    every = set(values(staff, "jobid", picker).json()["data"])
+    assert alices | bobs <= every

@@ -282,6 +282,13 @@ class ReportService:
         job = self.accounting.job(JobId.of(job_id))
         return job.user, job.account
 
+    def job_ids(self, user: str, since: datetime) -> frozenset[str]:
+        """Slurm's own ids (as the exporters label series: ``jobid``) of ``user``'s jobs
+        that ended at or after ``since`` or have not ended, the newest ``LIST_LIMIT``: what
+        the Prometheus front lets a user's job picker list. Raises SourceUnavailable."""
+        jobs = self.accounting.recent(since, user=user)  # type: ignore[attr-defined]
+        return frozenset(str(j.job) for j in jobs)
+
     def job_list(self, since: datetime, now: datetime, user: str | None = None,
                  account: str | None = None) -> tuple[list[JobRow], list[str]]:
         """One user's (or account's) recent jobs with the report's figures, and the plain

@@ -7,16 +7,19 @@ checked by ``promql_guard`` and every job it names by the report pages' check
 (``reports.may_see``: its owner, or a coordinator of its account); then the request goes
 to JOBREPORT_PROMETHEUS_URL with the same parameters and Prometheus' answer comes back as
 it is. A refusal is a 403 in Prometheus' error format, naming why, and one audit line in
-the log. Only Grafana's read endpoints exist here; every other path under /prometheus/ is
-a 404.
+the log. A job picker (``label_values(jobs_info{cluster="$cluster"}, jobid)``: per-job
+series that name no job) is no refusal: its answer is cut to the asker's own jobs of the
+window (``picked``, ``cut``), and the clusters' names pass as they are. Only Grafana's
+read endpoints exist here; every other path under /prometheus/ is a 404.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 
 import promql_parser as pp
 import requests
@@ -34,6 +37,9 @@ log = logging.getLogger(__name__)
 GRAFANA_USER_HEADER = "X-Grafana-User"
 AUDIT_QUERY_CHARS = 2000  # of the refused request's expressions, in the audit line
 SINGLE = ("query", "time", "start", "end", "step")  # Prometheus reads one of each
+# Days of jobs a job picker lists when Grafana sends no start (it sends its time range).
+PICKER_DAYS = 30
+AS_IS = "as is"  # a picker's answer sent as Prometheus gave it
 
 
 class BadParam(Exception):
@@ -164,7 +170,50 @@ def audit(user: str | None, endpoint: str, reason: str) -> None:
                 json.dumps(user), auth.peer_address(), endpoint, json.dumps(reason), sent)
 
 
-def answer(endpoint: str, path: str) -> Response:
+def picked(endpoint: str, label: str | None, settings: Settings, user: str
+           ) -> frozenset[str] | str | None:
+    """A job picker's request (``promql_guard.lists_jobs``): the asker's own job ids,
+    which the answer is cut to (``label_values`` of the job label, ``series``); ``AS_IS``
+    for which clusters there are (``label_values`` of the cluster label: no secret);
+    None for any other request, checked as usual."""
+    r = rules(settings)
+    if endpoint == "label_values" and label in (r.cluster_label or "cluster",):
+        # the picker of the cluster, which its selectors cannot name yet
+        unpinned = dataclasses.replace(r, cluster_label="")
+        return AS_IS if promql_guard.lists_jobs(values("match[]"), unpinned) else None
+    listing = endpoint == "series" or (endpoint == "label_values" and label == r.job_label)
+    if not listing:
+        return None
+    if not promql_guard.lists_jobs(values("match[]"), r):
+        if r.cluster_label and promql_guard.lists_jobs(
+                values("match[]"), dataclasses.replace(r, cluster_label="")):
+            raise Refused(f"a job picker's selectors must name the cluster: one Prometheus "
+                          f"holds several clusters' jobs, add {r.cluster_label}=\"{r.cluster}\"")
+        return None
+    start = single("start", required=False)
+    since = (timestamp("start") if start is not None
+             else datetime.now(UTC).timestamp() - PICKER_DAYS * 86400)
+    return reports.get_service().job_ids(user, datetime.fromtimestamp(since, UTC))
+
+
+def cut(body: bytes, label: str | None, own: frozenset[str], settings: Settings) -> bytes:
+    """Prometheus' answer to a job picker with only the asker's jobs: label values among
+    ``own``; series whose job label is one of them (and of this cluster, where one
+    Prometheus holds several)."""
+    r = rules(settings)
+    data = json.loads(body)
+    if data.get("status") != "success":
+        return body
+    if label is not None:
+        data["data"] = sorted(v for v in data.get("data") or () if v in own)
+    else:
+        data["data"] = [s for s in data.get("data") or ()
+                        if s.get(r.job_label) in own
+                        and (not r.cluster_label or s.get(r.cluster_label) == r.cluster)]
+    return json.dumps(data).encode()
+
+
+def answer(endpoint: str, path: str, label: str | None = None) -> Response:
     settings = _settings()
     user = asker()
     if user is None:
@@ -172,9 +221,11 @@ def answer(endpoint: str, path: str) -> Response:
                      f"{GRAFANA_USER_HEADER} from an address of JOBREPORT_PROMETHEUS_FRONT_PROXIES")
     staff = auth.is_staff(user)
     try:
-        ids = jobs_read(endpoint, settings, staff)
-        if not staff:
-            promql_guard.check_owners(ids, lambda job_id: reports.may_see(user, job_id))
+        own = None if staff else picked(endpoint, label, settings, user)
+        if own is None:
+            ids = jobs_read(endpoint, settings, staff)
+            if not staff:
+                promql_guard.check_owners(ids, lambda job_id: reports.may_see(user, job_id))
     except (BadParam, BadExpression) as exc:
         audit(user, endpoint, str(exc))
         return error(400, "bad_data", str(exc))
@@ -185,7 +236,10 @@ def answer(endpoint: str, path: str) -> Response:
         log.error("prometheus front: %s", exc)
         return error(503, "unavailable", "the accounting database, which says whose jobs "
                                          "they are, is unavailable; try again later")
-    return forward(path, settings)
+    sent = forward(path, settings)
+    if isinstance(own, frozenset) and sent.status_code == 200:
+        sent.set_data(cut(sent.get_data(), label, own, settings))
+    return sent
 
 
 @bp.route("/api/v1/<any(query, query_range, series, labels):endpoint>",
@@ -198,7 +252,7 @@ def api(endpoint: str) -> Response:
 def label_values(name: str) -> Response:
     if not promql_guard.LABEL_NAME.fullmatch(name):
         return error(400, "bad_data", f"invalid label name {name!r}")
-    return answer("label_values", f"label/{name}/values")
+    return answer("label_values", f"label/{name}/values", label=name)
 
 
 @bp.route("/", defaults={"rest": ""}, methods=("GET", "POST"))

@@ -175,6 +175,36 @@ def jobs_in_match(texts: Iterable[str], rules: Rules, staff: bool = False) -> fr
     return _bounded(ids)
 
 
+def lists_jobs(texts: Iterable[str], rules: Rules) -> bool:
+    """Whether the ``match[]`` selectors are a job picker's: each a series selector of
+    literal ``jobs_*`` names that names no job at all (no ``jobid`` matcher; the cluster
+    pinned where one Prometheus holds several), as Grafana's
+    ``label_values(jobs_info{cluster="$cluster"}, jobid)`` sends them. The front then
+    answers only the asker's own jobs (``prometheus_front``) instead of refusing."""
+    texts = list(texts)
+    if not texts:
+        return False
+    for text in texts:
+        expr = parse(text)
+        if not isinstance(expr, pp.VectorSelector):
+            return False
+        for group in expr.matchers.or_matchers or [[]]:
+            matchers = [*expr.matchers.matchers, *group]
+            names = {expr.name} if expr.name else set()
+            names |= {m.value for m in matchers
+                      if m.name == "__name__" and m.op == pp.MatchOp.Equal}
+            literal = all(m.op == pp.MatchOp.Equal for m in matchers if m.name == "__name__")
+            if (not literal or not names or any(rules.is_public(n) for n in names)
+                    or not all(n.startswith(JOB_METRIC_PREFIX) for n in names)
+                    or any(m.name == rules.job_label for m in matchers)):
+                return False
+            if rules.cluster_label and not any(
+                    m.name == rules.cluster_label and m.op == pp.MatchOp.Equal
+                    and m.value == rules.cluster for m in matchers):
+                return False
+    return True
+
+
 def _bounded(ids: set[str]) -> frozenset[str]:
     if len(ids) > MAX_JOBS:
         raise Refused(f"the request names {len(ids)} jobs, more than the {MAX_JOBS} allowed")

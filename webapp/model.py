@@ -309,6 +309,7 @@ class AccountingJob:
     gpus: int
     time_limit_kind: TimeLimitKind | None = None
     billing: float | None = None  # tres_alloc's billing TRES: billing units per hour
+    qos: str | None = None  # the QoS it ran under, by name; None: none or a view without it
 
 
 @dataclass(frozen=True)

@@ -343,6 +343,7 @@ class SacctJob:
     # A het job's components (``123+0``, ``123+1``, ...), each reduced to one line.
     components: tuple[Step, ...] = ()
     billing: float | None = None  # AllocTRES billing=N: the job's billing units per hour
+    qos: str | None = None  # QOS: the QoS it ran under (not asked when the view answers)
 
     @property
     def total_cpu_seconds(self) -> float | None:

@@ -285,8 +285,8 @@ def test_json_schema_is_pinned():
     data = json.loads(json_renderer.render(report))
     assert set(data) == {
         "schema_version", "job_id", "cluster", "user", "uid", "account", "job_name",
-        "partition", "nodes", "work_dir", "state", "exit_code", "submit_time", "start_time",
-        "end_time", "elapsed_seconds", "time_limit_seconds", "time_limit_kind",
+        "partition", "qos", "nodes", "work_dir", "state", "exit_code", "submit_time",
+        "start_time", "end_time", "elapsed_seconds", "time_limit_seconds", "time_limit_kind",
         "headline", "verdict", "figures_from", "cpus", "cpu_seconds", "cpu_seconds_source",
         "cpu_efficiency",
         "memory_peak_bytes", "memory_peak", "memory_nodes", "memory_requested_bytes",

@@ -628,6 +628,7 @@ class JobReport:
     account: str | None = None
     job_name: str | None = None
     partition: str | None = None
+    qos: str | None = None  # the QoS it ran under (policy scopes match on it)
     nodes: tuple[str, ...] = ()
     work_dir: str | None = None
     # request

@@ -3,3 +3,4 @@ GRANT SELECT ON `{acct_db}`.`{cluster}_job_table` TO 'jobreport_definer'@'localh
 GRANT SELECT ON `{acct_db}`.`{cluster}_assoc_table` TO 'jobreport_definer'@'localhost';
 GRANT SELECT ON `{acct_db}`.`{cluster}_event_table` TO 'jobreport_definer'@'localhost';
 GRANT SELECT ON `{acct_db}`.`tres_table` TO 'jobreport_definer'@'localhost';
+GRANT SELECT ON `{acct_db}`.`qos_table` TO 'jobreport_definer'@'localhost';

@@ -1,5 +1,6 @@
 -- One UNION ALL branch of jobreport.jobs per cluster. NO_VAL (4294967294) array/het ids
--- become NULL so callers never compare against Slurm's sentinels.
+-- become NULL so callers never compare against Slurm's sentinels. The QoS is the one the
+-- job ran under, by name: NULL for none (id_qos 0); a QoS deleted since keeps its name.
 SELECT
   '{cluster}' AS cluster,
   j.job_db_inx AS job_db_inx,
@@ -24,7 +25,9 @@ SELECT
   j.nodelist AS nodelist,
   j.work_dir AS work_dir,
   j.tres_alloc AS tres_alloc,
-  j.tres_req AS tres_req
+  j.tres_req AS tres_req,
+  q.name AS qos
 FROM `{acct_db}`.`{cluster}_job_table` AS j
 LEFT JOIN `{acct_db}`.`{cluster}_assoc_table` AS a ON a.id_assoc = j.id_assoc
+LEFT JOIN `{acct_db}`.`qos_table` AS q ON q.id = j.id_qos
 WHERE j.deleted = 0

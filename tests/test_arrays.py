@@ -79,10 +79,10 @@ def test_margins_come_from_thresholds():
 
 def test_source_array_on_the_captured_sacct_answer():
     # Exactly what SacctSource's own command printed on the stack (epoch times, no header).
-    # Captured before FIELDS ended with MaxRSSNode: that column is added, empty.
+    # Captured before FIELDS ended with MaxRSSNode and QOS: those columns are added, empty.
     captured = (FIX / "local-array-28-sacctsource-argv.psv").read_text().splitlines()
-    assert FIELDS[-1] == "MaxRSSNode"
-    out = "".join(line + "|\n" for line in captured)
+    assert FIELDS[-2:] == ("MaxRSSNode", "QOS")
+    out = "".join(line + "||\n" for line in captured)
     calls = []
 
     def runner(argv):

@@ -68,6 +68,12 @@ _EVENT_2205 = "time_start time_end node_name cluster_nodes reason reason_uid sta
 _EVENT_2411 = ("deleted time_start time_end node_name extra cluster_nodes instance_id "
                "instance_type reason reason_uid state tres")
 _EVENT_2605 = _EVENT_2411
+# qos_table (one for all clusters) was not among the tables captured: its leading
+# columns, the same in every release's table definition (Slurm's
+# accounting_storage_mysql.c, qos_table_fields, unchanged since 2.x), hold all the view
+# reads of it (id, name); tests/vm/test_accounting_versions.py checks that against the
+# live 24.11 and 26.05 tables.
+QOS_HEAD = frozenset("creation_time mod_time deleted id name description".split())
 # Slurm release -> table (of a cluster named "c") -> its columns, in table order.
 SCHEMAS: dict[str, dict[str, tuple[str, ...]]] = {
     version: {"c_job_table": tuple(job.split()), "c_assoc_table": tuple(assoc.split()),
@@ -79,7 +85,9 @@ SCHEMAS: dict[str, dict[str, tuple[str, ...]]] = {
 
 
 def _schema(version: str, drop: str = "") -> Schema:
-    return Schema(("c",), {t: frozenset(cols) - {drop} for t, cols in SCHEMAS[version].items()})
+    tables = {t: frozenset(cols) for t, cols in SCHEMAS[version].items()}
+    tables["qos_table"] = QOS_HEAD
+    return Schema(("c",), {t: cols - {drop} for t, cols in tables.items()})
 
 
 def test_parse_needed_columns_reads_aliases_not_backticked_names():
@@ -96,13 +104,17 @@ def test_parse_needed_columns_reads_aliases_not_backticked_names():
 def test_the_views_read_these_columns_of_each_cluster():
     needed = views_read(["v24", "v26"])
     assert set(needed) == {"v24_job_table", "v24_assoc_table", "v24_event_table",
-                           "v26_job_table", "v26_assoc_table", "v26_event_table", "tres_table"}
+                           "v26_job_table", "v26_assoc_table", "v26_event_table", "tres_table",
+                           "qos_table"}
     # the node events: when a node of the job was down or drained, and why
     assert needed["v24_event_table"] == {"node_name", "time_start", "time_end", "state",
                                          "reason"}
     assert {"id_job", "het_job_id", "tres_alloc", "work_dir", "deleted"} <= needed["v24_job_table"]
     assert needed["v26_assoc_table"] == {"id_assoc", "user"}
     assert needed["tres_table"] == {"id", "type", "name", "deleted"}
+    # the job's QoS by name (qos_table is one for all clusters)
+    assert needed["qos_table"] == {"id", "name"}
+    assert "id_qos" in needed["v26_job_table"]
 
 
 @pytest.mark.parametrize("version", sorted(SCHEMAS))
@@ -131,6 +143,18 @@ def test_a_missing_column_or_table_is_named_before_anything_is_created():
                                          r"slurm_acct_db \(registered: c\)"):
         check_schema(_schema("24.11"), ["c", "other"], "slurm_acct_db")
     assert missing_columns({"t": frozenset({"x"})}, {}, "db") == ["db.t does not exist"]
+    with pytest.raises(SetupError, match=r"slurm_acct_db\.qos_table has no column name"):
+        check_schema(_schema("22.05", drop="name"), ["c"], "slurm_acct_db")
+
+
+def test_the_definer_reads_the_qos_names_and_the_view_joins_them():
+    statements = build_statements(["c", "d"], "pw", ["localhost"], "slurm_acct_db")
+    grant = ("GRANT SELECT ON `slurm_acct_db`.`qos_table` TO "
+             "'jobreport_definer'@'localhost'")
+    assert grant in statements
+    view = next(s for s in statements if "VIEW jobreport.jobs AS" in s)
+    join = "LEFT JOIN `slurm_acct_db`.`qos_table` AS q ON q.id = j.id_qos"
+    assert view.count(join) == 2 and view.count("q.name AS qos") == 2  # one per cluster
 
 
 @pytest.mark.parametrize(("text", "host", "port"), [

@@ -77,7 +77,7 @@ def test_the_formula_weights_each_step_by_its_share_of_the_run():
 def test_sacct_asks_for_the_usage_tres_only_under_tres():
     plain, tres = SacctSource(), SacctSource(gpu_tres=True)
     assert "TRESUsageInAve" not in ",".join(plain.argv("1"))
-    assert plain.figure_fields == tuple(f for f in FIELDS if f != "AllocTRES")
+    assert plain.figure_fields == tuple(f for f in FIELDS if f not in ("AllocTRES", "QOS"))
     wanted = ",".join(GPU_TRES_FIELDS)
     assert tres.argv("1")[tres.argv("1").index("--format") + 1].endswith(wanted)
     assert tres.figure_fields[-3:] == GPU_TRES_FIELDS

@@ -48,7 +48,7 @@ def full_report() -> JobReport:
         time_limit_kind=TimeLimitKind.PARTITION, time_limit_seconds=3600.0,
         submit_time=sample.submit_time, notes=("Plots show one point per 30 s.",),
         gaps=(Gap("sacct", "no answer within 30 s", "timeout after 30.0 s on /usr/bin/sacct"),),
-        uid=1001, account="research", job_name="steps", work_dir="/home/alice")
+        uid=1001, account="research", job_name="steps", work_dir="/home/alice", qos="long")
 
 
 def test_every_report_field_is_written_or_left_out_on_purpose():
@@ -88,6 +88,20 @@ def test_report_archive_report_is_identical(tmp_path):
     assert got.pop("gaps") == [{"source": "archive", "reason": back.gaps[0].reason},
                                *want.pop("gaps")]
     assert got == want
+
+
+def test_the_qos_goes_and_comes_back_and_an_older_summary_has_none():
+    report = full_report()
+    summary = json.loads(json.dumps(encode(report)))
+    keys = list(summary)
+    assert keys[keys.index("partition") + 1] == "qos" and summary["qos"] == "long"
+    assert decode(summary).qos == "long"
+    unknown = json.loads(json.dumps(encode(dataclasses.replace(report, qos=None))))
+    assert unknown["qos"] is None and decode(unknown).qos is None
+    del summary["qos"]  # archived before the field
+    back = decode(summary)
+    assert back.qos is None and back.partition == report.partition
+    assert encode(back)["qos"] is None
 
 
 @pytest.mark.parametrize("key", ["memory_peak", "array", "memory_nodes"])

@@ -17,6 +17,7 @@ import pytest
 
 from tests.helpers.mail import free_port
 from tests.helpers.reports import FakeService, sample_report
+from tests.helpers.sacct_fields import CAPTURED_FIELDS
 from webapp.model import CpuSource, JobNotFound, PeakSource, SourceUnavailable, TimeLimitKind
 from webapp.renderers import html, pdf, text
 from webapp.renderers import json as json_renderer
@@ -119,7 +120,7 @@ def test_multi_task_peak_is_one_figure_everywhere(tmp_path):
 def test_local_two_task_step_estimate_and_array_mem_use_the_same_peak():
     # Job 132 on the stack: `srun -n2`, each task 200 MiB; sacct's MaxRSS is one task.
     job = parse_sacct((FIX / "sacct" / "local-multitask-132-sacctsource-argv.psv").read_text(),
-                      FIELDS)[0]
+                      CAPTURED_FIELDS)[0]
     assert job.max_rss_bytes == 207584 * K
     peak = sacct_peak(job)
     assert (peak.bytes, peak.node, peak.tasks) == (2 * 207584 * K, "vm", 2)
@@ -130,7 +131,7 @@ def test_array_suggestion_fits_multi_task_tasks():
 
     # Array 133 on the stack: `srun -n2`, each task of 133_2 held 200 MiB (405 MiB in all).
     text_ = (FIX / "sacct" / "local-multitask-array-133-sacctsource-argv.psv").read_text()
-    tasks = parse_sacct(text_, FIELDS)
+    tasks = parse_sacct(text_, CAPTURED_FIELDS)
     summary = summarize_array(tasks)
     assert [t.memory_peak_bytes for t in summary.tasks] == [2 * 105188 * K, 2 * 207588 * K]
     assert summary.suggested_mem == "500M"  # 405 MiB x 1.2; one task's 203 MiB would say 300M
@@ -284,8 +285,8 @@ def test_json_schema_is_pinned():
     data = json.loads(json_renderer.render(report))
     assert set(data) == {
         "schema_version", "job_id", "cluster", "user", "uid", "account", "job_name",
-        "partition", "nodes", "work_dir", "state", "exit_code", "submit_time", "start_time",
-        "end_time", "elapsed_seconds", "time_limit_seconds", "time_limit_kind",
+        "partition", "qos", "nodes", "work_dir", "state", "exit_code", "submit_time",
+        "start_time", "end_time", "elapsed_seconds", "time_limit_seconds", "time_limit_kind",
         "headline", "verdict", "figures_from", "cpus", "cpu_seconds", "cpu_seconds_source",
         "cpu_efficiency",
         "memory_peak_bytes", "memory_peak", "memory_nodes", "memory_requested_bytes",

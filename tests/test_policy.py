@@ -65,6 +65,19 @@ def test_rule_off_in_one_partition(tmp_path):
     assert "short_job" in {f.name for f in found} and not resolved.applied
 
 
+def test_a_qos_scope_matches_the_jobs_qos(tmp_path):
+    p = policy(tmp_path, '[[override]]\nqos = "long"\nrule = "short_job"\nenabled = false\n'
+                         '[[override]]\naccount = "phys"\nrule = "short_job"\n'
+                         'severity = "critical"\n')
+    found, resolved = judge(replace(short(), qos="long"), Thresholds(), p)
+    assert "short_job" not in {f.name for f in found}
+    assert "short_job in qos long: off" in resolved.applied[-1]  # qos beats account
+    for other in ("normal", None):  # another QoS; none known (an older view or archive)
+        found, resolved = judge(replace(short(), qos=other), Thresholds(), p)
+        assert [f.severity for f in found if f.name == "short_job"] == [Severity.CRITICAL]
+        assert not any("qos long" in a for a in resolved.applied)
+
+
 def test_most_specific_wins_and_exemptions(tmp_path):
     p = policy(tmp_path, OFF_IN_DEBUG + (
         '[[override]]\nuser = "alice"\nrule = "short_job"\nenabled = true\nseverity = "critical"\n'

@@ -95,6 +95,16 @@ def test_join_takes_identity_from_the_view_and_usage_from_prometheus(sj, acct):
     assert (alone.cluster, alone.user, alone.partition) == ("here", sj.user, sj.partition)
 
 
+def test_the_qos_comes_from_the_view_else_sacct_as_the_partition_does(sj, acct):
+    t, alone = timing(JOB, acct, sj, NOW), timing(JOB, None, sj, NOW)
+    normal = replace(sj, qos="normal")
+    assert join(JOB, "c", replace(acct, qos="long"), normal, t, Usage(), (None, None)
+                ).qos == "long"
+    assert join(JOB, "c", None, normal, alone, Usage(), (None, None)).qos == "normal"
+    # a view older than its qos column, and sacct asked without QOS (job_figures)
+    assert join(JOB, "c", acct, sj, t, Usage(), (None, None)).qos is None
+
+
 # -- reading the sources: I/O --------------------------------------------------------------
 def test_read_records_turns_a_database_outage_into_a_plain_gap():
     svc = service(sacct_answer(STEPS))

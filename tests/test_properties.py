@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobreport_common.slurm_values import parse_tres
+from tests.helpers.sacct_fields import CAPTURED_FIELDS
 from webapp.formatting import visible
 from webapp.model import InvalidJobId, JobId
 from webapp.renderers.backticks import BACKTICKED, code_html
@@ -238,7 +239,7 @@ def _answer(name: str, work_dir: str, delimiter: str = _DELIMITER) -> str:
 
 
 def _check(text: str, name: str, work_dir: str, delimiter: str) -> None:
-    jobs = {j.job_id: j for j in parse_sacct(text, FIELDS, delimiter=delimiter)}
+    jobs = {j.job_id: j for j in parse_sacct(text, CAPTURED_FIELDS, delimiter=delimiter)}
     assert list(jobs) == _META["ids"]
     assert jobs["78"].job_name == (name or None)
     assert [j.work_dir for j in jobs.values()] == [work_dir or None] * 3

@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 
 from tests.helpers.reports import HEADER_PAYLOAD, gap_report, sample_report
+from webapp.renderers import html, text
 from webapp.renderers import json as json_renderer
-from webapp.renderers import text
+from webapp.renderers.presentation import summary_rows
 
 README = Path(__file__).resolve().parent.parent / "docs" / "json-schema.md"
 
@@ -35,6 +36,17 @@ def test_text_names_every_gap():
     out = " ".join(text.render(report).split())
     assert report.gaps and all(g.reason in out for g in report.gaps)
     assert "Metrics unavailable (Prometheus)" in out
+
+
+def test_the_qos_is_shown_beside_the_partition_only_when_known():
+    # the job's facts (the page's and the PDF's details); the text shows no partition
+    known = dataclasses.replace(sample_report(), qos="long")
+    assert ("Partition", "gpu (QoS long)") in summary_rows(known)
+    assert '<th scope="row">Partition</th><td>gpu (QoS long)</td>' in html.render(known)
+    assert ("Partition", "gpu") in summary_rows(sample_report())
+    assert "QoS" not in html.render(sample_report())
+    alone = dataclasses.replace(known, partition=None)
+    assert ("Partition", "QoS long") in summary_rows(alone)
 
 
 def _documented_fields() -> set[str]:

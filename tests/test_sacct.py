@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from jobreport_common.slurm_values import gpus_from_tres, parse_tres
+from tests.helpers.sacct_fields import CAPTURED_FIELDS
 from webapp.model import InvalidJobId, JobNotFound, SourceUnavailable
 from webapp.sources.sacct import FIELDS, SacctSource, find_array, parse_sacct, run_sacct
 from webapp.sources.sacct_records import delimiter_of
@@ -374,6 +375,16 @@ def test_jobstats_jobidraw_epoch_times_timelimitraw_and_gres_order():
     assert late_gres.gpus == 1 and late_gres.memory_requested_bytes == 350 * M
     (timeout,) = load("jobstats_sacct_P_X_49589697_cpu_mem_over_100_percent.psv").values()
     assert timeout.state == "TIMEOUT" and timeout.time_limit_seconds == 600 * 60
+    # the QOS column beside the partition, as SacctSource asks for it (FIELDS)
+    assert (job.qos, job.partition) == ("gpu-short", "gpu")
+    assert (timeout.qos, timeout.partition) == ("short", "cpu")
+
+
+def test_sacct_is_asked_for_the_qos_only_when_the_view_did_not_answer():
+    # the view's qos column holds it; sacct's QOS column costs it a slurmdbd request
+    assert "QOS" in FIELDS
+    src = SacctSource()
+    assert "QOS" in src.fields and "QOS" not in src.figure_fields
 
 
 def test_pending_array_range_from_local_stack():
@@ -544,7 +555,7 @@ def test_run_sacct_replaces_bytes_that_are_not_utf8():
 def test_a_running_job_known_to_slurmdbd_only_by_its_steps_keeps_its_line():
     # slurmdbd had the step's start but not yet the job's: a placeholder allocation line
     # ("allocation", no partition, PENDING) whose ReqMem is NO_VAL64, printed "16?".
-    job = load("local-placeholder-336-running.psv", FIELDS)["336"]
+    job = load("local-placeholder-336-running.psv", CAPTURED_FIELDS)["336"]
     assert (job.job_name, job.user, job.state) == ("allocation", "alice", "PENDING")
     assert job.partition is None and job.memory_requested_bytes is None
     assert [s.step_id for s in job.steps] == ["batch"] and job.steps[0].state == "RUNNING"

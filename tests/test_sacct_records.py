@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from webapp.sources.sacct import FIELDS, SacctSource, parse_sacct, run_sacct
+from tests.helpers.sacct_fields import CAPTURED_FIELDS, as_captured
+from webapp.sources.sacct import SacctSource, parse_sacct, run_sacct
 from webapp.sources.sacct_accounting import NAMED_LIST_FIELDS, SacctJobList
 from webapp.sources.sacct_records import delimiter_of, split_records
 
@@ -27,7 +28,7 @@ def capture(what: str) -> tuple[str, str]:
 
 def replay(what: str) -> SacctSource:
     text, d = capture(what)
-    return SacctSource(delimiter=d, runner=lambda argv: text)
+    return as_captured(SacctSource(delimiter=d, runner=lambda argv: text))
 
 
 def test_the_captures_hold_what_was_submitted():
@@ -76,7 +77,7 @@ def test_a_pipe_delimited_answer_still_glues_a_pipe_and_joins_a_line_break():
     # With "|" as delimiter only one free-text column can hold a "|" and a line break
     # (the name); the random delimiter is what makes the work directory's safe too.
     pipes = pipes.replace(META["workdir"], "/home/alice")
-    jobs = {j.job_id: j for j in parse_sacct(pipes, FIELDS, delimiter="|")}
+    jobs = {j.job_id: j for j in parse_sacct(pipes, CAPTURED_FIELDS, delimiter="|")}
     assert {j: jobs[j].job_name for j in NAMES} == NAMES
     assert jobs["78"].cpus == 2 and jobs["80"].exit_code == "3:0"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.reports import sample_report
-from tests.helpers.view_sqlite import NAMES, SqliteView
+from tests.helpers.view_sqlite import SqliteView
 from webapp.archive.store import Archive
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
@@ -75,9 +75,7 @@ class Cluster:
 
     def arrive(self, *rows: dict) -> None:
         """End records reaching slurmdbd now."""
-        self.view.conn.executemany(
-            f"INSERT INTO jobs VALUES ({', '.join('?' for _ in NAMES)})",  # noqa: S608
-            [tuple(r[n] for n in NAMES) for r in rows])
+        self.view.insert(rows)
 
     def run(self, opts: SyncOptions = BOTH, after: float = 60):  # noqa: ANN201
         self.now[0] += after

@@ -133,6 +133,27 @@ def test_the_watch_cancels_by_the_policy_directory(tmp_path, smtp):
     assert cancelled == [["scancel", "701"]]
 
 
+def test_a_cancel_table_scoped_by_qos_takes_the_running_jobs_qos(tmp_path, smtp):
+    _, port = smtp
+    d = site(tmp_path, '[[cancel]]\nqos = "long"\nrule = "gpu_idle"\ngrace_minutes = 10\n')
+    p = load(d, NAMES)
+    assert p.enforced("gpu_idle", scope(qos="long")).grace_seconds == 600
+    assert p.enforced("gpu_idle", scope(qos="normal")).grace_seconds is None
+    assert p.enforced("gpu_idle", scope()).grace_seconds is None  # no QoS known
+    # The watch's running jobs (the accounting view's rows) carry their QoS to the policy.
+    jobs = [running_job("751", user="bob", account="teaching", partition="gpu", qos="long"),
+            running_job("752", user="bob", account="teaching", partition="gpu",
+                        qos="normal")]
+    assert watch_scope(jobs[0])["qos"] == "long"
+    clock, cancelled = Clock(), []
+    w = watcher(tmp_path, port, jobs, clock, cancelled, policy_dir=str(d))
+    assert [(d.alert.job.job_id, d.outcome) for d in w.run().decisions] == [
+        ("751", "waiting for the first notice")]
+    clock.now += 601
+    assert [d.outcome for d in w.run().decisions] == ["cancelled"]
+    assert cancelled == [["scancel", "751"]]
+
+
 def test_an_edit_of_the_directory_is_in_force_at_the_next_run(tmp_path, smtp):
     _, port = smtp
     d = site(tmp_path, "")
@@ -192,12 +213,14 @@ def test_explain_says_which_enforcement_applies_and_why(tmp_path, monkeypatch, s
                                                         ended_note):
     d = site(tmp_path)
     report = replace(report_for(LOCAL, "11"), cluster="demo", partition="gpu",
-                     account="teaching", user="bob", state=state)
+                     account="teaching", user="bob", state=state, qos="normal")
     monkeypatch.setattr(cli_policy, "build_for_caller", lambda *a, **k: report)
     args = build_parser().parse_args(["policy", "explain", "11"])
     out = io.StringIO()
     assert cli_policy.run_policy(args, Settings(cluster="demo", policy_dir=str(d)), out) == 0
     lines = out.getvalue().splitlines()
+    assert lines[0].startswith("job 11 (cluster demo, partition gpu, account teaching, "
+                               "qos normal, user bob); policy version ")
     (head,) = [line for line in lines if line.startswith("enforcement: ")]
     assert f"JOBREPORT_POLICY_DIR='{d}'" in head
     assert ("has ended" in head) is ended_note

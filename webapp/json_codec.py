@@ -91,6 +91,7 @@ REPORT: tuple[tuple[str, str | None, Codec | str], ...] = (
     ("account", "account", PLAIN),
     ("job_name", "job_name", PLAIN),
     ("partition", "partition", PLAIN),
+    ("qos", "qos", PLAIN),  # absent from summaries archived before it: null
     ("nodes", "nodes", LIST),
     ("work_dir", "work_dir", PLAIN),
     ("state", "state", PLAIN),

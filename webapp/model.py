@@ -309,6 +309,7 @@ class AccountingJob:
     gpus: int
     time_limit_kind: TimeLimitKind | None = None
     billing: float | None = None  # tres_alloc's billing TRES: billing units per hour
+    qos: str | None = None  # the QoS it ran under, by name; None: none or a view without it
 
 
 @dataclass(frozen=True)
@@ -342,6 +343,7 @@ class SacctJob:
     # A het job's components (``123+0``, ``123+1``, ...), each reduced to one line.
     components: tuple[Step, ...] = ()
     billing: float | None = None  # AllocTRES billing=N: the job's billing units per hour
+    qos: str | None = None  # QOS: the QoS it ran under (not asked when the view answers)
 
     @property
     def total_cpu_seconds(self) -> float | None:
@@ -629,6 +631,7 @@ class JobReport:
     account: str | None = None
     job_name: str | None = None
     partition: str | None = None
+    qos: str | None = None  # the QoS it ran under (policy scopes match on it)
     nodes: tuple[str, ...] = ()
     work_dir: str | None = None
     # request

@@ -23,7 +23,8 @@ WINDOWS = Windows(gpu=HOUR, node=1800.0, memory=1800.0, output=1800.0, small_fil
 
 def running_job(job_id: str = "501", *, user: str = "alice", account: str = "research",
                 partition: str = "debug", gpus: int = 1, nodes: tuple[str, ...] = ("vm",),
-                ran: float = 2 * HOUR, limit: float = 24 * HOUR) -> AccountingJob:
+                ran: float = 2 * HOUR, limit: float = 24 * HOUR,
+                qos: str | None = None) -> AccountingJob:
     start = datetime.fromtimestamp(NOW - ran, UTC)
     return AccountingJob(
         cluster="demo", job_id=job_id, job=int(job_id), array_job=None, array_task=None,
@@ -31,7 +32,7 @@ def running_job(job_id: str = "501", *, user: str = "alice", account: str = "res
         partition=partition, job_name="train", state="RUNNING", exit_code="0:0",
         submit_time=start, start_time=start, end_time=None, cpus=2,
         memory_requested_bytes=4 * 1024**3, time_limit_seconds=limit, nodes=nodes,
-        node_list=",".join(nodes), work_dir="/home/alice", gpus=gpus)
+        node_list=",".join(nodes), work_dir="/home/alice", gpus=gpus, qos=qos)
 
 
 def nvml_utilization(name: str) -> float:

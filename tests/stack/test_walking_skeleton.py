@@ -71,10 +71,11 @@ def test_restricted_user_reads_the_view(stack_jobs, stack_env):
     # db-setup's CREATE OR REPLACE VIEW (the next test) would wait for it.
     with closing(_reader(stack_env)) as conn, conn.cursor() as cur:
         # Ids repeat after a controller reset: the newest of the id, as the report picks it.
-        cur.execute("SELECT user, account FROM jobs WHERE cluster = %s AND job_id = %s"
+        cur.execute("SELECT user, account, qos FROM jobs WHERE cluster = %s AND job_id = %s"
                     " ORDER BY submit_time DESC LIMIT 1",
                     (stack_env["JOBREPORT_CLUSTER"], int(stack_jobs["busy"])))
-        assert cur.fetchone() == {"user": "alice", "account": "research"}
+        # the QoS by name (qos_table): the stack's only one, Slurm's default
+        assert cur.fetchone() == {"user": "alice", "account": "research", "qos": "normal"}
 
 
 @pytest.mark.parametrize(

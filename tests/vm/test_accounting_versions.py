@@ -21,7 +21,7 @@ from mgmt.setup import views_read
 from tests.helpers import vm
 from tests.helpers.stack import FINAL_STATES, STACK_ROOT, StackJob
 from tests.helpers.wait import wait_for
-from tests.test_db_setup import SCHEMAS
+from tests.test_db_setup import QOS_HEAD, SCHEMAS
 from webapp.model import AccountingJob
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
@@ -45,7 +45,7 @@ COMMENT_USER, COMMENT_PASSWORD = "jobreport_comment", "jobreport-comment-vm"
 COMMENT = "JS1:H4sIAKxGbWYC/6tWSs7PS8tMVbJSUErOLy0uyc9VqgUAbD+J1hwAAAA="
 SACCT = ("JobID", "JobIDRaw", "UID", "User", "Account", "Partition", "JobName", "State",
          "ExitCode", "Submit", "Start", "End", "AllocCPUS", "AllocTRES", "Timelimit",
-         "NodeList", "WorkDir")
+         "NodeList", "WorkDir", "QOS")
 
 # Own jobs, each ended in a way the view encodes differently (sacct lines per job). No
 # heterogeneous job: on these one-node clusters one stayed pending (Resources) on both
@@ -163,10 +163,13 @@ def test_the_schema_is_the_one_the_unit_tests_hold(vm_env, cluster):
             live[f"c_{table}"] = tuple(r[0] for r in cur.fetchall())
         cur.execute("SHOW COLUMNS FROM slurm_acct_db.tres_table")
         live["tres_table"] = tuple(r[0] for r in cur.fetchall())
+        cur.execute("SHOW COLUMNS FROM slurm_acct_db.qos_table")
+        qos = {r[0] for r in cur.fetchall()}
     assert live == SCHEMAS[version]
     read = views_read([cluster])
     assert read[f"{cluster}_job_table"] <= set(live["c_job_table"])
     assert read[f"{cluster}_event_table"] <= set(live["c_event_table"])
+    assert read["qos_table"] <= QOS_HEAD <= qos  # the unit tests' qos_table
 
 
 def test_the_reader_reads_the_views_and_nothing_else(setups, vm_env, cluster):
@@ -199,7 +202,7 @@ def _from_sacct(line: dict[str, str]) -> dict[str, object]:
         "start": int(line["Start"]), "end": int(line["End"]), "cpus": int(line["AllocCPUS"]),
         "memory": parse_alloc_memory(tres.get("mem", "")), "gpus": gpus_from_tres(tres),
         "billing": float(tres["billing"]), "time_limit": parse_time_limit(line["Timelimit"])[1],
-        "node_list": line["NodeList"], "work_dir": line["WorkDir"],
+        "node_list": line["NodeList"], "work_dir": line["WorkDir"], "qos": line["QOS"],
     }
 
 
@@ -211,7 +214,7 @@ def _from_view(job: AccountingJob) -> dict[str, object]:
         "start": int(job.start_time.timestamp()), "end": int(job.end_time.timestamp()),
         "cpus": job.cpus, "memory": job.memory_requested_bytes, "gpus": job.gpus,
         "billing": job.billing, "time_limit": job.time_limit_seconds,
-        "node_list": job.node_list, "work_dir": job.work_dir,
+        "node_list": job.node_list, "work_dir": job.work_dir, "qos": job.qos,
     }
 
 

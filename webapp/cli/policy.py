@@ -93,8 +93,7 @@ def run_policy(args: argparse.Namespace, settings: Settings, out=sys.stdout,  # 
     policy = in_force(aimed.policy_dir).policy()
     report = build_for_caller(aimed, JobId.parse(args.job_id), sizing=False)
     _, resolved = judge(report, aimed.thresholds, policy)
-    scope = ", ".join(f"{k} {getattr(report, k, None) or '-'}"
-                      for k in ("cluster", "partition", "account", "user"))
+    scope = ", ".join(f"{k} {v or '-'}" for k, v in job_scope(report).items())
     out.write(f"job {report.job_id} ({scope}); policy version "
               f"{policy.version or 'none (JOBREPORT_POLICY_DIR is empty)'}\n")
     for line in resolved.applied:

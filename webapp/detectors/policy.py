@@ -159,7 +159,7 @@ NO_POLICY = Policy()
 
 def job_scope(report: JobReport) -> dict[str, str | None]:
     return {"cluster": report.cluster, "partition": report.partition,
-            "account": report.account, "qos": getattr(report, "qos", None),
+            "account": report.account, "qos": report.qos,
             "user": report.user}
 
 

@@ -105,7 +105,7 @@ def _summary_rows(report: JobReport) -> list[tuple[str, str]]:
         ("Job", job),
         ("Name", report.job_name),
         ("User", user),
-        ("Partition", report.partition),
+        ("Partition", partition_text(report)),
         ("Nodes", ", ".join(report.nodes)),
         ("State", state),
         ("Submitted", report.submit_time and format_time(report.submit_time)),
@@ -119,6 +119,14 @@ def _summary_rows(report: JobReport) -> list[tuple[str, str]]:
         ("Work directory", report.work_dir),
     ]
     return [(label, value) for label, value in rows if value]
+
+
+def partition_text(report: JobReport) -> str | None:
+    """``gpu (QoS long)``; the QoS only when known, alone when the partition is not."""
+    qos = report.qos and f"QoS {report.qos}"
+    if report.partition and qos:
+        return f"{report.partition} ({qos})"
+    return report.partition or qos
 
 
 def energy_replayed(report: JobReport) -> bool:

@@ -3,8 +3,8 @@
 ``webapp.report.build`` reads the sources (accounting view, sacct, Prometheus, scontrol);
 these functions only choose. Precedence when sources disagree (documented in the README):
 
-- identity and request (user, account, partition, CPUs, memory, GPUs, time limit, nodes):
-  the accounting view, then sacct;
+- identity and request (user, account, partition, QoS, CPUs, memory, GPUs, time limit,
+  nodes): the accounting view, then sacct;
 - outcome: the state from sacct (its latest record of the job), then the accounting
   view; exit code and times from the accounting view, then sacct; elapsed from sacct's
   Elapsed, else end (or now) - start; a start that sacct's Elapsed dates when only the
@@ -194,6 +194,7 @@ def join(job_id: JobId, cluster: str, acct: AccountingJob | None, sj: SacctJob |
         account=first(acct and acct.account, sj and sj.account),
         job_name=name,
         partition=partition(acct, sj),
+        qos=first(acct and acct.qos, sj and sj.qos),
         nodes=t.nodes,
         work_dir=first(acct and acct.work_dir, sj and sj.work_dir),
         cpus=cpus,

@@ -6,6 +6,8 @@ Only the view db-setup creates is read, only with bound parameters. Rows become
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -53,11 +55,23 @@ STAND_IN_NAME = "allocation"
 # timelimit: INFINITE is what sacct prints as UNLIMITED, NO_VAL as Partition_Limit.
 TIME_LIMIT_KINDS = {0xFFFFFFFF: TimeLimitKind.UNLIMITED, 0xFFFFFFFE: TimeLimitKind.PARTITION}
 
+log = logging.getLogger(__name__)
+
 COLUMNS = (
     "cluster, job_id, array_job_id, array_task_id, het_job_id, het_job_offset, uid, user,"
     " account, `partition`, job_name, state, exit_code, submit_time, start_time, end_time,"
-    " cpus, mem_req, timelimit, nodelist, work_dir, tres_alloc, tres_req"
+    " cpus, mem_req, timelimit, nodelist, work_dir, tres_alloc, tres_req, qos"
 )
+# A view created before it had the job's QoS (the package upgraded, `jobreport db-setup`
+# not run again): its columns. Its rows read as jobs without a QoS, so reports still
+# render; the log says what to run. Tried again after VIEW_RECHECK_SECONDS, so a db-setup
+# run in the meantime takes effect without a restart.
+OLD_VIEW_COLUMNS = COLUMNS.removesuffix(", qos")
+VIEW_RECHECK_SECONDS = 600.0
+ER_BAD_FIELD_ERROR = 1054  # MariaDB's "Unknown column"
+OLD_VIEW = ("the accounting view predates this release (it has no qos column): run "
+            "`jobreport db-setup` again; until then reports show no QoS and policy "
+            "scopes `qos = ...` match no job")
 # Node events one query returns at most (a batch's window on a large cluster may hold
 # many: a reader that gets this many asks per job instead).
 NODE_EVENTS_LIMIT = 5000
@@ -227,7 +241,16 @@ def parse_row(row: Mapping[str, Any], tres_names: Mapping[int, str]) -> Accounti
         work_dir=row["work_dir"] or None,
         gpus=gpus_from_tres(alloc),
         billing=alloc.get("billing"),
+        qos=row.get("qos") or None,  # absent from a view older than the column
     )
+
+
+def no_qos_column(exc: BaseException) -> bool:
+    """Whether the database refused a query for want of the view's ``qos`` column:
+    pymysql's ``(1054, "Unknown column 'qos' in 'field list'")``."""
+    args: tuple[Any, ...] = exc.args
+    return (len(args) >= 2 and args[0] == ER_BAD_FIELD_ERROR
+            and "'qos'" in str(args[-1]).lower())
 
 
 def connect_from_url(url: str, timeout: float = 5.0) -> Any:
@@ -254,10 +277,13 @@ class AccountingSource:
 
     name = "accounting"
 
-    def __init__(self, db_url: str, cluster: str, connect: Callable[[], Any] | None = None) -> None:
+    def __init__(self, db_url: str, cluster: str, connect: Callable[[], Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.cluster = cluster
         self._connect = connect or (lambda: connect_from_url(db_url))
         self._tres: dict[int, str] | None = None
+        self._clock = clock
+        self._old_view_until: float | None = None  # read OLD_VIEW_COLUMNS until then
 
     def _query(self, name: str, *params: object) -> list[dict[str, Any]]:
         return self._run(QUERIES[name], params, name)
@@ -268,6 +294,11 @@ class AccountingSource:
         except ImportError as exc:
             raise SourceUnavailable(self.name, "accounting database unreachable",
                                     str(exc)) from None
+        if self._old_view_until is not None:
+            if self._clock() < self._old_view_until:
+                sql = sql.replace(COLUMNS, OLD_VIEW_COLUMNS)
+            else:
+                self._old_view_until = None
         # The driver's words (host, port, errno) go to ``detail``: logs and staff only.
         try:
             conn = self._connect()
@@ -279,10 +310,14 @@ class AccountingSource:
                 cur.execute(sql, params)
                 return list(cur.fetchall())
         except pymysql.MySQLError as exc:
-            raise SourceUnavailable(self.name, "accounting database query failed",
-                                    f"query {name} failed: {exc.args[-1]}") from exc
+            if not (COLUMNS in sql and no_qos_column(exc)):
+                raise SourceUnavailable(self.name, "accounting database query failed",
+                                        f"query {name} failed: {exc.args[-1]}") from exc
         finally:
             conn.close()
+        log.warning("%s (cluster %s)", OLD_VIEW, self.cluster)
+        self._old_view_until = self._clock() + VIEW_RECHECK_SECONDS
+        return self._run(sql.replace(COLUMNS, OLD_VIEW_COLUMNS), params, name)
 
     def tres_names(self) -> dict[int, str]:
         if self._tres is None:

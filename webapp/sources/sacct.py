@@ -48,16 +48,18 @@ log = logging.getLogger(__name__)
 FIELDS: tuple[str, ...] = (
     "JobID", "JobIDRaw", "JobName", "User", "Account", "Partition", "State", "ExitCode",
     "Elapsed", "Timelimit", "TotalCPU", "AllocCPUS", "NNodes", "NTasks", "ReqMem", "MaxRSS",
-    "AllocTRES", "Start", "End", "NodeList", "WorkDir", "MaxRSSNode",
+    "AllocTRES", "Start", "End", "NodeList", "WorkDir", "MaxRSSNode", "QOS",
 )  # fmt: skip
 
 # What the report asks when the accounting view answered: its tres_alloc holds what
 # AllocTRES would add (GPUs, memory, billing), and asking for any TRES column costs sacct a
 # second request to slurmdbd (the TRES names): ~190 ms instead of ~100 ms on the stack.
-FIGURE_FIELDS = tuple(f for f in FIELDS if f != "AllocTRES")
+# The view's qos column holds what QOS would add, which costs sacct a request of its own
+# (the QoS names: sacct's print.c, slurmdb_qos_get).
+FIGURE_FIELDS = tuple(f for f in FIELDS if f not in ("AllocTRES", "QOS"))
 
-# A job list's: no free text (the list takes names from the accounting view).
-LIST_FIELDS = tuple(f for f in FIELDS if f not in ("JobName", "WorkDir"))
+# A job list's: no free text (the list takes names from the accounting view), no QoS.
+LIST_FIELDS = tuple(f for f in FIELDS if f not in ("JobName", "WorkDir", "QOS"))
 
 # Added to a report's sacct call under JOBREPORT_GPU_METRICS=tres (``SacctSource(gpu_tres=
 # True)``): each step's usage TRES, where Slurm's gpu plugin records gres/gpuutil and
@@ -109,6 +111,7 @@ class _Columns:
     tresusageinave: int
     tresusageintot: int
     tresusageinmax: int
+    qos: int
 
     def __init__(self, fields: Sequence[str]) -> None:
         cols = _columns(fields)
@@ -118,6 +121,7 @@ class _Columns:
             "exitcode", "elapsed", "timelimit", "timelimitraw", "totalcpu", "alloccpus",
             "nnodes", "ntasks", "reqmem", "maxrss", "alloctres", "start", "end", "nodelist",
             "workdir", "maxrssnode", "tresusageinave", "tresusageintot", "tresusageinmax",
+            "qos",
         ):  # fmt: skip
             setattr(self, name, cols.get(name, -1))
         if self.jobid < 0:
@@ -129,7 +133,7 @@ class _Columns:
             self.jobid, self.jobname, self.user, self.account, self.partition, self.state,
             self.exitcode, self.elapsed, self.timelimit, self.alloccpus, self.nnodes,
             self.reqmem, self.alloctres, self.start, self.end, self.nodelist, self.workdir,
-            self.timelimitraw, self.totalcpu, self.maxrss,
+            self.timelimitraw, self.totalcpu, self.maxrss, self.qos,
         )  # fmt: skip
         self.step = itemgetter(
             self.jobname, self.state, self.exitcode, self.elapsed, self.totalcpu, self.maxrss,
@@ -164,6 +168,7 @@ class _JobExtra(TypedDict, total=False):
     alloc_cpu_seconds: float | None
     alloc_max_rss_bytes: int | None
     billing: float | None
+    qos: str | None
 
 
 def _job(p: list[str], r: _Columns, tz: tzinfo | None) -> tuple[_JobFields, _JobExtra]:
@@ -171,7 +176,7 @@ def _job(p: list[str], r: _Columns, tz: tzinfo | None) -> tuple[_JobFields, _Job
     and its keyword fields."""
     (job_id, name, user, account, partition, state_text, exit_code, elapsed, timelimit,
      cpus_text, nodes_text, reqmem, tres, start, end, nodelist, workdir,
-     limit_raw, total_cpu, rss) = r.job(p)  # fmt: skip
+     limit_raw, total_cpu, rss, qos) = r.job(p)  # fmt: skip
     state, by = parse_sacct_state(state_text)
     cpus = int(cpus_text) if cpus_text else None
     gpus, tres_mem, billing = _tres_facts(tres)
@@ -185,7 +190,7 @@ def _job(p: list[str], r: _Columns, tz: tzinfo | None) -> tuple[_JobFields, _Job
     ), {
         "cancelled_by": by, "time_limit_kind": kind,
         "alloc_cpu_seconds": parse_sacct_duration(total_cpu),
-        "alloc_max_rss_bytes": parse_memory(rss), "billing": billing,
+        "alloc_max_rss_bytes": parse_memory(rss), "billing": billing, "qos": qos or None,
     }  # fmt: skip
 
 

@@ -70,7 +70,7 @@ def accounting_job(sj: SacctJob, cluster: str, uid: int | None,
         end_time=sj.end_time, cpus=sj.cpus, memory_requested_bytes=sj.memory_requested_bytes,
         time_limit_seconds=sj.time_limit_seconds, nodes=tuple(nodes),
         node_list=sj.node_list, work_dir=sj.work_dir, gpus=sj.gpus,
-        time_limit_kind=sj.time_limit_kind,
+        time_limit_kind=sj.time_limit_kind, qos=sj.qos,
     )
 
 

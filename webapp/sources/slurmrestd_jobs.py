@@ -247,6 +247,7 @@ def parse_job(job: Mapping[str, Any], gpu_tres: bool = False) -> SacctJob:
         time_limit_kind=kind,
         alloc_cpu_seconds=_seconds(sum(step_cpu)) if step_cpu else own_cpu,
         billing=float(tres["billing"]) if tres.get("billing") else None,
+        qos=job.get("qos") or None,
     )
 
 

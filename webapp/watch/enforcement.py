@@ -48,9 +48,9 @@ class Enforcement:
 
 
 def watch_scope(job: AccountingJob) -> dict[str, str | None]:
-    """A running job's scope, as ``job_scope`` gives a report's (the view has no QoS)."""
+    """A running job's scope, as ``job_scope`` gives a report's (the QoS from the view)."""
     return {"cluster": job.cluster, "partition": job.partition, "account": job.account,
-            "qos": None, "user": job.user}
+            "qos": job.qos, "user": job.user}
 
 
 def enforcement_in_force(settings: Settings) -> Enforcement | None:

@@ -14,7 +14,7 @@ demo: ## install and start the local stack, run sample jobs, print their reports
 # xdist would otherwise start with the modules holding the most tests.
 test: stack ## lint, then every test (unit and integration on the real stack)
 	$(MAKE) lint
-	$(VENV)/bin/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15
+	$(VENV)/bin/pytest -q -n 4 --dist loadfile --no-loadscope-reorder --durations=15
 
 stack: ## the local stack, the VM clusters (docs/platforms.md) and the container image
 	scripts/dev-stack start

@@ -131,11 +131,21 @@ def test_rejudge_rewrites_the_archive_under_the_policy(tmp_path):
     report = replace(report, findings=judge(report)[0])
     assert "short_job" in {f.name for f in report.findings}
     p = policy(tmp_path, OFF_IN_DEBUG)
+    from webapp.archive.digest_rows import DigestRows
+
+    def digest_findings(archive: Archive) -> tuple[str, ...]:
+        [digest] = DigestRows(archive.db).digests(report.cluster, [report.user], 0, 2**40)
+        return tuple(name for job in digest.jobs for name in job.findings)
+
     with Archive(str(tmp_path / "archive.sqlite")) as archive:
         archive.put(archive_record(report))
+        assert "short_job" in digest_findings(archive)
         done = rejudge(archive, report.cluster, 0, 2**40, Thresholds(), p, 0.5, JOBS)
         assert (done.jobs, done.job_ids) == (1, (report.job_id,))
         summary = archive.get(report.cluster, report.job_id).summary
+        # the weekly digest (and the account report's costliest findings, read from the
+        # same rows) follow: the job's digest line is rewritten with its report
+        assert "short_job" not in digest_findings(archive)
     assert "short_job" not in {f["name"] for f in summary["findings"]}
     # the directory's version with the coverage floor in force (0.5, not the default)
     assert summary["coverage"]["policy_version"] == policy_version(

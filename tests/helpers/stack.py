@@ -36,6 +36,12 @@ BUSY = "timeout {s} sh -c 'while :; do :; done'; exit 0"
 # replays a reading under load): what a job that never touches its GPU asks for.
 IDLE_GPU = ("-p", "gpu", "--gres=gpu:t4:1")
 
+# A CPU job of a module's own on a GPU node the session's batch leaves free (gpu3, gpu4:
+# their GPU tests come minutes later): in debug it waited behind the batch's ~700
+# core-seconds, 76-142 s at the session's start, holding its worker meanwhile.
+def off_debug(node: str) -> tuple[str, ...]:
+    return ("-p", "gpu", "-w", node)
+
 HOSTILE_MARKUP = "<script>alert(1)</script> \\input{/etc/passwd} $&%#_{}~^\\"
 HOSTILE_HEADER = "report\r\nBcc: evil@example.org"
 LATIN1_NAME = b"caf\xe9-latin1"  # one Latin-1 byte: not valid UTF-8

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.stack import BUSY, IDLE_GPU, StackJob, submit, wait_until_done
+from tests.helpers.stack import BUSY, IDLE_GPU, StackJob, off_debug, submit, wait_until_done
 from webapp.report.jobstats_history import NOTE
 from webapp.report.service import ReportService
 from webapp.settings import Settings
@@ -31,7 +31,8 @@ JOBS = (
     # one core of two busy, one (fake, idle) GPU: CPU ~50%, GPU 0%
     StackJob("comment-gpu", "alice", ("-c2", *IDLE_GPU, "--mem=500M", "--time=10"),
              BUSY.format(s=25)),
-    StackJob("comment-site", "bob", ("-c1", "--mem=200M", "--time=10"), "sleep 15"),
+    StackJob("comment-site", "bob", ("-c1", "--mem=200M", "--time=10", *off_debug("gpu4")),
+             "sleep 15"),
 )
 
 

@@ -119,7 +119,8 @@ def test_disk_full_stops_the_sync_and_loses_nothing(stack_env: dict[str, str], s
            "JOBREPORT_SYNC_LOOKBACK": "0"}
     url = env["JOBREPORT_ARCHIVE_URL"]
     jobs = [stack.StackJob(f"disk-full-{i}", "alice" if i % 2 else "bob",
-                           ("-c1", "--mem=50M", "--time=2"), "sleep 1") for i in range(JOBS)]
+                           ("-c1", "--mem=50M", "--time=2", *stack.off_debug("gpu4")),
+                           "sleep 1") for i in range(JOBS)]
     ids = [stack.submit(job) for job in jobs]
     stack.wait_until_done(ids)
     # Both streams start just before the first of them ended: the jobs of other suites

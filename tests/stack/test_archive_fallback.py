@@ -49,7 +49,8 @@ def prometheus(tmp_path_factory):
 
 
 def test_deleted_series_render_from_the_archive(stack_env, prometheus, tmp_path):
-    job = stack.StackJob("archived-busy", "alice", ("-c1", "--mem=200M", "--time=5"),
+    job = stack.StackJob("archived-busy", "alice",
+                         ("-c1", "--mem=200M", "--time=5", *stack.off_debug("gpu3")),
                          stack.BUSY.format(s=25))
     job_id = stack.submit(job)
     stack.wait_until_done([job_id])

@@ -69,6 +69,10 @@ def _slurmd_timeout(seconds: int) -> Iterator[None]:
     finally:
         vm.shell(CLUSTER, unset, check=False)
         _reconfigure("300 sec")
+        # 24.11's slurmctld restarted itself to reread slurm.conf: its node reads UNKNOWN
+        # until slurmd registers again. Released only then (sinfo of the next VM module
+        # read "unknown" once).
+        _node_back()
 
 
 def _node_state() -> tuple[str, str]:

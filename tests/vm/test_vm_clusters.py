@@ -20,12 +20,20 @@ pytestmark = pytest.mark.parametrize("cluster", vm.CLUSTERS)
 
 
 def test_sinfo_answers_and_the_version_is_the_clusters(vm_env, cluster):
-    out = vm.run(cluster, "sinfo", "-h", "-N", "-o", "%N %P %T").stdout.split("\n")
-    rows = [line.split() for line in out if line]
+    rows: list[list[str]] = []
+
+    def in_service() -> bool:
+        out = vm.run(cluster, "sinfo", "-h", "-N", "-o", "%N %P %T").stdout.split("\n")
+        rows[:] = [line.split() for line in out if line]
+        # completing: a neighbouring test's job ending on the node
+        return bool(rows) and all(re.match(r"(idle|mixed|allocated|planned|completing)",
+                                           r[2]) for r in rows)
+
+    # unknown for a few seconds after a neighbouring module restarted slurmctld, until
+    # slurmd registers again
+    wait_for(in_service, 60, lambda: f"{cluster}'s node in service: {rows}", every=2)
     assert {r[0] for r in rows} == {vm.node(cluster)}
     assert {r[1].rstrip("*") for r in rows} == {"debug", "shared"}
-    # completing: a neighbouring test's job ending on the node
-    assert all(re.match(r"(idle|mixed|allocated|planned|completing)", r[2]) for r in rows), rows
     assert vm.VERSIONS[cluster] in vm.run(cluster, "scontrol", "--version").stdout
     # cgroup v2 alone (no v1 hierarchy), with the controllers Slurm constrains.
     controllers = vm.run(cluster, "cat", "/sys/fs/cgroup/cgroup.controllers").stdout.split()

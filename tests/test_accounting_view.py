@@ -4,13 +4,12 @@ db-setup` not run again) still serving reports, without the QoS, and saying what
 
 from __future__ import annotations
 
-import json
 import logging
-from pathlib import Path
 
 import pymysql
 import pytest
 
+from tests.helpers.view_rows import BUSY, ViewConnection
 from webapp.model import SourceUnavailable
 from webapp.sources.accounting import (
     COLUMNS,
@@ -21,11 +20,8 @@ from webapp.sources.accounting import (
     parse_row,
 )
 
-# Rows of the stack's `jobreport.jobs` view, captured before it had the qos column (see
-# fixtures/SOURCES.md): what an older view answers to its columns.
-ROWS = json.loads((Path(__file__).resolve().parent.parent / "fixtures" / "accounting"
-                   / "local-jobs-view-rows.json").read_text())
-BUSY = next(r for r in ROWS if r["job_id"] == 1240)
+# BUSY: a row of the stack's `jobreport.jobs` view, captured before it had the qos column
+# (tests/helpers/view_rows.py): what an older view answers to its columns.
 # DERIVED: the same row as the view answers it now, the job run under a QoS named "long".
 WITH_QOS = {**BUSY, "qos": "long"}
 TRES = {1001: "gres/gpu"}
@@ -45,36 +41,20 @@ def test_a_row_gives_the_jobs_qos_by_name():
     assert parse_row(BUSY, TRES) == parse_row({**BUSY, "qos": None}, TRES)
 
 
-class OldView:
+class OldView(ViewConnection):
     """A pymysql connection to a view without the qos column: a SELECT naming it fails as
     MariaDB fails it; any other answers ``rows``. Every statement is kept."""
 
     def __init__(self, rows: list[dict], has_qos: bool = False) -> None:
-        self.rows, self.has_qos, self.sql = rows, has_qos, ""
+        super().__init__(rows)
+        self.has_qos = has_qos
         self.statements: list[str] = []
-
-    def cursor(self) -> OldView:
-        return self
-
-    def __enter__(self) -> OldView:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
     def execute(self, sql: str, params: object) -> None:
         self.statements.append(sql)
         if "FROM jobs" in sql and ", qos" in sql and not self.has_qos:
             raise UNKNOWN_QOS
-        self.sql = sql
-
-    def fetchall(self) -> list[dict]:
-        if "FROM tres" in self.sql:
-            return [{"id": 1001, "type": "gres", "name": "gpu"}]
-        return [dict(r) for r in self.rows]
-
-    def close(self) -> None:
-        return None
+        super().execute(sql, params)
 
 
 def test_an_older_view_still_serves_reports_and_says_what_to_run(caplog):

@@ -3,14 +3,13 @@ names, in bulk as one by one, and not slurmdbd's stand-in for a job that just en
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from tests.helpers.reports import sample_report
+from tests.helpers.view_rows import BUSY, ROWS, ViewConnection
 from webapp.archive.store import Archive
 from webapp.model import SourceUnavailable
 from webapp.settings import Settings
@@ -19,10 +18,8 @@ from webapp.sources.ended import EndedJob
 from webapp.sync.options import SyncOptions
 from webapp.sync.run import STAND_IN_WAIT, Syncer, SyncResult
 
-# Rows of the stack's `jobreport.jobs` view (busy 1240, idle 1241, array 1249 tasks 4 and 1).
-ROWS = json.loads((Path(__file__).resolve().parent.parent / "fixtures" / "accounting"
-                   / "local-jobs-view-rows.json").read_text())
-BUSY = next(r for r in ROWS if r["job_id"] == 1240)
+# Rows of the stack's `jobreport.jobs` view (busy 1240, idle 1241, array 1249 tasks 4 and 1):
+# tests/helpers/view_rows.py.
 # DERIVED: id 1240 given to another job a day later, after a controller reset.
 REUSED = {**BUSY, "uid": 1002, "user": "bob", "account": "teaching", "job_name": "later",
           "submit_time": BUSY["submit_time"] + 86400, "start_time": BUSY["start_time"] + 86400,
@@ -32,35 +29,6 @@ REUSED = {**BUSY, "uid": 1002, "user": "bob", "account": "teaching", "job_name":
 STAND_IN = {**BUSY, "uid": 0, "user": None, "account": None, "job_name": "allocation",
             "cpus": 0, "mem_req": 0, "timelimit": 0, "nodelist": "None assigned",
             "tres_req": None}
-
-
-class ViewConnection:
-    """A pymysql connection whose every SELECT on the view answers ``rows`` (a chunk's
-    rows hold other jobs' records too, as the real OR-query's do)."""
-
-    def __init__(self, rows: list[dict]) -> None:
-        self.rows = rows
-        self.sql = ""
-
-    def cursor(self) -> ViewConnection:
-        return self
-
-    def __enter__(self) -> ViewConnection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def execute(self, sql: str, params: object) -> None:
-        self.sql = sql
-
-    def fetchall(self) -> list[dict]:
-        if "FROM tres" in self.sql:
-            return [{"id": 1001, "type": "gres", "name": "gpu"}]
-        return [dict(r) for r in self.rows]
-
-    def close(self) -> None:
-        return None
 
 
 def source(rows: list[dict]) -> AccountingSource:

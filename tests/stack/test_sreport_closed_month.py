@@ -25,6 +25,7 @@ import pytest
 
 from tests.helpers import stack
 from tests.helpers.mail import free_port
+from tests.helpers.prometheus_server import stop
 from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.stack
@@ -103,11 +104,7 @@ def rolled_up(ran, tmp_path_factory) -> Iterator[dict[str, str]]:
     try:
         yield env
     finally:
-        dbd_proc.terminate()
-        try:
-            dbd_proc.wait(30)
-        except subprocess.TimeoutExpired:
-            dbd_proc.kill()
+        stop(dbd_proc)
         subprocess.run(["mysql", "-e", f"DROP DATABASE IF EXISTS {COPY_DB}"], timeout=60)
 
 

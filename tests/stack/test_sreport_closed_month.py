@@ -5,7 +5,8 @@ month tables), which slurmdbd computes once a period is over: on a stack started
 month no month is closed. So a second slurmdbd rolls it up as closed: started under
 libfaketime 32 days ahead (always past the month's end), on a copy of the accounting
 database (``mysqldump --single-transaction``), on a port of its own, and asked by sreport
-through a slurm.conf naming that port. The month's account is one of this test's own
+through a slurm.conf naming that port, sreport itself 32 days ahead too (it cuts the
+period at its own clock). The month's account is one of this test's own
 (``sreportmonth``, alice's), whose two jobs it runs; the account report over the same
 month, from the stack's real accounting view and archive, must give the CPU-hours sreport
 gives, within 1 % (the issue's bar; seconds on both sides, so equal in practice)."""
@@ -16,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -25,7 +27,6 @@ import pytest
 
 from tests.helpers import stack
 from tests.helpers.mail import free_port
-from tests.helpers.prometheus_server import stop
 from tests.helpers.wait import wait_for
 
 pytestmark = pytest.mark.stack
@@ -99,20 +100,35 @@ def rolled_up(ran, tmp_path_factory) -> Iterator[dict[str, str]]:
     conf = re.sub(r"(?m)^AccountingStoragePort=.*\n", "", conf)
     (tmp / "slurm.conf").write_text(conf + f"AccountingStoragePort={port}\n")
     env = {**UTC_ENV, "SLURM_CONF": str(tmp / "slurm.conf")}
-    dbd_proc = subprocess.Popen(["faketime", "-f", AHEAD, "/usr/sbin/slurmdbd", "-D"],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    # Under a name of its own: the stack's tests count its one `slurmdbd` (pgrep -x). In a
+    # session of its own: faketime runs it as a child, which the group's signal reaches.
+    ahead = tmp / "slurmdbd-ahead"
+    shutil.copy2("/usr/sbin/slurmdbd", ahead)
+    dbd_proc = subprocess.Popen(["faketime", "-f", AHEAD, str(ahead), "-D"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     try:
         yield env
     finally:
-        stop(dbd_proc)
+        os.killpg(dbd_proc.pid, signal.SIGTERM)
+        try:
+            dbd_proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(dbd_proc.pid, signal.SIGKILL)
+        wait_for(lambda: not subprocess.run(["pgrep", "-x", ahead.name],
+                                            capture_output=True).stdout, 30,
+                 "the second slurmdbd gone", every=0.5)
         subprocess.run(["mysql", "-e", f"DROP DATABASE IF EXISTS {COPY_DB}"], timeout=60)
 
 
 def _sreport_seconds(env: dict[str, str], first: datetime, following: datetime) -> dict:
     """Account (login "(account)") and member -> CPU-seconds, as sreport prints them
     (its header names the columns)."""
+    # sreport too runs ahead: it cuts a period's end at its own clock (then reads the
+    # hours up to it, where the month's table was asked for).
     out = subprocess.run(
-        ["sreport", "-P", "-t", "seconds", "cluster", "AccountUtilizationByUser",
+        ["faketime", "-f", AHEAD, "sreport", "-P", "-t", "seconds", "cluster",
+         "AccountUtilizationByUser",
          f"accounts={ACCOUNT}", f"start={first:%Y-%m-%dT%H:%M:%S}",
          f"end={following:%Y-%m-%dT%H:%M:%S}"],
         capture_output=True, text=True, timeout=60, env=env)
@@ -127,15 +143,22 @@ def _sreport_seconds(env: dict[str, str], first: datetime, following: datetime) 
             if row[at["Account"]] == ACCOUNT and row[at["Used"]].isdigit()}
 
 
+def _monthly_rollup() -> int:
+    """When the copy's monthly rollup last ran (0: not readable yet)."""
+    query = f"SELECT monthly_rollup FROM {COPY_DB}.demo_last_ran_table"  # noqa: S608
+    out = subprocess.run(["mysql", "-N", "-e", query], capture_output=True, text=True,
+                         timeout=60)
+    return int(out.stdout.split()[0]) if out.stdout.split() else 0
+
+
 def test_cpu_hours_of_a_closed_month_are_sreports(stack_env, ran, rolled_up):
     first, following = _month()
-    got: dict = {}
-
-    def rolled() -> bool:  # the month table is written after the hours and days
-        got.update(_sreport_seconds(rolled_up, first, following))
-        return got.get("(account)", 0) > 0
-
-    wait_for(rolled, 180, lambda: f"sreport's month of {ACCOUNT}: {got}", every=2)
+    # Done once slurmdbd has rolled the month up (after its hours and days); before, sreport
+    # may answer from the hours the stack's own slurmdbd rolled up, short of the last.
+    wait_for(lambda: _monthly_rollup() >= following.timestamp(), 180,
+             lambda: f"{COPY_DB}'s month rolled up: monthly_rollup {_monthly_rollup()}",
+             every=1)
+    got = _sreport_seconds(rolled_up, first, following)
     done = stack.jobreport("account-report", "--account", ACCOUNT, "--month",
                            f"{first:%Y-%m}", "--format", "json",
                            env={**stack.load_env(), "TZ": "UTC"})

@@ -177,7 +177,7 @@ def picked(endpoint: str, label: str | None, settings: Settings, user: str
     for which clusters there are (``label_values`` of the cluster label: no secret);
     None for any other request, checked as usual."""
     r = rules(settings)
-    if endpoint == "label_values" and label in (r.cluster_label or "cluster",):
+    if endpoint == "label_values" and label == (r.cluster_label or "cluster"):
         # the picker of the cluster, which its selectors cannot name yet
         unpinned = dataclasses.replace(r, cluster_label="")
         return AS_IS if promql_guard.lists_jobs(values("match[]"), unpinned) else None

@@ -15,6 +15,7 @@ from flask.testing import FlaskClient
 from werkzeug.security import generate_password_hash
 
 from tests.helpers.reports import default_service
+from tests.helpers.sacctmgr import fake_sacctmgr
 from tests.helpers.wait import wait_for
 from webapp import create_app
 from webapp.settings import Settings
@@ -37,7 +38,11 @@ def password_file(tmp: Path) -> str:
 
 def password_settings(tmp: Path, **changes) -> Settings:
     """Password login for alice, bob, carol and staffer (staff); the archive, the outbox and
-    the web state under ``tmp``, never the demo stack's in var/."""
+    the web state under ``tmp``, never the demo stack's in var/; an account has no
+    coordinators (a sacctmgr that lists none: the machine's own would ask its slurmdbd,
+    whose absence logged a warning)."""
+    if "sacctmgr" not in changes:
+        changes["sacctmgr"] = fake_sacctmgr(tmp, "")
     values = dict(secret_key=SECRET, password_file=password_file(tmp),
                   staff=frozenset({"staffer"}), web_state=str(tmp / "web-state.sqlite"),
                   archive_url=str(tmp / "archive.sqlite"), outbox=str(tmp / "outbox.sqlite"),

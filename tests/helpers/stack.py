@@ -94,11 +94,13 @@ STACK_JOBS: tuple[StackJob, ...] = (
         "b = bytearray(int(os.environ[\"SLURM_ARRAY_TASK_ID\"]) * 50 * 2**20)\n"
         "time.sleep(6)'",
     ),
-    # `srun -n2`, each task holding 200 MiB: sacct's MaxRSS is one task, the job held both.
+    # `srun -n2` on one node, each task holding 200 MiB: sacct's MaxRSS is one task, the
+    # job held both. -N1: without it Slurm split the tasks over two nodes with a core free
+    # each once (run n), and the job read as two nodes, one idle.
     StackJob(
         "multi-task",
         "alice",
-        ("-n2", "-c1", "--mem=4G", "--time=10"),
+        ("-N1", "-n2", "-c1", "--mem=4G", "--time=10"),
         "srun python3 -c 'b = bytearray(200 * 2**20); import time; time.sleep(20)'",
     ),
     # One long-lived process: per-process I/O counters vanish with short-lived children.

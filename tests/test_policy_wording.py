@@ -190,9 +190,10 @@ def test_the_kept_pdfs_key_names_the_footers_version_only_when_the_site_has_one(
     from webapp.renderers.pdf_store import pdf_key
 
     assert site_wording.version(str(tmp_path), "report_footer") == ""
-    assert pdf_key("demo", "1", site_wording.version(str(tmp_path), "report_footer")) == "demo/1"
+    assert pdf_key("demo", "1", str(tmp_path)) == pdf_key("demo", "1") == "demo/1"
     wording(tmp_path, "report_footer.txt", "Ask hpc@example.org")
     one = site_wording.version(str(tmp_path), "report_footer")
+    assert pdf_key("demo", "1", str(tmp_path)) == f"demo/1@{one}"
     wording(tmp_path, "report_footer.txt", "Ask help@example.org")
     two = site_wording.version(str(tmp_path), "report_footer")
-    assert len(one) == 12 and one != two and pdf_key("demo", "1", one) == f"demo/1@{one}"
+    assert len(one) == 12 and one != two and pdf_key("demo", "1", str(tmp_path)) == f"demo/1@{two}"

@@ -41,9 +41,8 @@ def message(report: JobReport, to_addr: str, settings: Settings) -> EmailMessage
                     settings.pdf_cache_dir, exc)
         attachment = render(report)
     else:
-        key = pdf_key(report.cluster, report.job_id,
-                      site_wording.version(settings.policy_dir, "report_footer"))
-        attachment = store.build(report, render, key, slot=False)
+        attachment = store.build(report, render, pdf_key(report.cluster, report.job_id,
+                                                         settings.policy_dir), slot=False)
     return email.render(report, to_addr, settings.mail_from, message_id=make_msgid(domain=domain),
                         unsubscribe_url=owner_opt_out_url(settings, report.cluster, report.user),
                         report_url=report_page_url(settings, report), pdf=attachment,

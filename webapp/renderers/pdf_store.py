@@ -189,11 +189,14 @@ class PdfStore:
         return fd
 
 
-def pdf_key(cluster: str, job_id: str, footer_version: str = "") -> str:
+def pdf_key(cluster: str, job_id: str, policy_dir: str = "") -> str:
     """One job's key, whoever asks (the web page's link, the email's attachment); with
-    the version of the site's footer template when it has one, so an edited footer is in
-    the next PDF (``site_wording.version``)."""
-    return f"{cluster}/{job_id}" + (f"@{footer_version}" if footer_version else "")
+    the version of the site's footer template (``policy_dir``'s) when it has one, so an
+    edited footer is in the next PDF (``site_wording.version``)."""
+    from webapp.renderers.site_wording import version
+
+    footer = version(policy_dir, "report_footer")
+    return f"{cluster}/{job_id}" + (f"@{footer}" if footer else "")
 
 
 def pdf_store(settings: Settings, wait: float = 5.0) -> PdfStore:

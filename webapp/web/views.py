@@ -44,8 +44,7 @@ def _kept_key(cluster: str | None, job_id: JobId) -> str:
     from webapp.renderers.pdf_store import pdf_key
 
     settings = auth.settings()
-    return pdf_key(cluster or settings.cluster, str(job_id),
-                   site_wording.version(settings.policy_dir, "report_footer"))
+    return pdf_key(cluster or settings.cluster, str(job_id), settings.policy_dir)
 
 
 @bp.get("/")

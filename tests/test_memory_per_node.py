@@ -157,3 +157,37 @@ def test_the_digest_reads_each_nodes_figures_from_the_archived_report(tmp_path):
         archive.put(archive_record(r, submit_time=1, end_time=100))
         jobs = list(archive.jobs(r.cluster))
     assert build_digest(r.cluster, r.user, 0, 200, jobs).memory_gib_hours == pytest.approx(page)
+
+
+def test_the_staff_tables_and_the_archived_list_read_each_nodes_figures(tmp_path):
+    """The staff row the sync writes from the report (``report_staff_job``): its memory
+    used and efficiency node by node, so the staff report's per-user totals (the database's
+    sums), the in-memory tables and the archived job list's row all read the page's
+    figures, not the busiest node's peak x 2 (which reads 0 unused and 140 %)."""
+    from webapp.archive.staff_rows import StaffRows, Window
+    from webapp.lists.job_page import row_of
+    from webapp.staff.archived import report_staff_job, staff_row
+    from webapp.staff.build import memory_totals
+
+    at = 1.8e9
+    usage = Usage(memory_rss=(held("gpu1", at, 911 * MIB), held("gpu2", at, 2 * MIB)))
+    r = replace(report_of(UNEVEN, "713", usage), elapsed_seconds=3600.0, cpus=2,
+                cpu_seconds=30.0)
+    (page,) = [i.unused for i in compute_waste(r).items if i.resource == "memory"]
+    # 1.2 GiB asked on gpu1, 911 MiB held; 100 MiB on gpu2, 2 MiB held: 387 MiB left
+    assert page > 0.3 and page == pytest.approx((1300 * MIB - r.memory_peak_bytes - 2 * MIB) / GIB)
+    job = report_staff_job(r, 1, 100)
+    assert memory_totals([job])[r.user] == (pytest.approx(page), pytest.approx(1300 / 1024))
+    row = staff_row(r.cluster, job)
+    assert row["memory_used"] == r.memory_peak_bytes + 2 * MIB
+    assert row["memory_efficiency"] == pytest.approx(r.memory_efficiency) and \
+        r.memory_efficiency <= 1.0
+    with Archive(str(tmp_path / "archive.sqlite")) as archive:
+        rows = StaffRows(archive.db)
+        rows.put([row])
+        (totals,) = rows.user_totals(Window(r.cluster, 0, 200))
+        assert totals["memory_unused"] == pytest.approx(page)
+        (listed,), _ = rows.owner_page([r.cluster], "user", r.user, 0, 200, "mem_waste")
+    line = row_of(listed)
+    assert line.memory_gib_hours_unused == pytest.approx(page)
+    assert line.memory_efficiency == pytest.approx(r.memory_efficiency)

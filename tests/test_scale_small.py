@@ -20,8 +20,9 @@ from webapp.lists.job_list import SORT_KEYS, ListQuery, select
 from webapp.lists.job_page import archive_page, row_of
 from webapp.staff.archived import build_staff_report_sql, staff_row
 from webapp.staff.build import build_staff_report, memory_totals
+from webapp.staff.tables import held
 from webapp.thresholds import StaffConfig, Thresholds
-from webapp.unused import Held, unused
+from webapp.unused import unused
 
 UNTIL = 1_800_000_000
 UTC_UNTIL = UNTIL
@@ -109,8 +110,7 @@ def test_sql_memory_waste_is_the_one_formula(filled):
         assert math.isclose(totals[user]["memory_requested"], asked, rel_tol=1e-9)
     # And that helper is unused() itself, row by row, on one job with a known peak.
     j = next(j for j in jobs if j.memory_requested and j.max_rss)
-    one = unused(Held(j.elapsed, j.cpus, j.cpu_seconds, j.gpus, None, j.memory_requested,
-                      j.max_rss, len(j.nodes)))["memory"]
+    one = unused(held(j))["memory"]
     assert memory_totals([j])[j.user] == (one.unused, one.requested)
 
 
@@ -125,11 +125,10 @@ def test_each_jobs_waste_in_sql_is_webapp_unused(filled):
     checked = 0
     for j in jobs:
         busy = None if j.gpu_utilization is None else j.gpus * j.gpu_utilization
-        held = unused(Held(j.elapsed, j.cpus, j.cpu_seconds, j.gpus, busy, j.memory_requested,
-                           j.max_rss, len(j.nodes)))
-        want = [held["cpu"].unused if "cpu" in held else None,
-                0.0 if not j.gpus else held["gpu"].unused if "gpu" in held else None,
-                held["memory"].unused if "memory" in held else None]
+        left = unused(dataclasses.replace(held(j), gpus_busy=busy))
+        want = [left["cpu"].unused if "cpu" in left else None,
+                0.0 if not j.gpus else left["gpu"].unused if "gpu" in left else None,
+                left["memory"].unused if "memory" in left else None]
         assert all(_same(a, b) or a is b is None for a, b in zip(got[j.job_id], want,
                                                                  strict=True)), (j, want)
         checked += all(w is not None for w in want) and j.gpus > 0

@@ -45,6 +45,9 @@ class Held:
     # Each node's own (request, peak) in bytes, the peak None where not known there
     # (``JobReport.memory_by_node``); () where only the whole job's figures are known.
     memory_by_node: tuple[tuple[int, int | None], ...] = ()
+    # ``memory_used_bytes`` as computed when the job was archived (an archived staff row
+    # keeps that figure, not each node's pair); None: compute it here.
+    memory_used: int | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,9 @@ def unused(held: Held) -> dict[str, Unused]:
 def memory_used_bytes(held: Held) -> int | None:
     """The bytes of the request the job used (the module's docstring): node by node where
     ``memory_by_node`` has every node's request, else the busiest peak x nodes; None
-    without a peak."""
+    without a peak; the archived figure where ``memory_used`` holds it."""
+    if held.memory_used is not None:
+        return held.memory_used
     busiest = held.memory_peak_bytes
     pairs = held.memory_by_node
     if pairs and all(asked for asked, _ in pairs):

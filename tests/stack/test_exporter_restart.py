@@ -85,9 +85,10 @@ def job(stack_env) -> dict:
 def test_energy_within_the_noise_of_the_undisturbed_twins(job, stack_env):
     """The parts' joules for the same CPU time: the restarted one's within 5 % of its
     twins' mean (2 % alone on the host), or within three times their own spread where the
-    neighbours' load made that larger. (Their CPU times differ by up to 7 % on this host, the same work taking
-    more CPU time on a core whose sibling is busy; the exporter splits the node's power
-    by CPU time, so per CPU-second is a twin's energy for the same work.)"""
+    neighbours' load made that larger. (Their CPU times differ by up to 7 % on this host,
+    the same work taking more CPU time on a core whose sibling is busy; the exporter
+    splits the node's power by CPU time, so per CPU-second is a twin's energy for the
+    same work.)"""
     by_node = dict(job["usage"]["energy_by_node"])
     url, sel = stack_env["JOBREPORT_PROMETHEUS_URL"], f'jobid="{job["job_id"]}"'
     cpu = _per_node(url, f"sum by (instance) (last_over_time(jobs_cpu_seconds_total{{{sel}}}[1h]))")

@@ -27,7 +27,8 @@ COLUMNS = ("cluster", "job_id", "submit_time", "end_time", "raw_id", "user_name"
            "partition_name", "state", "submit", "start_time", "end_at", "elapsed",
            "time_limit", "cpus", "node_count", "nodes", "memory_requested", "gpus",
            "cpu_seconds", "memory_peak", "gpu_utilization", "gpu_memory_used",
-           "gpu_memory_total", "node_cpu", "pending_reasons", "energy_joules")
+           "gpu_memory_total", "node_cpu", "pending_reasons", "energy_joules", "memory_used",
+           "memory_efficiency")
 _SELECT = ", ".join(COLUMNS)
 
 _HOURS = "(elapsed / 3600.0)"
@@ -35,11 +36,16 @@ _NODES = "(CASE WHEN node_count > 1 THEN node_count ELSE 1 END)"
 _CPU_KNOWN = "elapsed > 0 AND cpus > 0 AND cpu_seconds IS NOT NULL"
 _MEM_KNOWN = ("elapsed > 0 AND cpus > 0 AND memory_requested > 0"
               " AND memory_peak IS NOT NULL")
+_MEM_USED = f"COALESCE(memory_used, memory_peak * {_NODES})"
 # Per job, each figure once (NULL: not known). Waste is ``webapp.unused``'s: allocated x
-# hours minus used, never below zero. Memory: requested GiB-hours minus the busiest
-# node's peak x nodes x hours, for jobs with a run time, CPUs, a request and a known
-# peak; whether anything is left is decided on the bytes (exact, and the same answer as
-# on the GiB-hours: both sides are scaled alike), so each side is computed once.
+# hours minus used, never below zero. Memory: requested GiB-hours minus the bytes used x
+# hours, for jobs with a run time, CPUs, a request and a known peak; the bytes used are
+# the row's ``memory_used`` (``unused.memory_used_bytes``, node by node, written with the
+# row since migration 11), else the busiest node's peak x nodes; whether anything is
+# left is decided on the bytes (exact, and the same answer as on the GiB-hours: both
+# sides are scaled alike), so each side is computed once. Memory efficiency likewise:
+# the row's own (the report's judged node), else the busiest peak over the request per
+# node.
 FIGURES = {
     # The efficiency table's sums: core-seconds of jobs with a CPU time, GPU-seconds,
     # those with a utilisation, and those times the utilisation.
@@ -52,7 +58,8 @@ FIGURES = {
                " AND elapsed > 0 AND cpus > 0 THEN cpu_seconds / (elapsed * cpus) END",
     "gpu_util": "CASE WHEN gpus > 0 THEN gpu_utilization END",
     # the peak over the request per node (``JobRow.memory_efficiency``)
-    "mem_eff": "CASE WHEN memory_peak IS NOT NULL AND memory_requested >= node_count"
+    "mem_eff": "CASE WHEN memory_efficiency IS NOT NULL THEN memory_efficiency"
+               " WHEN memory_peak IS NOT NULL AND memory_requested >= node_count"
                f" AND memory_requested > 0 THEN memory_peak * 1.0 / (memory_requested"
                f" / {_NODES}) END",
     "cpu_waste": f"CASE WHEN {_CPU_KNOWN} THEN (CASE WHEN elapsed * cpus > cpu_seconds"
@@ -62,9 +69,9 @@ FIGURES = {
                  " gpu_utilization IS NOT NULL THEN (CASE WHEN gpu_utilization < 1 THEN"
                  f" gpus * (1 - gpu_utilization) * {_HOURS} ELSE 0 END) END",
     "mem_asked": f"CASE WHEN {_MEM_KNOWN} THEN memory_requested * 1.0 / {GIB} * {_HOURS} END",
-    "mem_waste": f"CASE WHEN {_MEM_KNOWN} THEN (CASE WHEN memory_requested > memory_peak"
-                 f" * {_NODES} THEN memory_requested * 1.0 / {GIB} * {_HOURS} - memory_peak"
-                 f" * {_NODES} * 1.0 / {GIB} * {_HOURS} ELSE 0 END) END",
+    "mem_waste": f"CASE WHEN {_MEM_KNOWN} THEN (CASE WHEN memory_requested > {_MEM_USED}"
+                 f" THEN memory_requested * 1.0 / {GIB} * {_HOURS} - {_MEM_USED}"
+                 f" * 1.0 / {GIB} * {_HOURS} ELSE 0 END) END",
     # core-hours of time limit, and of it not used (0 without a limit)
     "time_asked": "time_limit * cpus / 3600.0",
     "time_waste": "CASE WHEN time_limit > elapsed THEN (time_limit - elapsed) * cpus / 3600.0"

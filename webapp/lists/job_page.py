@@ -37,14 +37,19 @@ def row_of(r: Mapping[str, Any]) -> JobRow:
     asked = r["memory_requested"]
     per_node = asked // nodes if asked else None
     peak, gpus, util = r["memory_peak"], int(r["gpus"]), r["gpu_utilization"]
+    # the row's own efficiency (the judged node's, since migration 11), else the busiest
+    # peak over the request per node: ``staff_rows.FIGURES["mem_eff"]``
+    mem_eff = r.get("memory_efficiency")
+    if mem_eff is None and peak is not None and per_node:
+        mem_eff = peak / per_node
     return JobRow(
         r["cluster"], r["job_id"], "", r["user_name"], r["account"], r["state"],
         _utc(r["submit"]), _utc(r["end_at"]), r["elapsed"], r["cpus"], nodes, gpus, per_node,
         cpu_efficiency=cpu_efficiency(r["cpu_seconds"], r["elapsed"], r["cpus"]),
-        memory_peak=peak, memory_efficiency=peak / per_node if peak is not None and per_node
-        else None, gpu_utilization=util if gpus else None, source="archive",
-        missing=(NOT_ARCHIVED,), raw_id=r["raw_id"], cpu_seconds=r["cpu_seconds"],
-        gpus_busy=None if util is None or not gpus else util * gpus, memory_requested=asked)
+        memory_peak=peak, memory_efficiency=mem_eff, gpu_utilization=util if gpus else None,
+        source="archive", missing=(NOT_ARCHIVED,), raw_id=r["raw_id"],
+        cpu_seconds=r["cpu_seconds"], gpus_busy=None if util is None or not gpus else util * gpus,
+        memory_requested=asked, memory_used=r.get("memory_used"))
 
 
 def named(archive: Archive, found: list[dict[str, Any]]) -> list[JobRow]:

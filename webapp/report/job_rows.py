@@ -27,19 +27,18 @@ from webapp.model import (
     JobReport,
     SacctJob,
     SourceUnavailable,
-    Usage,
     cpu_efficiency,
+    memory_by_node,
     memory_judged,
 )
-from webapp.report.peak import node_memory, sacct_peak
-from webapp.report.precedence import node_requests
+from webapp.report.peak import sacct_peak
+from webapp.report.precedence import sacct_memory_nodes
 from webapp.sources.accounting import LIST_LIMIT
 from webapp.sources.gpu_job_queries import duration, mean_per_job
 from webapp.sources.gpu_metrics import JOBS, GpuMetrics
 from webapp.sources.prometheus import matchers
 from webapp.sources.prometheus_bulk import id_selector
 from webapp.sources.protocols import ClusterScoped
-from webapp.sources.sacct_values import parse_nodelist
 from webapp.states import ended
 from webapp.unused import Held, gpus_busy, unused
 
@@ -97,11 +96,12 @@ class JobRow:
     memory_requested: int | None = None  # the whole job's (per node x nodes)
     # Each node's own (request, peak), as the report's (``JobReport.memory_by_node``)
     memory_by_node: tuple[tuple[int, int | None], ...] = ()
+    memory_used: int | None = None  # an archived staff row's ``Held.memory_used``
 
     def _unused(self, resource: str) -> float | None:
         amount = unused(Held(self.elapsed, self.cpus, self.cpu_seconds, self.gpus,
                              self.gpus_busy, self.memory_requested, self.memory_peak,
-                             self.nodes, self.memory_by_node)).get(resource)
+                             self.nodes, self.memory_by_node, self.memory_used)).get(resource)
         return amount.unused if amount else None
 
     @property
@@ -171,20 +171,14 @@ def from_sacct(row: JobRow, job: SacctJob, gpu_mean: float | None,
     if seconds is None and not job.steps:
         seconds = job.alloc_cpu_seconds
     peak = sacct_peak(job)
-    # each node's request and peak as the report judges them (the whole job's request
-    # split over sacct's nodes: a list row is one job, or one het component, of its own)
-    try:
-        hosts = parse_nodelist(job.node_list) if job.node_list else ()
-    except ValueError:
-        hosts = ()
-    memory = node_memory(Usage(), job, node_requests((), hosts, row.memory_requested), (),
-                         peak)
+    # each node's request and peak as the report judges them (a list row is one job, or
+    # one het component, of its own)
+    memory = sacct_memory_nodes(job, row.memory_requested)
     judged = memory_judged(memory)
     per_node = row.memory_requested_per_node
     mem_eff = peak.bytes / per_node if peak is not None and per_node else None
     if judged is not None and judged.peak_bytes is not None and judged.requested_bytes:
         per_node, mem_eff = judged.requested_bytes, judged.peak_bytes / judged.requested_bytes
-    by_node = tuple((n.requested_bytes or 0, n.peak_bytes) for n in memory)
     if peak is None:
         missing.append("memory: sacct has no MaxRSS")
     gpu = gpu_mean if row.gpus else None
@@ -193,7 +187,7 @@ def from_sacct(row: JobRow, job: SacctJob, gpu_mean: float | None,
     return replace(row, elapsed=elapsed, cpu_efficiency=cpu_efficiency(seconds, elapsed, cpus),
                    memory_peak=peak.bytes if peak else None, memory_efficiency=mem_eff,
                    memory_requested_per_node=per_node,
-                   memory_by_node=by_node if all(a for a, _ in by_node) else (),
+                   memory_by_node=memory_by_node(memory),
                    gpu_utilization=gpu, source="sacct", missing=tuple(missing),
                    cpu_seconds=seconds,
                    # one mean over the job's GPUs is all the bulk query gives

@@ -38,6 +38,7 @@ from webapp.model import (
     Gap,
     JobId,
     JobReport,
+    NodeMemory,
     SacctJob,
     Step,
     TimeLimitKind,
@@ -238,6 +239,17 @@ def array_job_of(sj: SacctJob | None) -> int | None:
         return None
     head = sj.job_id.split("_", 1)[0]
     return int(head) if head.isdigit() else None
+
+
+def sacct_memory_nodes(job: SacctJob, requested: int | None) -> tuple[NodeMemory, ...]:
+    """Each node's memory as the report judges it from sacct alone (no Prometheus): the
+    request (``requested``, the job's or one het component's) split over sacct's nodes,
+    and each node's peak from the steps' MaxRSS where sacct says whose it is, the job's
+    peak (seff's estimate) on its node. The job lists and the staff tables read a job
+    that only sacct has this way."""
+    peak = sacct_peak(job)
+    return node_memory(Usage(), job, node_requests((), nodes_from_sacct(job), requested),
+                       (), peak)
 
 
 def nodes_from_sacct(sj: SacctJob | None) -> tuple[str, ...]:

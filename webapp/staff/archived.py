@@ -25,14 +25,17 @@ from webapp.staff.tables import (
     efficiency_table,
     energy_table,
     fragmentation,
+    held,
     idle_nodes,
     large_memory,
     longest_queued,
+    memory_efficiency,
     memory_peak,
     mig_fit,
     smaller_gpu,
 )
 from webapp.thresholds import StaffConfig, Thresholds
+from webapp.unused import memory_used_bytes
 from webapp.watch_records import AlertRecord
 
 
@@ -51,6 +54,8 @@ def staff_row(cluster: str, j: StaffJob) -> dict[str, Any]:
         "node_cpu": json.dumps(j.node_cpu_seconds) if j.node_cpu_seconds else None,
         "pending_reasons": json.dumps(j.pending_reasons) if j.pending_reasons else None,
         "energy_joules": j.energy_joules,
+        "memory_used": memory_used_bytes(held(j)) if j.memory_nodes else None,
+        "memory_efficiency": memory_efficiency(j),
     }
 
 
@@ -84,7 +89,7 @@ def report_staff_job(report: JobReport, submit_time: int, end_time: int) -> Staf
         max(gpu_memory) if gpu_memory else None,
         float(u.gpu_memory_total_bytes) if u.gpu_memory_total_bytes is not None else None,
         node_cpu, tuple((r.reason, r.seconds) for r in reasons),
-        energy_joules=u.energy_joules)
+        energy_joules=u.energy_joules, memory_nodes=report.memory_nodes)
 
 
 def staff_job(r: Mapping[str, Any]) -> StaffJob:

@@ -14,16 +14,16 @@ from webapp.staff.tables import (
     Table,
     energy_by,
     fragmentation,
+    held,
     idle_nodes,
     large_memory,
     longest_queued,
-    memory_peak,
     mig_fit,
     smaller_gpu,
     user_efficiency,
 )
 from webapp.thresholds import StaffConfig, Thresholds
-from webapp.unused import Held, unused
+from webapp.unused import unused
 from webapp.watch_records import AlertRecord, ordinal
 
 
@@ -41,8 +41,7 @@ def memory_totals(jobs: list[StaffJob]) -> dict[str, tuple[float, float]]:
     """Per user: (GiB-hours unused, GiB-hours requested), ``webapp.unused``'s figures."""
     totals: dict[str, tuple[float, float]] = {}
     for j in jobs:
-        amount = unused(Held(j.elapsed, j.cpus, j.cpu_seconds, j.gpus, None, j.memory_requested,
-                             memory_peak(j), len(j.nodes))).get("memory")
+        amount = unused(held(j)).get("memory")
         if amount is None or amount.unused is None:
             continue
         u, a = totals.get(j.user, (0.0, 0.0))
@@ -56,8 +55,9 @@ def memory_unused(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
 
 def memory_table(totals: Mapping[str, tuple[float, float]], cfg: StaffConfig) -> Table:
     return _per_user("memory_unused", "Over-requested memory",
-                     "Requested minus the busiest node's peak (sacct: MaxRSS x tasks per node) "
-                     "times the nodes, times the run time: the report's own figure.",
+                     "Requested minus the peak, node by node where each node's own peak is "
+                     "known (else the busiest node's times the nodes), times the run time: "
+                     "the report's own figure.",
                      ("GiB-hours unused", "GiB-hours requested", "unused"), totals, "gib_hours",
                      cfg)
 

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from webapp.model import SacctJob
+from webapp.model import NodeMemory, SacctJob
+from webapp.report.precedence import sacct_memory_nodes
 from webapp.sources.ended import FINAL_STATES
 from webapp.sources.gpu_job_queries import (
     any_job,
@@ -77,6 +78,9 @@ class StaffJob:
     node_cpu_seconds: dict[str, float] = field(default_factory=dict)
     pending_reasons: tuple[tuple[str, float], ...] = ()  # (reason, seconds seen)
     energy_joules: float | None = None  # what the exporter split to the job; None: no series
+    # Each node's own request and peak, as the report judges them (``NodeMemory``): what
+    # its memory used and its efficiency are of; () where not known (an archived row).
+    memory_nodes: tuple[NodeMemory, ...] = ()
     # The parsed record, steps included: the report's peak is computed from it.
     sacct: SacctJob | None = field(default=None, repr=False, compare=False)
 
@@ -135,7 +139,8 @@ def staff_job(j: SacctJob, raw_id: str, submit: float | None) -> StaffJob:
         j.start_time.timestamp() if j.start_time else None,
         j.end_time.timestamp() if j.end_time else None, j.elapsed_seconds or 0.0,
         j.time_limit_seconds, j.cpus or 0, tuple(nodes), j.memory_requested_bytes, j.gpus,
-        j.total_cpu_seconds, j.max_rss_bytes, sacct=j)
+        j.total_cpu_seconds, j.max_rss_bytes,
+        memory_nodes=sacct_memory_nodes(j, j.memory_requested_bytes), sacct=j)
 
 
 def gpu_queries(p: PrometheusSource, w: str, node: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ from jobreport_common.units import GIB
 from webapp import unused
 from webapp.detectors.gpu_models import card_profiles, smallest_slice
 from webapp.formatting import JOULES_PER_KWH, format_bytes, format_duration, format_percent
+from webapp.model import memory_by_node, memory_judged
 from webapp.report.peak import sacct_peak
 from webapp.staff.data import StaffJob
 from webapp.thresholds import StaffConfig, Thresholds
@@ -62,6 +63,24 @@ def memory_peak(j: StaffJob) -> int | None:
         return j.max_rss
     peak = sacct_peak(j.sacct)
     return peak.bytes if peak is not None else None
+
+
+def held(j: StaffJob) -> unused.Held:
+    """What the job held and used, as ``webapp.unused`` reads it: node by node where each
+    node's own request and peak are known (``StaffJob.memory_nodes``), else the busiest
+    node's peak x nodes."""
+    return unused.Held(j.elapsed, j.cpus, j.cpu_seconds, j.gpus, None, j.memory_requested,
+                       memory_peak(j), len(j.nodes), memory_by_node(j.memory_nodes))
+
+
+def memory_efficiency(j: StaffJob) -> float | None:
+    """The report's memory efficiency (``JobReport.memory_efficiency``): the judged node's
+    peak over its own request; None where no node has both (the archive's query then
+    falls back to the busiest peak over the request per node)."""
+    judged = memory_judged(j.memory_nodes)
+    if judged is None or judged.peak_bytes is None or not judged.requested_bytes:
+        return None
+    return judged.peak_bytes / judged.requested_bytes
 
 
 def _h(seconds: float) -> str:

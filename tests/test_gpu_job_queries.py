@@ -80,7 +80,7 @@ def readers(src: PrometheusSource, start: datetime, end: datetime, gpu_idle: flo
                                   Windows(gpu=span, node=span, memory=span, output=span,
                                           small_files=span))
     past = dataclasses.replace(_sacct(JOB), gpus=1, start_time=start, end_time=end)
-    _, busy = HistorySource(SacctSource(runner=lambda argv: ""), src, gpu_idle=gpu_idle
+    _, busy, _ = HistorySource(SacctSource(runner=lambda argv: ""), src, gpu_idle=gpu_idle
                             )._prometheus([past], at)  # noqa: SLF001 - the history's bulk read
     return {"list": rows[0], "staff": staff[0], "live": live.gpu_utilization,
             "busy": busy.get(JOB)}

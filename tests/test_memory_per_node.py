@@ -191,3 +191,22 @@ def test_the_staff_tables_and_the_archived_list_read_each_nodes_figures(tmp_path
     line = row_of(listed)
     assert line.memory_gib_hours_unused == pytest.approx(page)
     assert line.memory_efficiency == pytest.approx(r.memory_efficiency)
+
+
+def test_the_history_judges_each_node_against_its_share_of_the_request():
+    """``jobreport history`` and its page: a -N2 --mem-per-cpu job whose tasks sat 2 on
+    gpu3, 1 on gpu4 (cgroup limits 600M, 300M) holding 500 MiB on gpu3: 83 % of its own
+    600M, not 111 % of the even split's 450M; without the limits, as before."""
+    from webapp.report.history import history_job
+    from webapp.sources.history_data import PastJob
+
+    sj = replace(record(UNEVEN, "713+0"), node_list="gpu[3-4]", steps=(),
+                 memory_requested_bytes=900 * MIB)
+    peaks = {"gpu3": 500.0 * MIB, "gpu4": 50.0 * MIB}
+    limits = {"gpu3": 600.0 * MIB, "gpu4": 300.0 * MIB}
+    judged = history_job(PastJob(sj, None, peaks, None, limits))
+    assert {n.node: n.requested_bytes for n in judged.memory_nodes} == {
+        "gpu3": 600 * MIB, "gpu4": 300 * MIB}
+    assert judged.memory_efficiency == pytest.approx(500 / 600)
+    even = history_job(PastJob(sj, None, peaks))
+    assert even.memory_efficiency == pytest.approx(500 / 450)

@@ -591,6 +591,8 @@ class HistoryJob:
     gpus_busy: int | None  # GPUs whose mean utilization reached the idle threshold
     cpu_seconds: float | None
     memory_peak: MemoryPeak | None
+    # Each node's own request and peak (``NodeMemory``), as a report's; () where unknown.
+    memory_nodes: tuple[NodeMemory, ...] = ()
 
     @property
     def cpu_efficiency(self) -> float | None:
@@ -598,6 +600,12 @@ class HistoryJob:
 
     @property
     def memory_efficiency(self) -> float | None:
+        """The report's (``JobReport.memory_efficiency``): the judged node's peak over its
+        own request; without per-node figures, the peak over the request per node."""
+        judged = memory_judged(self.memory_nodes)
+        if self.memory_peak is not None and judged is not None and judged.peak_bytes \
+                is not None and judged.requested_bytes:
+            return judged.peak_bytes / judged.requested_bytes
         if self.memory_peak is None or not self.memory_requested_per_node:
             return None
         return self.memory_peak.bytes / self.memory_requested_per_node

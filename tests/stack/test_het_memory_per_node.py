@@ -100,3 +100,18 @@ def test_mem_per_cpu_spread_unevenly_is_judged_against_each_nodes_share(per_cpu_
     assert text.returncode == 0, text.stderr
     assert f"on {big}" in text.stdout, text.stdout
     assert not [p for p in re.findall(r"([\d.]+)% of its", text.stdout) if float(p) > 100]
+
+
+def test_the_history_judges_the_mem_per_cpu_job_as_the_report(per_cpu_job):
+    """``jobreport history``: the same job's memory efficiency, the report's (node by
+    node, its cgroup limits read from Prometheus in bulk), never above 100 %."""
+    shown = json.loads(jobreport("show", per_cpu_job, "--format", "json").stdout)
+    answer = jobreport("history", "--user", "alice", "--name", PER_CPU.name, "--since", "1d")
+    assert answer.returncode == 0, answer.stderr
+    (row,) = [line.split() for line in answer.stdout.splitlines()
+              if line.startswith(f"{per_cpu_job} ")]
+    # the same figure, to the history's rounding (its bulk peak per node is the largest
+    # anonymous sample plus the largest shared one: history_data.PEAK_QUERY)
+    assert row[-1].endswith("%") and float(row[-1][:-1]) <= 100, row
+    assert float(row[-1][:-1]) == pytest.approx(100 * shown["memory_efficiency"], abs=2), (
+        row, shown["memory_efficiency"])

@@ -31,10 +31,18 @@ from datetime import UTC, datetime, timedelta
 from jobreport_common.units import GIB
 from webapp.detectors.advice import PERCENTILE, PastRun, next_cpus, next_request, percentile
 from webapp.formatting import format_duration, slurm_mem_bytes, slurm_time_seconds
-from webapp.model import History, HistoryJob, MemoryPeak, PeakSource, SizingSuggestion
-from webapp.report.peak import job_peak, sacct_peak
+from webapp.model import (
+    History,
+    HistoryJob,
+    MemoryPeak,
+    PeakSource,
+    Series,
+    SizingSuggestion,
+    Usage,
+)
+from webapp.report.peak import job_peak, node_memory, sacct_peak
+from webapp.report.precedence import node_requests, nodes_from_sacct
 from webapp.sources.history_data import HistorySource, PastJob
-from webapp.sources.sacct_values import parse_nodelist
 from webapp.states import ended as has_ended
 from webapp.thresholds import Thresholds
 
@@ -59,16 +67,22 @@ def history(source: HistorySource, user: str | None, name: str | None,
 
 
 def history_job(past: PastJob) -> HistoryJob:
-    """One past job reduced to what the history shows and the suggestion reads."""
+    """One past job reduced to what the history shows and the suggestion reads; its
+    memory judged node by node as the report judges it (``JobReport.memory_judged``):
+    each node's Prometheus peak against its own share of the request."""
     j = past.sacct
-    try:
-        nodes = max(1, len(parse_nodelist(j.node_list))) if j.node_list else 1
-    except ValueError:
-        nodes = 1
+    hosts = nodes_from_sacct(j)
+    nodes = max(1, len(hosts))
     prom = None
     if past.rss_peak_per_node:
         node, top = max(past.rss_peak_per_node.items(), key=lambda kv: kv[1])
         prom = MemoryPeak(int(top), PeakSource.PROMETHEUS, node=node or None)
+    peak = job_peak(sacct_peak(j), prom)
+    end = j.end_time.timestamp() if j.end_time else 0.0
+    usage = Usage(memory_rss=tuple(Series(n, ((end, v),))
+                                   for n, v in sorted(past.rss_peak_per_node.items())))
+    requests = node_requests((), hosts, j.memory_requested_bytes,
+                             tuple(sorted(past.memory_limit_per_node.items())))
     cpu = j.total_cpu_seconds
     if cpu is None and not j.steps:
         cpu = j.alloc_cpu_seconds
@@ -81,7 +95,7 @@ def history_job(past: PastJob) -> HistoryJob:
         memory_requested_per_node=(j.memory_requested_bytes // nodes
                                    if j.memory_requested_bytes else None),
         gpus=j.gpus, gpus_busy=past.gpus_busy, cpu_seconds=cpu,
-        memory_peak=job_peak(sacct_peak(j), prom),
+        memory_peak=peak, memory_nodes=node_memory(usage, j, requests, (), peak),
     )
 
 

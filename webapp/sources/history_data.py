@@ -1,6 +1,6 @@
-"""A user's past jobs in bulk: one ``sacct`` call for the window and two PromQL queries
-per 200 jobs (memory peak per node, GPUs busy: from the source JOBREPORT_GPU_METRICS
-chose, ``gpu_job_queries``), never a query per job.
+"""A user's past jobs in bulk: one ``sacct`` call for the window and three PromQL queries
+per 200 jobs (memory peak and cgroup limit per node, GPUs busy: from the source
+JOBREPORT_GPU_METRICS chose, ``gpu_job_queries``), never a query per job.
 
 The memory peak per node is what the job's cgroup held there (anonymous + shared memory,
 the figure ``webapp.report.peak`` takes from Prometheus for a single report, here
@@ -38,6 +38,9 @@ PEAK_QUERY = (
     "max by (jobid, {node}) (max_over_time(jobs_memory_rss_bytes{{{sel}}}[{w}s]))"
     " + (max by (jobid, {node}) (max_over_time(jobs_memory_shmem_bytes{{{sel}}}[{w}s]))"
     " or 0 * max by (jobid, {node}) (max_over_time(jobs_memory_rss_bytes{{{sel}}}[{w}s])))")
+# Each job's cgroup memory limit per node: what its request there was, in proportion
+# (``report.precedence.node_requests``: ``--mem-per-cpu`` with tasks spread unevenly).
+LIMIT_QUERY = "max by (jobid, {node}) (max_over_time(jobs_memory_limit_bytes{{{sel}}}[{w}s]))"
 # Per job, the GPUs whose mean utilization reached ``idle`` (0 when it had GPU series
 # but none busy; absent when it had none), from the source JOBREPORT_GPU_METRICS chose:
 # ``gpu_job_queries.busy_gpus_per_job`` (jobs-exporter's: JOBS_BUSY, as always).
@@ -81,6 +84,7 @@ class PastJob:
     submit: float | None
     rss_peak_per_node: dict[str, float] = field(default_factory=dict)
     gpus_busy: int | None = None
+    memory_limit_per_node: dict[str, float] = field(default_factory=dict)
 
 
 class HistorySource:
@@ -101,20 +105,23 @@ class HistorySource:
         found = [j for j in parse_sacct(text, HISTORY_FIELDS, delimiter=d)
                  if "[" not in j.job_id and (name is None or j.job_name == name)]
         try:
-            peaks, busy = self._prometheus(found, until)
+            peaks, busy, limits = self._prometheus(found, until)
         except SourceUnavailable as exc:
             log.warning("history without Prometheus' figures: %s", exc.reason)
-            peaks, busy = {}, {}
+            peaks, busy, limits = {}, {}, {}
         return [PastJob(j, submits.get(j.job_id), peaks.get(j.raw_id or j.job_id, {}),
-                        busy.get(j.raw_id or j.job_id)) for j in found]
+                        busy.get(j.raw_id or j.job_id), limits.get(j.raw_id or j.job_id, {}))
+                for j in found]
 
     def _prometheus(self, jobs: Sequence[SacctJob], until: datetime
-                    ) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+                    ) -> tuple[dict[str, dict[str, float]], dict[str, int],
+                               dict[str, dict[str, float]]]:
         peaks: dict[str, dict[str, float]] = {}
         busy: dict[str, int] = {}
+        limits: dict[str, dict[str, float]] = {}
         started = [j for j in jobs if j.start_time]
         if self.p is None or not started:
-            return peaks, busy
+            return peaks, busy, limits
         node = self.p.node_label or "instance"
         gm: GpuMetrics = getattr(self.p, "gpu_metrics", JOBS)
         step = duration(self.p.scrape_interval)
@@ -130,6 +137,9 @@ class HistorySource:
             for labels, value in self.p.vector(
                     PEAK_QUERY.format(node=node, sel=sel, w=w), until.timestamp()):
                 peaks.setdefault(labels.get("jobid", ""), {})[labels.get(node, "")] = value
+            for labels, value in self.p.vector(
+                    LIMIT_QUERY.format(node=node, sel=sel, w=w), until.timestamp()):
+                limits.setdefault(labels.get("jobid", ""), {})[labels.get(node, "")] = value
             if any(j.gpus for j in started[i:i + CHUNK]):
                 # a GPU exporter's series: the same ids on its own job label
                 gsel = sel if gm is JOBS else id_selector(
@@ -137,7 +147,7 @@ class HistorySource:
                 for labels, value in self.p.vector(busy_gpus_per_job(
                         gm, gsel, node, f"{w}s", step, self.gpu_idle), until.timestamp()):
                     busy[labels.get("jobid", "")] = int(value)
-        return peaks, busy
+        return peaks, busy, limits
 
 
 def _digits(jobs: Sequence[SacctJob]) -> set[str]:

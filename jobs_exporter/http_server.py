@@ -1,14 +1,15 @@
-"""/metrics over HTTP: prometheus_client's exposition, in the classic text format, gzipped
-fast.
+"""/metrics over HTTP: the text format 0.0.4 (``jobs_exporter.exposition``, what
+prometheus_client's writer would write, faster), gzipped fast.
 
-Two choices differ from prometheus_client's own server (``start_http_server``), each for
-the scrape's time (``bench/bench_exporter.py`` prints both parts, 64 jobs of 2,000
+Three choices differ from prometheus_client's own server (``start_http_server``), each for
+the scrape's time (``bench/bench_exporter.py`` prints the parts, 64 jobs of 2,000
 processes on a 2-core machine):
 
 - the text format 0.0.4 whatever the scraper asks: Prometheus asks for OpenMetrics first,
   whose writer took 7.5 ms a scrape against the text format's 5.0 ms for the same
   families. The Go client (node_exporter's) serves the text format too unless told
   otherwise; nothing the exporter exposes needs OpenMetrics (no exemplars, no units).
+- the text written by ``exposition.TextWriter``: 1.5 ms against the library's 3.3 ms.
 - gzip at level 1, not 9, when the scraper accepts it (Prometheus always does): 0.2 ms
   against 2.3 ms, for a body about 1.4 times larger on a network that does not notice.
 """
@@ -22,8 +23,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import ThreadingWSGIServer, gzip_accepted
+
+from jobs_exporter.exposition import TextWriter
 
 TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 GZIP_LEVEL = 1
@@ -33,25 +36,21 @@ App = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 
 def metrics_app(registry: CollectorRegistry) -> App:
-    """The WSGI app: prometheus_client's, asked for the text format and left
-    uncompressed, then gzipped here at ``GZIP_LEVEL`` where accepted."""
-    inner = make_wsgi_app(registry, disable_compression=True)
+    """The WSGI app: the registry in the text format on every path (as prometheus_client's
+    app answers), gzipped at ``GZIP_LEVEL`` where accepted."""
+    writer = TextWriter()
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        gzipped = gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", ""))
-        environ = {**environ, "HTTP_ACCEPT": TEXT_FORMAT}
-        answer: dict[str, Any] = {}
-
-        def keep(status: str, headers: list[tuple[str, str]], *rest: Any) -> None:
-            answer.update(status=status, headers=headers)
-
-        body = b"".join(inner(environ, keep))
-        headers = [(k, v) for k, v in answer["headers"] if k.lower() != "content-length"]
-        if gzipped and answer["status"].startswith("200"):
+        if environ.get("PATH_INFO") == "/favicon.ico":
+            start_response("404 Not Found", [("Content-Length", "0")])
+            return [b""]
+        body = writer.write(registry)
+        headers = [("Content-Type", TEXT_FORMAT)]
+        if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", "")):
             body = gzip.compress(body, compresslevel=GZIP_LEVEL)
             headers.append(("Content-Encoding", "gzip"))
         headers.append(("Content-Length", str(len(body))))
-        start_response(answer["status"], headers)
+        start_response("200 OK", headers)
         return [body]
 
     return app

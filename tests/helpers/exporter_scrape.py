@@ -1,4 +1,5 @@
-"""Helpers for exporter tests: scrape a tree in-process and compare with golden files."""
+"""Helpers for exporter tests: scrape a tree in-process (written as the server writes it)
+and compare with golden files."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from jobs_exporter.exposition import TextWriter
 from jobs_exporter.registry import COLLECTORS, JobsCollector
 from jobs_exporter.settings import Settings
 
@@ -45,7 +47,7 @@ def scrape(
     registry = CollectorRegistry()
     kwargs.setdefault("user_name", USERS.__getitem__)
     registry.register(JobsCollector(settings, collectors=collectors, nvml=nvml, **kwargs))
-    return _DURATION.sub(r"\1 0.0", generate_latest(registry).decode())
+    return _DURATION.sub(r"\1 0.0", TextWriter().write(registry).decode())
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

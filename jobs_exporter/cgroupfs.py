@@ -169,19 +169,26 @@ def _stepd_job_id(job_dir: str, proc_root: str) -> str | None:
 
 
 def discover_jobs(
-    cgroup_root: str, proc_root: str, node_name: str, job_ids: JobIds | None = None
+    cgroup_root: str,
+    proc_root: str,
+    node_name: str,
+    job_ids: JobIds | None = None,
+    walks: Walks | None = None,
 ) -> list[Job]:
     """Every running job of this node, with its PIDs. Empty when no Slurm root exists.
 
-    ``job_ids`` keeps the SLUID -> job id mapping between scrapes (a fresh one: none kept).
+    ``job_ids`` keeps the SLUID -> job id mapping between scrapes, ``walks`` each job
+    directory's walk (fresh ones: none kept).
     """
+    walks = walks if walks is not None else Walks()
     v1_roots = _v1_roots(cgroup_root, node_name)
     if v1_roots:
-        return _discover_v1(v1_roots, proc_root)
+        return _discover_v1(v1_roots, proc_root, walks)
     scope = _v2_scope(cgroup_root, node_name)
     if scope is None:
+        walks.retain(())
         return []
-    return _discover_v2(scope, proc_root, job_ids if job_ids is not None else JobIds())
+    return _discover_v2(scope, proc_root, job_ids if job_ids is not None else JobIds(), walks)
 
 
 def find_unreadable(
@@ -256,10 +263,11 @@ def _scan(path: str, prefix: str) -> list[tuple[str, str]]:
         ]
 
 
-def _discover_v1(roots: dict[str, str], proc_root: str) -> list[Job]:
+def _discover_v1(roots: dict[str, str], proc_root: str, walks: Walks) -> list[Job]:
     # cpuacct and memory go down to task_N (where the PIDs are); cpuset stops at step_*.
     main = next(c for c in ("cpuacct", "memory", "cpuset") if c in roots)
     jobs = []
+    seen = []
     for uid_text, uid_dir in _scan(roots[main], "uid_"):
         try:
             job_dirs = _scan(uid_dir, "job_")
@@ -268,8 +276,9 @@ def _discover_v1(roots: dict[str, str], proc_root: str) -> list[Job]:
         uid = int(uid_text) if uid_text.isdigit() else None
         for job_id, job_dir in job_dirs:
             rel = job_dir[len(roots[main]) + 1 :]
+            seen.append(job_dir)
             try:
-                pids, steps = _leaf_pids(job_dir, proc_root, skip=())
+                pids, steps = walks.leaf_pids(job_dir, proc_root, skip=())
             except GONE:
                 continue
             # A controller Slurm does not use here (e.g. no cpuset) has no job directory.
@@ -277,12 +286,14 @@ def _discover_v1(roots: dict[str, str], proc_root: str) -> list[Job]:
             dirs = {c: p for c, p in dirs.items() if c == main or os.path.isdir(p)}
             # read_steps lists the cpuacct directory: reuse this listing only if it was it.
             jobs.append(Job(job_id, uid, 1, dirs, pids, steps=steps if main == "cpuacct" else None))
+    walks.retain(seen)
     return sorted(jobs, key=_job_order)
 
 
-def _discover_v2(scope: str, proc_root: str, job_ids: JobIds) -> list[Job]:
+def _discover_v2(scope: str, proc_root: str, job_ids: JobIds, walks: Walks) -> list[Job]:
     entries = [(name, path) for name, path in _scan(scope, "") if name not in _NOT_JOBS]
     job_ids.retain(name for name, _ in entries)
+    walks.retain(path for _, path in entries)
     jobs = []
     for name, job_dir in entries:
         try:
@@ -292,7 +303,7 @@ def _discover_v2(scope: str, proc_root: str, job_ids: JobIds) -> list[Job]:
                           "yet), skipped in this scrape", job_dir)
                 continue
             # step_*/slurm holds slurmstepd itself (root), not the user's processes.
-            pids, steps = _leaf_pids(job_dir, proc_root, skip=("slurm",))
+            pids, steps = walks.leaf_pids(job_dir, proc_root, skip=("slurm",))
             uid = _v2_uid(job_dir, proc_root, pids)
         except GONE:
             continue
@@ -310,24 +321,87 @@ def _v2_uid(job_dir: str, proc_root: str, pids: tuple[int, ...]) -> int | None:
     return os.stat(job_dir).st_uid
 
 
-def _leaf_pids(
+class Walks:
+    """Each job directory's walk (its leaf cgroups and ``step_*`` names), kept between
+    scrapes while none of its directories changes.
+
+    A cgroup directory's link count is 2 + its subdirectories (kernfs, as ext4 and tmpfs
+    count theirs): a walk is kept only where every directory's count said so when it was
+    walked, and used again only while every count is unchanged and every leaf still reads.
+    A directory added raises its parent's count; one removed takes its leaves with it (an
+    intermediate directory has at least one), so their ``cgroup.procs`` fail and the job is
+    walked again. One ``stat`` per directory instead of a listing (a v1 directory lists
+    20-30 control files): discovering 64 jobs took 4.4 ms, now 2.6 (median, the tree of
+    bench/bench_exporter.py).
+    """
+
+    def __init__(self) -> None:
+        # job dir -> ((directory, link count) for each, leaves, step suffixes)
+        self._walks: dict[str, tuple[tuple[tuple[str, int], ...], tuple[str, ...],
+                                     tuple[str, ...]]] = {}
+
+    def leaf_pids(
+        self, job_dir: str, proc_root: str, skip: tuple[str, ...]
+    ) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        """(the PIDs of the job's leaf cgroups, the suffixes of its ``step_*``
+        directories), from the kept walk where it still holds."""
+        walk = self._walks.get(job_dir)
+        if walk is not None:
+            dirs, leaves, steps = walk
+            try:
+                if all(os.stat(path).st_nlink == links for path, links in dirs):
+                    pids: set[int] = set()
+                    for leaf in leaves:
+                        pids.update(_read_leaf(leaf, proc_root))
+                    return tuple(sorted(pids)), steps
+            except GONE:
+                pass  # a directory of the walk is gone: walk it again (GONE if the job is)
+            del self._walks[job_dir]
+        found, kept = _walk(job_dir, proc_root, skip)
+        if kept is not None:
+            self._walks[job_dir] = kept
+        return found
+
+    def __contains__(self, job_dir: object) -> bool:
+        return job_dir in self._walks
+
+    def retain(self, job_dirs: Iterable[str]) -> None:
+        """Forget the walks of job directories not among ``job_dirs`` (the jobs ended)."""
+        keep = set(job_dirs)
+        for path in [p for p in self._walks if p not in keep]:
+            del self._walks[path]
+
+
+def _walk(
     job_dir: str, proc_root: str, skip: tuple[str, ...]
-) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    """(the PIDs of the job's leaf cgroups, the suffixes of its ``step_*`` directories)."""
+) -> tuple[tuple[tuple[int, ...], tuple[str, ...]],
+           tuple[tuple[tuple[str, int], ...], tuple[str, ...], tuple[str, ...]] | None]:
+    """((PIDs, step suffixes), the walk to keep: None where a directory's link count is
+    not 2 + its subdirectories, a file system that does not count them or a change
+    during the walk)."""
     pids: set[int] = set()
     steps: tuple[str, ...] = ()
+    dirs: list[tuple[str, int]] = []
+    leaves: list[str] = []
+    counted = True
     stack = [job_dir]
     while stack:
         path = stack.pop()
+        links = os.stat(path).st_nlink
         with os.scandir(path) as it:
-            subdirs = [e for e in it if e.is_dir(follow_symlinks=False) and e.name not in skip]
+            found = [e for e in it if e.is_dir(follow_symlinks=False)]
+        counted = counted and links == 2 + len(found)
+        dirs.append((path, links))
+        subdirs = [e for e in found if e.name not in skip]
         if path is job_dir:
             steps = tuple(e.name[5:] for e in subdirs if e.name.startswith("step_"))
         if subdirs:
             stack.extend(e.path for e in subdirs)
         else:
+            leaves.append(path)
             pids.update(_read_leaf(path, proc_root))
-    return tuple(sorted(pids)), steps
+    result = (tuple(sorted(pids)), steps)
+    return result, (tuple(dirs), tuple(leaves), steps) if counted else None
 
 
 def _read_leaf(path: str, proc_root: str) -> list[int]:

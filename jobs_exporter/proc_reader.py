@@ -69,7 +69,8 @@ class ProcReader:
         self.max_cached = max_cached
         # pid -> [starttime, stat fd | None (read once), io fd | None,
         #         soft nofile limit | None, fd dir fd | None, task dir fd | None, ppid,
-        #         schedstat fd | None]
+        #         schedstat fd | None, (io bytes, schedstat bytes, fds, sample) | None of
+        #         the last read by _read_kept]
         self._open: dict[int, list] = {}
         self.samples: dict[int, ProcessSample] = {}
         self._last_read: dict[int, int] = {}  # pid -> refresh round it was last read in
@@ -99,7 +100,13 @@ class ProcReader:
             self._limits = {p: v for p, v in self._limits.items() if p in live}
         for pid in [p for p in self._open if p not in live]:
             self._forget(pid)
-        order = sorted(live, key=lambda p: self._last_read.get(p, -1)) if budget else live
+        if not budget:
+            order: Iterable[int] = live
+        elif self.stale:  # the last refresh stopped early: the least recently read first
+            order = sorted(live, key=lambda p: self._last_read.get(p, -1))
+        else:  # every known pid was read last time: the new ones first (no sort)
+            last = self._last_read
+            order = [p for p in live if p not in last] + [p for p in live if p in last]
         deadline = time.perf_counter() + budget if budget else None
         read = 0
         for pid in order:
@@ -108,7 +115,13 @@ class ProcReader:
                 break
             read += 1
             self._last_read[pid] = self._round
-            sample = self.read(pid)
+            entry = self._open.get(pid)
+            sample = None
+            if entry is not None and entry[1] is None and entry[7] is not None and not (
+                    self.delayacct or entry[4] is None):
+                sample = self._read_kept(pid, entry)
+            if sample is None:
+                sample = self.read(pid)
             if sample is None:
                 self.samples.pop(pid, None)
             else:
@@ -149,10 +162,36 @@ class ProcReader:
                 return None
             raise
 
+    def _read_kept(self, pid: int, entry: list) -> ProcessSample | None:
+        """The hottest path, a single-threaded process with io, task/, fd/ and schedstat
+        kept open (most job processes): four system calls, and its previous sample again
+        where the kernel answered the same bytes and counts (a sleeping process: nothing to
+        parse, 2,000 of them 15.5 -> 11 ms). None: another case, or an error; ``read``
+        does it."""
+        try:
+            io = os.pread(entry[2], 1024, 0)  # ESRCH once the process exited
+            if os.fstat(entry[5]).st_nlink != 3:  # not exactly one thread
+                return None
+            sched = os.pread(entry[7], 128, 0)
+            fds = os.fstat(entry[4]).st_size
+        except OSError:
+            return None
+        last = entry[8]
+        if last is not None and last[0] == io and last[1] == sched and last[2] == fds:
+            return last[3]
+        try:
+            run, wait = parse_schedstat(sched)
+            sample = ProcessSample(pid, entry[0], entry[6], 1, fds, entry[3], parse_io(io),
+                                   (TaskTimes(pid, run, wait, None),))
+        except (ValueError, IndexError):
+            return None  # an empty or cut read of an exiting process
+        entry[8] = (io, sched, fds, sample)
+        return sample
+
     def _read_open(self, pid: int, entry: list) -> ProcessSample | None:
         """The hot path: pread of the kept io fd (and stat, when threads are not counted
         by ``fstat`` of the task directory), fstat of the fd directory."""
-        starttime, stat_fd, io_fd, limit, fd_dir, task_dir, ppid, sched_fd = entry
+        starttime, stat_fd, io_fd, limit, fd_dir, task_dir, ppid, sched_fd, _ = entry
         io: IoCounters | None
         try:
             if stat_fd is None:  # io_fd and task_dir are open: see _open_and_read
@@ -182,17 +221,16 @@ class ProcReader:
     ) -> tuple[TaskTimes, ...] | None:
         """Every thread's scheduler times (see the class docstring); None without
         schedstat. Raises a GONE error when the process exited."""
+        if sched_fd is not None and threads == 1 and not self.delayacct:  # the hot path
+            run, wait = parse_schedstat(os.pread(sched_fd, 128, 0))
+            return (TaskTimes(pid, run, wait, None),)
         if self._schedstat is False:
             return None
         base = f"{self.proc_root}/{pid}/task"
         if self._schedstat is None and not os.path.isdir(base):
             return None
         if threads == 1 and not self.delayacct:  # the process's file is its thread's
-            if sched_fd is not None:
-                data: str | bytes = os.pread(sched_fd, 128, 0)
-            else:
-                data = read_text(f"{self.proc_root}/{pid}/schedstat")
-            run, wait = parse_schedstat(data)
+            run, wait = parse_schedstat(read_text(f"{self.proc_root}/{pid}/schedstat"))
             return (TaskTimes(pid, run, wait, None),)
         out = []
         for name in os.listdir(base):
@@ -283,7 +321,7 @@ class ProcReader:
             os.close(fds[0])  # type: ignore[arg-type]
             fds[0] = None
         self._open[pid] = [
-            stat.starttime, fds[0], fds[1], limit, fds[2], fds[3], stat.ppid, fds[4]
+            stat.starttime, fds[0], fds[1], limit, fds[2], fds[3], stat.ppid, fds[4], None
         ]
         io = parse_io(texts[1]) if texts[1] else None
         return ProcessSample(

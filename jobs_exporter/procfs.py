@@ -101,7 +101,7 @@ def parse_io(text: str | bytes) -> IoCounters:
     words = text.split()
     # The kernel writes these keys in this order (fs/proc/base.c); check, don't assume.
     keys = words[4:12:2]
-    if keys == _IO_KEYS or keys == _IO_KEYS_BYTES:
+    if keys == _IO_KEYS_BYTES or keys == _IO_KEYS:
         return IoCounters(int(words[9]), int(words[11]), int(words[5]), int(words[7]))
     named = (text.decode("latin-1") if isinstance(text, bytes) else text).split()
     values = dict(zip(named[::2], named[1::2], strict=False))

@@ -95,7 +95,8 @@ class JobsCollector:
         self.collectors = [cls(context) for cls in collectors]
         # SLUID directory -> job id, learnt once per job (cgroupfs.JobIds), for both steps.
         self.job_ids = cgroupfs.JobIds()
-        self.discover = discover or functools.partial(cgroupfs.discover_jobs, job_ids=self.job_ids)
+        self.discover = discover or functools.partial(
+            cgroupfs.discover_jobs, job_ids=self.job_ids, walks=cgroupfs.Walks())
         self._lock = threading.Lock()  # the HTTP server is threaded; the fd cache is not
         self._user_name = user_name or _passwd_name
         self._users: dict[int, str] = {}

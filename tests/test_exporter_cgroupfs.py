@@ -108,3 +108,73 @@ def test_discovery_reads_every_pid_of_a_big_leaf():
                         break
                     except OSError:
                         time.sleep(0.05)
+
+
+def test_a_kept_walk_follows_steps_coming_going_and_nesting():
+    """``cgroupfs.Walks`` against a fresh walk on the real v1 hierarchy: a step added, one
+    removed while another is added (the job directory's link count unchanged), a leaf that
+    gains a cgroup of its own."""
+    node = f"jobreport-walk-{os.getpid()}"
+    job = f"/sys/fs/cgroup/cpuacct/slurm_{node}/uid_0/job_8"
+    sleeps: list[subprocess.Popen] = []
+    made: list[str] = []
+
+    def step(path: str) -> int:
+        os.makedirs(path)
+        made.append(path)
+        proc = subprocess.Popen(["sleep", "120"])
+        sleeps.append(proc)
+        with open(f"{path}/cgroup.procs", "w") as f:
+            f.write(str(proc.pid))
+        return proc.pid
+
+    walks = cgroupfs.Walks()
+
+    def found() -> tuple[set[int], set[str]]:
+        (kept,) = cgroupfs.discover_jobs("/sys/fs/cgroup", "/proc", node, walks=walks)
+        (fresh,) = cgroupfs.discover_jobs("/sys/fs/cgroup", "/proc", node)
+        assert (kept.pids, kept.steps) == (fresh.pids, fresh.steps)
+        assert job in walks  # every directory counts its subdirectories: the walk is kept
+        return set(kept.pids), set(kept.steps or ())
+
+    try:
+        first = step(f"{job}/step_0/task_0")
+        assert found() == ({first}, {"0"})
+        assert found() == ({first}, {"0"})  # from the kept walk
+        second = step(f"{job}/step_1/task_0")
+        assert found() == ({first, second}, {"0", "1"})
+        # step_0 ends and step_2 starts between two scrapes: two subdirectories still
+        sleeps[0].kill()
+        sleeps[0].wait()
+        for path in (f"{job}/step_0/task_0", f"{job}/step_0"):
+            wait_for(lambda p=path: _rmdir(p), 10, f"{path} removed", every=0.05)
+        third = step(f"{job}/step_2/task_0")
+        assert os.stat(job).st_nlink == 4
+        assert found() == ({second, third}, {"1", "2"})
+        # the program makes a cgroup of its own under its task and moves there
+        nested = f"{job}/step_2/task_0/worker"
+        os.mkdir(nested)
+        made.append(nested)
+        with open(f"{nested}/cgroup.procs", "w") as f:
+            f.write(str(third))
+        assert found() == ({second, third}, {"1", "2"})
+    finally:
+        for proc in sleeps:
+            proc.kill()
+            proc.wait()
+        for path in sorted(set(made) | {f"{job}/step_{s}" for s in range(3)}, reverse=True):
+            wait_for(lambda p=path: _rmdir(p), 10, f"{path} removed", every=0.05)
+        for depth in range(3):  # job_8, uid_0, slurm_<node>
+            wait_for(lambda d=depth: _rmdir(job.rsplit("/", d)[0] if d else job), 10,
+                     "the job's cgroups removed", every=0.05)
+
+
+def _rmdir(path: str) -> bool:
+    """Removed or absent; False while a killed task still holds it."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True

@@ -246,3 +246,59 @@ def test_limits_read_once_per_process_past_the_fd_cache(tmp_path):
     stat[21] = "99999999"  # another process on the same pid: its own limits
     (root / "26231/stat").write_text(" ".join(stat))
     assert reader.read(26231).open_files_limit == 77
+
+
+@pytest.mark.needs("root")  # real procfs: another process's io, task and fd directories
+def test_a_sleeping_process_keeps_its_sample_a_working_one_is_read_anew():
+    """``refresh``'s kept path (``_read_kept``): the same sample while the kernel answers
+    the same bytes, a new one when the process reads, opens a file or starts a thread, and
+    the same figures as ``read`` (the path for every other case)."""
+    code = (
+        "import sys,threading,time\n"
+        "cmd=sys.stdin.readline().strip()\n"
+        "while cmd:\n"
+        "    if cmd=='read': open('/proc/self/status').read()\n"
+        "    if cmd=='open': f=open('/dev/null')\n"
+        "    if cmd=='thread': threading.Thread(target=time.sleep,args=(30,)).start()\n"
+        "    print('done',flush=True)\n"
+        "    cmd=sys.stdin.readline().strip()\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE)
+    reader = proc_reader.ProcReader("/proc", cache=True)
+
+    def ask(cmd: str) -> None:
+        child.stdin.write(cmd.encode() + b"\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == b"done"
+
+    def sample() -> procfs.ProcessSample:
+        reader.refresh([child.pid], budget=5.0)
+        return reader.samples[child.pid]
+
+    try:
+        ask("wait")  # started, imports done
+        first = sample()  # opened and read by path
+        kept = sample()
+        assert kept.tasks is not None and kept.threads == 1
+        assert sample() is kept  # asleep: the kernel answered the same bytes
+        by_read = proc_reader.ProcReader("/proc", cache=True).read(child.pid)
+        assert by_read is not None
+        assert (kept.io, kept.open_files, kept.ppid, kept.starttime) == (
+            by_read.io, by_read.open_files, by_read.ppid, by_read.starttime)
+        ask("read")
+        after_read = sample()
+        assert after_read is not kept and after_read.io is not None and kept.io is not None
+        assert after_read.io.syscr > kept.io.syscr
+        ask("open")
+        assert sample().open_files == after_read.open_files + 1
+        ask("thread")
+        threaded = sample()  # two threads: read through ``read``, each thread's times
+        assert threaded.threads == 2 and threaded.tasks is not None
+        assert len(threaded.tasks) == 2
+        assert first.starttime == threaded.starttime
+    finally:
+        child.kill()
+        child.wait()
+    reader.refresh([child.pid], budget=5.0)
+    assert child.pid not in reader.samples and child.pid not in reader._open

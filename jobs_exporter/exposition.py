@@ -2,24 +2,28 @@
 prometheus_client's ``generate_latest`` writes it (tests/test_exporter_exposition.py holds
 the two equal on real scrapes), in a third of its time.
 
-The library checks and escapes every label and metric name of every sample against its
-UTF-8 naming rules and formats each line through several calls; a scrape of 64 jobs has
-~1,400 samples of a dozen names, so this writer escapes each name once (``_names``) and
-each label value only where it holds a character to escape. Families of the kinds it
-does not write (histograms, summaries, info, OpenMetrics-only samples) go through the
-library's writer, one family at a time.
+The library (since 0.22) checks and escapes every label and metric name of every sample
+against its UTF-8 naming rules and formats each line through several calls; a scrape of
+64 jobs has ~1,400 samples of a dozen names, so this writer checks each name once and
+escapes a label value only where it holds a character to escape. It writes the names that
+every version of the library writes unchanged (the classic ``[a-zA-Z_:][a-zA-Z0-9_:]*``);
+a family with another name, or of a kind it does not write (histograms, summaries, info,
+OpenMetrics-only samples), goes through the library's writer, one family at a time. Only
+the library's public API is used: the nodes' distributions ship older versions.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
-from prometheus_client.openmetrics.exposition import escape_label_name, escape_metric_name
 from prometheus_client.utils import floatToGoString
 
 _SIMPLE = frozenset({"gauge", "counter", "unknown"})
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _TYPE_LINE = {"gauge": "gauge", "counter": "counter", "unknown": "untyped"}
 
 
@@ -48,52 +52,58 @@ def _value(text: str) -> str:
 
 
 class TextWriter:
-    """Writes families as ``generate_latest`` does; keeps the escaped names it has seen."""
+    """Writes families as ``generate_latest`` does; keeps the names it has checked."""
 
     def __init__(self) -> None:
-        self._names: dict[str, str] = {}  # metric or label name -> as written
-        self._labels: dict[tuple[str, ...], list[str]] = {}  # label names -> 'name="'
+        self._names: dict[tuple[str, bool], bool] = {}  # (name, a label's) -> unchanged
+        self._labels: dict[tuple[str, ...], list[str] | None] = {}  # names -> 'name="'
 
     def write(self, registry: CollectorRegistry) -> bytes:
         out: list[str] = []
         for metric in registry.collect():
-            if metric.type not in _SIMPLE or not self._plain(metric):
-                out.append(generate_latest(_One(metric)).decode())
-                continue
-            self._family(metric, out)
+            lines = self._family(metric) if metric.type in _SIMPLE else None
+            out.append("".join(lines) if lines is not None
+                       else generate_latest(_One(metric)).decode())
         return "".join(out).encode()
 
-    def _plain(self, metric: Metric) -> bool:
-        """No OpenMetrics-only sample (``_created``...) and no timestamp: the lines the
-        library writes in order, one per sample."""
-        created = metric.name + "_created"
-        return all(s.timestamp is None and s.name != created for s in metric.samples)
-
-    def _name(self, name: str, label: bool = False) -> str:
-        found = self._names.get(name)
+    def _plain(self, name: str, label: bool = False) -> bool:
+        found = self._names.get((name, label))
         if found is None:
-            found = escape_label_name(name) if label else escape_metric_name(name)
-            self._names[name] = found
+            found = bool((_LABEL_NAME if label else _METRIC_NAME).fullmatch(name))
+            self._names[name, label] = found
         return found
 
-    def _family(self, metric: Metric, out: list[str]) -> None:
+    def _heads(self, keys: tuple[str, ...]) -> list[str] | None:
+        if keys not in self._labels:
+            plain = all(self._plain(k, label=True) for k in keys)
+            self._labels[keys] = [f'{k}="' for k in keys] if plain else None
+        return self._labels[keys]
+
+    def _family(self, metric: Metric) -> list[str] | None:
+        """The family's lines; None where the library must write it: a name it may
+        escape, an OpenMetrics-only sample (``_created``...) or a timestamp."""
         name = metric.name + "_total" if metric.type == "counter" else metric.name
-        written = self._name(name)
+        if not self._plain(name):
+            return None
         doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
-        out.append(f"# HELP {written} {doc}\n# TYPE {written} {_TYPE_LINE[metric.type]}\n")
+        out = [f"# HELP {name} {doc}\n# TYPE {name} {_TYPE_LINE[metric.type]}\n"]
+        created = metric.name + "_created"
         for sample in metric.samples:
+            if sample.timestamp is not None or sample.name == created or not self._plain(
+                    sample.name):
+                return None
             labels = sample.labels
             if not labels:
-                out.append(f"{self._name(sample.name)} {_number(sample.value)}\n")
+                out.append(f"{sample.name} {_number(sample.value)}\n")
                 continue
             keys = tuple(sorted(labels))
-            heads = self._labels.get(keys)
+            heads = self._heads(keys)
             if heads is None:
-                heads = [f'{self._name(k, label=True)}="' for k in keys]
-                self._labels[keys] = heads
+                return None
             if len(keys) == 1:
                 pairs = heads[0] + _value(labels[keys[0]]) + '"'
             else:
                 pairs = ",".join(
                     [h + _value(labels[k]) + '"' for h, k in zip(heads, keys, strict=True)])
-            out.append(f"{self._name(sample.name)}{{{pairs}}} {_number(sample.value)}\n")
+            out.append(f"{sample.name}{{{pairs}}} {_number(sample.value)}\n")
+        return out

@@ -63,10 +63,13 @@ def test_values_needing_escapes_odd_numbers_and_the_librarys_own_families():
     for i, v in enumerate((0, 1, -3, 1.5e-9, 123456789.0, 1e22, -123456789.5, 2**63, 7)):
         numbers.add_metric([str(i)], v)
     unlabelled = GaugeMetricFamily("jobs_unlabelled", "No labels.", value=3)
+    # names the library escapes (0.22 and later): its writer's
+    dotted = GaugeMetricFamily("jobs.dotted", "A dotted name.", labels=["la-bel"])
+    dotted.add_metric(["x"], 2)
 
     class Families:
         def collect(self):
-            return iter((hostile, numbers, unlabelled))
+            return iter((hostile, numbers, unlabelled, dotted))
 
     registry.register(Families())  # type: ignore[arg-type]
     # The library's own metrics: a counter with its _created sample, a histogram.
@@ -77,4 +80,4 @@ def test_values_needing_escapes_odd_numbers_and_the_librarys_own_families():
     assert ours == generate_latest(registry)
     assert b'jobs_hostile{path="c\\\\d\\ne",user="a\\"b"} 1.0\n' in ours
     assert b'jobs_numbers_bytes_total{k="5"} 1e+22\n' in ours
-    assert ours.count(b"# TYPE ") == 8  # each _created its own gauge, as the library writes it
+    assert ours.count(b"# TYPE ") == 9  # each _created its own gauge, as the library writes it

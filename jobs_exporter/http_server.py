@@ -19,54 +19,49 @@ from __future__ import annotations
 import gzip
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import ThreadingWSGIServer, gzip_accepted
+from prometheus_client.exposition import gzip_accepted
 
 from jobs_exporter.exposition import TextWriter
 
 TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 GZIP_LEVEL = 1
 
-StartResponse = Callable[..., Any]
-App = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
+class _Handler(BaseHTTPRequestHandler):
+    """GET on any path: the registry in the text format (as prometheus_client's own app
+    answers every path), gzipped at ``GZIP_LEVEL`` where accepted."""
 
-def metrics_app(registry: CollectorRegistry) -> App:
-    """The WSGI app: the registry in the text format on every path (as prometheus_client's
-    app answers), gzipped at ``GZIP_LEVEL`` where accepted."""
-    writer = TextWriter()
+    registry: CollectorRegistry
+    writer: TextWriter
 
-    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == "/favicon.ico":
-            start_response("404 Not Found", [("Content-Length", "0")])
-            return [b""]
-        body = writer.write(registry)
-        headers = [("Content-Type", TEXT_FORMAT)]
-        if gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", "")):
+    def do_GET(self) -> None:  # noqa: N802 - the base's name
+        if self.path == "/favicon.ico":
+            self.send_error(404)
+            return
+        body = self.writer.write(self.registry)
+        self.send_response(200)
+        self.send_header("Content-Type", TEXT_FORMAT)
+        if gzip_accepted(self.headers.get("Accept-Encoding", "")):
             body = gzip.compress(body, compresslevel=GZIP_LEVEL)
-            headers.append(("Content-Encoding", "gzip"))
-        headers.append(("Content-Length", str(len(body))))
-        start_response("200 OK", headers)
-        return [body]
+            self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-    return app
-
-
-class _Quiet(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
         """No line per scrape on stderr."""
 
 
-def serve(registry: CollectorRegistry, host: str, port: int) -> WSGIServer:
+def serve(registry: CollectorRegistry, host: str, port: int) -> ThreadingHTTPServer:
     """Serve ``registry`` at /metrics on host:port (an IPv6 address too; port 0: a free
     one) from a daemon thread, one thread per request; the server (``server_port``)."""
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    server_class = type("Server", (ThreadingWSGIServer,), {"address_family": family})
-    httpd: WSGIServer = make_server(host, port, metrics_app(registry), server_class,
-                                    handler_class=_Quiet)
+    server_class = type("Server", (ThreadingHTTPServer,), {"address_family": family})
+    handler = type("Handler", (_Handler,), {"registry": registry, "writer": TextWriter()})
+    httpd = server_class((host, port), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True, name="metrics").start()
     return httpd

@@ -1,7 +1,7 @@
 """/metrics over HTTP: the text format 0.0.4 (``jobs_exporter.exposition``, what
 prometheus_client's writer would write, faster), gzipped fast.
 
-Three choices differ from prometheus_client's own server (``start_http_server``), each for
+Four choices differ from prometheus_client's own server (``start_http_server``), each for
 the scrape's time (``bench/bench_exporter.py`` prints the parts, 64 jobs of 2,000
 processes on a 2-core machine):
 
@@ -12,6 +12,8 @@ processes on a 2-core machine):
 - the text written by ``exposition.TextWriter``: 1.5 ms against the library's 3.3 ms.
 - gzip at level 1, not 9, when the scraper accepts it (Prometheus always does): 0.2 ms
   against 2.3 ms, for a body about 1.4 times larger on a network that does not notice.
+- ``http.server`` without a WSGI layer (wsgiref's environ and header handling): 2.2 ms
+  a scrape against 2.5 ms.
 """
 
 from __future__ import annotations

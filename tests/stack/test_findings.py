@@ -56,6 +56,8 @@ def test_each_job_gets_exactly_its_findings(reports, service, name):
     found = {f.name for f in report.findings}
     if name == "busy" and stack.waited_for_cpu(report, service.thresholds):
         found.discard("cpu_starved")  # when it also fell under the CPU bar: starved, right
+    if name == "oom" and _paged_back_in(report):
+        found.discard("io_not_on_scratch")
     assert found == EXPECTED[name], [
         (f.name, f.message) for f in report.findings
     ]
@@ -65,6 +67,17 @@ def test_each_job_gets_exactly_its_findings(reports, service, name):
         assert not report.gaps, report.gaps
     for f in report.findings:
         assert f.message and f.advice and f.evidence
+
+
+def _paged_back_in(report) -> bool:
+    """The OOM job read its own program back, nothing else: squeezed to its 100 MiB, the
+    kernel drops the file pages charged to the job (python3 and its libraries, where this
+    job was the first to read them since they left the page cache) and the job faults them
+    in again until the kill. Run 4 of 2026-12-06 read 12.5 MiB so, over the stack's
+    scaled-down 8 MiB I/O bar; most runs read less. Writing, or reading more than a
+    program's size, is still a finding the test refuses."""
+    usage = report.usage
+    return (usage.write_bytes or 0) < 2**20 and (usage.read_bytes or 0) < 64 * 2**20
 
 
 def test_memory_advice_is_computed_from_the_peak(reports):

@@ -166,7 +166,7 @@ class ProcReader:
         """The hottest path, a single-threaded process with io, task/, fd/ and schedstat
         kept open (most job processes): four system calls, and its previous sample again
         where the kernel answered the same bytes and counts (a sleeping process: nothing to
-        parse, 2,000 of them 15.5 -> 11 ms). None: another case, or an error; ``read``
+        parse, 2,000 of them 15.5 -> 12.3 ms). None: another case, or an error; ``read``
         does it."""
         try:
             io = os.pread(entry[2], 1024, 0)  # ESRCH once the process exited

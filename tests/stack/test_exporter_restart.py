@@ -48,12 +48,18 @@ from tests.helpers.stack import (
 # which decides how much of the job's last seconds it sees, takes no CPU time.
 LOOPS = 25_000_000
 WRITES, MIB = 4, 8  # dd steps per node, each writing MIB, seen by a scrape, then exiting
+# How long a write step lives after its write: a scrape must see it, across cpu3's restart
+# too. 6 s was not enough once: a step lived 00:50:19-25 while cpu3's exporter was being
+# restarted (stopped 00:50:23, serving 00:50:27 under the suite's load; scraped every 5 s)
+# and its 8 MiB were never seen. The restart's gap plus a scrape interval, with room.
+SEEN = 16
 EACH = "srun --overlap -N3 --ntasks-per-node=1"
 SCRIPT = (f"{EACH} sh -c 'i=0; while [ $i -lt {LOOPS} ]; do i=$((i+1)); done' & "
           f"for i in $(seq {WRITES}); do {EACH} sh -c 'dd if=/dev/zero "
           f"of=restart-$SLURM_JOB_ID-$SLURM_NODEID bs=1M count={MIB} conv=fsync status=none; "
-          "sleep 6; rm -f restart-$SLURM_JOB_ID-$SLURM_NODEID'; sleep 1; done; wait; sleep 12")
-RESTART_AFTER = 15  # seconds of the run: two write steps done, the busy loop going on
+          f"sleep {SEEN}; rm -f restart-$SLURM_JOB_ID-$SLURM_NODEID'; sleep 1; done; "
+          "wait; sleep 12")
+RESTART_AFTER = 15  # seconds of the run: the first write step seen, the busy loop going on
 NODES = ("cpu1", "cpu2", "cpu3")  # cpu3's exporter restarts; cpu1 and cpu2 are its twins
 SUMMED = ("jobs_energy_joules_total", "jobs_write_bytes_total", "jobs_cpu_wait_seconds_total")
 

@@ -40,6 +40,7 @@ from webapp.migrations.revision import (
     State,
     Target,
     head,
+    migrating,
     newer,
     refusal,
     state,
@@ -84,6 +85,12 @@ def check(target: Target, where: str) -> None:
         return
     try:
         found = state(target, conn, dialect)
+        if found.revision != head(target) and not found.empty:
+            # Another process may be creating it (a second gunicorn worker starting, run
+            # 6 of 2026-12-06 saw its tables without a revision yet): that one holds the
+            # lock of ``migrating`` until it is done; look again once it is free.
+            with migrating(target, conn, dialect):
+                found = state(target, conn, dialect)
     finally:
         conn.close()
     if found.revision != head(target) and not found.empty:

@@ -10,6 +10,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from webapp.migrations import (
     TARGETS,
     WEB_STATE,
     SchemaOutdated,
+    check,
     connect,
     head,
     state,
@@ -250,3 +252,27 @@ def test_opening_a_store_at_the_head_loads_no_alembic(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, path], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.stdout.strip() == "[]", proc.stderr
+
+
+def test_the_start_check_waits_for_a_database_another_process_is_creating(tmp_path):
+    """A second gunicorn worker's start check, while the first creates the web state: the
+    file holds tables but no revision yet. The check waits for the creation lock and looks
+    again instead of refusing the file as outdated."""
+    path = tmp_path / "web-state.sqlite"
+    creator = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys, time\n"
+        "from jobreport_common.sqlite_file import setting_up\n"
+        f"with setting_up({str(path)!r}):\n"
+        f"    db = sqlite3.connect({str(path)!r})\n"
+        "    db.execute('CREATE TABLE ended_sessions (sid, until)'); db.commit()\n"
+        "    print('holding', flush=True); time.sleep(1.5)\n"
+        "    db.execute('DROP TABLE ended_sessions'); db.commit(); db.close()\n")],
+        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True)
+    try:
+        assert creator.stdout is not None and creator.stdout.readline().strip() == "holding"
+        started = time.monotonic()
+        check(WEB_STATE, str(path))  # no SchemaOutdated: it waited, then found it empty
+        assert time.monotonic() - started > 0.5
+    finally:
+        creator.wait(10)
+    assert creator.returncode == 0

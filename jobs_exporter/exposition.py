@@ -21,9 +21,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
-_SIMPLE = frozenset({"gauge", "counter", "unknown"})
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# The kinds this writer writes, and the word of their TYPE line.
 _TYPE_LINE = {"gauge": "gauge", "counter": "counter", "unknown": "untyped"}
 
 
@@ -61,7 +61,7 @@ class TextWriter:
     def write(self, registry: CollectorRegistry) -> bytes:
         out: list[str] = []
         for metric in registry.collect():
-            lines = self._family(metric) if metric.type in _SIMPLE else None
+            lines = self._family(metric) if metric.type in _TYPE_LINE else None
             out.append("".join(lines) if lines is not None
                        else generate_latest(_One(metric)).decode())
         return "".join(out).encode()

@@ -44,6 +44,8 @@ def _node(root: pathlib.Path) -> str:
 
 
 class _Frozen:
+    """Families as they are, collected again as often as asked."""
+
     def __init__(self, families):
         self.families = families
 
@@ -66,12 +68,7 @@ def test_values_needing_escapes_odd_numbers_and_the_librarys_own_families():
     # names the library escapes (0.22 and later): its writer's
     dotted = GaugeMetricFamily("jobs.dotted", "A dotted name.", labels=["la-bel"])
     dotted.add_metric(["x"], 2)
-
-    class Families:
-        def collect(self):
-            return iter((hostile, numbers, unlabelled, dotted))
-
-    registry.register(Families())  # type: ignore[arg-type]
+    registry.register(_Frozen((hostile, numbers, unlabelled, dotted)))  # type: ignore[arg-type]
     # The library's own metrics: a counter with its _created sample, a histogram.
     Counter("jobs_lib_total", "Counter.", ["jobid"], registry=registry).labels("1").inc(2)
     Gauge("jobs_lib_gauge", "Gauge.", registry=registry).set(0.25)

@@ -276,14 +276,13 @@ def time_http(scrapes: int, expect_jobs: int) -> dict[str, float]:
 HTTP_CLIENT = """
 import gzip, http.client, json, sys, time
 port, headers = int(sys.argv[1]), json.loads(sys.argv[2])
-for _ in sys.stdin:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)  # kept, as Prometheus
+for _ in sys.stdin:                                                 # keeps it
     t = time.perf_counter()
     conn.request("GET", "/metrics", headers=headers)
     answer = conn.getresponse()
     body = answer.read()
     took = time.perf_counter() - t
-    conn.close()
     if answer.getheader("Content-Encoding") == "gzip":
         body = gzip.decompress(body)
     print(json.dumps({"took": took, "text": body.decode()}), flush=True)

@@ -378,7 +378,13 @@ def _walk(
            tuple[tuple[tuple[str, int], ...], tuple[str, ...], tuple[str, ...]] | None]:
     """((PIDs, step suffixes), the walk to keep: None where a directory's link count is
     not 2 + its subdirectories, a file system that does not count them or a change
-    during the walk)."""
+    during the walk).
+
+    A directory below the job's that is gone before the walk reaches it (a step ending
+    under the walk, what sends a kept walk here) is passed over: its processes have
+    exited. Only the job's own directory gone is GONE (the job ended); a job dropped for
+    a step's end lost its I/O sums of exited steps with it (seen: 24 MiB read back as 8
+    in the middle of a job, on two nodes at once)."""
     pids: set[int] = set()
     steps: tuple[str, ...] = ()
     dirs: list[tuple[str, int]] = []
@@ -387,9 +393,17 @@ def _walk(
     stack = [job_dir]
     while stack:
         path = stack.pop()
-        links = os.stat(path).st_nlink
-        with os.scandir(path) as it:
-            found = [e for e in it if e.is_dir(follow_symlinks=False)]
+        try:
+            links = os.stat(path).st_nlink
+            with os.scandir(path) as it:
+                found = [e for e in it if e.is_dir(follow_symlinks=False)]
+            if not [e for e in found if e.name not in skip]:
+                pids.update(_read_leaf(path, proc_root))
+        except GONE:
+            if path is job_dir:
+                raise
+            counted = False  # changed under the walk: walked afresh next time
+            continue
         counted = counted and links == 2 + len(found)
         dirs.append((path, links))
         subdirs = [e for e in found if e.name not in skip]
@@ -399,7 +413,6 @@ def _walk(
             stack.extend(e.path for e in subdirs)
         else:
             leaves.append(path)
-            pids.update(_read_leaf(path, proc_root))
     result = (tuple(sorted(pids)), steps)
     return result, (tuple(dirs), tuple(leaves), steps) if counted else None
 

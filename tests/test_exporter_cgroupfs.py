@@ -169,6 +169,55 @@ def test_a_kept_walk_follows_steps_coming_going_and_nesting():
                      "the job's cgroups removed", every=0.05)
 
 
+def test_a_step_ending_under_the_walk_leaves_the_job_found(monkeypatch):
+    """A step's cgroup removed while the walk reads another step's leaf (what a kept walk
+    that found a leaf gone walks into): the job is still found, with the live step's
+    process, and its walk is not kept. It was dropped from the scrape before, and its
+    I/O sums of exited steps with it (a counter reset in the middle of the job)."""
+    node = f"jobreport-race-{os.getpid()}"
+    job = f"/sys/fs/cgroup/cpuacct/slurm_{node}/uid_0/job_9"
+    sleeps: dict[str, subprocess.Popen] = {}
+    for name in ("step_0", "step_1"):
+        os.makedirs(f"{job}/{name}/task_0")
+        sleeps[name] = subprocess.Popen(["sleep", "120"])
+        with open(f"{job}/{name}/task_0/cgroup.procs", "w") as f:
+            f.write(str(sleeps[name].pid))
+    real_read_leaf = cgroupfs._read_leaf
+    ended: list[str] = []
+
+    def read_leaf(path: str, proc_root: str) -> list[int]:
+        if not ended:  # the other step ends now, before the walk gets to it
+            (other,) = [n for n in sleeps if f"/{n}/" not in f"{path}/"]
+            sleeps[other].kill()
+            sleeps[other].wait()
+            for d in (f"{job}/{other}/task_0", f"{job}/{other}"):
+                wait_for(lambda p=d: _rmdir(p), 10, f"{d} removed", every=0.05)
+            ended.append(other)
+        return real_read_leaf(path, proc_root)
+
+    walks = cgroupfs.Walks()
+    try:
+        monkeypatch.setattr(cgroupfs, "_read_leaf", read_leaf)
+        (found,) = cgroupfs.discover_jobs("/sys/fs/cgroup", "/proc", node, walks=walks)
+        (live,) = [n for n in sleeps if n not in ended]
+        assert found.job_id == "9" and found.pids == (sleeps[live].pid,)
+        assert job not in walks  # changed under the walk: walked afresh next scrape
+        monkeypatch.undo()
+        (again,) = cgroupfs.discover_jobs("/sys/fs/cgroup", "/proc", node, walks=walks)
+        assert again.pids == (sleeps[live].pid,) and again.steps == (live[5:],)
+        assert job in walks
+    finally:
+        for proc in sleeps.values():
+            proc.kill()
+            proc.wait()
+        for name in sleeps:
+            for d in (f"{job}/{name}/task_0", f"{job}/{name}"):
+                wait_for(lambda p=d: _rmdir(p), 10, f"{d} removed", every=0.05)
+        for depth in range(3):  # job_9, uid_0, slurm_<node>
+            wait_for(lambda d=depth: _rmdir(job.rsplit("/", d)[0] if d else job), 10,
+                     "the job's cgroups removed", every=0.05)
+
+
 def _rmdir(path: str) -> bool:
     """Removed or absent; False while a killed task still holds it."""
     try:

@@ -1,6 +1,7 @@
 """jobs-exporter's /metrics over real HTTP (``jobs_exporter.http_server``): the text
 format 0.0.4 whatever Prometheus asks for, gzipped when it accepts gzip, the same
-families as prometheus_client's own writer, on IPv4 and IPv6."""
+families as prometheus_client's own writer, on IPv4 and IPv6, one connection kept from
+one scrape to the next as Prometheus keeps it."""
 
 from __future__ import annotations
 
@@ -77,5 +78,24 @@ def test_ipv6(registry):
         assert answer.status == 200
         assert gzip.decompress(answer.read()) == generate_latest(registry)
     finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_the_connection_is_kept_between_scrapes(registry):
+    httpd = serve(registry, "127.0.0.1", 0)
+    conn = http.client.HTTPConnection("127.0.0.1", httpd.server_port, timeout=10)
+    try:
+        conn.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
+        first = conn.getresponse()
+        assert gzip.decompress(first.read()) == generate_latest(registry)
+        assert first.version == 11 and not first.will_close
+        sock = conn.sock
+        conn.request("GET", "/metrics")
+        second = conn.getresponse()
+        assert second.read() == generate_latest(registry)
+        assert conn.sock is sock  # the same connection answered both
+    finally:
+        conn.close()
         httpd.shutdown()
         httpd.server_close()

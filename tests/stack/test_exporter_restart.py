@@ -54,11 +54,18 @@ WRITES, MIB = 4, 8  # dd steps per node, each writing MIB, seen by a scrape, the
 # and its 8 MiB were never seen. The restart's gap plus a scrape interval, with room.
 SEEN = 16
 EACH = "srun --overlap -N3 --ntasks-per-node=1"
-SCRIPT = (f"{EACH} sh -c 'i=0; while [ $i -lt {LOOPS} ]; do i=$((i+1)); done' & "
+# The busy step stays, idle, until the writes are done: each node holds a step of the job
+# for its whole run. This stack has no extern step (PrologFlags=contain), so Slurm removes
+# a node's job cgroup when its last step there ends and the next step makes a new one,
+# whose CPU counter starts at 0: in run ah cpu3's loop ended at :10 and its third write
+# step at :12, the fourth started at :13 in a new cgroup (22 CPU-seconds read back as 0).
+DONE = "restart-$SLURM_JOB_ID.done"
+SCRIPT = (f"{EACH} sh -c 'i=0; while [ $i -lt {LOOPS} ]; do i=$((i+1)); done; "
+          f"while [ ! -e {DONE} ]; do sleep 0.5; done' & "
           f"for i in $(seq {WRITES}); do {EACH} sh -c 'dd if=/dev/zero "
           f"of=restart-$SLURM_JOB_ID-$SLURM_NODEID bs=1M count={MIB} conv=fsync status=none; "
           f"sleep {SEEN}; rm -f restart-$SLURM_JOB_ID-$SLURM_NODEID'; sleep 1; done; "
-          "wait; sleep 12")
+          f"touch {DONE}; wait; rm -f {DONE}; sleep 12")
 RESTART_AFTER = 15  # seconds of the run: the first write step seen, the busy loop going on
 NODES = ("cpu1", "cpu2", "cpu3")  # cpu3's exporter restarts; cpu1 and cpu2 are its twins
 SUMMED = ("jobs_energy_joules_total", "jobs_write_bytes_total", "jobs_cpu_wait_seconds_total")

@@ -78,7 +78,32 @@ def app_url(stack_env, tmp_path) -> Iterator[str]:
     yield from serve(lambda: None, tmp_path)  # default settings: the stack's Prometheus
 
 
-def test_cluster_page_in_chromium(app_url, driver):
+@pytest.fixture
+def gpu_held(stack_env) -> Iterator[str]:
+    """A GPU job of the test's own, running and seen by Prometheus: the usage chart's
+    points are the allocations at instants a grid step apart (10 minutes over its week),
+    so without one the chart had a point only where another test's GPU job happened to
+    run within five minutes before one (run aj: none, and no chart)."""
+    import requests
+
+    job_id = stack.submit(stack.StackJob("cluster-page-gpu", "bob", (
+        "-c1", "--mem=100M", "-p", "gpu", "--gres=gpu:1", "--time=5"), "sleep 300"))
+    url = f"{stack_env['JOBREPORT_PROMETHEUS_URL']}/api/v1/query"
+
+    def allocated() -> bool:
+        answer = requests.get(url, timeout=10, params={
+            "query": 'slurm_account_gpus_alloc{state="RUNNING",account="teaching"}'}).json()
+        return any(float(r["value"][1]) >= 1 for r in answer["data"]["result"])
+
+    try:
+        stack.wait_until_running(job_id, timeout=600)
+        wait_for(allocated, 60, "Prometheus holding the test's GPU allocation", every=1)
+        yield job_id
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
+
+
+def test_cluster_page_in_chromium(app_url, gpu_held, driver):
     driver.get(f"{app_url}/cluster")
     assert "/login" in driver.current_url
     driver.find_element(By.ID, "username").send_keys("alice")

@@ -397,7 +397,8 @@ def _walk(
             links = os.stat(path).st_nlink
             with os.scandir(path) as it:
                 found = [e for e in it if e.is_dir(follow_symlinks=False)]
-            if not [e for e in found if e.name not in skip]:
+            subdirs = [e for e in found if e.name not in skip]
+            if not subdirs:
                 pids.update(_read_leaf(path, proc_root))
         except GONE:
             if path is job_dir:
@@ -406,7 +407,6 @@ def _walk(
             continue
         counted = counted and links == 2 + len(found)
         dirs.append((path, links))
-        subdirs = [e for e in found if e.name not in skip]
         if path is job_dir:
             steps = tuple(e.name[5:] for e in subdirs if e.name.startswith("step_"))
         if subdirs:

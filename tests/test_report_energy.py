@@ -157,13 +157,12 @@ def test_an_idle_mig_devices_energy_is_said_to_be_an_estimate():
 
 
 def test_bulk_usage_sums_a_jobs_energy_over_its_nodes():
-    # The sync's bulk answer: per job and node, the sources' joules already summed
-    # (PEAK_QUERY with the figure's sum), one point per step; the last point is the
-    # job's total there.
+    # The sync's bulk answer: per job and node, the sources' last joules already summed
+    # (PEAK_QUERY with the figure's sum): the job's total there.
     job = JobWindow("77", 1000.0, 1100.0, ("n1", "n2"))
     batch = Batch(30.0, 1000.0, 1100.0, (job,))
-    answer = [{"metric": {"jobid": "77", "instance": n}, "values": v} for n, v in
-              (("n1", [[1030, "100"], [1060, "250"]]), ("n2", [[1060, "50"]]),
-               ("other", [[1060, "999"]]))]  # another node's job of the same id: not ours
+    answer = [{"metric": {"jobid": "77", "instance": n}, "value": [1130, v]} for n, v in
+              (("n1", "250"), ("n2", "50"),
+               ("other", "999"))]  # another node's job of the same id: not ours
     usage = split(batch, {}, {"energy_joules": by_job(answer)}, [], "instance", 30.0)["77"]
     assert usage.energy_joules == 300.0

@@ -31,7 +31,7 @@ from webapp.renderers.presentation import energy_text
 from webapp.report.coverage import audited
 from webapp.sources.prometheus import PrometheusSource, parse_labelled
 from webapp.sources.prometheus_answers import parse_replayed
-from webapp.sources.prometheus_bulk import PEAKS, RANGE, BulkMetrics, JobWindow
+from webapp.sources.prometheus_bulk import RANGE, BulkMetrics, JobWindow
 from webapp.sources.prometheus_queries import FIGURE_LABEL
 from webapp.thresholds import Thresholds
 
@@ -153,7 +153,7 @@ def test_the_bulk_read_names_the_same_replays(prom):
     assert usage["999"].replayed == ()
     # no request of their own: the window's range queries, one-number figures, per-core
     # value and time, the GPUs' energy, faults, identities and replays, the coverage's two
-    assert bulk.requests == len(RANGE) + len(PEAKS) + 2 + 1 + 2
+    assert bulk.requests == len(RANGE) + 1 + 2 + 1 + 2
 
 
 # ---------------------------------------------------------------- what the report says

@@ -14,7 +14,7 @@ from tests.helpers.sync import known, usage_figures
 from webapp.report.service import ReportService
 from webapp.settings import Settings
 from webapp.sources.ended import EndedJob
-from webapp.sources.prometheus_bulk import PEAKS, RANGE, BulkMetrics, plan
+from webapp.sources.prometheus_bulk import RANGE, BulkMetrics, plan
 from webapp.sync.bulk import prefetch, windows
 
 pytestmark = pytest.mark.stack
@@ -137,6 +137,6 @@ def test_bulk_request_count_is_per_window_not_per_job(stack_env, stack_jobs):
     # range queries, one-number figures, per-core value and time, the GPUs' energy, faults
     # and identities (no GPU reported a fault: no query dates one), the samples' coverage
     # of the nodes and of the GPUs (short jobs: one request each)
-    per_window = len(RANGE) + len(PEAKS) + 2 + 1 + 2
+    per_window = len(RANGE) + 1 + 2 + 1 + 2
     assert bulk.requests == per_window * len(batches)
     assert len(batches) <= 3 < len(ids)  # ~15 short jobs of a session: one or two classes

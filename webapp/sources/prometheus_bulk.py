@@ -4,8 +4,8 @@
 200,000 requests. Here jobs are grouped by the resolution their length calls for (a
 step class: the scrape interval times a power of two) and, within a class, into time
 windows of at most ``WINDOW_POINTS`` steps and ``JOBS_PER_QUERY`` jobs; each window costs
-one range query per series and per one-number figure (grouped by ``jobid`` and node),
-two instant queries for the per-core totals and one for the GPUs' energy, faults and
+one range query per series (grouped by ``jobid`` and node), one instant query for every
+one-number figure, two for the per-core totals and one for the GPUs' energy, faults and
 identities (one more range query dates faults where any counted), whatever the number
 of jobs in it. The answers are split per job,
 cut to the job's own window and to its nodes, and reduced as the per-job queries reduce
@@ -79,21 +79,26 @@ RANGE: dict[str, str] = {
     "io_write_rate": "sum by (jobid, {node}) (rate(jobs_write_bytes_total{{{sel}}}[{rate}]))",
 }
 # Every one-number figure of the per-job report (prometheus_queries: TAIL_FIGURES and
-# WINDOW_PEAKS, one record), as each step's maximum per job and node (max_over_time over
-# the step sees every sample, a counter's last value included); the job's value is its
-# largest step, then nodes are combined as the per-job query combines them (sum or max).
+# WINDOW_PEAKS, one record), per job and node from the job's own samples over the window
+# (a job's series begin and end with its cgroup): the tail figures' last sample, as the
+# per-job query reads them, the window figures' largest; nodes then combined as the
+# per-job query combines them (sum or max). Not each step's maximum on the range grid:
+# its last instant falls up to a step before the job's end plus a scrape, where the
+# per-job query reads the final sample (a job writing to its end lost its last writes).
 # name -> (metric with its own matchers, how series combine within a node and over nodes).
 PEAKS: dict[str, tuple[str, str]] = {
     name: (metric, agg) for name, (agg, metric) in {**TAIL_FIGURES, **WINDOW_PEAKS}.items()}
-PEAK_QUERY = "{agg} by (jobid, {node}) (max_over_time({metric}{{{sel}{extra}}}[{step}s]))"
+PEAK_QUERY = "{agg} by (jobid, {node}) ({fn}({metric}{{{sel}{extra}}}[{span}s]))"
 
 
-def peak_query(name: str, sel: str, node: str, step: int) -> str:
-    """One PEAKS figure per job, node and step (``name{label="v"}`` keeps its matchers)."""
+def peak_query(name: str, sel: str, node: str, span: int) -> str:
+    """One PEAKS figure per job and node over ``span`` seconds before the window's end
+    (``name{label="v"}`` keeps its matchers)."""
     metric, agg = PEAKS[name]
     metric, extra = own_matchers(metric)
-    return PEAK_QUERY.format(agg=agg, metric=metric, sel=sel, extra=extra, node=node,
-                             step=step)
+    fn = "last_over_time" if name in TAIL_FIGURES else "max_over_time"
+    return PEAK_QUERY.format(agg=agg, fn=fn, metric=metric, sel=sel, extra=extra, node=node,
+                             span=span)
 
 
 # A job's cpuacct counters start at zero with its cgroup: the last value / run time is the
@@ -225,7 +230,8 @@ class BulkMetrics:
                "step": int(b.step)}
         rng = {"start": b.start, "end": b.end, "step": b.step}
         queries = {name: (q.format(**fmt), "jobid") for name, q in RANGE.items()}
-        peak_queries = {name: (peak_query(name, sel, self.node, int(b.step)), "jobid")
+        span = int(b.end - b.start + 2 * scrape)
+        peak_queries = {name: (peak_query(name, sel, self.node, span), "jobid")
                         for name in PEAKS}
         if gm is not JOBS:  # the GPU figures from the exporter the site runs (gpu_metrics)
             by = f"{gm.job_label}, {self.node}"
@@ -237,14 +243,15 @@ class BulkMetrics:
             peak_queries.pop("gpu_memory_total_bytes")
             if gm.memory_total:
                 peak_queries["gpu_memory_total_bytes"] = (total_query(
-                    gm, gsel, by, "last_over_time", f"{int(b.step)}s", "max by ({node})"),
+                    gm, gsel, by, "last_over_time", f"{span}s", "max by ({node})"),
                     gm.job_label)
         ranges = {name: by_job(self._get("/api/v1/query_range", {"query": q, **rng}), label)
                   for name, (q, label) in queries.items()}
-        peaks = {name: by_job(self._get("/api/v1/query_range", {"query": q, **rng}), label)
-                 for name, (q, label) in peak_queries.items()}
-        span = int(b.end - b.start + 2 * scrape)
         at = {"time": b.end}
+        answer = self._get("/api/v1/query", {
+            "query": combined({name: q for name, (q, _) in peak_queries.items()}), **at})
+        peaks = {name: by_job([i for i in answer if i["metric"].get(FIGURE_LABEL) == name],
+                              label) for name, (_, label) in peak_queries.items()}
         cores = self._get("/api/v1/query", {"query": PER_CORE.format(sel=sel, span=span), **at})
         res = int(min(b.step, 60))
         times = self._get("/api/v1/query", {
@@ -383,9 +390,9 @@ def split(b: Batch, ranges: Mapping[str, Rows], peaks: Mapping[str, Rows], cores
         energy_by_node: list[tuple[str, float]] = []
         limit_by_node: list[tuple[str, float]] = []
         for name, (_, combine) in PEAKS.items():
-            per_node = [(metric.get(node, ""), max(v for _, v in pts))
-                        for metric, values in peaks.get(name, {}).get(job.job_id, ())
-                        if mine(metric) and (pts := _points(values or [], lo, hi))]
+            per_node = [(metric.get(node, ""), value)
+                        for metric, (_, v) in peaks.get(name, {}).get(job.job_id, ())
+                        if mine(metric) and math.isfinite(value := float(v))]
             values = [v for _, v in per_node]
             peak[name] = (sum(values) if combine == "sum" else max(values)) \
                 if values else None

@@ -14,11 +14,15 @@ import requests
 from tests.helpers import stack
 from webapp.renderers.json import to_dict
 
+# A MIG device's utilisation has no sample at the job's first scrape (it is the change
+# between two scrapes' GPM samples), and under load that first scrape can come 6 s after
+# Slurm's start: 11 s of a 25 s run without a sample (run am: the GPUs' coverage 76 %,
+# under the 80 % the GPU verdicts need, the idle finding withheld). The MIG job runs 50 s.
 JOBS = {
     "mi300x": stack.StackJob("gpu-mi300x-idle", "bob", (
         "-c1", "--mem=100M", "-p", "gpu", "--gres=gpu:mi300x:1", "--time=5"), "sleep 25"),
     "1g.10gb": stack.StackJob("gpu-mig-idle", "alice", (
-        "-c1", "--mem=100M", "-p", "gpu", "--gres=gpu:1g.10gb:1", "--time=5"), "sleep 25"),
+        "-c1", "--mem=100M", "-p", "gpu", "--gres=gpu:1g.10gb:1", "--time=5"), "sleep 50"),
 }
 
 
@@ -76,4 +80,4 @@ def test_a_job_sleeping_on_a_1g_10gb_mig_device_gets_the_idle_gpu_finding(idle_j
     assert finding["evidence"]["idle_max_utilization"] == 0.0
     # its seventh of the card's 433.78 W over the job
     joules = finding["evidence"]["idle_gpus_energy_joules"]
-    assert 433.78 / 7 * 10 < joules < 433.78 / 7 * 60
+    assert 433.78 / 7 * 20 < joules < 433.78 / 7 * 80

@@ -5,7 +5,9 @@ Creates job-like cgroups under the node's real v1 hierarchy with a separate node
 so slurmd's own slurm_<node> tree is never touched, puts sleeping processes in them and
 times in-process scrapes (--node-name bench). Prints p50/p95 wall time and CPU seconds
 per scrape (fd cache on; off too for the smaller cases), beside the Python floor for the
-same processes (bench/floor_proc.py) timed in the same runs, the processes left stale by
+same processes (bench/floor_proc.py) timed in the same runs, and the scrape over HTTP
+(as Prometheus asks, its parts accounted for) in those runs too, each run's HTTP p50 over
+that run's floor p50 (so a machine slower for one run moves both), the processes left stale by
 the scrape time budget, and the exporter's RSS after 10 and --rss-scrapes scrapes of
 2,000 processes. Everything it created is killed and removed in a finally. The soft and
 hard open-files limits are raised to twice 65536 (LimitNOFILE of
@@ -318,10 +320,13 @@ def bench_scenario(processes: int, jobs: int, args: argparse.Namespace) -> None:
         floor = Floor(pids, keep_open=keep_open)
         for fd_cache in (True, False) if processes <= FD_CACHE_OFF_UP_TO else (True,):
             ours, floors = [], {name: [] for name in floor.passes()}
-            for _ in range(args.runs):  # alternate, so both see the same noise
+            https: list[dict[str, float]] = []
+            for _ in range(args.runs):  # alternate, so all see the same noise
                 ours.append(time_scrapes(fd_cache, args.scrapes, jobs))
                 for name, run in floor.passes().items():
                     floors[name].append(time_pass(run, args.scrapes))
+                if fd_cache:
+                    https.append(time_http(args.scrapes, jobs))
             p50, p95, cpu, _ = (statistics.median(r[i] for r in ours) for i in range(4))
             stale = max(r[3] for r in ours)
             print(
@@ -330,12 +335,14 @@ def bench_scenario(processes: int, jobs: int, args: argparse.Namespace) -> None:
                 f"(median of {args.runs} x {args.scrapes})"
             )
             if fd_cache:
-                https = [time_http(args.scrapes, jobs) for _ in range(args.runs)]
                 h = {k: statistics.median(r[k] for r in https) for k in https[0]}
-                f50 = statistics.median(r[0] for r in floors.get("floor", floors["naive"]))
+                base = floors.get("floor", floors["naive"])
+                # each run's HTTP p50 over the floor's p50 of the same run, then the median
+                ratios = [r["http"] / f[0] for r, f in zip(https, base, strict=True)]
                 print(
                     f"{'':28s} HTTP as Prometheus asks: p50 {_ms(h['http'])}  "
-                    f"exporter/floor {h['http'] / f50:.2f}x; of it collectors "
+                    f"exporter/floor {statistics.median(ratios):.2f}x (runs "
+                    f"{', '.join(f'{x:.2f}' for x in ratios)}); of it collectors "
                     f"{_ms(h['collectors'])}, the rest of collect "
                     f"{_ms(max(0.0, h['collect'] - h['collectors']))}, text exposition "
                     f"{_ms(max(0.0, h['text exposition'] - h['collect']))}, gzip level 1 "

@@ -7,10 +7,9 @@ windows of at most ``WINDOW_POINTS`` steps and ``JOBS_PER_QUERY`` jobs; each win
 one range query per series (grouped by ``jobid`` and node), one instant query for every
 one-number figure, two for the per-core totals and one for the GPUs' energy, faults and
 identities (one more range query dates faults where any counted), whatever the number
-of jobs in it. The answers are split per job,
-cut to the job's own window and to its nodes, and reduced as the per-job queries reduce
-them, so a job's ``Usage`` here matches the one ``PrometheusSource`` would build (at the
-class's step).
+of jobs in it. The answers are split per job, cut to the job's own window (its series)
+and to its nodes, and reduced as the per-job queries reduce them, so a job's ``Usage``
+here matches the one ``PrometheusSource`` would build (at the class's step).
 
 ``PrefetchedMetrics`` hands these to the report build as a ``MetricsReader``; a job that
 was not prefetched (or whose window failed) is asked for the usual way.
@@ -248,9 +247,10 @@ class BulkMetrics:
         ranges = {name: by_job(self._get("/api/v1/query_range", {"query": q, **rng}), label)
                   for name, (q, label) in queries.items()}
         at = {"time": b.end}
-        answer = self._get("/api/v1/query", {
-            "query": combined({name: q for name, (q, _) in peak_queries.items()}), **at})
-        peaks = {name: by_job([i for i in answer if i["metric"].get(FIGURE_LABEL) == name],
+        figures = by_job(self._get("/api/v1/query", {
+            "query": combined({name: q for name, (q, _) in peak_queries.items()}), **at}),
+            FIGURE_LABEL)
+        peaks = {name: by_job(({"metric": m, "value": v} for m, v in figures.get(name, ())),
                               label) for name, (_, label) in peak_queries.items()}
         cores = self._get("/api/v1/query", {"query": PER_CORE.format(sel=sel, span=span), **at})
         res = int(min(b.step, 60))

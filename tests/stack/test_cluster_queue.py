@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 from selenium.webdriver.common.by import By
 
 from tests.helpers import stack
@@ -84,8 +85,6 @@ def gpu_held(stack_env) -> Iterator[str]:
     points are the allocations at instants a grid step apart (10 minutes over its week),
     so without one the chart had a point only where another test's GPU job happened to
     run within five minutes before one (run aj: none, and no chart)."""
-    import requests
-
     job_id = stack.submit(stack.StackJob("cluster-page-gpu", "bob", (
         "-c1", "--mem=100M", "-p", "gpu", "--gres=gpu:1", "--time=5"), "sleep 300"))
     url = f"{stack_env['JOBREPORT_PROMETHEUS_URL']}/api/v1/query"

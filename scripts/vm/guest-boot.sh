@@ -61,13 +61,6 @@ mkdir -p /run/jobs-exporter/gpus
 install -d /opt/jobreport/deploy
 install -m 755 "$SHARE"/deploy/*.sh /opt/jobreport/deploy/
 
-# The project, from the wheel the host built (its own dependencies are Debian's). Not
-# byte-compiled: the guest runs only the two exporters, and compiling the whole wheel under
-# emulation took 10.5 CPU-seconds against 7 (the exporters compile their few modules
-# when they start).
-log "installing $(basename "$SHARE"/wheel/*.whl)"
-/opt/jobreport/venv/bin/pip install -q --no-index --no-deps --force-reinstall --no-compile \
-  --disable-pip-version-check "$SHARE"/wheel/*.whl
 install -m 644 "$SHARE"/units/*.service /etc/systemd/system/
 install -d /etc/systemd/system/slurmrestd.service.d
 install -m 644 "$SHARE/units/slurmrestd-override.conf" /etc/systemd/system/slurmrestd.service.d/jobreport.conf
@@ -110,6 +103,15 @@ wait_for 120 "slurmctld" scontrol ping
 systemctl start slurmd
 node_ready() { sinfo -h -N -o '%T' | grep -Eq '^(idle|mixed|allocated)'; }
 wait_for 120 "the node" node_ready
+# The project, from the wheel the host built (its own dependencies are Debian's), which a
+# guest booted before the host's venv existed waits for (vm-cluster boot --wheel-later;
+# its stamp comes last). Not byte-compiled: the guest runs only the two exporters, and
+# compiling the whole wheel under emulation took 10.5 CPU-seconds against 7 (the
+# exporters compile their few modules when they start).
+wait_for 600 "the host's wheel" test -s "$SHARE/wheel/stamp"
+log "installing $(basename "$SHARE"/wheel/*.whl)"
+/opt/jobreport/venv/bin/pip install -q --no-index --no-deps --force-reinstall --no-compile \
+  --disable-pip-version-check "$SHARE"/wheel/*.whl
 systemctl start slurmrestd jobs-exporter slurm-exporter
 wait_for 60 "slurmrestd" curl -s -o /dev/null http://127.0.0.1:6820/openapi/v3
 wait_for 60 "jobs-exporter" curl -sf -o /dev/null http://127.0.0.1:9306/metrics

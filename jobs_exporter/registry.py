@@ -139,7 +139,12 @@ class JobsCollector:
                 families = self._scrape()
                 if self.state is not None and self.state.due():
                     self.state.save({c.name: c.snapshot() for c in self._stateful()})
-            yield from families  # the exposition is written between these yields
+            # The exposition is written between these yields. Each family is let go
+            # once written, so none is left when the collector runs again: one left,
+            # its ~30,000 samples were traversed by a collection at every scrape
+            # (0.4 ms a scrape on average, 2.6 ms at most, bench/bench_exporter.py).
+            while families:
+                yield families.pop(0)
 
     def _scrape(self) -> list[Metric]:
         duration = GaugeMetricFamily(

@@ -99,3 +99,26 @@ def test_the_connection_is_kept_between_scrapes(registry):
         conn.close()
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_the_body_is_not_held_back_for_the_scrapers_ack(registry, monkeypatch):
+    """The answer's two writes (headers, then the body) go out at once: with Nagle's
+    algorithm on, the body waited for the scraper's delayed ACK of the headers, 43 ms a
+    scrape of an 80 KB text kept alive on loopback (0.5 ms without)."""
+    from jobs_exporter import http_server
+
+    seen: list[int] = []
+    setup = http_server._Handler.setup
+
+    def record(self):
+        setup(self)
+        seen.append(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    monkeypatch.setattr(http_server._Handler, "setup", record)
+    httpd = serve(registry, "127.0.0.1", 0)
+    try:
+        assert get("127.0.0.1", httpd.server_port, {}).read() == generate_latest(registry)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert seen == [1]

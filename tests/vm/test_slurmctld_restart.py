@@ -38,6 +38,12 @@ JOBS = {
 CONTENTION = {"cpu_efficiency_low", "cpu_starved"}
 
 
+def _loop_seconds(twin: str) -> int:
+    """The wall time of a session twin's busy loop (``BUSY``'s ``timeout``)."""
+    script = next(j.script for j in vm.VM_JOBS if j.name == twin)
+    return int(script.split()[1])
+
+
 def _total_cpu(job_id: str) -> float:
     """The job's TotalCPU in the VM's own sacct, in seconds."""
     # The job's own line (with -X, sacct gives its allocation's, which sums no steps).
@@ -98,12 +104,15 @@ def test_jobs_running_through_a_slurmctld_restart_are_reported_and_archived_as_u
         cover = report["coverage"]["nodes"][0]
         assert cover["fraction"] == 1.0 and cover["samples"] >= 5, cover  # no sample lost
         # The restart itself takes CPU time on the node: a busy job may wait for a core a
-        # while longer (its CPU pressure says so), never lose time. Ran or waited: the run.
-        for r in (report, twin):
+        # while longer (its CPU pressure says so), never lose time. Ran or waited through
+        # its loop's wall time (``timeout``), within the job's elapsed, which adds the
+        # job's start and end around the loop: seconds in an emulated guest, more on a
+        # loaded host (the twin: 37 s elapsed for its 30-s loop, 31.9 s accounted).
+        for r, loop in ((report, RUN_S), (twin, _loop_seconds("busy"))):
             accounted = r["cpu_seconds"] + r["usage"]["cpu_pressure_seconds"]
-            if name == "busy":  # give or take the emulated guest's few seconds of start
-                assert accounted == pytest.approx(r["elapsed_seconds"], rel=0.1, abs=5), \
-                    r["job_id"]
+            if name == "busy":
+                assert loop * 0.95 <= accounted <= r["elapsed_seconds"] + 2, \
+                    (r["job_id"], accounted, loop, r["elapsed_seconds"])
         found, usual = ({f["name"] for f in r["findings"]} for r in (report, twin))
         assert found - usual <= CONTENTION, (name, found, usual)
         assert usual - found <= CONTENTION, (name, found, usual)

@@ -1,7 +1,7 @@
 """/metrics over HTTP: the text format 0.0.4 (``jobs_exporter.exposition``, what
 prometheus_client's writer would write, faster), gzipped fast.
 
-Four choices differ from prometheus_client's own server (``start_http_server``), each for
+Five choices differ from prometheus_client's own server (``start_http_server``), each for
 the scrape's time (``bench/bench_exporter.py`` prints the parts, 64 jobs of 2,000
 processes on a 2-core machine):
 
@@ -17,6 +17,8 @@ processes on a 2-core machine):
 - HTTP/1.1 with keep-alive, as Prometheus scrapes (one connection per target, kept
   between scrapes): no connection, accept and thread to start per scrape, where
   prometheus_client's HTTP/1.0 server closes every connection after its answer.
+- ``TCP_NODELAY`` on each connection, as Go's servers set it: the body, written after
+  the headers, goes out without waiting for the scraper's ACK of them.
 """
 
 from __future__ import annotations

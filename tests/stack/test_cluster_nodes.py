@@ -131,8 +131,12 @@ def test_a_heterogeneous_job_is_judged_whole(stack_jobs, service):
 def test_one_busy_rank_per_node_is_not_serial(stack_jobs, service):
     report = service.build(stack_jobs["two-node-busy"])
     assert len(report.nodes) == 2
-    cores = {s.label: s.mean() for s in report.usage.cpu_cores}
-    assert all(c and c > 0.2 for c in cores.values()), cores  # both ranks worked
+    cores = {s.label: s.mean() or 0.0 for s in report.usage.cpu_cores}
+    # Both ranks worked, and alike: what share of this 2-core host each busy loop gets
+    # depends on what else runs beside it (0.19 and 0.20 cores in run av), never one
+    # node near idle while the other works.
+    low, high = sorted(cores.values())
+    assert low > 10 * service.thresholds.node_idle_cores and low >= high / 2, cores
     assert not {"serial_on_many_cores", "node_idle"} & {f.name for f in report.findings}
 
 

@@ -50,7 +50,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: every answer has its Content-Length
     # TCP_NODELAY, as Go's servers set it: the body, written after the headers, would
     # otherwise wait for the scraper's delayed ACK of them (Nagle): 43 ms a scrape of an
-    # 80 KB text on loopback (bench/bench_exporter.py's tight loop), 0.5 ms with it.
+    # 80 KB text, scraped back to back over one kept connection on loopback; 0.5 ms now.
     disable_nagle_algorithm = True
     timeout = IDLE_SECONDS
 

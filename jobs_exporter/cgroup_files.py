@@ -68,6 +68,9 @@ class OpenFiles:
 
     def __init__(self, max_open: int = proc_reader.CGROUP_FILES_MAX) -> None:
         self._fds: dict[str, int] = {}
+        # directory -> its files opened (``retain`` compares directories, not each path:
+        # a dirname per file per scrape was 0.4 ms for 64 jobs' 576 files)
+        self._dirs: dict[str, set[str]] = {}
         self.max_open = max_open
 
     def read(self, path: str) -> str:
@@ -78,6 +81,7 @@ class OpenFiles:
             if fd is None:
                 try:
                     fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                    self._dirs.setdefault(os.path.dirname(path), set()).add(path)
                 except OSError as exc:
                     if exc.errno not in proc_reader.OUT_OF_FDS:
                         raise
@@ -90,9 +94,9 @@ class OpenFiles:
             raise _gone_if_removed(exc, path) from None
 
     def retain(self, job_dirs: Iterable[str]) -> None:
-        keep = set(job_dirs)
-        for path in [p for p in self._fds if os.path.dirname(p) not in keep]:
-            self._close(path)
+        for directory in self._dirs.keys() - set(job_dirs):
+            for path in self._dirs.pop(directory):
+                self._close(path)
 
     def close(self) -> None:
         self.retain(())

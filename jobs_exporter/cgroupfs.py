@@ -281,9 +281,15 @@ def _discover_v1(roots: dict[str, str], proc_root: str, walks: Walks) -> list[Jo
                 pids, steps = walks.leaf_pids(job_dir, proc_root, skip=())
             except GONE:
                 continue
-            # A controller Slurm does not use here (e.g. no cpuset) has no job directory.
-            dirs = {c: f"{root}/{rel}" for c, root in roots.items()}
-            dirs = {c: p for c, p in dirs.items() if c == main or os.path.isdir(p)}
+            dirs = walks.controllers.get(job_dir)
+            if dirs is None or len(dirs) != len(roots):
+                # A controller Slurm does not use here (e.g. no cpuset) has no job
+                # directory. Found in every controller, they stay till the job ends: not
+                # looked for again (a stat each, 0.4 ms a scrape for 64 jobs).
+                dirs = {c: f"{root}/{rel}" for c, root in roots.items()}
+                dirs = {c: p for c, p in dirs.items() if c == main or os.path.isdir(p)}
+                if len(dirs) == len(roots):
+                    walks.controllers[job_dir] = dirs
             # read_steps lists the cpuacct directory: reuse this listing only if it was it.
             jobs.append(Job(job_id, uid, 1, dirs, pids, steps=steps if main == "cpuacct" else None))
     walks.retain(seen)
@@ -339,6 +345,9 @@ class Walks:
         # job dir -> ((directory, link count) for each, leaves, step suffixes)
         self._walks: dict[str, tuple[tuple[tuple[str, int], ...], tuple[str, ...],
                                      tuple[str, ...]]] = {}
+        # v1 job dir (the main controller's) -> controller -> the job's directory in it,
+        # once found in every controller in use
+        self.controllers: dict[str, dict[str, str]] = {}
 
     def leaf_pids(
         self, job_dir: str, proc_root: str, skip: tuple[str, ...]
@@ -370,6 +379,8 @@ class Walks:
         keep = set(job_dirs)
         for path in [p for p in self._walks if p not in keep]:
             del self._walks[path]
+        for path in [p for p in self.controllers if p not in keep]:
+            del self.controllers[path]
 
 
 def _walk(

@@ -66,9 +66,10 @@ class Counted(Protocol):
 
 @dataclass
 class _JobState:
-    # Counted processes of the last update: key -> (parent's key when the parent was a
-    # counted process of the job too, else None; last counters).
-    procs: dict[Key, tuple[Key | None, IoCounters]] = field(default_factory=dict)
+    # Counted processes of the last update, as passed (their ``io`` the last counters),
+    # and each one's parent when the parent was a counted process of the job too.
+    procs: Mapping[Key, Counted] = field(default_factory=dict)
+    parents: dict[Key, Key | None] = field(default_factory=dict)
     retired: IoCounters = ZERO  # last counters of processes reaped outside the job
     emitted: IoCounters | None = None  # the last result (the clamp's floor)
 
@@ -93,16 +94,20 @@ class IoTotals:
             if not now:
                 return None
             state = self._jobs[job_id] = _JobState()
-        gone = {key: v for key, v in state.procs.items() if key not in now}
-        retired = state.retired
-        for key, (_parent, io) in gone.items():
-            if not _kept_in_live_ancestor(key, gone, now):
-                retired = _add(retired, io)
-        by_pid = {pid: (pid, start) for pid, start in now}
-        state.procs = {key: (_parent_key(by_pid, p), p.io) for key, p in now.items()}
-        state.retired = retired
+        last = state.procs
+        if now.keys() != last.keys():  # processes came or went: retire, find parents
+            gone = {key: state.parents[key] for key in last.keys() - now.keys()}
+            retired = state.retired
+            for key in gone:
+                if not _kept_in_live_ancestor(key, gone, now):
+                    retired = _add(retired, last[key].io)
+            state.retired = retired
+            by_pid = {pid: (pid, start) for pid, start in now}
+            state.parents = {key: _parent_key(by_pid, p) for key, p in now.items()}
+        # The same processes (most scrapes): their parents stand, only the counters move.
+        state.procs = now
         # Plain int sums: this runs for every process of the node on every scrape.
-        r, w, sr, sw = retired
+        r, w, sr, sw = state.retired
         for p in now.values():
             io = p.io
             r += io[0]
@@ -126,8 +131,8 @@ class IoTotals:
 
     def snapshot(self) -> dict[str, Any]:
         """Every job's state as JSON values (jobs_exporter/state.py)."""
-        return {job_id: {"procs": [[*key, *(parent or (None, None)), *io]
-                                   for key, (parent, io) in s.procs.items()],
+        return {job_id: {"procs": [[*key, *(s.parents[key] or (None, None)), *p.io]
+                                   for key, p in s.procs.items()],
                          "retired": list(s.retired),
                          "emitted": None if s.emitted is None else list(s.emitted)}
                 for job_id, s in self._jobs.items()}
@@ -136,12 +141,13 @@ class IoTotals:
         """The state of ``snapshot``: the next update finds the processes gone since as it
         would after one long interval."""
         for job_id, s in data.items():
-            procs: dict[Key, tuple[Key | None, IoCounters]] = {}
+            procs: dict[Key, Counted] = {}
+            parents: dict[Key, Key | None] = {}
             for pid, start, ppid, pstart, *io in s["procs"]:
-                parent = None if ppid is None else (ppid, pstart)
-                procs[(pid, start)] = (parent, IoCounters(*io))
+                parents[(pid, start)] = None if ppid is None else (ppid, pstart)
+                procs[(pid, start)] = Proc(pid, start, ppid or 0, IoCounters(*io))
             emitted = s.get("emitted")
-            self._jobs[job_id] = _JobState(procs, IoCounters(*s["retired"]),
+            self._jobs[job_id] = _JobState(procs, parents, IoCounters(*s["retired"]),
                                            None if emitted is None else IoCounters(*emitted))
 
 
@@ -159,19 +165,19 @@ def _parent_key(by_pid: dict[int, Key], proc: Counted) -> Key | None:
 
 
 def _kept_in_live_ancestor(
-    key: Key, gone: dict[Key, tuple[Key | None, IoCounters]], now: Mapping[Key, Counted]
+    key: Key, gone: dict[Key, Key | None], now: Mapping[Key, Counted]
 ) -> bool:
     """True when the last-known parent chain of a gone process, through processes gone in
     the same interval, reaches a live counted process of the job."""
     seen = {key}
-    parent = gone[key][0]
+    parent = gone[key]
     while parent is not None and parent not in seen:
         if parent in now:
             return True
         if parent not in gone:
             return False  # not counted at the last update (cannot happen; be safe)
         seen.add(parent)
-        parent = gone[parent][0]
+        parent = gone[parent]
     return False
 
 

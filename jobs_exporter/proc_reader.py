@@ -92,40 +92,47 @@ class ProcReader:
         """Read ``pids`` (least recently read first) until ``budget`` seconds have passed
         (0: no limit); forget every other pid. Returns how many were not read."""
         self._round += 1
-        self.delayacct = delayacct_on(self.proc_root)
+        rnd = self._round
+        self.delayacct = delayacct = delayacct_on(self.proc_root)
         live = set(pids)
-        self.samples = {p: s for p, s in self.samples.items() if p in live}
-        self._last_read = {p: r for p, r in self._last_read.items() if p in live}
-        if self._limits:
-            self._limits = {p: v for p, v in self._limits.items() if p in live}
-        for pid in [p for p in self._open if p not in live]:
+        samples, last, opened = self.samples, self._last_read, self._open
+        # Set differences (in C), not a pass in Python over every pid: most scrapes find
+        # no process gone.
+        for pid in samples.keys() - live:
+            del samples[pid]
+        for pid in last.keys() - live:
+            del last[pid]
+        for pid in self._limits.keys() - live:
+            del self._limits[pid]
+        for pid in opened.keys() - live:
             self._forget(pid)
         if not budget:
             order: Iterable[int] = live
         elif self.stale:  # the last refresh stopped early: the least recently read first
-            order = sorted(live, key=lambda p: self._last_read.get(p, -1))
+            order = sorted(live, key=lambda p: last.get(p, -1))
         else:  # every known pid was read last time: the new ones first (no sort)
-            last = self._last_read
-            order = [p for p in live if p not in last] + [p for p in live if p in last]
+            new = live - last.keys()
+            order = [*new, *(live - new)] if new else live
         deadline = time.perf_counter() + budget if budget else None
         read = 0
+        read_kept = self._read_kept
         for pid in order:
             # Checked every 32 reads, after the first 32: every scrape makes progress.
             if deadline is not None and read and read % 32 == 0 and time.perf_counter() > deadline:
                 break
             read += 1
-            self._last_read[pid] = self._round
-            entry = self._open.get(pid)
+            last[pid] = rnd
+            entry = opened.get(pid)
             sample = None
             if entry is not None and entry[1] is None and entry[7] is not None and not (
-                    self.delayacct or entry[4] is None):
-                sample = self._read_kept(pid, entry)
+                    delayacct or entry[4] is None):
+                sample = read_kept(pid, entry)
             if sample is None:
                 sample = self.read(pid)
-            if sample is None:
-                self.samples.pop(pid, None)
-            else:
-                self.samples[pid] = sample
+                if sample is None:
+                    samples.pop(pid, None)
+                    continue
+            samples[pid] = sample
         self.stale = len(live) - read
         return self.stale
 

@@ -206,7 +206,6 @@ class JobsCollector:
         if gone:  # ended mid-scrape: drop what collectors read before, jobs_info included
             for family in out:
                 family.samples = [s for s in family.samples if s.labels.get("jobid") not in gone]
-        self.procs.sweep({pid for job in jobs for pid in job.pids})
         if self.cgroup_files is not None:  # close the files of jobs that ended
             self.cgroup_files.retain(self._file_dirs(jobs))
         if self.replays:

@@ -169,6 +169,37 @@ def test_a_kept_walk_follows_steps_coming_going_and_nesting():
                      "the job's cgroups removed", every=0.05)
 
 
+def test_a_controller_directory_made_after_the_first_scrape_is_found():
+    """A v1 job's directories in the other controllers are looked for until all are
+    there (slurmd makes them one after another), then kept till the job ends."""
+    node = f"jobreport-ctl-{os.getpid()}"
+    roots = {c: f"/sys/fs/cgroup/{c}/slurm_{node}" for c in ("cpuacct", "memory")}
+    job = "uid_0/job_5"
+    os.makedirs(f"{roots['cpuacct']}/{job}/step_0/task_0")
+    os.makedirs(f"{roots['memory']}/uid_0")
+    walks = cgroupfs.Walks()
+
+    def dirs() -> dict[str, str]:
+        (found,) = cgroupfs.discover_jobs("/sys/fs/cgroup", "/proc", node, walks=walks)
+        return dict(found.dirs)
+
+    try:
+        assert dirs() == {"cpuacct": f"{roots['cpuacct']}/{job}"}
+        assert dirs() == {"cpuacct": f"{roots['cpuacct']}/{job}"}
+        os.mkdir(f"{roots['memory']}/{job}")
+        assert dirs() == {c: f"{root}/{job}" for c, root in roots.items()}
+        assert f"{roots['cpuacct']}/{job}" in walks.controllers
+        os.rmdir(f"{roots['memory']}/{job}")  # the job ends
+        for path in (f"{job}/step_0/task_0", f"{job}/step_0", job):
+            os.rmdir(f"{roots['cpuacct']}/{path}")
+        assert cgroupfs.discover_jobs("/sys/fs/cgroup", "/proc", node, walks=walks) == []
+        assert walks.controllers == {}
+    finally:
+        for root in roots.values():
+            for path in (f"{job}/step_0/task_0", f"{job}/step_0", job, "uid_0", ""):
+                _rmdir(f"{root}/{path}".rstrip("/"))
+
+
 def test_a_step_ending_under_the_walk_leaves_the_job_found(monkeypatch):
     """A step's cgroup removed while the walk reads another step's leaf (what a kept walk
     that found a leaf gone walks into): the job is still found, with the live step's

@@ -56,6 +56,16 @@ def test_step_ended_keeps_its_io():
     assert reads(t.update("7", [proc(200, STEPD, 1200)])) == 5200
 
 
+def test_parents_and_last_counters_carry_over_scrapes_of_the_same_processes():
+    # Scrapes finding the same processes keep the parents found before and move only the
+    # counters: a child reaped after them is in its parent's counters, a step task
+    # reaped by slurmstepd retires its last counters, not its first.
+    t = IoTotals()
+    t.update("7", [proc(200, STEPD, 10), proc(201, 200, 100), proc(300, STEPD, 1000)])
+    t.update("7", [proc(200, STEPD, 20), proc(201, 200, 200), proc(300, STEPD, 4000)])
+    assert reads(t.update("7", [proc(200, STEPD, 20 + 300)])) == 320 + 4000
+
+
 def test_step_task_and_its_children_ended_together_are_kept_once():
     # Task 300 (child of slurmstepd) waited for its worker 301 before exiting.
     t = IoTotals()

@@ -282,6 +282,11 @@ def test_a_sleeping_process_keeps_its_sample_a_working_one_is_read_anew():
         kept = sample()
         assert kept.tasks is not None and kept.threads == 1
         assert sample() is kept  # asleep: the kernel answered the same bytes
+        reader.forget_samples()  # read in full once more: the same figures
+        again = sample()
+        assert again is not kept and (again.io, again.open_files, again.tasks) == (
+            kept.io, kept.open_files, kept.tasks)
+        kept = again
         by_read = proc_reader.ProcReader("/proc", cache=True).read(child.pid)
         assert by_read is not None
         assert (kept.io, kept.open_files, kept.ppid, kept.starttime) == (

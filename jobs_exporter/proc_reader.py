@@ -69,7 +69,7 @@ class ProcReader:
         self.max_cached = max_cached
         # pid -> [starttime, stat fd | None (read once), io fd | None,
         #         soft nofile limit | None, fd dir fd | None, task dir fd | None, ppid,
-        #         schedstat fd | None, (io bytes, schedstat bytes, fds, sample) | None of
+        #         schedstat fd | None, (schedstat bytes, sample) | None of
         #         the last read by _read_kept]
         self._open: dict[int, list] = {}
         self.samples: dict[int, ProcessSample] = {}
@@ -185,8 +185,8 @@ class ProcReader:
                 return None
             sched = os.pread(entry[7], 128, 0)  # ESRCH once the process exited
             last = entry[8]
-            if last is not None and last[1] == sched:
-                return last[3]
+            if last is not None and last[0] == sched:
+                return last[1]
             io = os.pread(entry[2], 1024, 0)
             fds = os.fstat(entry[4]).st_size
         except OSError:
@@ -197,7 +197,7 @@ class ProcReader:
                                    (TaskTimes(pid, run, wait, None),))
         except (ValueError, IndexError):
             return None  # an empty or cut read of an exiting process
-        entry[8] = (io, sched, fds, sample)
+        entry[8] = (sched, sample)
         return sample
 
     def _read_open(self, pid: int, entry: list) -> ProcessSample | None:

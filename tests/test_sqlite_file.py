@@ -6,8 +6,11 @@ import multiprocessing
 import os
 import sqlite3
 import stat
+import threading
 
-from jobreport_common.sqlite_file import prepare
+from jobreport_common.sqlite_file import prepare, setting_up
+from webapp.migrations import WEB_STATE
+from webapp.web import state as state_module
 from webapp.web.state import WebState
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY);"
@@ -34,6 +37,47 @@ def test_workers_booting_together_all_open_the_web_state(tmp_path):
             p.join(30)
             assert p.exitcode == 0
     assert errors.empty(), errors.get()
+
+
+def test_a_store_found_half_made_waits_for_the_process_making_it(tmp_path, monkeypatch):
+    # Another process mid-way through creating the file (its tables made, no revision yet,
+    # the set-up lock held) when this one, its own set-up done, reads where it stands:
+    # opening waits for that process instead of refusing the file as outdated. Run bd of
+    # 2026-12-07 lost one of six processes opening a new web state to that refusal.
+    path = str(tmp_path / "state.sqlite")
+    WebState(path)
+    db = sqlite3.connect(path, isolation_level=None)
+    table = WEB_STATE.version_table
+    (revision,) = db.execute(f"SELECT version_num FROM {table}").fetchone()  # noqa: S608
+    db.execute(f"DELETE FROM {table}")  # noqa: S608
+    prepared, locked = threading.Event(), threading.Event()
+
+    def prepare_then_wait(*args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        prepare(*args, **kwargs)
+        prepared.set()
+        locked.wait(10)  # the other process takes the lock for its work meanwhile
+
+    monkeypatch.setattr(state_module, "prepare", prepare_then_wait)
+    opened: list[object] = []
+    opener = threading.Thread(target=lambda: opened.append(_opened(path)))
+    opener.start()
+    assert prepared.wait(10)
+    with setting_up(path):  # as the creating process holds it
+        locked.set()
+        opener.join(0.5)
+        assert opener.is_alive() and not opened  # waiting, not refused
+        db.execute(f"INSERT INTO {table} VALUES (?)", (revision,))  # noqa: S608 - done
+        db.close()
+    opener.join(10)
+    assert opened == ["opened"]
+
+
+def _opened(path: str) -> object:
+    try:
+        WebState(path)
+    except Exception as exc:  # noqa: BLE001 - returned to the test, which asserts
+        return exc
+    return "opened"
 
 
 def test_prepare_makes_an_owner_only_wal_file_with_its_tables(tmp_path):

@@ -54,11 +54,24 @@ __all__ = ["ARCHIVE", "COMMAND", "HERE", "OUTBOX", "TARGETS", "WEB_STATE", "Sche
 log = logging.getLogger(__name__)
 
 
+def settled(target: Target, conn: Any, dialect: str) -> State:
+    """Where the database on ``conn`` stands once no other process is creating or
+    upgrading it. Found neither at the head nor empty, it may be another process's work
+    under way (its tables made, no revision yet: a second gunicorn worker starting in run
+    6 of 2026-12-06, six processes opening one new web state in run bd of 2026-12-07):
+    that process holds ``migrating`` until it is done, so look again once it is free."""
+    found = state(target, conn, dialect)
+    if found.revision != head(target) and not found.empty:
+        with migrating(target, conn, dialect):
+            found = state(target, conn, dialect)
+    return found
+
+
 def ready(target: Target, conn: Any, dialect: str, where: str) -> None:
     """Open-time check of a store's database on its own connection: create a new, empty
     one at the head revision (one process at a time); refuse any other that is not at
     the head (SchemaOutdated)."""
-    found = state(target, conn, dialect)
+    found = settled(target, conn, dialect)
     if found.revision == head(target):
         return
     if found.empty:
@@ -84,13 +97,7 @@ def check(target: Target, where: str) -> None:
         log.warning("%s: cannot check the schema now: %s", target.what, exc)
         return
     try:
-        found = state(target, conn, dialect)
-        if found.revision != head(target) and not found.empty:
-            # Another process may be creating it (a second gunicorn worker starting, run
-            # 6 of 2026-12-06 saw its tables without a revision yet): that one holds the
-            # lock of ``migrating`` until it is done; look again once it is free.
-            with migrating(target, conn, dialect):
-                found = state(target, conn, dialect)
+        found = settled(target, conn, dialect)
     finally:
         conn.close()
     if found.revision != head(target) and not found.empty:

@@ -104,8 +104,7 @@ class ProcReader:
             del last[pid]
         for pid in self._limits.keys() - live:
             del self._limits[pid]
-        for pid in opened.keys() - live:
-            self._forget(pid)
+        self.sweep(live)
         if not budget:
             order: Iterable[int] = live
         elif self.stale:  # the last refresh stopped early: the least recently read first
@@ -265,8 +264,8 @@ class ProcReader:
             entry[8] = None
 
     def sweep(self, live: set[int]) -> None:
-        """Close cached fds of processes not seen in this scrape."""
-        for pid in [p for p in self._open if p not in live]:
+        """Close the cached fds of processes not in ``live``."""
+        for pid in self._open.keys() - live:
             self._forget(pid)
 
     def close(self) -> None:

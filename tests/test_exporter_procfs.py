@@ -14,13 +14,22 @@ from jobs_exporter import proc_reader, procfs
 from tests.helpers.exporter_scrape import FIXTURES
 
 
-def test_reads_own_process_same_with_and_without_cache():
-    pid = os.getpid()
-    cached = proc_reader.ProcReader("/proc", cache=True).read(pid)
-    plain = proc_reader.ProcReader("/proc", cache=False).read(pid)
+def test_reads_a_process_same_with_and_without_cache():
+    # A child of its own, not this process: the worker's threads and files come and go
+    # with other tests' (16 threads then 17 between the two reads, a fresh clone's run).
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(30)"],
+        stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        cached = proc_reader.ProcReader("/proc", cache=True).read(child.pid)
+        plain = proc_reader.ProcReader("/proc", cache=False).read(child.pid)
+    finally:
+        child.kill()
+        child.wait()
     assert cached is not None and plain is not None
     assert cached.threads == plain.threads >= 1
-    assert cached.ppid == plain.ppid == os.getppid()
+    assert cached.ppid == plain.ppid == os.getpid()
     assert cached.starttime == plain.starttime > 0
     assert cached.open_files_limit == plain.open_files_limit
     assert cached.open_files and cached.open_files >= 3

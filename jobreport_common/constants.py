@@ -23,6 +23,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 CLUSTER_KEYS = ("students", "gpus", "cpus")
 ACCOUNT_KEYS = ("gpu_years", "cpu_years", "target_share")
@@ -47,7 +48,7 @@ def load_constants(path: str | Path) -> dict[str, ClusterConstants]:
     return parse_constants(data, str(path))
 
 
-def parse_constants(data: dict, where: str = "constants") -> dict[str, ClusterConstants]:
+def parse_constants(data: dict[str, Any], where: str = "constants") -> dict[str, ClusterConstants]:
     extra = set(data) - {"clusters"}
     if extra:
         raise ConstantsError(f"{where}: unknown top-level key(s) {sorted(extra)}")
@@ -66,7 +67,7 @@ def parse_constants(data: dict, where: str = "constants") -> dict[str, ClusterCo
     return result
 
 
-def as_json(constants: dict[str, ClusterConstants]) -> dict:
+def as_json(constants: dict[str, ClusterConstants]) -> dict[str, Any]:
     """The shape ``/api/constants`` serves: ``{cluster: {students: .., accounts: {..}}}``."""
     return {
         name: {**c.values, "accounts": {a: dict(v) for a, v in c.accounts.items()}}
@@ -74,7 +75,7 @@ def as_json(constants: dict[str, ClusterConstants]) -> dict:
     }
 
 
-def _numbers(table: dict, allowed: tuple[str, ...], where: str) -> dict[str, float]:
+def _numbers(table: dict[str, Any], allowed: tuple[str, ...], where: str) -> dict[str, float]:
     out = {}
     for key, value in table.items():
         if key not in allowed:

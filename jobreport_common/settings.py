@@ -18,10 +18,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance  # what dataclasses.replace takes
 
 Parser = Callable[[str, str], Any]  # (variable's name, its text) -> value
-S = TypeVar("S")
+S = TypeVar("S", bound="DataclassInstance")
 
 
 class SettingsError(ValueError):
@@ -139,7 +142,7 @@ def with_flags(base: S, given: Mapping[str, str | None]) -> S:
     parsers = {f.name: f.metadata["parse"] for f in declared(type(base))}
     changes = {name: parsers[name]("--" + name.replace("_", "-"), raw)
                for name, raw in given.items() if raw is not None}
-    return dataclasses.replace(base, **changes)  # type: ignore[type-var]
+    return dataclasses.replace(base, **changes)
 
 
 def names(var: str, raw: str) -> frozenset[str]:
@@ -166,7 +169,7 @@ def setting(default: str, help: str, parse: Parser = text) -> Any:
     return dataclasses.field(default=value, metadata=meta)
 
 
-def declared(cls: type) -> tuple[dataclasses.Field, ...]:
+def declared(cls: type) -> tuple[dataclasses.Field[Any], ...]:
     """The fields of ``cls`` that are settings (others are derived values)."""
     return tuple(f for f in dataclasses.fields(cls) if "parse" in f.metadata)
 

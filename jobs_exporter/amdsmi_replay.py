@@ -17,7 +17,10 @@ import json
 import pathlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
+
+# One recorded device (a handle) or reading, as the recording's JSON holds it.
+Record = dict[str, Any]
 
 AMDSMI_STATUS_NOT_SUPPORTED = 2  # amdsmi_status_t values the replay raises
 AMDSMI_STATUS_DRIVER_NOT_LOADED = 34
@@ -45,7 +48,7 @@ class ReplayAmdSmi:
 
     def __init__(
         self,
-        devices: list[dict],
+        devices: list[Record],
         driver: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -67,53 +70,53 @@ class ReplayAmdSmi:
     def amdsmi_shut_down(self) -> None:
         self.calls.append("amdsmi_shut_down")
 
-    def amdsmi_get_processor_handles(self) -> list[dict]:
+    def amdsmi_get_processor_handles(self) -> list[Record]:
         return list(self.devices)
 
     @staticmethod
-    def _recorded(handle: dict, key: str) -> Any:
+    def _recorded(handle: Record, key: str) -> Any:
         value = handle.get(key)
         if value is None:
             raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED, f"{key} not recorded")
         return value
 
-    def amdsmi_get_gpu_device_bdf(self, handle: dict) -> str:
-        return self._recorded(handle, "bdf")
+    def amdsmi_get_gpu_device_bdf(self, handle: Record) -> str:
+        return cast(str, self._recorded(handle, "bdf"))
 
-    def amdsmi_get_gpu_device_uuid(self, handle: dict) -> str:
-        return self._recorded(handle, "uuid")
+    def amdsmi_get_gpu_device_uuid(self, handle: Record) -> str:
+        return cast(str, self._recorded(handle, "uuid"))
 
-    def amdsmi_get_gpu_asic_info(self, handle: dict) -> dict:
+    def amdsmi_get_gpu_asic_info(self, handle: Record) -> Record:
         return dict(self._recorded(handle, "asic_info"))
 
-    def amdsmi_get_gpu_enumeration_info(self, handle: dict) -> dict:
+    def amdsmi_get_gpu_enumeration_info(self, handle: Record) -> Record:
         return dict(self._recorded(handle, "enumeration_info"))
 
-    def amdsmi_get_gpu_kfd_info(self, handle: dict) -> dict:
+    def amdsmi_get_gpu_kfd_info(self, handle: Record) -> Record:
         return dict(self._recorded(handle, "kfd_info"))
 
-    def amdsmi_get_gpu_compute_partition(self, handle: dict) -> str:
-        return self._recorded(handle, "compute_partition")
+    def amdsmi_get_gpu_compute_partition(self, handle: Record) -> str:
+        return cast(str, self._recorded(handle, "compute_partition"))
 
-    def amdsmi_get_gpu_activity(self, handle: dict) -> dict:
+    def amdsmi_get_gpu_activity(self, handle: Record) -> Record:
         self.calls.append("amdsmi_get_gpu_activity")
         return dict(self._recorded(handle, "activity"))
 
-    def amdsmi_get_gpu_vram_usage(self, handle: dict) -> dict:
+    def amdsmi_get_gpu_vram_usage(self, handle: Record) -> Record:
         return dict(self._recorded(handle, "vram_usage"))
 
-    def amdsmi_get_power_info(self, handle: dict, sensor_ind: int = 0) -> dict:
+    def amdsmi_get_power_info(self, handle: Record, sensor_ind: int = 0) -> Record:
         return dict(self._recorded(handle, "power_info"))
 
-    def amdsmi_get_gpu_total_ecc_count(self, handle: dict) -> dict:
+    def amdsmi_get_gpu_total_ecc_count(self, handle: Record) -> Record:
         """The RAS totals: ``correctable_count``, ``uncorrectable_count`` (and
         ``deferred_count`` in newer releases), as recorded."""
         return dict(self._recorded(handle, "total_ecc_count"))
 
-    def amdsmi_get_gpu_process_list(self, handle: dict) -> list[dict]:
+    def amdsmi_get_gpu_process_list(self, handle: Record) -> list[Record]:
         return [dict(p) for p in handle.get("process_list", [])]
 
-    def amdsmi_get_energy_count(self, handle: dict) -> dict:
+    def amdsmi_get_energy_count(self, handle: Record) -> Record:
         """The board's recorded power counted since ``amdsmi_init``, in ticks."""
         energy = self._recorded(handle, "energy_count")
         power = self._recorded(handle, "power_info")

@@ -87,7 +87,8 @@ def fetch_redfish(url: str, auth: str = "") -> str:
     if auth:
         request.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
     with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as answer:  # noqa: S310
-        return answer.read().decode()
+        body: bytes = answer.read()
+        return body.decode()
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ def _number(value: float) -> str:
     """``floatToGoString``, its common case inline: a float whose repr needs no change."""
     text = repr(float(value))
     if text.find(".") > 6 or "n" in text:  # Go's exponent form; inf, nan
-        return floatToGoString(value)
+        go: str = floatToGoString(value)
+        return go
     return text
 
 

@@ -186,7 +186,9 @@ class AmdSmi:
         count = count or {}
         found = (_number(count.get("correctable_count")),
                  _number(count.get("uncorrectable_count")))
-        return tuple(None if v is None else int(v) for v in found)  # type: ignore[return-value]
+        corrected, uncorrected = found
+        return (None if corrected is None else int(corrected),
+                None if uncorrected is None else int(uncorrected))
 
     def xid_errors(self, device: GpuDevice) -> dict[int, int]:
         return {}  # an NVIDIA driver's reports; AMD's errors are its RAS counts

@@ -168,12 +168,12 @@ def parse_bus_id(text: str) -> str:
     return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}.{function}"
 
 
-def _natural(path: str) -> tuple:
+def _natural(path: str) -> tuple[int | str, ...]:
     """strnatcmp's order, as Slurm sorts gres.conf files: renderD9 < renderD10."""
     return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(path))
 
 
-def _pci_key(device: GpuDevice) -> tuple:
+def _pci_key(device: GpuDevice) -> tuple[str, int, int, int]:
     mig = device.mig
     return (device.bus_id, device.partition or 0, -1 if mig is None else mig.gpu_instance,
             -1 if mig is None else mig.compute_instance)

@@ -40,7 +40,7 @@ class Reader(Protocol):
 class Gpus:
     """Every started reader's devices by Slurm's index; ``start()`` False: no GPU driver."""
 
-    def __init__(self, readers: Sequence[Any], order: str):
+    def __init__(self, readers: Sequence[Reader], order: str):
         self.readers = list(readers)
         self.order = order
         self.devices: dict[int, GpuDevice] = {}
@@ -48,7 +48,7 @@ class Gpus:
         # device files that are no GPU of their own: a MIG card's, shared capabilities
         self.shared: frozenset[tuple[int, int]] = frozenset()
         self.labels: dict[int, str] = {}  # index -> the gpu label of its series
-        self._where: dict[int, tuple[Any, Any]] = {}  # index -> (reader, handle)
+        self._where: dict[int, tuple[Reader, Any]] = {}  # index -> (reader, handle)
         self.errors: tuple[type[Exception], ...] = ()
 
     def start(self) -> bool:

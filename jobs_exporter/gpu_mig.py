@@ -101,7 +101,7 @@ def profile_of(name: str) -> str:
 def enabled(nv: Any, handle: Any) -> bool:
     """Whether the card is in MIG mode now (a card without MIG raises NotSupported)."""
     try:
-        return nv.nvmlDeviceGetMigMode(handle)[0] == getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1)
+        return bool(nv.nvmlDeviceGetMigMode(handle)[0] == getattr(nv, "NVML_DEVICE_MIG_ENABLE", 1))
     except nv.NVMLError:
         return False
 

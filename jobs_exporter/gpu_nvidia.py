@@ -157,7 +157,7 @@ class Nvml:
 
     def _power(self, handle: Any) -> float | None:
         try:
-            return self.nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0  # mW
+            return float(self.nvml.nvmlDeviceGetPowerUsage(handle)) / 1000.0  # mW
         except self.nvml.NVMLError:
             return None
 
@@ -189,11 +189,11 @@ class Nvml:
             joules = self.energy_of(dataclasses.replace(device, mig=None), handle.card)
             return None if joules is None else joules * handle.share
         try:
-            return self.nvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000.0
+            return float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(handle)) / 1000.0
         except self.nvml.NVMLError:
             pass
         try:
-            watts = self.nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
+            watts = float(self.nvml.nvmlDeviceGetPowerUsage(handle)) / 1000.0
         except self.nvml.NVMLError:
             return None
         now = self.clock()

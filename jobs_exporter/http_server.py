@@ -78,6 +78,6 @@ def serve(registry: CollectorRegistry, host: str, port: int) -> ThreadingHTTPSer
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
     server_class = type("Server", (ThreadingHTTPServer,), {"address_family": family})
     handler = type("Handler", (_Handler,), {"registry": registry, "writer": TextWriter()})
-    httpd = server_class((host, port), handler)
+    httpd: ThreadingHTTPServer = server_class((host, port), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True, name="metrics").start()
     return httpd

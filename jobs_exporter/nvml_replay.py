@@ -29,9 +29,12 @@ import threading
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from jobreport_common.units import MIB
+
+# One recorded device (a handle) or reading, as the recording's JSON holds it.
+Record = dict[str, Any]
 
 NVML_ERROR_NOT_SUPPORTED = 3  # pynvml's values
 NVML_ERROR_NOT_FOUND = 6
@@ -96,7 +99,7 @@ class ReplayNvml:
 
     def __init__(
         self,
-        devices: list[dict],
+        devices: list[Record],
         driver: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -122,34 +125,34 @@ class ReplayNvml:
     def nvmlDeviceGetCount(self) -> int:  # noqa: N802
         return len(self.devices)
 
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> dict:  # noqa: N802
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Record:  # noqa: N802
         return self.devices[index]
 
-    def nvmlDeviceGetMinorNumber(self, handle: dict) -> int:  # noqa: N802
+    def nvmlDeviceGetMinorNumber(self, handle: Record) -> int:  # noqa: N802
         if handle.get("minor_number") is None:
             raise NVMLError_NotSupported("Not Supported")
-        return handle["minor_number"]
+        return cast(int, handle["minor_number"])
 
-    def nvmlDeviceGetPciInfo(self, handle: dict) -> SimpleNamespace:  # noqa: N802
+    def nvmlDeviceGetPciInfo(self, handle: Record) -> SimpleNamespace:  # noqa: N802
         return SimpleNamespace(busId=handle["bus_id"].encode())
 
-    def nvmlDeviceGetName(self, handle: dict) -> str:  # noqa: N802
+    def nvmlDeviceGetName(self, handle: Record) -> str:  # noqa: N802
         if not handle.get("name"):
             raise NVMLError_NotSupported("Not Supported")
-        return handle["name"]
+        return cast(str, handle["name"])
 
-    def nvmlDeviceGetUUID(self, handle: dict) -> str:  # noqa: N802
+    def nvmlDeviceGetUUID(self, handle: Record) -> str:  # noqa: N802
         if not handle.get("uuid"):
             raise NVMLError_NotSupported("Not Supported")
-        return handle["uuid"]
+        return cast(str, handle["uuid"])
 
-    def nvmlDeviceGetUtilizationRates(self, handle: dict) -> SimpleNamespace:  # noqa: N802
+    def nvmlDeviceGetUtilizationRates(self, handle: Record) -> SimpleNamespace:  # noqa: N802
         self.calls.append("nvmlDeviceGetUtilizationRates")
         if handle.get("utilization_gpu_percent") is None:  # a card in MIG mode: N/A
             raise NVMLError_NotSupported("Not Supported")
         return SimpleNamespace(gpu=handle["utilization_gpu_percent"], memory=0)
 
-    def nvmlDeviceGetMemoryInfo(self, handle: dict,  # noqa: N802
+    def nvmlDeviceGetMemoryInfo(self, handle: Record,  # noqa: N802
                                 version: int | None = None) -> SimpleNamespace:
         """The first form: used = total - free. The second (``version``): the recorded
         driver reserve (``memory_reserved_bytes``) apart from used; a recording without
@@ -161,55 +164,55 @@ class ReplayNvml:
         return SimpleNamespace(used=used - reserved, total=total, free=total - used,
                                reserved=reserved)
 
-    def nvmlDeviceGetPowerUsage(self, handle: dict) -> int:  # noqa: N802
+    def nvmlDeviceGetPowerUsage(self, handle: Record) -> int:  # noqa: N802
         if handle.get("power_milliwatts") is None:
             raise NVMLError_NotSupported("Not Supported")
-        return handle["power_milliwatts"]
+        return cast(int, handle["power_milliwatts"])
 
 
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: dict) -> int:  # noqa: N802
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Record) -> int:  # noqa: N802
         # A device recorded with "energy_counter": false is a pre-Volta board without one.
         if handle.get("power_milliwatts") is None or handle.get("energy_counter") is False:
             raise NVMLError_NotSupported("Not Supported")
         origin = self.started if self.energy_origin is None else self.energy_origin
         counted = handle["power_milliwatts"] * (self.clock() - origin)
-        return round(handle.get("energy_millijoules", 0) + counted)
+        return cast(int, round(handle.get("energy_millijoules", 0) + counted))
 
 
-    def nvmlDeviceGetTotalEccErrors(self, handle: dict, error_type: int,  # noqa: N802
+    def nvmlDeviceGetTotalEccErrors(self, handle: Record, error_type: int,  # noqa: N802
                                     counter_type: int) -> int:
         ecc = handle.get("ecc_volatile")
         if ecc is None or counter_type != self.NVML_VOLATILE_ECC:
             raise NVMLError_NotSupported("Not Supported")
-        return ecc["corrected" if error_type == self.NVML_MEMORY_ERROR_TYPE_CORRECTED
-                   else "uncorrected"]
+        return cast(int, ecc["corrected" if error_type == self.NVML_MEMORY_ERROR_TYPE_CORRECTED
+                             else "uncorrected"])
 
     # MIG: a card recorded with "mig" is in MIG mode; its MIG devices are handles of
     # their own ({"mig_device": ..., "card": ...}).
 
-    def nvmlDeviceGetMigMode(self, handle: dict) -> list[int]:  # noqa: N802
+    def nvmlDeviceGetMigMode(self, handle: Record) -> list[int]:  # noqa: N802
         if "mig" not in handle:
             raise NVMLError_NotSupported("Not Supported")
         return [1, 1]
 
-    def nvmlDeviceGetMaxMigDeviceCount(self, handle: dict) -> int:  # noqa: N802
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Record) -> int:  # noqa: N802
         if "mig" not in handle:
             raise NVMLError_NotSupported("Not Supported")
-        return handle["mig"]["max_devices"]
+        return cast(int, handle["mig"]["max_devices"])
 
-    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: dict, index: int) -> dict:  # noqa: N802
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Record, index: int) -> Record:  # noqa: N802
         for device in handle.get("mig", {}).get("devices", []):
             if device["index"] == index:
                 return {**device, "card": handle}
         raise NVMLError_NotFound("Not Found")
 
-    def nvmlDeviceGetGpuInstanceId(self, handle: dict) -> int:  # noqa: N802
-        return handle["gpu_instance"]
+    def nvmlDeviceGetGpuInstanceId(self, handle: Record) -> int:  # noqa: N802
+        return cast(int, handle["gpu_instance"])
 
-    def nvmlDeviceGetComputeInstanceId(self, handle: dict) -> int:  # noqa: N802
-        return handle["compute_instance"]
+    def nvmlDeviceGetComputeInstanceId(self, handle: Record) -> int:  # noqa: N802
+        return cast(int, handle["compute_instance"])
 
-    def nvmlDeviceGetAttributes(self, handle: dict) -> SimpleNamespace:  # noqa: N802
+    def nvmlDeviceGetAttributes(self, handle: Record) -> SimpleNamespace:  # noqa: N802
         if "gpu_instance_slices" not in handle:
             raise NVMLError_NotSupported("Not Supported")
         return SimpleNamespace(
@@ -222,7 +225,7 @@ class ReplayNvml:
     # The performance monitor: a sample is where and when; the metric between two is the
     # recorded activity of that GPU instance.
 
-    def nvmlGpmQueryDeviceSupport(self, handle: dict) -> SimpleNamespace:  # noqa: N802
+    def nvmlGpmQueryDeviceSupport(self, handle: Record) -> SimpleNamespace:  # noqa: N802
         return SimpleNamespace(version=1, isSupportedDevice=int(bool(handle.get("gpm"))))
 
     def nvmlGpmSampleAlloc(self) -> SimpleNamespace:  # noqa: N802
@@ -231,7 +234,7 @@ class ReplayNvml:
     def nvmlGpmSampleFree(self, sample: SimpleNamespace) -> None:  # noqa: N802
         sample.card = None
 
-    def nvmlGpmMigSampleGet(self, handle: dict, gpu_instance: int,  # noqa: N802
+    def nvmlGpmMigSampleGet(self, handle: Record, gpu_instance: int,  # noqa: N802
                             sample: SimpleNamespace) -> SimpleNamespace:
         if not handle.get("gpm"):
             raise NVMLError_NotSupported("Not Supported")
@@ -254,18 +257,18 @@ class ReplayNvml:
 
     # XID events: each recorded event once, when its time has come.
 
-    def nvmlEventSetCreate(self) -> list[dict]:  # noqa: N802
+    def nvmlEventSetCreate(self) -> list[Record]:  # noqa: N802
         return []
 
-    def nvmlDeviceRegisterEvents(self, handle: dict, types: int,  # noqa: N802
-                                 event_set: list[dict]) -> None:
+    def nvmlDeviceRegisterEvents(self, handle: Record, types: int,  # noqa: N802
+                                 event_set: list[Record]) -> None:
         if types & self.nvmlEventTypeXidCriticalError:
             event_set.append(handle)
 
-    def nvmlEventSetFree(self, event_set: list[dict]) -> None:  # noqa: N802
+    def nvmlEventSetFree(self, event_set: list[Record]) -> None:  # noqa: N802
         event_set.clear()
 
-    def nvmlEventSetWait_v2(self, event_set: list[dict], timeout_ms: int  # noqa: N802
+    def nvmlEventSetWait_v2(self, event_set: list[Record], timeout_ms: int  # noqa: N802
                             ) -> SimpleNamespace:
         due = []
         for c, card in enumerate(event_set):

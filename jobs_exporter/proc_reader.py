@@ -13,6 +13,7 @@ import os
 import resource
 import time
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from jobs_exporter.procfs import (
     IoCounters,
@@ -71,7 +72,7 @@ class ProcReader:
         #         soft nofile limit | None, fd dir fd | None, task dir fd | None, ppid,
         #         schedstat fd | None, (schedstat bytes, sample) | None of
         #         the last read by _read_kept]
-        self._open: dict[int, list] = {}
+        self._open: dict[int, list[Any]] = {}  # mixed types: indexed on the hot path
         self.samples: dict[int, ProcessSample] = {}
         self._last_read: dict[int, int] = {}  # pid -> refresh round it was last read in
         # pid -> (starttime, soft nofile limit) of processes read by path (past the cache)
@@ -168,7 +169,7 @@ class ProcReader:
                 return None
             raise
 
-    def _read_kept(self, pid: int, entry: list) -> ProcessSample | None:
+    def _read_kept(self, pid: int, entry: list[Any]) -> ProcessSample | None:
         """The hottest path, a single-threaded process with io, task/, fd/ and schedstat
         kept open (most job processes). None: another case, or an error; ``read`` does it.
 
@@ -183,7 +184,7 @@ class ProcReader:
             if os.fstat(entry[5]).st_nlink != 3:  # not exactly one thread (or exited)
                 return None
             sched = os.pread(entry[7], 128, 0)  # ESRCH once the process exited
-            last = entry[8]
+            last: tuple[bytes, ProcessSample] | None = entry[8]
             if last is not None and last[0] == sched:
                 return last[1]
             io = os.pread(entry[2], 1024, 0)
@@ -199,7 +200,7 @@ class ProcReader:
         entry[8] = (sched, sample)
         return sample
 
-    def _read_open(self, pid: int, entry: list) -> ProcessSample | None:
+    def _read_open(self, pid: int, entry: list[Any]) -> ProcessSample | None:
         """The hot path: pread of the kept io fd (and stat, when threads are not counted
         by ``fstat`` of the task directory), fstat of the fd directory."""
         starttime, stat_fd, io_fd, limit, fd_dir, task_dir, ppid, sched_fd, _ = entry
@@ -334,8 +335,9 @@ class ProcReader:
             _close_all(fds)  # e.g. the process exited between opening stat and io
             raise
         limit = parse_nofile_limit(limits) if limits else None
-        if fds[3] is not None:  # stat is not re-read: keep 4 fds per process, as budgeted
-            os.close(fds[0])  # type: ignore[arg-type]
+        stat_fd = fds[0]  # open: its text was read
+        if fds[3] is not None and stat_fd is not None:  # stat is not re-read: keep 4 fds
+            os.close(stat_fd)  # per process, as budgeted
             fds[0] = None
         self._open[pid] = [
             stat.starttime, fds[0], fds[1], limit, fds[2], fds[3], stat.ppid, fds[4], None

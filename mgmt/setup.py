@@ -207,7 +207,7 @@ def _connect(admin: Admin) -> Connection[Cursor]:
     where = {"unix_socket": admin.socket} if admin.host is None else {
         "host": admin.host, "port": admin.port}
     try:
-        conn = pymysql.connect(
+        conn: Connection[Cursor] = pymysql.connect(
             **where,
             user=admin.user,
             password=admin.password or "",

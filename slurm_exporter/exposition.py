@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
+from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client.core import Metric
@@ -26,7 +27,7 @@ def _escape_value(value: str) -> str:
 
 def render(families: Iterable[Metric]) -> bytes:
     out: list[str] = []
-    labels_cache: dict[tuple, str] = {}
+    labels_cache: dict[tuple[tuple[str, str], ...], str] = {}
     for family in families:
         kind = family.type
         # Like prometheus_client 0.2x: a counter's HELP and TYPE name its _total series.
@@ -57,7 +58,7 @@ class _QuietHandler(WSGIRequestHandler):
 def serve(host: str, port: int, scrape: Callable[[], bytes]) -> WSGIServer:
     """Serve ``scrape()`` on /metrics (each request in its own thread) in the background."""
 
-    def app(environ: dict, start_response: Callable) -> list[bytes]:
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         if environ.get("PATH_INFO") not in ("/metrics", "/"):
             start_response("404 Not Found", [("Content-Type", "text/plain")])
             return [b"not found: try /metrics\n"]

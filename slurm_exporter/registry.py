@@ -49,7 +49,8 @@ COLLECTORS = (
 
 
 def build_sources(settings: Settings,
-                  monotonic: Callable[[], float] = time.monotonic) -> dict[str, ThrottledSource]:
+                  monotonic: Callable[[], float] = time.monotonic
+                  ) -> dict[str, ThrottledSource[Any]]:
     """One throttled source per enabled command, running it with the exporter's env;
     ``monotonic``: the clock its poll limits are counted on."""
     env = {**os.environ, **COMMAND_ENV}
@@ -72,7 +73,7 @@ class SlurmCollector:
     def __init__(
         self,
         cluster: str,
-        sources: Mapping[str, ThrottledSource],
+        sources: Mapping[str, ThrottledSource[Any]],
         constants: ClusterConstants | None = None,
         collectors: tuple[type, ...] = COLLECTORS,
     ):

@@ -85,6 +85,29 @@ def test_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
     assert _cycles(grimp.build_graph("loop")) == [["loop.a", "loop.b"]]
 
 
+def _unexplained_ignores(text: str) -> list[int]:
+    """Lines (1-based) holding a ``# type: ignore`` with no reason: a comment after it on
+    the line, or a comment line right above it."""
+    lines = text.splitlines()
+    return [i + 1 for i, line in enumerate(lines) if "# type: ignore" in line
+            and "#" not in line.split("# type: ignore", 1)[1]
+            and not (i and lines[i - 1].strip().startswith("#"))]
+
+
+def test_every_type_ignore_says_why():
+    bare = [f"{path.relative_to(ROOT)}:{n}" for pkg in PACKAGES
+            for path in sorted((ROOT / pkg).rglob("*.py"))
+            for n in _unexplained_ignores(path.read_text())]
+    assert bare == [], "say why mypy is wrong there, on the line above"
+
+
+def test_an_ignore_without_a_reason_is_found():
+    text = ("x = f()  # type: ignore[arg-type]\n"
+            "# the stub is wrong: f takes any iterable\ny = f()  # type: ignore[arg-type]\n"
+            "z = f()  # type: ignore[arg-type]  # the stub again\n")
+    assert _unexplained_ignores(text) == [1]
+
+
 def test_import_contracts_hold():
     run = subprocess.run([str(LINT_IMPORTS)], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-2000:]

@@ -34,6 +34,7 @@ from webapp.sources.protocols import (
     NodeEventReader,
     PartitionReader,
     QueueHistoryReader,
+    RecentJobsReader,
     SacctReader,
     VectorReader,
 )
@@ -51,8 +52,9 @@ def _prometheus() -> PrometheusSource:
 # The report service's sources by role: the required protocol first, then the optional.
 ROLES = {
     "accounting": (AccountingReader, NodeEventReader, QueueHistoryReader,
-                   BulkAccountingReader),
-    "sacct": (SacctReader, JobFiguresReader, AdminCommentReader, BulkSacctReader),
+                   BulkAccountingReader, RecentJobsReader),
+    "sacct": (SacctReader, JobFiguresReader, AdminCommentReader, BulkSacctReader,
+              RecentJobsReader),
     "metrics": (MetricsReader, CoverageReader, VectorReader, ClusterScoped),
     "partitions": (PartitionReader, BillingWeightsReader),
     "cluster": (ClusterReader,),
@@ -63,18 +65,20 @@ OFFERS = {
     "AccountingSource": (
         lambda: AccountingSource("mysql://jobreport@127.0.0.1/slurm_acct_db", "demo"),
         "accounting",
-        {AccountingReader, NodeEventReader, QueueHistoryReader, BulkAccountingReader}),
+        {AccountingReader, NodeEventReader, QueueHistoryReader, BulkAccountingReader,
+         RecentJobsReader}),
     # `jobreport` run by a user on a login node: sacct as the caller, no database.
     "SacctAccounting": (lambda: SacctAccounting(SacctSource(), "demo"), "accounting",
                         {AccountingReader}),
     "NoAccounting": (NoAccounting, "accounting", {AccountingReader}),
     "SacctSource": (
         SacctSource, "sacct",
-        {SacctReader, JobFiguresReader, AdminCommentReader, BulkSacctReader}),
+        {SacctReader, JobFiguresReader, AdminCommentReader, BulkSacctReader,
+         RecentJobsReader}),
     # AllocTRES comes with every job it answers: no cheaper figures-only call to offer.
     "SlurmrestdSource": (
         lambda: SlurmrestdSource("http://127.0.0.1:6820"), "sacct",
-        {SacctReader, AdminCommentReader, BulkSacctReader}),
+        {SacctReader, AdminCommentReader, BulkSacctReader, RecentJobsReader}),
     "PrometheusSource": (
         _prometheus, "metrics", {MetricsReader, CoverageReader, VectorReader, ClusterScoped}),
     # A cluster served without a Prometheus: every answer is a gap, so nothing to cover.

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance  # what dataclasses.fields and replace take
 
 from jobreport_common.settings import SettingsError, ranged
 from jobreport_common.units import GIB, MIB
 
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 
 NON_NEGATIVE = ranged(at_least=0)
 # The staff report's window: JOBREPORT_STAFF_REPORT's days and `staff-report --days`.
@@ -278,9 +281,9 @@ def apply_overrides(cls: type[T], var: str, text: str) -> T:
     """``cls()`` with ``var``'s ``name=value,...`` applied: numbers >= 0 (or in the range
     of the field's ``parse``), and ``a|b`` lists for tuple fields. SettingsError naming
     ``var`` and the bad name or value."""
-    kinds = {f.name: str(f.type) for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+    kinds = {f.name: str(f.type) for f in dataclasses.fields(cls)
              if f.name != "overridden"}
-    ranges = {f.name: f.metadata["parse"] for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+    ranges = {f.name: f.metadata["parse"] for f in dataclasses.fields(cls)
               if "parse" in f.metadata}
     changes: dict[str, Any] = {}
     for name, value in parse_pairs(var, text).items():
@@ -290,9 +293,9 @@ def apply_overrides(cls: type[T], var: str, text: str) -> T:
             changes[name] = tuple(v.strip() for v in value.split("|") if v.strip())
             continue
         changes[name] = ranges.get(name, NON_NEGATIVE)(f"{var}: {name}", value)
-    if "overridden" in {f.name for f in dataclasses.fields(cls)}:  # type: ignore[arg-type]
+    if "overridden" in {f.name for f in dataclasses.fields(cls)}:
         changes["overridden"] = frozenset(changes)
-    return dataclasses.replace(cls(), **changes)  # type: ignore[type-var]
+    return dataclasses.replace(cls(), **changes)
 
 
 def parse_thresholds(var: str, text: str) -> Thresholds:

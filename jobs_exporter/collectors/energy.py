@@ -21,6 +21,7 @@ from prometheus_client.samples import Sample
 from jobs_exporter import bmc, cgroupfs, energy, hwmon, powercap
 from jobs_exporter.collectors.context import CollectorContext
 from jobs_exporter.scrape import ScrapedJob, each
+from jobs_exporter.settings import Settings
 
 log = logging.getLogger(__name__)
 _USER_HZ = os.sysconf("SC_CLK_TCK")
@@ -304,7 +305,7 @@ class EnergyCollector:
 
 
 
-def _make_poller(settings) -> bmc.BmcPoller:  # noqa: ANN001 - jobs_exporter.settings.Settings
+def _make_poller(settings: Settings) -> bmc.BmcPoller:
     if settings.bmc == "redfish":
         auth = ""
         if settings.redfish_auth_file:

@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from jobs_exporter import cgroupfs, gpu_alloc, gpu_amd, gpu_nvidia
 from jobs_exporter.collectors.context import CollectorContext
-from jobs_exporter.gpu_inventory import Gpus
+from jobs_exporter.gpu_inventory import Gpus, Reader
 from jobs_exporter.scrape import ScrapedJob
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class GpuCollector:
         settings = self.context.settings
         if settings.gpus == "off":
             return None
-        readers: list = []
+        readers: list[Reader] = []
         nvml = self.context.nvml or gpu_nvidia.load_nvml()
         if nvml is not None:
             readers.append(gpu_nvidia.Nvml(nvml, order=settings.gpu_order,

@@ -37,9 +37,9 @@ class ProcessesCollector:
             labels = [job.job_id]
             processes.add_metric(labels, len(procs))
             threads.add_metric(labels, sum(p.threads for p in procs))
-            fds = [p.open_files for p in procs]
-            if None not in fds:  # unreadable fd dirs (not root): no partial sum
-                open_files.add_metric(labels, sum(fds))  # type: ignore[arg-type]
+            fds = [p.open_files for p in procs if p.open_files is not None]
+            if len(fds) == len(procs):  # unreadable fd dirs (not root): no partial sum
+                open_files.add_metric(labels, sum(fds))
             ratios = [
                 p.open_files / p.open_files_limit
                 for p in procs

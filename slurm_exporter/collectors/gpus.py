@@ -53,7 +53,8 @@ class GpusCollector:
         yield from self._states(cluster, by_state)
         yield from self._available(cluster, lines)
 
-    def _states(self, cluster: str, by_state: dict) -> Iterator[Metric]:
+    def _states(self, cluster: str, by_state: dict[tuple[str, str, str], list[int]]
+                ) -> Iterator[Metric]:
         labels = ["gpu_type", "state", "flags"]
         total = gauge("slurm_gpus", "GPUs on nodes in this state, per type.", labels)
         alloc = gauge("slurm_gpus_alloc", "Allocated GPUs on nodes in this state, per type.",

@@ -58,7 +58,8 @@ class JobsCollector:
         yield named
 
 
-def _family(name: str, doc: str, labels: list[str], counts: Counter, cluster: str) -> Metric:
+def _family(name: str, doc: str, labels: list[str], counts: Counter[tuple[str, str]],
+            cluster: str) -> Metric:
     family = gauge(name, doc, labels)
     for key, value in sorted(counts.items()):
         family.add_metric([cluster, *key], value)

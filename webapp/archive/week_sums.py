@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,7 +135,7 @@ def quoted(findings: Iterable[Mapping[str, Any]], name: str) -> tuple[str | None
 
 
 def build_digest(cluster: str, user: str, since: int, until: int, jobs: Iterable[ArchivedJob],
-                 folded: set[tuple[str, int]] = frozenset()) -> Digest:  # type: ignore[assignment]
+                 folded: AbstractSet[tuple[str, int]] = frozenset()) -> Digest:
     """The digest of ``user``'s archived jobs that ended in [since, until), from their
     whole records (the weekly run reads each job's stored line: ``digest_rows``)."""
     jobs = [j for j in jobs if since <= j.end_time < until]

@@ -18,6 +18,7 @@ import os
 import pwd
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from webapp.model import JobId, JobReport, SacctJob, SourceUnavailable, Usage
 from webapp.report.job_rows import JobRow, ListSources, list_jobs
@@ -51,8 +52,8 @@ class OnceSacct(SacctSource):
     """sacct asked once per job: the owner check, the view's stand-in and the report
     read the same answer."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # SacctSource's own
+        super().__init__(*args, **kwargs)
         self._jobs: dict[str, SacctJob] = {}
 
     def job(self, job_id: JobId | str) -> SacctJob:

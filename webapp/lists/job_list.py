@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from webapp.report.job_rows import JobRow
 from webapp.states import LIST_STATES
@@ -59,9 +60,9 @@ class ListQuery:
     cluster: str = ""  # one of several clusters, "" for all
     page: int = 1
 
-    def args(self, **changes: object) -> dict[str, str]:
+    def args(self, **changes: Any) -> dict[str, str]:  # field -> its new value
         """The query string of this list with ``changes`` (for links), defaults left out."""
-        q = replace(self, **changes)  # type: ignore[arg-type]
+        q = replace(self, **changes)
         out = {"days": str(q.days) if q.days != DEFAULT_DAYS else "", "state": q.state,
                "name": q.name, "findings": "1" if q.findings_only else "",
                "sort": q.sort, "order": q.order, "cluster": q.cluster,

@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from webapp.model import (
     AccountingJob,
@@ -38,9 +39,16 @@ from webapp.sources.gpu_job_queries import duration, mean_per_job
 from webapp.sources.gpu_metrics import JOBS, GpuMetrics
 from webapp.sources.prometheus import matchers
 from webapp.sources.prometheus_bulk import id_selector
-from webapp.sources.protocols import ClusterScoped
+from webapp.sources.protocols import (
+    ClusterScoped,
+    RecentJobsReader,
+    VectorReader,
+)
 from webapp.states import ended
 from webapp.unused import Held, gpus_busy, unused
+
+if TYPE_CHECKING:
+    from webapp.archive.store import Archive
 
 RUNNING_NOTE = "not ended: the report has the live figures"
 # Mean GPU utilisation of each job (gpu_job_queries.mean_per_job): jobs-exporter's in one
@@ -198,9 +206,9 @@ def from_sacct(row: JobRow, job: SacctJob, gpu_mean: float | None,
 class ListSources:
     """What one cluster's list reads (the report service's own sources)."""
 
-    accounting: object
-    sacct: object
-    prometheus: object
+    accounting: RecentJobsReader[AccountingJob]
+    sacct: RecentJobsReader[SacctJob]
+    prometheus: VectorReader
     archived: Callable[[str, str], JobReport | None]  # (cluster, job id) -> report or None
     gaps: list[str] = field(default_factory=list)
 
@@ -211,7 +219,7 @@ def list_jobs(src: ListSources, since: datetime, now: datetime, user: str | None
 
     Raises SourceUnavailable when the accounting view fails (it decides who sees what);
     sacct or Prometheus failing leaves blanks and a line in ``src.gaps``."""
-    jobs = src.accounting.recent(since, user=user, account=account)  # type: ignore[attr-defined]
+    jobs = src.accounting.recent(since, user=user, account=account)
     if len(jobs) >= LIST_LIMIT:
         src.gaps.append(f"only the newest {LIST_LIMIT} jobs are listed: choose fewer days")
     rows = [base_row(j) for j in jobs]
@@ -225,7 +233,7 @@ def list_jobs(src: ListSources, since: datetime, now: datetime, user: str | None
     if not pending:
         return rows
     try:
-        sacct = {j.job_id: j for j in src.sacct.recent(since, user=user,  # type: ignore[attr-defined]
+        sacct = {j.job_id: j for j in src.sacct.recent(since, user=user,
                                                        account=account)}
     except SourceUnavailable as exc:
         src.gaps.append(f"sacct unavailable ({exc.reason}): efficiencies of jobs not yet "
@@ -266,7 +274,7 @@ def _gpu_means(src: ListSources, rows: list[JobRow], pending: list[int], since: 
     by_raw: dict[str, float] = {}
     try:
         for sel in selectors:
-            answer = src.prometheus.vector(mean_per_job(gm, sel, node, window, step),  # type: ignore[attr-defined]
+            answer = src.prometheus.vector(mean_per_job(gm, sel, node, window, step),
                                            now.timestamp())
             by_raw.update((labels.get("jobid", ""), value) for labels, value in answer)
     except SourceUnavailable as exc:
@@ -277,14 +285,14 @@ def _gpu_means(src: ListSources, rows: list[JobRow], pending: list[int], since: 
 
 
 def archived_report(
-    open_archive: Callable[[], object | None],
+    open_archive: Callable[[], Archive | None],
 ) -> Callable[[str, str], JobReport | None]:
     """(cluster, job id) -> the archived report, None when not archived (or no archive)."""
     from webapp.report.archived import from_archive
 
     def lookup(cluster: str, job_id: str) -> JobReport | None:
         archive = open_archive()
-        record = archive.get(cluster, job_id) if archive is not None else None  # type: ignore[attr-defined]
+        record = archive.get(cluster, job_id) if archive is not None else None
         return from_archive(record) if record is not None else None
 
     return lookup

@@ -9,9 +9,9 @@ and ``tests/test_source_protocols.py`` says which real source offers which.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from webapp.model import (
     AccountingJob,
@@ -24,6 +24,8 @@ from webapp.model import (
     Usage,
 )
 from webapp.sources.ended import EndedJob
+
+J_co = TypeVar("J_co", covariant=True)  # a listed job: AccountingJob or SacctJob
 
 
 @runtime_checkable
@@ -108,6 +110,17 @@ class CoverageReader(Protocol):
 
     def coverage(self, job_id: JobId | tuple[str, ...], start: datetime, end: datetime,
                  nodes: Iterable[str] = ()) -> Coverage: ...
+
+
+@runtime_checkable
+class RecentJobsReader(Protocol[J_co]):
+    """Optional of an accounting or a sacct source: one user's or one account's jobs since
+    ``since``, newest first, in one query (``RecentJobsReader[AccountingJob]`` of the view,
+    ``[SacctJob]`` of sacct): what a job list reads; without it the service lists nothing
+    (a user's own list on a login node reads ``sacct_accounting.SacctJobList`` instead)."""
+
+    def recent(self, since: datetime, user: str | None = None, account: str | None = None
+               ) -> Sequence[J_co]: ...
 
 
 @runtime_checkable

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from webapp.detectors.hardware_fault import PROGRAM_XIDS, XID_MEANINGS
 from webapp.model import SourceUnavailable
-from webapp.sources.protocols import NodeEventReader
+from webapp.sources.protocols import NodeEventReader, VectorReader
 from webapp.staff.tables import Row, Table
 
 log = logging.getLogger(__name__)
@@ -55,14 +55,14 @@ def gpu_rows(answers: dict[str, list[tuple[dict[str, str], float]]], node: str) 
     return sorted(rows, key=lambda r: (str(r.values["gpu"]), str(r.values["fault"])))
 
 
-def hardware_table(prometheus: object, accounting: object, node: str, since: float,
+def hardware_table(prometheus: VectorReader, accounting: object, node: str, since: float,
                    until: float, sel: str = "") -> Table:
     """The table; a source that cannot answer leaves its rows out and says so."""
     notes: list[str] = []
     rows: list[Row] = []
     window = max(60, int(until - since))
     try:
-        answers = {name: prometheus.vector(q, until)  # type: ignore[attr-defined]
+        answers = {name: prometheus.vector(q, until)
                    for name, q in fault_queries(node, window, sel).items()}
         rows += gpu_rows(answers, node)
     except SourceUnavailable as exc:

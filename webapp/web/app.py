@@ -64,6 +64,7 @@ def create_app(settings: Settings | None = None, service: ReportService | None =
     )
     if settings.trusted_proxies:
         n = settings.trusted_proxies
+        # Flask's documented way to trust a proxy's headers; mypy sees a method replaced.
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=n, x_proto=n)  # type: ignore[method-assign]
     app.extensions["jobreport.service"] = service
     app.extensions["jobreport.constants"] = cluster.constants_at_start(settings)

@@ -24,7 +24,7 @@ def lock_path(name: str) -> Path:
     """The runtime lock is the top-level requirements.txt (what sites and scanners read);
     the others are in requirements/."""
     return ROOT / "requirements.txt" if name == "runtime" else ROOT / "requirements" / f"{name}.txt"
-PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) \\$")
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[a-z0-9,._-]+\])?==(\S+) \\$")
 
 
 def read_lock(name: str) -> dict[str, tuple[str, int]]:

@@ -17,7 +17,7 @@ import pwd
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from jobreport_common.bind import parse_bind
@@ -207,7 +207,7 @@ def parse_intensity_setting(text: str,
         if not selector:
             raise SettingsError(f"{var}: promql: needs a series selector")
         return selector
-    return _non_negative(var, text)
+    return cast(float, _non_negative(var, text))
 
 
 def _carbon_intensity(var: str, raw: str) -> str:

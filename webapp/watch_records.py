@@ -72,7 +72,7 @@ class AlertLog:
     def alerts(self, since: float, user: str | None = None) -> list[AlertRecord]:
         """Alerts recorded at or after ``since`` (one user's, or everybody's), oldest first."""
         sql = "SELECT user, job_id, rule, created_at FROM watch_alerts WHERE created_at >= ?"
-        params: tuple = (since,)
+        params: tuple[float | str, ...] = (since,)
         if user is not None:
             sql += " AND user = ?"
             params += (user,)

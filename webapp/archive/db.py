@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from jobreport_common.filelock import held
 from jobreport_common.mysql_url import mysql_params
@@ -79,7 +79,7 @@ class Database:
         cur = self.conn.cursor()
         try:
             cur.execute(self._sql(sql), tuple(params))
-            return cur.rowcount
+            return cast(int, cur.rowcount)
         finally:
             cur.close()
 
@@ -91,7 +91,7 @@ class Database:
         finally:
             cur.close()
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         cur = self.conn.cursor()
         try:
             cur.execute(self._sql(sql), tuple(params))
@@ -99,11 +99,12 @@ class Database:
         finally:
             cur.close()
 
-    def query_in(self, sql: str, params: Sequence[Any], values: Sequence[Any]) -> list[tuple]:
+    def query_in(self, sql: str, params: Sequence[Any], values: Sequence[Any]
+                 ) -> list[tuple[Any, ...]]:
         """``sql`` ending in ``IN (`` ... ``)`` written as ``IN ({})``: run for each
         ``IN_CHUNK`` of ``values`` (a statement's placeholders stay bounded), after the
         leading ``params``; the rows of all."""
-        rows: list[tuple] = []
+        rows: list[tuple[Any, ...]] = []
         for i in range(0, len(values), IN_CHUNK):
             chunk = list(values[i : i + IN_CHUNK])
             rows += self.query(sql.format(", ".join("?" for _ in chunk)), [*params, *chunk])

@@ -25,6 +25,7 @@ from webapp.archive.db import Database
 from webapp.archive.mail_state import FOLDED
 from webapp.archive.record import ArchivedJob
 from webapp.archive.week_sums import Digest, JobWaste, job_waste, quoted, top_finding
+from webapp.json_codec import Json
 
 COLUMNS = ("cluster", "job_id", "submit_time", "end_time", "user_name", "state", "job_name",
            "account", "elapsed", "cpu_hours", "gpu_hours", "memory_gib_hours", "energy_kwh",
@@ -33,7 +34,7 @@ USERS_PER_QUERY = 500
 SEPARATOR = ","  # between a job's finding names (detector names: letters and underscores)
 
 
-def digest_row(job: ArchivedJob) -> tuple:
+def digest_row(job: ArchivedJob) -> tuple[Any, ...]:
     """The row of one archived job (``COLUMNS``), its figures ``job_waste``'s."""
     line = job_waste(job)
     return (job.cluster, job.job_id, job.submit_time, job.end_time, job.user, job.state,
@@ -115,7 +116,7 @@ class DigestRows:
         return out
 
     def _findings(self, cluster: str,
-                  keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], list[dict]]:
+                  keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], list[Json]]:
         """(job id, submit time) -> the archived summary's findings, for ``keys``: one
         query a few hundred jobs, by the archive's primary key."""
         wanted = set(keys)

@@ -7,7 +7,7 @@ reads it back.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,7 +42,7 @@ def bucket_seconds(start: float, end: float, step: float, max_points: int = MAX_
     return float(step * max(1, math.ceil((end - start) / (max_points * step))))
 
 
-def downsample(points: list[list[float]] | tuple, width: float) -> list[list[float]]:
+def downsample(points: Sequence[Sequence[float]], width: float) -> list[list[float]]:
     """Mean of each ``width``-second bucket, stamped at the bucket's first sample.
 
     Means keep a series' average (what efficiency findings read); peaks are kept in the

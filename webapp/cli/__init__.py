@@ -174,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         settings = Settings.from_env()
-        return args.func(args, settings)
+        handler: Handler = args.func
+        return handler(args, settings)
     except InvalidJobId as exc:
         print(f"jobreport: {exc}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
+from typing import TextIO
 
 from webapp.archive.account_sums import AccountSums
 from webapp.archive.store import Archive
@@ -75,7 +76,7 @@ def accounting_recent(settings: Settings) -> Recent | None:
 
 
 def run_account_report(args: argparse.Namespace, settings: Settings,
-                       out=sys.stdout) -> int:  # noqa: ANN001
+                       out: TextIO = sys.stdout) -> int:
     since, until = _period(args)
     coordinators = Coordinators(settings.sacctmgr)
     with Archive(settings.archive_url) as archive:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
+from typing import TextIO
 
 from webapp.archive.store import Archive
 from webapp.cli.arguments import user_name
@@ -34,7 +35,8 @@ def add_digest_arguments(parser: argparse.ArgumentParser) -> None:
                         help="queue the digests; the next run that delivers (the sync) sends them")
 
 
-def run_digest(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> int:  # noqa: ANN001
+def run_digest(args: argparse.Namespace, settings: Settings,
+               out: TextIO = sys.stdout) -> int:
     if args.week_starting:
         since = int(args.week_starting.timestamp())
         until = int((args.week_starting + WEEK).timestamp())

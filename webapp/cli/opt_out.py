@@ -7,6 +7,7 @@ import argparse
 import getpass
 import sys
 from datetime import UTC, datetime
+from typing import TextIO
 
 from webapp.archive.mail_state import MailState
 from webapp.archive.store import Archive
@@ -22,7 +23,8 @@ def add_opt_out_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="list who gets no emails, and why")
 
 
-def run_opt_out(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> int:  # noqa: ANN001
+def run_opt_out(args: argparse.Namespace, settings: Settings,
+                out: TextIO = sys.stdout) -> int:
     with Archive(settings.archive_url) as archive:
         mail = MailState(archive.db)
         by = f"staff:{getpass.getuser()}"

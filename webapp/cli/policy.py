@@ -9,6 +9,7 @@ import argparse
 import re
 import subprocess
 import sys
+from typing import TextIO
 
 from webapp.cli.arguments import add_cluster_argument, settings_for
 from webapp.cli.login import build_for_caller
@@ -54,8 +55,8 @@ def _partitions(args: argparse.Namespace, settings: Settings) -> frozenset[str] 
     return frozenset(re.findall(r"^PartitionName=(\S+)", text, re.M)) or None
 
 
-def run_policy(args: argparse.Namespace, settings: Settings, out=sys.stdout,  # noqa: ANN001
-               err=sys.stderr) -> int:  # noqa: ANN001
+def run_policy(args: argparse.Namespace, settings: Settings, out: TextIO = sys.stdout,
+               err: TextIO = sys.stderr) -> int:
     if args.policy_command == "diff":
         return run_diff(args, settings, lambda aimed: _partitions(args, aimed), out, err)
     if args.policy_command == "check":
@@ -112,7 +113,7 @@ def run_policy(args: argparse.Namespace, settings: Settings, out=sys.stdout,  # 
 
 
 def _explain_enforcement(settings: Settings, scope: dict[str, str | None], has_ended: bool,
-                         out) -> None:  # noqa: ANN001
+                         out: TextIO) -> None:
     """Per watch rule: whether `jobreport watch` cancels this job while it runs, after
     what grace, and by which tables; the same choice of policy as a watch run's."""
     enforcement = enforcement_in_force(settings)

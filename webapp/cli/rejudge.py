@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TextIO
 
 from webapp.archive.store import Archive
 from webapp.cli.arguments import lookback_seconds
@@ -21,7 +22,8 @@ def add_rejudge_arguments(parser: argparse.ArgumentParser) -> None:
                         help="list the jobs whose findings would change; write nothing")
 
 
-def run_rejudge(args: argparse.Namespace, settings: Settings, out=sys.stdout) -> int:  # noqa: ANN001
+def run_rejudge(args: argparse.Namespace, settings: Settings,
+                out: TextIO = sys.stdout) -> int:
     if not settings.archive_url:
         sys.stderr.write("jobreport: no archive (JOBREPORT_ARCHIVE_URL)\n")
         return 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
+from typing import TextIO
 
 from jobreport_common.settings import flag_type, ranged
 from jobreport_common.sqlite_file import disk_full
@@ -56,7 +57,7 @@ def _when(ts: int | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def print_result(result: SyncResult, dry_run: bool, out=sys.stdout) -> None:  # noqa: ANN001
+def print_result(result: SyncResult, dry_run: bool, out: TextIO = sys.stdout) -> None:
     if result.busy:
         out.write(f"{result.busy}: another sync is running, nothing done\n")
         return

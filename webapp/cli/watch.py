@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TextIO
 
 from webapp.model import JobId
 from webapp.settings import Settings
@@ -24,7 +25,7 @@ def add_watch_arguments(parser: argparse.ArgumentParser) -> None:
                         help="queue emails in the outbox; the next run that delivers sends them")
 
 
-def print_result(result: WatchResult, out=sys.stdout) -> None:  # noqa: ANN001
+def print_result(result: WatchResult, out: TextIO = sys.stdout) -> None:
     if result.busy:
         out.write(f"{result.busy}: another mailer or watch is running, nothing done\n")
         return

@@ -82,7 +82,7 @@ def step_states(report: JobReport) -> set[str]:
 def pressure(report: JobReport, resource: str) -> float | None:
     """Share of the run some task waited for ``resource`` (cpu, io, memory), on the busiest
     node; None without PSI (cgroup v1) or a run time."""
-    seconds = getattr(report.usage, f"{resource}_pressure_seconds")
+    seconds: float | None = getattr(report.usage, f"{resource}_pressure_seconds")
     if seconds is None or not report.elapsed_seconds:
         return None
     return min(1.0, seconds / report.elapsed_seconds)

@@ -16,7 +16,7 @@ from email.utils import formatdate, make_msgid
 
 from webapp.archive.account_sums import AccountSums
 from webapp.archive.mail_state import MailState
-from webapp.mail.outbox import Outbox, deliver_unless_busy
+from webapp.mail.outbox import Outbox, Rendered, deliver_unless_busy
 from webapp.mail.policy import owner_address, read_opt_out
 from webapp.mail.sending import Connect, owner_opt_out_url
 from webapp.model import JobReport
@@ -67,8 +67,8 @@ def render_email(r: AccountReport, to_addr: str, from_addr: str, message_id: str
 
 @dataclass
 class AccountRun:
-    counts: Counter = field(default_factory=Counter)
-    delivery: Counter = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
+    delivery: Counter[str] = field(default_factory=Counter)
 
 
 def send_account_reports(settings: Settings, sums: AccountSums, recent: Recent | None,
@@ -82,7 +82,7 @@ def send_account_reports(settings: Settings, sums: AccountSums, recent: Recent |
     opted = (read_opt_out(settings.mail_opt_out)
              | MailState(sums.db).opted_out(settings.cluster).keys())
     by_account = coordinators.by_account()
-    batch: list = []
+    batch: list[tuple[str, str, str, EmailMessage | Rendered]] = []
     for account in accounts or sorted(a for a, names in by_account.items() if names):
         names = by_account.get(account, ())
         if not names:

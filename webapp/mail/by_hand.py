@@ -48,7 +48,7 @@ class SendResult:
     error: str | None = None
 
 
-def _deliver_locked(outbox: Outbox, connect: Connect, notify: Notify) -> Counter | None:
+def _deliver_locked(outbox: Outbox, connect: Connect, notify: Notify) -> Counter[str] | None:
     """Deliver the due emails, then the chat notices (the owner's among them); the email
     counts, or None when another process holds the outbox (it sends ours too)."""
     try:

@@ -141,11 +141,11 @@ def _notice(row: Row) -> tuple[str, Notice]:
     return data["url"], Notice(data["title"], data["body"])
 
 
-def deliver_chat(outbox: Outbox, notify: Notify = apprise_notify) -> Counter:
+def deliver_chat(outbox: Outbox, notify: Notify = apprise_notify) -> Counter[str]:
     """Post every due notice; call while holding ``outbox.lock()``. Counts of sent,
     deferred (retried with the outbox's backoff) and failed (for good). A URL that failed
     once is not tried again in the same run: a service that is down costs one timeout."""
-    stats: Counter = Counter()
+    stats: Counter[str] = Counter()
     down: set[str] = set()
     while (row := outbox.claim_next(chat=True)) is not None:
         url, notice = _notice(row)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from email.message import EmailMessage
 from email.utils import make_msgid
 from itertools import islice
 from typing import Any
@@ -67,13 +68,13 @@ class DigestLine:
 @dataclass
 class DigestRun:
     digests: list[DigestLine] = field(default_factory=list)
-    counts: Counter = field(default_factory=Counter)
-    delivery: Counter = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
+    delivery: Counter[str] = field(default_factory=Counter)
 
 
 def digests(settings: Settings, archive: Archive, since: int, until: int,
             users: frozenset[str] = frozenset(),
-            skipped: Counter | None = None) -> Iterator[Digest]:
+            skipped: Counter[str] | None = None) -> Iterator[Digest]:
     """Each user's digest of the week (only ``users`` when given), one at a time; who was
     skipped, and why, counted in ``skipped``.
 
@@ -136,7 +137,7 @@ def send_digests(settings: Settings, archive: Archive, outbox: Outbox, connect: 
     ``RENDER_PROCESSES``)."""
     run = DigestRun()
     domain = settings.mail_from.rpartition("@")[2] or None
-    batch: list = []
+    batch: list[tuple[str, str, str, EmailMessage | Rendered]] = []
 
     def flush() -> None:
         for queued in outbox.enqueue_many(batch):

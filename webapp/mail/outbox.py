@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
 from email.policy import SMTPUTF8 as SMTPUTF8_POLICY
-from typing import Protocol
+from typing import Protocol, cast
 
 from tqdm import tqdm
 
@@ -125,7 +125,7 @@ def wire_bytes(msg: EmailMessage) -> bytes:
 
 def backoff(attempts: int) -> float:
     """Seconds to wait after the given number of failed attempts: 60, 120, 240, ... 6 h."""
-    return min(BACKOFF_BASE * 2 ** max(0, attempts - 1), BACKOFF_MAX)
+    return cast(float, min(BACKOFF_BASE * 2 ** max(0, attempts - 1), BACKOFF_MAX))
 
 
 class Outbox:
@@ -313,10 +313,10 @@ class Outbox:
 
     def due_count(self, chat: bool = False) -> int:
         where = f"kind {_CHANNEL[chat]} AND (status = 'sending'"
-        return self.db.execute(
+        return cast(int, self.db.execute(
             f"SELECT count(*) FROM outbox WHERE {where}"  # noqa: S608
             " OR (status = 'pending' AND next_attempt_at <= ?))",
-            (CHAT, self.clock())).fetchone()[0]
+            (CHAT, self.clock())).fetchone()[0])
 
 
 def _smtp_code(exc: Exception) -> int | None:
@@ -361,7 +361,7 @@ def _close(sender: Sender) -> None:
         log.warning("closing the SMTP session: %s", exc)
 
 
-def _record(outbox: Outbox, row: Row, f: Fault, stats: Counter) -> None:
+def _record(outbox: Outbox, row: Row, f: Fault, stats: Counter[str]) -> None:
     if f.permanent:
         log.error("email %s to %s failed: %s", row.key, row.to_addr, f.error)
         outbox.mark_failed(row, f.error)
@@ -372,7 +372,7 @@ def _record(outbox: Outbox, row: Row, f: Fault, stats: Counter) -> None:
         stats["failed" if row.attempts >= MAX_ATTEMPTS else "deferred"] += 1
 
 
-def deliver_unless_busy(outbox: Outbox, connect: Callable[[], Sender]) -> Counter:
+def deliver_unless_busy(outbox: Outbox, connect: Callable[[], Sender]) -> Counter[str]:
     """``deliver`` under the outbox's lock, right after queueing; nothing (empty counts)
     when another process holds it: the running mailer sends what was queued."""
     try:
@@ -382,7 +382,7 @@ def deliver_unless_busy(outbox: Outbox, connect: Callable[[], Sender]) -> Counte
         return Counter()
 
 
-def deliver(outbox: Outbox, connect: Callable[[], Sender], progress: bool = True) -> Counter:
+def deliver(outbox: Outbox, connect: Callable[[], Sender], progress: bool = True) -> Counter[str]:
     """Send every due row over one connection; call while holding ``outbox.lock()``.
 
     Returns counts of sent, deferred (will retry) and failed (given up) emails. Whatever
@@ -391,7 +391,7 @@ def deliver(outbox: Outbox, connect: Callable[[], Sender], progress: bool = True
     ends the run, leaving the other rows due for the next. Writes the outbox's metrics
     at the end when it has a ``metrics_dir``.
     """
-    stats: Counter = Counter()
+    stats: Counter[str] = Counter()
     sender: Sender | None = None
     bar = tqdm(total=outbox.due_count(), unit="email", desc="sending",
                disable=None if progress else True)

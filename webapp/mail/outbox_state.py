@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from webapp.json_codec import Json
+
 STATUSES = ("pending", "sending", "sent", "failed")
 TEXTFILE = "jobreport_outbox"  # <JOBREPORT_METRICS_TEXTFILE_DIR>/jobreport_outbox.prom
 
@@ -42,7 +44,7 @@ class OutboxState:
     def oldest_unsent_age(self) -> float | None:
         return None if self.oldest_unsent is None else max(0.0, self.now - self.oldest_unsent)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> Json:
         """The JSON of `jobreport outbox --status --format json`."""
         return {
             "now": self.now,

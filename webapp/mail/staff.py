@@ -45,7 +45,7 @@ def message(report: StaffReport, to_addr: str, settings: Settings) -> EmailMessa
 
 
 def send_staff_report(report: StaffReport, settings: Settings,
-                      connect: Callable[[], Sender] | None = None) -> tuple[int, Counter]:
+                      connect: Callable[[], Sender] | None = None) -> tuple[int, Counter[str]]:
     """Queue one email per staff address, then deliver; (newly queued, delivery counts)."""
     outbox = Outbox(settings.outbox, metrics_dir=settings.metrics_textfile_dir)
     queued = 0

@@ -18,13 +18,13 @@ LONG_TEXT = sa.Text().with_variant(mysql.LONGTEXT(), "mysql")  # TEXT, LONGTEXT
 LONG_BLOB = sa.LargeBinary().with_variant(mysql.LONGBLOB(), "mysql")  # BLOB, LONGBLOB
 
 
-def key(length: int) -> sa.types.TypeEngine:
+def key(length: int) -> sa.types.TypeEngine[str]:
     """Text that is part of a key: TEXT on SQLite, VARCHAR(length) on MariaDB (whose keys
     take no TEXT)."""
     return sa.Text().with_variant(sa.String(length), "mysql")
 
 
-def fixed(length: int) -> sa.types.TypeEngine:
+def fixed(length: int) -> sa.types.TypeEngine[str]:
     """TEXT on SQLite, CHAR(length) on MariaDB (a day as YYYY-MM-DD)."""
     return sa.Text().with_variant(sa.CHAR(length), "mysql")
 

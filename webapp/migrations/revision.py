@@ -82,11 +82,11 @@ class State:
         return f"at revision {self.revision}"
 
 
-Query = Callable[[str], list[tuple]]
+Query = Callable[[str], list[tuple[Any, ...]]]
 
 
 def cursor_query(conn: Any) -> Query:
-    def query(sql: str) -> list[tuple]:
+    def query(sql: str) -> list[tuple[Any, ...]]:
         cur = conn.cursor()
         try:
             cur.execute(sql)

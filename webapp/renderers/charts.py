@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobreport_common.units import GIB, MIB
 from webapp.model import JobReport, Series
@@ -80,7 +80,8 @@ def _figure(title: str, size: tuple[float, float] = SIZE) -> tuple[Figure, Axes]
     return fig, ax
 
 
-def _lines(ax: Axes, report: JobReport, series: Sequence[Series], scale: float = 1.0, **kw) -> None:
+def _lines(ax: Axes, report: JobReport, series: Sequence[Series], scale: float = 1.0,
+           **kw: Any) -> None:
     series = bands(series)  # many nodes: quantile bands, not one line per node
     origin, div, unit = _time_axis(report, series)
     for i, s in enumerate(series):

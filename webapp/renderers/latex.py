@@ -43,7 +43,7 @@ def _printable(char: str) -> str:
 def _escaped_char(char: str) -> str:
     """One character as LaTeX that prints it as typed (at most 256 distinct ones)."""
     char = _printable(char)
-    out = escape_latex(char).replace(r"\^{}", r"\textasciicircum{}")
+    out: str = escape_latex(char).replace(r"\^{}", r"\textasciicircum{}")
     if char in _LIGATURE_CHARS:
         out = out.replace(char, char + "{}")
     return _QUOTES.get(char, out)

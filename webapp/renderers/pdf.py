@@ -24,7 +24,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from typing import Any
+from typing import Any, cast
 
 from pylatex import Document, Foot, Head, NoEscape, PageStyle
 
@@ -114,8 +114,8 @@ def _notes(doc: Document, c: dict[str, Any]) -> None:
 def _gauge_row(g: Gauge) -> str:
     color = "gaugeover" if g.over else "gaugefill"
     bar = r"\gauge{" + f"{g.fill:.3f}" + "}{" + color + "}"
-    return (f"{escaped(g.label)} & {bar} & {escaped(g.value)} & "
-            + r"\textcolor{muted}{" + escaped(g.detail) + "}")
+    return cast(str, f"{escaped(g.label)} & {bar} & {escaped(g.value)} & "
+                + r"\textcolor{muted}{" + escaped(g.detail) + "}")
 
 
 def _gauges(doc: Document, c: dict[str, Any]) -> None:
@@ -214,10 +214,10 @@ def _grid(heading: str, header: tuple[str, ...], rows: list[tuple[str, ...]],
     if any(header):
         head = " & ".join(r"\textbf{" + escaped(h) + "}" for h in header) + r"\\\hline" + "\n"
     body = "\\\\\n".join(" & ".join(escaped(cell) for cell in row) for row in rows)
-    return (r"\par\medskip{\footnotesize\begin{tabularx}{\textwidth}{" + spec + "}"
-            + r"\multicolumn{" + str(len(header)) + r"}{@{}l}{\large\bfseries "
-            + escaped(heading) + r"}\\[3pt]" + "\n" + head + body + "\\\\\n"
-            + r"\end{tabularx}}" + "\n")
+    return cast(str, r"\par\medskip{\footnotesize\begin{tabularx}{\textwidth}{" + spec + "}"
+                + r"\multicolumn{" + str(len(header)) + r"}{@{}l}{\large\bfseries "
+                + escaped(heading) + r"}\\[3pt]" + "\n" + head + body + "\\\\\n"
+                + r"\end{tabularx}}" + "\n")
 
 
 def _steps(doc: Document, c: dict[str, Any]) -> None:

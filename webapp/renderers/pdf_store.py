@@ -73,7 +73,7 @@ class PdfStore:
     """PDFs of ended jobs under ``directory`` within ``budget_bytes``; ``slots`` builds at
     once among all processes using the directory."""
 
-    def __init__(self, directory: str | os.PathLike, budget_bytes: int, slots: int,
+    def __init__(self, directory: str | os.PathLike[str], budget_bytes: int, slots: int,
                  wait: float, version: str | None = None) -> None:
         self.root = Path(directory)
         self.budget = budget_bytes

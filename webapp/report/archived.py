@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from datetime import datetime
 
 from webapp.archive.record import ArchivedJob, downsample_all, report_from_record
 from webapp.archive.store import Archive
@@ -29,7 +30,7 @@ def archive_record(report: JobReport, submit_time: int | None = None,
                        resolution, full, small, time.time())
 
 
-def _ts(value) -> int:  # noqa: ANN001 - a datetime or None
+def _ts(value: datetime | None) -> int:
     return int(value.timestamp()) if value else 0
 
 

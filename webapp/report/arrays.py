@@ -37,7 +37,8 @@ def array_task(job: SacctJob, peak: MemoryPeak | None = None) -> ArrayTask:
                      peak.bytes if peak is not None else None)
 
 
-def _outliers(tasks: Sequence[ArrayTask], elapsed_p50: float | None, mem_p50: float | None):
+def _outliers(tasks: Sequence[ArrayTask], elapsed_p50: float | None,
+              mem_p50: float | None) -> tuple[str, ...]:
     out = []
     for task in tasks:
         long_ = (

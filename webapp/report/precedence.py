@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from webapp.model import (
     AccountingJob,
@@ -230,7 +230,7 @@ def join(job_id: JobId, cluster: str, acct: AccountingJob | None, sj: SacctJob |
 
 
 def partition(acct: AccountingJob | None, sj: SacctJob | None) -> str | None:
-    return first(acct and acct.partition, sj and sj.partition)
+    return cast("str | None", first(acct and acct.partition, sj and sj.partition))
 
 
 def array_job_of(sj: SacctJob | None) -> int | None:

@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from webapp.model import QueueContext, Series, SourceUnavailable
 from webapp.sources.cluster import reasons_from
@@ -75,7 +75,7 @@ class BulkQueue:
                                    {"query": query, "start": start, "end": end, "step": step})
         if payload.get("status") != "success":
             raise SourceUnavailable("prometheus", str(payload.get("error", "query failed")))
-        return payload["data"]["result"]
+        return cast("list[dict[str, Any]]", payload["data"]["result"])
 
     def fetch(self, waits: Iterable[Wait]) -> dict[str, QueueContext]:
         """Each job's queue context; a window whose queries fail is left out."""
@@ -108,9 +108,10 @@ def _during(points: tuple[tuple[float, float], ...], submit: float, start: float
     return inside if at_submit is None else [at_submit, *inside]
 
 
-def _series(result: list[dict[str, Any]], **match: str) -> dict[str, tuple]:
+def _series(result: list[dict[str, Any]], **match: str
+            ) -> dict[str, tuple[tuple[float, float], ...]]:
     """label-less key or the first free label -> points, for results matching ``match``."""
-    out: dict[str, tuple] = defaultdict(tuple)
+    out: dict[str, tuple[tuple[float, float], ...]] = defaultdict(tuple)
     for item in result:
         metric = item.get("metric", {})
         if any(metric.get(k, "") != v for k, v in match.items()):
@@ -120,7 +121,7 @@ def _series(result: list[dict[str, Any]], **match: str) -> dict[str, tuple]:
     return out
 
 
-def context(w: Wait, answers: Mapping[str, list], step: float) -> QueueContext:
+def context(w: Wait, answers: Mapping[str, list[dict[str, Any]]], step: float) -> QueueContext:
     """One job's wait from the window's answers (as ``ClusterSource.queue`` reads it)."""
     pending = max(w.start - w.submit, 0.0)
     seen = _series(answers["seen"]).get("", ())
@@ -169,4 +170,4 @@ class PrefetchedCluster:
         found = self.prefetched.get(job_id)
         if found is not None and start is not None:
             return found
-        return self.live.queue(job_id, partition, submit, start)
+        return cast(QueueContext, self.live.queue(job_id, partition, submit, start))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from webapp.model import AccountingJob, JobId, NodeEvent, SacctJob, SourceUnavailable
 from webapp.sources.accounting import NODE_EVENTS_LIMIT
@@ -52,13 +52,13 @@ class PrefetchedAccounting:
         return found if found is not None else self.live.job(job_id)
 
     def ended_since(self, since: datetime) -> list[str]:
-        return self.live.ended_since(since)
+        return cast("list[str]", self.live.ended_since(since))
 
     def ended_between(self, since: int, until: int, limit: int) -> list[EndedJob]:
-        return self.live.ended_between(since, until, limit)
+        return cast("list[EndedJob]", self.live.ended_between(since, until, limit))
 
     def requested_gpu_types(self, job_id: JobId) -> tuple[str, ...]:
-        return self.live.requested_gpu_types(job_id)
+        return cast("tuple[str, ...]", self.live.requested_gpu_types(job_id))
 
     def time_limits(self, partition: str, since: datetime) -> dict[float, int]:
         # The same for every job of a batch (a 30-day window moved by seconds): ask once.
@@ -81,4 +81,4 @@ class PrefetchedSacct:
         return found if found is not None else self.live.job(job_id)
 
     def array(self, job_id: JobId) -> tuple[SacctJob, ...]:
-        return self.live.array(job_id)
+        return cast("tuple[SacctJob, ...]", self.live.array(job_id))

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import requests
@@ -70,6 +70,7 @@ from webapp.sources.prometheus_queries import (
     tail_query,
 )
 
+T = TypeVar("T")  # what a parser of an answer returns
 MAX_POINTS = 1000  # per series of a range query: the "full" resolution
 PLOT_POINTS = 500  # the default: about one point per pixel of a plot (axes ~490 pt wide)
 RESOLUTIONS = {"plot": PLOT_POINTS, "full": MAX_POINTS}
@@ -278,7 +279,7 @@ class PrometheusSource:
 
     def _payload(self, resp: requests.Response) -> Mapping[str, Any]:
         try:
-            payload = resp.json()
+            payload: Mapping[str, Any] = resp.json()
         except ValueError:
             raise SourceUnavailable(self.name, f"HTTP {resp.status_code} without JSON") from None
         if resp.status_code >= 400 and payload.get("errorType") not in ("bad_data",):
@@ -538,7 +539,7 @@ class PrometheusSource:
             # timeout, as it did when the queries ran one after another.
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _parse(self, parser: Any, payload: Mapping[str, Any], *args: Any) -> Any:
+    def _parse(self, parser: Callable[..., T], payload: Mapping[str, Any], *args: Any) -> T:
         try:
             return parser(payload, *args)
         except (ValueError, KeyError, TypeError) as exc:

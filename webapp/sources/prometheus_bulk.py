@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from webapp.model import Coverage, JobId, Series, SourceUnavailable, Usage
 from webapp.sources.counter_resets import RESETS_QUERY
@@ -202,7 +202,7 @@ class BulkMetrics:
         payload = self.source._get(path, params)  # noqa: SLF001 - same package, same client
         if payload.get("status") != "success":
             raise SourceUnavailable("prometheus", str(payload.get("error", "query failed")))
-        return payload["data"]["result"]
+        return cast("list[dict[str, Any]]", payload["data"]["result"])
 
     def fetch(self, jobs: Iterable[JobWindow]) -> dict[str, Usage]:
         """Each job's usage; jobs of a window whose queries failed are left out."""
@@ -343,7 +343,7 @@ def _matrix(items: list[dict[str, Any]], label: str) -> list[Series]:
     return parse_matrix({"status": "success", "data": {"result": items}}, label)
 
 
-def _points(values: list, lo: float, hi: float) -> tuple[tuple[float, float], ...]:
+def _points(values: list[Any], lo: float, hi: float) -> tuple[tuple[float, float], ...]:
     out = []
     for t, v in values:
         t = float(t)
@@ -357,8 +357,8 @@ def _core_times(result: list[dict[str, Any]], node: str) -> dict[tuple[str, str,
             for item in result if (m := item.get("metric", {}))}
 
 
-def split(b: Batch, ranges: Mapping[str, Rows], peaks: Mapping[str, Rows], cores: list,
-          node: str, scrape: float,
+def split(b: Batch, ranges: Mapping[str, Rows], peaks: Mapping[str, Rows],
+          cores: list[dict[str, Any]], node: str, scrape: float,
           core_times: Mapping[tuple[str, str, str], float] | None = None,
           gpus: Sequence[dict[str, Any]] = (), gpu_faults: Sequence[dict[str, Any]] = ()
           ) -> dict[str, Usage]:
@@ -491,15 +491,15 @@ class PrefetchedMetrics:
         found = self.prefetched.get(str(job_id)) if resolution == "plot" else None
         if found is not None:
             return found
-        return self.live.usage(job_id, start, end, nodes, resolution=resolution)
+        return cast(Usage, self.live.usage(job_id, start, end, nodes, resolution=resolution))
 
     def coverage(self, job_id: JobId | tuple[str, ...], start: datetime, end: datetime,
                  nodes: Iterable[str] = ()) -> Coverage:
         found = self.covered.get(str(job_id)) if not isinstance(job_id, tuple) else None
         if found is not None:
             return found
-        return self.live.coverage(job_id, start, end, nodes)
+        return cast(Coverage, self.live.coverage(job_id, start, end, nodes))
 
     def vector(self, query: str, time: float | None = None
                ) -> list[tuple[dict[str, str], float]]:
-        return self.live.vector(query, time)
+        return cast("list[tuple[dict[str, str], float]]", self.live.vector(query, time))

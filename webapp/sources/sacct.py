@@ -490,6 +490,7 @@ def component_line(job: SacctJob) -> Step:
 
 def pick_record(jid: str, rows: list[tuple[str, SacctJob]], alone: bool) -> SacctJob | None:
     """The record ``jid`` names among sacct's rows (``alone``: the only id asked for)."""
+    pick: Callable[[str, SacctJob], bool]
     for pick in (
         lambda rid, j: j.job_id == jid,  # as typed
         lambda rid, j: rid == jid,  # an array task's own numeric id (or the array's)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from pylatex import Document, NoEscape
 
+from webapp.json_codec import Json
 from webapp.renderers.latex import escaped
 from webapp.renderers.pdf import compile_tex
 from webapp.staff.account_report import FIGURES, AccountReport
@@ -100,7 +101,7 @@ def render_text(r: AccountReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def as_dict(r: AccountReport) -> dict:
+def as_dict(r: AccountReport) -> Json:
     return {
         "cluster": r.cluster, "account": r.account, "since": r.since, "until": r.until,
         "members": [{"user": m.user, "from_accounting": m.from_accounting, **m.figures}

@@ -14,12 +14,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from jobreport_common.units import GIB
 from webapp.archive.staff_rows import StaffRows, Window
 from webapp.model import JobReport
 from webapp.staff.build import memory_table, offenders, time_table
 from webapp.staff.data import StaffJob
 from webapp.staff.tables import (
-    GIB,
     HOUR,
     StaffReport,
     efficiency_table,
@@ -114,7 +114,7 @@ def build_staff_report_sql(rows: StaffRows, cluster: str, since: float, until: f
     n = int(cfg.rows)
     long_enough = f"elapsed >= {float(thresholds.min_runtime_hours * HOUR)!r}"
 
-    def top(where: str, params: tuple = (), order: str | None = None,
+    def top(where: str, params: tuple[Any, ...] = (), order: str | None = None,
             limit: int | None = n) -> list[StaffJob]:
         return [staff_job(r) for r in rows.top(w, where, params, order, limit)]
 

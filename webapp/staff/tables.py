@@ -21,6 +21,8 @@ from webapp.staff.data import StaffJob
 from webapp.thresholds import StaffConfig, Thresholds
 
 HOUR = 3600.0
+# A job's row of a table (its cells, its values), or None: the job is not in the table.
+Cell = tuple[tuple[str, ...], dict[str, float | str | None]] | None
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,7 @@ def efficiency_table(totals: EfficiencyTotals, cfg: StaffConfig, thresholds: Thr
 
 
 def _job_table(key: str, title: str, why: str, columns: tuple[str, ...],
-               jobs: Iterable[StaffJob], cell: Callable[[StaffJob], tuple[tuple, dict] | None],
+               jobs: Iterable[StaffJob], cell: Callable[[StaffJob], Cell],
                sort: str, cfg: StaffConfig) -> Table:
     rows = []
     for j in jobs:
@@ -169,7 +171,7 @@ def _job_table(key: str, title: str, why: str, columns: tuple[str, ...],
 
 
 def smaller_gpu(jobs: list[StaffJob], cfg: StaffConfig, thresholds: Thresholds) -> Table:
-    def cell(j: StaffJob):
+    def cell(j: StaffJob) -> Cell:
         if not j.gpus or j.gpu_utilization is None or not j.gpu_memory_total:
             return None
         used = j.gpu_memory_used or 0.0
@@ -219,7 +221,7 @@ def mig_fit(jobs: list[StaffJob], thresholds: Thresholds) -> Table:
 
 
 def fragmentation(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
-    def cell(j: StaffJob):
+    def cell(j: StaffJob) -> Cell:
         n = len(j.nodes)
         if n < 2 or j.gpus < 2 or j.gpus > n:
             return None
@@ -232,7 +234,7 @@ def fragmentation(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
 
 
 def idle_nodes(jobs: list[StaffJob], cfg: StaffConfig, thresholds: Thresholds) -> Table:
-    def cell(j: StaffJob):
+    def cell(j: StaffJob) -> Cell:
         if len(j.nodes) < 2 or not j.elapsed or not j.node_cpu_seconds:
             return None
         idle = unused.idle_nodes({n: s / j.elapsed for n, s in j.node_cpu_seconds.items()},
@@ -252,7 +254,7 @@ def idle_nodes(jobs: list[StaffJob], cfg: StaffConfig, thresholds: Thresholds) -
 def large_memory(jobs: list[StaffJob], cfg: StaffConfig, thresholds: Thresholds) -> Table:
     need = thresholds.large_memory_need_gib * GIB
 
-    def cell(j: StaffJob):
+    def cell(j: StaffJob) -> Cell:
         peak = memory_peak(j)
         if j.partition not in cfg.large_memory_partitions or peak is None or peak >= need:
             return None
@@ -265,7 +267,7 @@ def large_memory(jobs: list[StaffJob], cfg: StaffConfig, thresholds: Thresholds)
 
 
 def longest_queued(jobs: list[StaffJob], cfg: StaffConfig) -> Table:
-    def cell(j: StaffJob):
+    def cell(j: StaffJob) -> Cell:
         if j.wait is None:
             return None
         reasons = ", ".join(f"{r} ({format_duration(s)})" for r, s in j.pending_reasons)

@@ -25,6 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from tqdm import tqdm
 
@@ -81,10 +82,10 @@ class SyncResult:
     """What a run did: outcomes per stream, watermarks after it, and why it stopped."""
 
     selected: list[EndedJob] = field(default_factory=list)
-    outcomes: dict[str, Counter] = field(default_factory=dict)
+    outcomes: dict[str, Counter[str]] = field(default_factory=dict)
     watermarks: dict[str, int | None] = field(default_factory=dict)
-    delivery: Counter = field(default_factory=Counter)
-    chat: Counter = field(default_factory=Counter)  # chat notices: sent, deferred, failed
+    delivery: Counter[str] = field(default_factory=Counter)
+    chat: Counter[str] = field(default_factory=Counter)  # chat notices: sent, deferred, failed
     pruned: int = 0
     source: str = "accounting"
     busy: str | None = None
@@ -230,7 +231,7 @@ class Syncer:
 
     def _batch(self, batch: list[EndedJob], todo: dict[str, list[EndedJob]],
                opts: SyncOptions, service: ReportService, outbox: Outbox | None,
-               opt_out: frozenset[str], result: SyncResult, bar: tqdm) -> bool:
+               opt_out: frozenset[str], result: SyncResult, bar: tqdm[NoReturn]) -> bool:
         """Process a batch in end order; False when a job stopped the run."""
         for job in batch:
             streams = [s for s in todo if job in todo[s]]
@@ -353,7 +354,7 @@ def sync_files(settings: Settings) -> dict[str, str | None]:
     return {"archive": sqlite_path(settings.archive_url), "outbox": settings.outbox}
 
 
-def _deliver(outbox: Outbox, connect: Connect, notify: Notify) -> tuple[Counter, Counter]:
+def _deliver(outbox: Outbox, connect: Connect, notify: Notify) -> tuple[Counter[str], Counter[str]]:
     """The emails, then the chat notices: (email counts, chat counts)."""
     try:
         with outbox.lock():

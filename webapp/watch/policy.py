@@ -20,6 +20,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from webapp.detectors.policy_scope import JobScope
 
@@ -63,7 +64,7 @@ class Policy:
         return None
 
 
-def _names(table: dict, key: str, where: str) -> frozenset[str]:
+def _names(table: dict[str, Any], key: str, where: str) -> frozenset[str]:
     value = table.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise PolicyError(f"{where}: {key} must be a list of names")

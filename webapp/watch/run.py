@@ -48,7 +48,7 @@ class WatchResult:
     alerts: list[tuple[Alert, str]] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    delivery: Counter = field(default_factory=Counter)
+    delivery: Counter[str] = field(default_factory=Counter)
     busy: str | None = None
     enforcing: bool = False
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, Response, abort, g, request, url_for
+from flask.typing import ResponseReturnValue
 
 from webapp.json_codec import TIME
 from webapp.report.job_rows import JobRow
@@ -68,7 +69,7 @@ def _page(listing: Listing, next_url: Callable[[int], str]) -> dict[str, Any]:
 
 
 @bp.get("/jobs")
-def jobs():
+def jobs() -> ResponseReturnValue:
     """The jobs of the user who asks (staff: of ``?user=``), one page of "My jobs"."""
     who = params.optional_name(request.args, "user") or g.user
     if who != g.user and not auth.is_staff(g.user):
@@ -85,7 +86,7 @@ def jobs():
 
 
 @bp.get("/accounts/<account>/jobs")
-def account_jobs(account: str):
+def account_jobs(account: str) -> ResponseReturnValue:
     """An account's jobs, one page of its ``/accounts/<name>`` list: for staff and the
     account's Slurm coordinators (that page's check; 400 for a malformed name, 403)."""
     check_account(account)
@@ -100,14 +101,14 @@ def account_jobs(account: str):
 
 
 @bp.get("/jobs/<cluster>/<job_id>")
-def job(cluster: str, job_id: str):
+def job(cluster: str, job_id: str) -> Response:
     """The job's report as ``/c/<cluster>/jobs/<id>.json`` gives it: that view's own code
     (400 for a malformed id, 404 naming an unknown one, 403 for another user's job)."""
     return views.job_json(job_id, cluster)
 
 
 @bp.get("/openapi.json")
-def openapi():
+def openapi() -> Response:
     """The API's description; its server is where this app is mounted (a proxy's prefix)."""
     spec = json.loads(OPENAPI.read_text())
     spec["servers"] = [{"url": request.script_root or "/"}]

@@ -26,6 +26,7 @@ import threading
 import time
 import unicodedata
 from pathlib import Path
+from typing import cast
 from urllib.parse import urlsplit
 
 from flask import (
@@ -39,11 +40,13 @@ from flask import (
     session,
     url_for,
 )
+from flask.typing import ResponseReturnValue
 from werkzeug.security import check_password_hash, generate_password_hash
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 from webapp.model import JobReport
 from webapp.settings import Settings
+from webapp.web.state import WebState
 
 bp = Blueprint("auth", __name__)
 log = logging.getLogger(__name__)
@@ -69,7 +72,7 @@ _FILES_LOCK = threading.Lock()
 
 
 def settings() -> Settings:
-    return current_app.config["JOBREPORT_SETTINGS"]
+    return cast(Settings, current_app.config["JOBREPORT_SETTINGS"])
 
 
 def read_password_file(path: str) -> dict[str, str]:
@@ -133,7 +136,7 @@ def start_session(username: str, hashed: str) -> None:
 
 def session_user() -> str | None:
     """The session's user while the session is still valid; otherwise it is cleared."""
-    user = session.get("user")
+    user = cast("str | None", session.get("user"))
     if not user:
         return None
     since = session.get("since")
@@ -158,8 +161,8 @@ def end_session() -> None:
     session.clear()
 
 
-def web_state():
-    return current_app.extensions["jobreport.state"]
+def web_state() -> WebState:
+    return cast(WebState, current_app.extensions["jobreport.state"])
 
 
 def is_staff(user: str | None) -> bool:
@@ -205,7 +208,7 @@ def csrf_token() -> str:
     """The session's CSRF token, created on first use."""
     if "csrf" not in session:
         session["csrf"] = secrets.token_urlsafe(32)
-    return session["csrf"]
+    return cast(str, session["csrf"])
 
 
 def check_csrf() -> None:
@@ -285,7 +288,7 @@ def _safe_next(target: str) -> str:
 
 
 @bp.route("/login", methods=("GET", "POST"))
-def login():
+def login() -> ResponseReturnValue:
     """Password login form; on success, back to the page that asked for it."""
     if settings().auth != "password":
         abort(404)
@@ -305,7 +308,7 @@ def login():
 
 
 @bp.post("/logout")
-def logout():
+def logout() -> WerkzeugResponse:
     """End the session (its cookie stops working everywhere) and go back to the login form."""
     end_session()
     return redirect(url_for("auth.login"))

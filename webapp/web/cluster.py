@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import cast
 
-from flask import Blueprint, current_app, g, jsonify, render_template
+from flask import Blueprint, Response, current_app, g, jsonify, render_template
+from flask.typing import ResponseReturnValue
 
 from jobreport_common.constants import ConstantsError, as_json, load_constants
+from webapp.json_codec import Json
 from webapp.model import SourceUnavailable
 from webapp.renderers.cluster_chart import usage_svg
 from webapp.settings import Settings, SettingsError
 from webapp.sources.cluster_overview import ClusterOverviewSource
 from webapp.sources.from_settings import prometheus_from
+from webapp.sources.slurm_config import SlurmConfigSource
 from webapp.web import auth
 from webapp.web.cluster_view import cluster_view
 
@@ -26,13 +30,14 @@ log = logging.getLogger(__name__)
 def _private_data() -> frozenset[str] | None:
     """The site's PrivateData (cached by the source); None when scontrol cannot say."""
     try:
-        return current_app.extensions["jobreport.slurm_config"].private_data()
+        slurm_config: SlurmConfigSource = current_app.extensions["jobreport.slurm_config"]
+        return slurm_config.private_data()
     except SourceUnavailable as exc:
         log.warning("%s (%s): hiding other users' rows on /cluster", exc, exc.detail)
         return None
 
 
-def constants_at_start(settings: Settings) -> dict:
+def constants_at_start(settings: Settings) -> Json:
     """The allocation targets file, read when the app is built: an unusable one stops the
     start naming JOBREPORT_CONSTANTS_FILE."""
     if not settings.constants_file:
@@ -44,18 +49,18 @@ def constants_at_start(settings: Settings) -> dict:
                             ) from None
 
 
-def _constants() -> dict:
-    return current_app.extensions["jobreport.constants"]
+def _constants() -> Json:
+    return cast(Json, current_app.extensions["jobreport.constants"])
 
 
 @bp.get("/api/constants")
-def constants():
+def constants() -> Response:
     """The allocation targets file (JOBREPORT_CONSTANTS_FILE) as JSON."""
     return jsonify(_constants())
 
 
 @bp.get("/cluster")
-def cluster():
+def cluster() -> ResponseReturnValue:
     """The cluster now, from slurm-exporter's series in Prometheus."""
     s = auth.settings()
     # The same credentials and TLS as the reports' queries of that Prometheus.

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, jsonify, make_response, render_template, request
+from flask import Flask, Response, jsonify, make_response, render_template, request
+from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import HTTPException
 
 from webapp.detectors.policy import PolicyError
@@ -18,7 +19,7 @@ log = logging.getLogger(__name__)
 SOURCE_NAMES = {"accounting": "The accounting database"}
 
 
-def error_response(code: int, title: str, message: str):
+def error_response(code: int, title: str, message: str) -> ResponseReturnValue:
     """The error in the format the URL asked for (the API's always JSON)."""
     if request.path.endswith(".json") or request.path.startswith(API_PREFIX):
         return jsonify(error=title, message=message, status=code), code
@@ -27,21 +28,21 @@ def error_response(code: int, title: str, message: str):
     return render_template("errors/error.html", code=code, title=title, message=message), code
 
 
-def invalid_job_id(exc: InvalidJobId):
+def invalid_job_id(exc: InvalidJobId) -> ResponseReturnValue:
     return error_response(400, "Bad Request", f"{exc}.")
 
 
-def bad_query(exc: BadQuery):
+def bad_query(exc: BadQuery) -> ResponseReturnValue:
     """A parameter we do not accept: 400 naming it (the message starts with its name)."""
     return error_response(400, "Bad Request", f"{exc}.")
 
 
-def job_not_found(exc: JobNotFound):
+def job_not_found(exc: JobNotFound) -> ResponseReturnValue:
     return error_response(404, "Not Found", f"No job {exc.job_id} is known to the accounting "
                                              "database.")
 
 
-def source_unavailable(exc: SourceUnavailable):
+def source_unavailable(exc: SourceUnavailable) -> Response:
     log.error("%s", exc)
     what = SOURCE_NAMES.get(exc.source, f"The {exc.source} source")
     response = make_response(error_response(
@@ -52,7 +53,7 @@ def source_unavailable(exc: SourceUnavailable):
     return response
 
 
-def policy_broken(_exc: PolicyError):
+def policy_broken(_exc: PolicyError) -> Response:
     """The site's policy did not load in this process yet (an edit broken before a worker
     started): no report is judged by a guess. The loader logged the errors once; staff
     see them on every page."""
@@ -64,7 +65,7 @@ def policy_broken(_exc: PolicyError):
     return response
 
 
-def http_error(exc: HTTPException):
+def http_error(exc: HTTPException) -> Response:
     """The error page, keeping the exception's own headers (Retry-After, Allow, ...)."""
     response = make_response(error_response(exc.code or 500, exc.name,
                                             exc.description or exc.name))

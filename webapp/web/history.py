@@ -6,10 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from flask import Blueprint, abort, g, render_template, request
+from flask.typing import ResponseReturnValue
 
+from webapp.detectors.advice import PERCENTILE
 from webapp.model import SourceUnavailable
 from webapp.renderers.presentation import sizing_lines
-from webapp.report.history import MIN_JOBS, PERCENTILE, history
+from webapp.report.history import MIN_JOBS, history
 from webapp.web import auth
 from webapp.web import query_params as params
 from webapp.web.reports import get_service
@@ -20,7 +22,7 @@ DEFAULT_DAYS = 30
 
 
 @bp.get("/history")
-def page():
+def page() -> ResponseReturnValue:
     """Past jobs (of one name, or all) with peaks, efficiencies and the next #SBATCH block."""
     user = params.optional_name(request.args, "user") or g.user
     name = params.text(request.args, "name") or None

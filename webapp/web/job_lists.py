@@ -15,8 +15,10 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from flask import Blueprint, abort, g, render_template, request
+from flask.typing import ResponseReturnValue
 
 from webapp.lists.job_list import STATES, WASTE_KEYS, ListQuery, select, top_waste, totals
 from webapp.lists.my_jobs import MyJobs, paged, waste
@@ -68,7 +70,7 @@ def _sentences(gaps: Iterable[str]) -> list[str]:
 
 
 def _render(template: str, q: ListQuery, rows: Sequence[JobRow], total: int, gaps: list[str],
-            **extra):
+            **extra: Any) -> str:
     s = auth.settings()
     return render_template(template, q=q, rows=rows, total=total, gaps=gaps,
                            states=STATES, clusters=s.cluster_names if s.multi_cluster else (),
@@ -127,7 +129,7 @@ def user_listing(q: ListQuery, name: str) -> Listing:
     return Listing(select(rows, q), len(rows), gaps)
 
 
-def my_jobs():
+def my_jobs() -> str:
     """The signed-in user's jobs of the last days (the home page), with the lookup form."""
     q = _query()
     mine = user_listing(q, g.user)
@@ -163,7 +165,7 @@ def check_account(name: str) -> None:
               " may see its jobs.")
 
 
-def _staff_page(kind: str, name: str):
+def _staff_page(kind: str, name: str) -> str:
     params.slurm_name(name, kind)
     q = _query()
     now = datetime.now(UTC)
@@ -178,7 +180,7 @@ def _staff_page(kind: str, name: str):
 
 
 @bp.get("/users/<name>")
-def user(name: str):
+def user(name: str) -> ResponseReturnValue:
     """One user's jobs and their top waste: staff, or the user themself."""
     if not auth.is_staff(g.user) and name != g.user:
         abort(403, description="Only support staff may see another user's jobs.")
@@ -186,7 +188,7 @@ def user(name: str):
 
 
 @bp.get("/accounts/<name>")
-def account(name: str):
+def account(name: str) -> ResponseReturnValue:
     """One account's jobs and their top waste: staff, or the account's coordinators."""
     check_account(name)
     return _staff_page("account", name)

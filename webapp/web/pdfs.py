@@ -68,7 +68,7 @@ class PdfBuilds:
         self.in_process = in_process
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._pending: dict[str, Future] = {}  # background builds of this worker, by key
+        self._pending: dict[str, Future[bytes]] = {}  # background builds of this worker, by key
         self._failed: dict[str, BaseException] = {}  # a background build's error, told once
 
     def cached(self, key: str) -> bytes | None:
@@ -119,7 +119,7 @@ class PdfBuilds:
         return self._builder().submit(render, report).result()
 
     def _background(self, report: JobReport, key: str,
-                    render: Callable[[JobReport], bytes]) -> Future:
+                    render: Callable[[JobReport], bytes]) -> Future[bytes]:
         """The build of ``key`` under way in this worker, or a new one."""
         pool = self._builder()
         with self._lock:
@@ -130,7 +130,7 @@ class PdfBuilds:
                 future.add_done_callback(lambda done: self._forget(key, done))
         return future
 
-    def _forget(self, key: str, done: Future) -> None:
+    def _forget(self, key: str, done: Future[bytes]) -> None:
         with self._lock:
             self._pending.pop(key, None)
             error = done.exception()

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from flask import Flask, request
+from flask import Flask, Response, request
 from flask_limiter import Limiter
 from limits import parse_many
 from limits.storage import Storage
@@ -94,7 +94,7 @@ def _address_and_user_name() -> str:
     return f"{_address()} {request.form.get('username', '').strip()}"
 
 
-def _failed(response) -> bool:
+def _failed(response: Response) -> bool:
     # Only failed logins count: a user who types the password right is never slowed.
     return response.status_code == 401
 

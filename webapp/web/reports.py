@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable
+from typing import cast
 
 from cachetools import TLRUCache
 from flask import abort, current_app, g
@@ -65,7 +66,7 @@ def get_service(cluster: str | None = None) -> ReportService:
         with _service_lock:
             if ext.get(key) is None:
                 ext[key] = ReportService(settings.for_cluster(cluster or settings.cluster))
-    return ext[key]
+    return cast(ReportService, ext[key])
 
 
 def _deny(canonical: JobId, owner: str | None) -> None:
@@ -103,7 +104,8 @@ def load_report(job_id: JobId, authorized: bool = False, resolution: str = "plot
     if not authorized:
         authorize(canonical, cluster)
     key = (cluster or "", canonical, resolution)
-    report = current_app.extensions["jobreport.reports"].get(
+    cache: ReportCache = current_app.extensions["jobreport.reports"]
+    report = cache.get(
         key, lambda: service.build(canonical, resolution=resolution)
     )
     if not auth.can_view(g.user, report):  # the report's owner agrees with the check above

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from flask import Blueprint, abort, g, render_template, request
+from flask.typing import ResponseReturnValue
 
 from webapp.detectors.policy_in_force import in_force
 from webapp.model import SourceUnavailable
@@ -36,7 +37,7 @@ def staff_only() -> None:
 
 
 @bp.get("/report")
-def report():
+def report() -> ResponseReturnValue:
     s = auth.settings()
     days = params.whole_number(request.args, "days", 1, MAX_DAYS, int(s.staff_report.days))
     try:
@@ -48,7 +49,7 @@ def report():
 
 
 @bp.get("/users/<name>")
-def user(name: str):
+def user(name: str) -> ResponseReturnValue:
     params.slurm_name(name, "user")
     s = auth.settings()
     days = int(s.staff_report.notice_days)

@@ -6,7 +6,10 @@ to ``/emails``, where a signed-in user stops or resumes their own emails."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from flask import Blueprint, abort, current_app, g, render_template, request
+from flask.typing import ResponseReturnValue
 
 from webapp.archive.mail_state import MailState
 from webapp.archive.store import Archive
@@ -19,7 +22,7 @@ GONE = 410
 
 
 def _settings() -> Settings:
-    return current_app.config["JOBREPORT_SETTINGS"]
+    return cast(Settings, current_app.config["JOBREPORT_SETTINGS"])
 
 
 def _who(token: str) -> OptOutToken:
@@ -30,13 +33,13 @@ def _who(token: str) -> OptOutToken:
     return found
 
 
-def _expired(found: OptOutToken):
+def _expired(found: OptOutToken) -> tuple[str, int]:
     return render_template("unsubscribe.html", cluster=found.cluster, who=found.user,
                            expired=True, days=_settings().opt_out_link_days), GONE
 
 
 @bp.get("/unsubscribe/<token>")
-def page(token: str):
+def page(token: str) -> ResponseReturnValue:
     """What the opt-out button will do, for whom."""
     found = _who(token)
     if found.expired:
@@ -46,7 +49,7 @@ def page(token: str):
 
 
 @bp.post("/unsubscribe/<token>")
-def record(token: str):
+def record(token: str) -> ResponseReturnValue:
     """Record the opt-out (idempotent)."""
     found = _who(token)
     if found.expired:
@@ -58,7 +61,7 @@ def record(token: str):
 
 
 @bp.route("/emails", methods=("GET", "POST"))
-def manage():
+def manage() -> ResponseReturnValue:
     """The signed-in user's report emails on a cluster: stop or resume them."""
     settings = _settings()
     cluster = choice(request.values, "cluster", settings.cluster_names) or settings.cluster

@@ -15,6 +15,7 @@ from flask import (
     request,
     url_for,
 )
+from flask.typing import ResponseReturnValue
 
 from webapp.model import JobId
 from webapp.renderers import site_wording
@@ -23,6 +24,7 @@ from webapp.sources.prometheus import RESOLUTIONS
 from webapp.web import auth
 from webapp.web import query_params as params
 from webapp.web.job_lists import my_jobs
+from webapp.web.pdfs import PdfBuilds
 from webapp.web.reports import authorize, load_report
 
 PDF_RELOAD_SECONDS = 3  # the "being built" page's reload
@@ -48,7 +50,7 @@ def _kept_key(cluster: str | None, job_id: JobId) -> str:
 
 
 @bp.get("/")
-def index():
+def index() -> ResponseReturnValue:
     """The user's recent jobs and the lookup form; ?job=ID redirects to that job's page."""
     job = params.text(request.args, "job")
     if job:
@@ -59,7 +61,7 @@ def index():
 
 @bp.get("/jobs/<job_id>")
 @bp.get("/c/<cluster>/jobs/<job_id>")
-def job(job_id: str, cluster: str | None = None):
+def job(job_id: str, cluster: str | None = None) -> ResponseReturnValue:
     """The report as an HTML page with findings and inline SVG plots."""
     canonical = JobId.parse(job_id)
     report = load_report(canonical, cluster=cluster)
@@ -77,7 +79,7 @@ def job(job_id: str, cluster: str | None = None):
 
 @bp.get("/jobs/<job_id>/plots/<plot>.svg")
 @bp.get("/c/<cluster>/jobs/<job_id>/plots/<plot>.svg")
-def job_plot(job_id: str, plot: str, cluster: str | None = None):
+def job_plot(job_id: str, plot: str, cluster: str | None = None) -> Response:
     """One plot of the report as an SVG image (the page's details load them lazily)."""
     from webapp.renderers.charts import PLOTS
     from webapp.renderers.pdf_store import final
@@ -97,13 +99,13 @@ def job_plot(job_id: str, plot: str, cluster: str | None = None):
 
 @bp.get("/jobs/<job_id>.pdf")
 @bp.get("/c/<cluster>/jobs/<job_id>.pdf")
-def job_pdf(job_id: str, cluster: str | None = None):
+def job_pdf(job_id: str, cluster: str | None = None) -> ResponseReturnValue:
     """The report as a PDF, one section per page (kept on the host once the job has ended:
     ``webapp.renderers.pdf_store``)."""
     from webapp.renderers import pdf
     canonical = JobId.parse(job_id)
     authorize(canonical, cluster)
-    builds = current_app.extensions["jobreport.pdfs"]
+    builds: PdfBuilds = current_app.extensions["jobreport.pdfs"]
     key = _kept_key(cluster, canonical)
     body = builds.cached(key)
     if body is None and not builds.pending(key):
@@ -121,7 +123,7 @@ def job_pdf(job_id: str, cluster: str | None = None):
 
 @bp.get("/jobs/<job_id>.json")
 @bp.get("/c/<cluster>/jobs/<job_id>.json")
-def job_json(job_id: str, cluster: str | None = None):
+def job_json(job_id: str, cluster: str | None = None) -> Response:
     """The report as JSON (what `jobreport show --format json` prints): compact, series at
     the plots' resolution; ?pretty=1 indents it, ?resolution=full has the finest series."""
     from webapp.renderers import json as json_renderer
@@ -134,7 +136,7 @@ def job_json(job_id: str, cluster: str | None = None):
 
 @bp.get("/jobs/<job_id>.txt")
 @bp.get("/c/<cluster>/jobs/<job_id>.txt")
-def job_txt(job_id: str, cluster: str | None = None):
+def job_txt(job_id: str, cluster: str | None = None) -> Response:
     """The report as plain text, its details and audit included (a download, not a screen)."""
     from webapp.renderers import text
 
@@ -145,6 +147,6 @@ def job_txt(job_id: str, cluster: str | None = None):
 
 
 @bp.get("/healthz")
-def healthz():
+def healthz() -> ResponseReturnValue:
     """Liveness for the load balancer: no login, no database."""
     return {"status": "ok"}

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -131,6 +133,37 @@ def test_prometheus_down_is_source_unavailable():
     with pytest.raises(SourceUnavailable) as err:
         src.usage("1", now - timedelta(minutes=5), now)
     assert err.value.source == "prometheus"
+
+
+@pytest.mark.parametrize("body", [b"[]", b'"ok"', b"null"])
+def test_prometheus_answering_json_not_an_object_is_source_unavailable(body):
+    """A proxy in front of Prometheus that answers JSON of another shape: the report's
+    "data unavailable" note, not an AttributeError out of the page."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET  # noqa: N815 (http.server's name)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        src = prometheus.PrometheusSource(f"http://127.0.0.1:{server.server_port}", timeout=5)
+        now = datetime.now(UTC)
+        with pytest.raises(SourceUnavailable, match="not an object") as err:
+            src.usage("1", now - timedelta(minutes=5), now)
+        assert err.value.source == "prometheus"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_accounting_down_is_source_unavailable():

@@ -116,7 +116,10 @@ def test_policy_file_is_checked():
     assert parse_policy(POLICY, RULE_NAMES).entries[0].grace_seconds == 600
     for bad, what in ((POLICY.replace("gpu_idle", "gpu_idel"), "gpu_idel"),
                       (POLICY.replace('accounts = ["teaching"]', ""), "partition or account"),
-                      (POLICY + "\nwhatever = 1\n", "whatever")):
+                      (POLICY + "\nwhatever = 1\n", "whatever"),
+                      ("cancel = 3\n", r"\[\[cancel\]\] tables"),
+                      ("cancel = [1]\n", "#1: not a table"),
+                      (POLICY.replace("[[cancel]]", "[cancel]"), r"\[\[cancel\]\] tables")):
         with pytest.raises(PolicyError, match=what):
             parse_policy(bad, RULE_NAMES)
 

@@ -279,9 +279,13 @@ class PrometheusSource:
 
     def _payload(self, resp: requests.Response) -> Mapping[str, Any]:
         try:
-            payload: Mapping[str, Any] = resp.json()
+            payload = resp.json()
         except ValueError:
             raise SourceUnavailable(self.name, f"HTTP {resp.status_code} without JSON") from None
+        if not isinstance(payload, Mapping):  # a proxy's page or list, not Prometheus's answer
+            raise SourceUnavailable(
+                self.name, f"HTTP {resp.status_code}: JSON {type(payload).__name__}, not an object"
+            )
         if resp.status_code >= 400 and payload.get("errorType") not in ("bad_data",):
             raise SourceUnavailable(
                 self.name, f"HTTP {resp.status_code}: {payload.get('error', '')}"

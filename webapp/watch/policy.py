@@ -81,9 +81,14 @@ def parse_policy(text: str, rules: tuple[str, ...]) -> Policy:
     unknown = sorted(set(data) - {"cancel", "exempt_users", "exempt_accounts"})
     if unknown:
         raise PolicyError(f"unknown key(s) {', '.join(unknown)}")
+    tables = data.get("cancel", [])
+    if not isinstance(tables, list):  # `cancel = 3`, or one [cancel] table for [[cancel]]
+        raise PolicyError("cancel must be [[cancel]] tables, one per entry")
     entries = []
-    for i, table in enumerate(data.get("cancel", [])):
+    for i, table in enumerate(tables):
         where = f"[[cancel]] #{i + 1}"
+        if not isinstance(table, dict):
+            raise PolicyError(f"{where}: not a table")
         extra = sorted(set(table) - {"rule", "grace_minutes", *LISTS})
         if extra:
             raise PolicyError(f"{where}: unknown key(s) {', '.join(extra)}")

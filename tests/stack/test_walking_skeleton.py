@@ -132,6 +132,14 @@ def test_dev_stack_twice_leaves_one_of_each(stack_env):
     # Match on our own config/ports: a benchmark may run a second Prometheus elsewhere.
     assert len(_pgrep("-f", "prometheus --config.file=.*var/prometheus/prometheus.yml")) == 1
     assert _pgrep("-f", "gunicorn --bind 127.0.0.1:8000")
+    # Found by their pidfiles as the next start and `stop` look for them (the pid runs
+    # under the daemon's name, scripts/lib/pidfile.sh; the sync loop names itself). Not
+    # the exporters, which another module restarts.
+    lib = stack.STACK_ROOT / "scripts" / "lib" / "pidfile.sh"
+    for name in ("munged", "slurmctld", "prometheus", "web", "sync"):
+        pidfile = stack.STACK_ROOT / "var" / "dev-stack" / f"{name}.pid"
+        found = subprocess.run(["bash", "-c", f'. "{lib}"; alive "$1"', "alive", str(pidfile)])
+        assert found.returncode == 0, f"{name}: {pidfile.read_text().strip()} not running as it"
 
 
 @pytest.mark.parametrize(

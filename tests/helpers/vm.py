@@ -171,16 +171,18 @@ def session_batch() -> dict[str, dict[str, str]]:
                  for c in CLUSTERS})
 
 
-# A test that stops a VM's slurmdbd holds this lock exclusively (``slurmdbd_stopped``);
-# every other VM test module holds it shared while it runs (tests/vm/conftest.py), so
-# under xdist none of them asks sacct, slurmrestd or sacctmgr while slurmdbd is down.
-ACCOUNTING_LOCK = STACK_ROOT / "var" / "vm" / "accounting.lock"
+# Each cluster has its own accounting lock. A test that stops a VM's slurmdbd or disturbs
+# its other daemons holds that cluster's exclusively (``slurmdbd_stopped``, ``alone``);
+# every other VM test module holds both shared while it runs (tests/vm/conftest.py), so
+# under xdist none of them asks sacct, slurmrestd or sacctmgr meanwhile, while a fault
+# test on one cluster runs beside one on the other (they were ~300 s in a row).
+LOCK_DIR = STACK_ROOT / "var" / "vm"
 
 
 @contextmanager
-def _flock(how: int) -> Iterator[None]:
-    ACCOUNTING_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(ACCOUNTING_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+def _flock(cluster: str, how: int) -> Iterator[None]:
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    fd = os.open(LOCK_DIR / f"accounting-{cluster}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, how)  # blocks until the holders of the other kind are done
         yield
@@ -188,22 +190,29 @@ def _flock(how: int) -> Iterator[None]:
         os.close(fd)
 
 
-def accounting_in_use() -> contextlib.AbstractContextManager[None]:
-    """Held by a module that reads the VMs' accounting (shared with other such modules)."""
-    return _flock(fcntl.LOCK_SH)
+@contextmanager
+def accounting_in_use() -> Iterator[None]:
+    """Held by a module that reads the VMs' accounting (shared with other such modules),
+    on every cluster; taken in ``CLUSTERS``' order, so two holders never wait in a ring."""
+    with contextlib.ExitStack() as held:
+        for cluster in CLUSTERS:
+            held.enter_context(_flock(cluster, fcntl.LOCK_SH))
+        yield
 
 
-def alone() -> contextlib.AbstractContextManager[None]:
-    """Held by a test that disturbs a VM cluster's daemons (slurmctld restarted, a node
-    down): no other VM module submits jobs or asks the clusters meanwhile."""
-    return _flock(fcntl.LOCK_EX)
+def alone(cluster: str) -> contextlib.AbstractContextManager[None]:
+    """Held by a test that disturbs ``cluster``'s daemons (slurmctld restarted, a node
+    down): no other VM module submits jobs or asks the clusters meanwhile, but a test
+    disturbing the other cluster may run beside it."""
+    return _flock(cluster, fcntl.LOCK_EX)
 
 
 @contextmanager
 def slurmdbd_stopped(cluster: str) -> Iterator[None]:
     """The cluster's slurmdbd stopped (slurmctld queues the records meanwhile), alone
-    among the VM tests; started again, and answering, however the block ends."""
-    with _flock(fcntl.LOCK_EX):
+    among the VM tests of that cluster; started again, and answering, however the block
+    ends."""
+    with alone(cluster):
         run(cluster, "systemctl", "stop", "slurmdbd")
         try:
             yield

@@ -1,8 +1,9 @@
-"""Every VM test module holds the VMs' accounting lock shared while it runs, so a test that
-stops a VM's slurmdbd (``vm.slurmdbd_stopped``, exclusive) runs while no other module
-asks sacct, slurmrestd or sacctmgr there, on any xdist worker. A module that stops
-slurmdbd itself sets ``STOPS_SLURMDBD = True`` and takes the exclusive lock in its test;
-one that disturbs other daemons (``vm.alone``) sets ``DISTURBS_CLUSTER = True``."""
+"""Every VM test module holds both VM clusters' accounting locks shared while it runs, so a
+test that stops a VM's slurmdbd (``vm.slurmdbd_stopped``, that cluster's lock exclusive)
+runs while no other module asks sacct, slurmrestd or sacctmgr there, on any xdist worker.
+A module that stops slurmdbd itself sets ``STOPS_SLURMDBD = True`` and takes its cluster's
+exclusive lock in its test; one that disturbs other daemons (``vm.alone``) sets
+``DISTURBS_CLUSTER = True``. Two such modules on different clusters run side by side."""
 
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ it to 20 s for its run (slurm.conf in the guest and ``scontrol reconfigure``, un
 however the test ends). ``scontrol update state=down`` would fail the job at once, but
 that is an administrator's act, not a death: here slurmctld itself has to notice.
 
-A down node stops every other VM test's jobs on that cluster: this module takes the VMs'
-accounting lock exclusively (``vm.alone``; tests/vm/conftest.py), after the session's VM
-jobs have ended, and brings the node back in a ``finally``."""
+A down node stops every other VM test's jobs on that cluster: this module takes the
+cluster's accounting lock exclusively (``vm.alone``; tests/vm/conftest.py), after the
+session's VM jobs have ended, and brings the node back in a ``finally``."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from tests.helpers.stack import BUSY, StackJob
 from tests.helpers.wait import wait_for
 from webapp.archive.store import Archive
 
-DISTURBS_CLUSTER = True  # tests/vm/conftest.py: this module takes the lock exclusively
+DISTURBS_CLUSTER = True  # tests/vm/conftest.py: this module takes its lock exclusively
 CLUSTER = "v24"
 NODE = vm.node(CLUSTER)
 CONF = "/etc/slurm/slurm.conf"
@@ -122,7 +122,7 @@ def test_a_job_whose_node_dies_is_reported_node_fail_and_the_sync_goes_on(
     t0 = int(time.time()) - 2
     with Archive(env["JOBREPORT_ARCHIVE_URL"]) as archive:
         archive.advance(CLUSTER, "archive", t0)  # this test's jobs, not last week's
-    with vm.alone(), _slurmd_timeout(SLURMD_TIMEOUT):
+    with vm.alone(CLUSTER), _slurmd_timeout(SLURMD_TIMEOUT):
         try:
             doomed = vm.submit(CLUSTER, DOOMED)
             vm.wait_until_running(CLUSTER, doomed)

@@ -5,9 +5,9 @@ an undisturbed twin of the session batch has (CPU efficiency, memory peak, sampl
 findings), and the sync archives each exactly once.
 
 A restarting slurmctld refuses sbatch, squeue and slurmrestd for a few seconds, which
-would fail any other VM test asking meanwhile: this module takes the VMs' accounting lock
-exclusively (``vm.alone``; tests/vm/conftest.py), after the session's VM jobs have ended
-so the node is free."""
+would fail any other VM test asking meanwhile: this module takes the cluster's accounting
+lock exclusively (``vm.alone``; tests/vm/conftest.py), after the session's VM jobs have
+ended so the node is free. The fault tests of `v24` may run beside it."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from tests.helpers.stack import BUSY, StackJob
 from tests.helpers.wait import wait_for
 from webapp.archive.store import Archive
 
-DISTURBS_CLUSTER = True  # tests/vm/conftest.py: this module takes the lock exclusively
+DISTURBS_CLUSTER = True  # tests/vm/conftest.py: this module takes its lock exclusively
 CLUSTER = "v26"
 RUN_S = 45
 # Twins of the session batch's "busy" and "idle" (tests/helpers/vm.py), run longer so the
@@ -81,7 +81,7 @@ def test_jobs_running_through_a_slurmctld_restart_are_reported_and_archived_as_u
     t0 = int(time.time()) - 2
     with Archive(env["JOBREPORT_ARCHIVE_URL"]) as archive:
         archive.advance(CLUSTER, "archive", t0)  # this test's jobs, not last week's
-    with vm.alone():
+    with vm.alone(CLUSTER):
         ids = {name: vm.submit(CLUSTER, job) for name, job in JOBS.items()}
         for job_id in ids.values():
             vm.wait_until_running(CLUSTER, job_id)

@@ -5,9 +5,10 @@ its database, and the next sync archives each job and logs its email exactly onc
 sync after that does nothing twice.
 
 Stopping slurmdbd would break any other VM test asking sacct, slurmrestd or sacctmgr
-meanwhile: this module takes the VMs' accounting lock exclusively (every other VM module
-holds it shared while it runs, tests/vm/conftest.py), so under xdist it runs alone among
-the VM modules, and it waits for the session's VM jobs first, so the node is free."""
+meanwhile: this module takes the cluster's accounting lock exclusively (every other VM
+module holds it shared while it runs, tests/vm/conftest.py), so under xdist it runs alone
+among the VM modules but those disturbing `v26`, and it waits for the session's VM jobs
+first, so the node is free."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from webapp.mail.outbox import Outbox
 from webapp.settings import Settings
 from webapp.sources.accounting import AccountingSource
 
-STOPS_SLURMDBD = True  # tests/vm/conftest.py: this module takes the lock exclusively
+STOPS_SLURMDBD = True  # tests/vm/conftest.py: this module takes its lock exclusively
 CLUSTER = "v24"
 JOBS = 10
 SHORT = StackJob("dbd-down", "alice", ("-c1", "--mem=50M", "--time=2"), "sleep 2")

@@ -70,14 +70,46 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Within a group a module that sets ``LONG_POLE = True`` (minutes of its own outage)
     # goes first: handed out last, it ran alone at the end (test_mail: 140-167 s of the
     # last group's 550-660 s, the run's last minute at one busy core).
-    def group(module: str) -> tuple[int, bool]:
+    # A module that disturbs a VM cluster (tests/vm/conftest.py) waits for the others
+    # reading the VMs: those go first, then the disturbing ones by cluster, so the ones of
+    # a cluster follow each other on one worker (``OneModuleAhead``) while the other
+    # cluster's run on another.
+    def group(module: str) -> tuple[int, bool, bool, str]:
         mine = [i for i in items if i.module.__name__ == module]
-        long_pole = getattr(mine[0].module, "LONG_POLE", False)
+        mod = mine[0].module
+        long_pole = getattr(mod, "LONG_POLE", False)
+        disturbs = getattr(mod, "DISTURBS_CLUSTER", False) or getattr(mod, "STOPS_SLURMDBD", False)
+        cluster = getattr(mod, "CLUSTER", "") if disturbs else ""
         if any("stack_jobs" in i.fixturenames for i in mine):
-            return 2, not long_pole
-        return (0 if any("stack_env" in i.fixturenames for i in mine) else 1), not long_pole
+            return 2, not long_pole, disturbs, cluster
+        return (0 if any("stack_env" in i.fixturenames for i in mine) else 1), \
+            not long_pole, disturbs, cluster
     groups = {m: group(m) for m in {i.module.__name__ for i in items}}
     items.sort(key=lambda i: groups[i.module.__name__])
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadfile`` handing a worker its next module only once it starts its current
+    module's last test (a worker runs a test when it holds the next one, so no later).
+    xdist's own hands it out with two tests still to run: a module of one test then took
+    the next one with it, and the three VM fault tests (~100-250 s each) ran one after
+    another on one worker while others were free."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+    from xdist.workermanage import WorkerController
+
+    class OneModuleAhead(LoadFileScheduling):
+        def _reschedule(self, node: WorkerController) -> None:
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work[node]) <= 1:
+                self._assign_work_unit(node)
+
+    return OneModuleAhead(config, log)
 
 
 VM_DIR = str(Path(__file__).parent / "vm") + os.sep

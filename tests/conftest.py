@@ -6,7 +6,6 @@ import functools
 import os
 import shutil
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -72,27 +71,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # goes first: handed out last, it ran alone at the end (test_mail: 140-167 s of the
     # last group's 550-660 s, the run's last minute at one busy core).
     # A module that disturbs a VM cluster (tests/vm/conftest.py) waits for the others
-    # reading the VMs: those go first, then the disturbing ones, the cluster with fewer of
-    # them first. A module of one test takes the next module with it on its worker
-    # (``OneModuleAhead``): what the lone cluster's takes is then the other cluster's,
-    # which would wait for its cluster's lock anyway. The other way round, the lone one
-    # waited behind both of the other (run dd: 447-656 s against 463-616 s in dc).
-    def fault_cluster(mod: object) -> str:
-        disturbs = getattr(mod, "DISTURBS_CLUSTER", False) or getattr(mod, "STOPS_SLURMDBD", False)
-        return getattr(mod, "CLUSTER", "") if disturbs else ""
-
-    modules = {i.module.__name__: i.module for i in items}
-    faults = Counter(c for c in map(fault_cluster, modules.values()) if c)
-
-    def group(module: str) -> tuple[int, bool, bool, int, str]:
+    # reading the VMs: those go first, then the disturbing ones by cluster, so the ones of
+    # a cluster follow each other on one worker (``OneModuleAhead``) while the other
+    # cluster's run on another.
+    def group(module: str) -> tuple[int, bool, bool, str]:
         mine = [i for i in items if i.module.__name__ == module]
-        long_pole = getattr(modules[module], "LONG_POLE", False)
-        cluster = fault_cluster(modules[module])
-        last = (bool(cluster), faults[cluster], cluster)
+        mod = mine[0].module
+        long_pole = getattr(mod, "LONG_POLE", False)
+        disturbs = getattr(mod, "DISTURBS_CLUSTER", False) or getattr(mod, "STOPS_SLURMDBD", False)
+        cluster = getattr(mod, "CLUSTER", "") if disturbs else ""
         if any("stack_jobs" in i.fixturenames for i in mine):
-            return 2, not long_pole, *last
+            return 2, not long_pole, disturbs, cluster
         return (0 if any("stack_env" in i.fixturenames for i in mine) else 1), \
-            not long_pole, *last
+            not long_pole, disturbs, cluster
     groups = {m: group(m) for m in {i.module.__name__ for i in items}}
     items.sort(key=lambda i: groups[i.module.__name__])
 

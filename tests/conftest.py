@@ -71,9 +71,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # goes first: handed out last, it ran alone at the end (test_mail: 140-167 s of the
     # last group's 550-660 s, the run's last minute at one busy core).
     # A module that disturbs a VM cluster (tests/vm/conftest.py) waits for the others
-    # reading the VMs: those go first, then the disturbing ones by cluster, so the ones of
-    # a cluster follow each other on one worker (``OneModuleAhead``) while the other
-    # cluster's run on another.
+    # reading the VMs: those go first, then the disturbing ones by cluster. Their locks
+    # let the two clusters' run side by side; a module of one test still takes the next
+    # one with it on its worker (``OneModuleAhead``), so v26's may wait behind v24's
+    # (runs dd, de; docs/testing.md).
     def group(module: str) -> tuple[int, bool, bool, str]:
         mine = [i for i in items if i.module.__name__ == module]
         mod = mine[0].module

@@ -35,9 +35,11 @@ EXPECTED: dict[str, tuple[set[str], set[str]]] = {
 # no CPU busy beside it (/proc/stat before and after its loop, run w: 0.0 cores). The wait
 # there is the host's: its load starves the emulated CPU, and the guest's kernel counts it
 # as the task's. The twin still has no other wait and no low-efficiency verdict.
-PER_CLUSTER = {("v26", "mem-reclaim"): (set(), {"cpu_starved", "cpu_efficiency_low"}),
-               **{(c, "busy"): (set(), {"cpu_efficiency_low", "io_starved",
-                                        "memory_thrashing"}) for c in vm.CLUSTERS}}
+PER_CLUSTER: dict[tuple[str, str], tuple[set[str], set[str]]] = {
+    ("v26", "mem-reclaim"): (set(), {"cpu_starved", "cpu_efficiency_low"}),
+    **{(c, "busy"): (set(), {"cpu_efficiency_low", "io_starved", "memory_thrashing"})
+       for c in vm.CLUSTERS},
+}
 ONE_OF = {("v26", "mem-reclaim"): {"io_starved", "memory_thrashing"}}
 PRESSURE = {"cpu_starved": "cpu", "io_starved": "io", "memory_thrashing": "memory"}
 

@@ -49,6 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from tests.helpers import vm
+
     # Whatever needs the real stack is marked `stack`, so `-m "not stack"` runs without it:
     # every test of tests/stack/ and tests/vm/ (a wheel built and installed from the index
     # too). A test elsewhere that asks for the stack is in the wrong folder.
@@ -79,7 +81,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         mine = [i for i in items if i.module.__name__ == module]
         mod = mine[0].module
         long_pole = getattr(mod, "LONG_POLE", False)
-        disturbs = getattr(mod, "DISTURBS_CLUSTER", False) or getattr(mod, "STOPS_SLURMDBD", False)
+        disturbs = vm.disturbs(mod)
         cluster = getattr(mod, "CLUSTER", "") if disturbs else ""
         if any("stack_jobs" in i.fixturenames for i in mine):
             return 2, not long_pole, disturbs, cluster

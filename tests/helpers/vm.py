@@ -179,6 +179,13 @@ def session_batch() -> dict[str, dict[str, str]]:
 LOCK_DIR = STACK_ROOT / "var" / "vm"
 
 
+def disturbs(module: object) -> bool:
+    """Whether a VM test module takes its cluster's lock exclusively in its test (it stops
+    slurmdbd, ``STOPS_SLURMDBD``, or disturbs other daemons, ``DISTURBS_CLUSTER``)."""
+    return bool(getattr(module, "STOPS_SLURMDBD", False)
+                or getattr(module, "DISTURBS_CLUSTER", False))
+
+
 @contextmanager
 def _flock(cluster: str, how: int) -> Iterator[None]:
     LOCK_DIR.mkdir(parents=True, exist_ok=True)

@@ -16,8 +16,7 @@ from tests.helpers import vm
 
 @pytest.fixture(scope="module", autouse=True)
 def _accounting_in_use(request: pytest.FixtureRequest) -> Iterator[None]:
-    if getattr(request.module, "STOPS_SLURMDBD", False) or \
-            getattr(request.module, "DISTURBS_CLUSTER", False):
+    if vm.disturbs(request.module):
         yield
         return
     with vm.accounting_in_use():

@@ -144,6 +144,13 @@ def test_series_coverage_finds_the_missing_half():
     assert cov.gaps == ((30.0, 60.0),)
     full = series_coverage("vm", [float(t) for t in range(0, 61, 5)], 0.0, 60.0, 5.0)
     assert full.fraction == 1.0 and full.gaps == ()
+    # The end held to the start's length: a node's tasks may end a scrape before Slurm's
+    # record (run df: a 21-s job's idle rank gone before the scrape at +20).
+    four = [0.0, 5.0, 10.0, 15.0]
+    assert series_coverage("vm", four, 0.0, 24.0, 5.0).gaps == ()
+    assert series_coverage("vm", [9.0, *(t + 9 for t in four[1:])], 0.0, 24.0, 5.0).gaps == ()
+    late = series_coverage("vm", four, 0.0, 26.0, 5.0)
+    assert late.gaps == ((15.0, 26.0),) and late.fraction == pytest.approx(15 / 26)
     # a node never scraped during the job: expected, so listed at 0 %
     (missing,) = coverages([], ["vm"], 0.0, 60.0, 5.0)
     assert missing.fraction == 0.0 and missing.samples == 0

@@ -137,19 +137,22 @@ LOOPS = "for i in $(seq {n}); do timeout {s} sh -c 'while :; do :; done' & done;
 # The VM clusters' session jobs: the labelled jobs that fit a 2-CPU, 1.5 GiB node, and the
 # waits cgroup v2 shows (PSI) with their quiet twins.
 VM_JOBS: tuple[StackJob, ...] = (
-    # The quiet twins of every wait first, the batch's other jobs after them (``after``):
-    # the starving pair of the shared partition (OverSubscribe=FORCE) may be given their
-    # cores, and the thrashing job's reclaim runs on any core, so beside them "busy"
-    # waited for a CPU 25-27 % of its run. (--exclusive would keep them away too, but
-    # then a one-core job holds, and is judged on, both cores.)
+    # The jobs whose verdict needs a quiet node first, each beside nothing busier than a
+    # sleep, the batch's other jobs after them (``after``). The starving pair of the shared
+    # partition (OverSubscribe=FORCE) may be given their cores, and the OOM kill's and the
+    # thrashing job's reclaim run on any core: beside them "busy" waited for a CPU 25-27 %
+    # of its run, and "io-sync" 35 %, more than for storage (run ea, both clusters: judged
+    # idle, not I/O-bound), as each job beside another busy one did (oom 35 %). The guest's
+    # two CPUs are one host thread (TCG). (--exclusive would keep them away too, but then
+    # a one-core job holds, and is judged on, both cores.)
     StackJob("busy", "alice", ("-c1", "--mem=200M", "--time=10"), BUSY.format(s=30)),
-    StackJob("two-cpus-one-used", "alice", ("-c2", "--mem=200M", "--time=10"),
-             BUSY.format(s=25), after="busy"),
     StackJob("idle", "bob", ("-c1", "--mem=200M", "--time=10"), "sleep 30"),
+    StackJob("io-sync", "bob", ("-c1", "--mem=200M", "--time=10"), DIRECT_WRITES.format(s=30),
+             after="busy"),
+    StackJob("two-cpus-one-used", "alice", ("-c2", "--mem=200M", "--time=10"),
+             BUSY.format(s=25), after="io-sync"),
     StackJob("oom", "alice", ("-c1", "--mem=100M", "--time=10"),
              "python3 -c 'b = [bytearray(2**20) for _ in range(400)]'",
-             after="two-cpus-one-used"),
-    StackJob("io-sync", "bob", ("-c1", "--mem=200M", "--time=10"), DIRECT_WRITES.format(s=30),
              after="two-cpus-one-used"),
     StackJob("mem-reclaim", "bob", ("-c1", "--mem=48M", "--time=10"), THRASH.format(s=30),
              after="two-cpus-one-used"),
@@ -160,6 +163,12 @@ VM_JOBS: tuple[StackJob, ...] = (
     StackJob("starver", "bob", ("-p", "shared", "-c2", "--mem=100M", "--time=10"),
              LOOPS.format(n=2, s=30), after="two-cpus-one-used"),
 )
+
+
+def loop_seconds(name: str) -> int:
+    """The wall time of a session job's busy loop (``BUSY``'s ``timeout``)."""
+    script = next(j.script for j in VM_JOBS if j.name == name)
+    return int(script.split()[1])
 
 
 def session_batch() -> dict[str, dict[str, str]]:

@@ -38,12 +38,6 @@ JOBS = {
 CONTENTION = {"cpu_efficiency_low", "cpu_starved"}
 
 
-def _loop_seconds(twin: str) -> int:
-    """The wall time of a session twin's busy loop (``BUSY``'s ``timeout``)."""
-    script = next(j.script for j in vm.VM_JOBS if j.name == twin)
-    return int(script.split()[1])
-
-
 def _total_cpu(job_id: str) -> float:
     """The job's TotalCPU in the VM's own sacct, in seconds."""
     # The job's own line (with -X, sacct gives its allocation's, which sums no steps).
@@ -108,7 +102,7 @@ def test_jobs_running_through_a_slurmctld_restart_are_reported_and_archived_as_u
         # its loop's wall time (``timeout``), within the job's elapsed, which adds the
         # job's start and end around the loop: seconds in an emulated guest, more on a
         # loaded host (the twin: 37 s elapsed for its 30-s loop, 31.9 s accounted).
-        for r, loop in ((report, RUN_S), (twin, _loop_seconds("busy"))):
+        for r, loop in ((report, RUN_S), (twin, vm.loop_seconds("busy"))):
             accounted = r["cpu_seconds"] + r["usage"]["cpu_pressure_seconds"]
             if name == "busy":
                 assert loop * 0.95 <= accounted <= r["elapsed_seconds"] + 2, \

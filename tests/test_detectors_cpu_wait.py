@@ -120,6 +120,16 @@ def test_some_waiting_on_a_mostly_idle_job_is_low_efficiency_not_starved():
     assert "cpu_efficiency_low" in found and "cpu_starved" not in found
     f = next(f for f in detect_all(r, T) if f.name == "cpu_efficiency_low")
     assert "mostly idle, not starved" in f.message
+    # PSI over its line too (cgroup v2): it did not stay low, and the finding says so (run
+    # ea's io-sync read "Pressure stayed low" at 35 % of its run waiting for a CPU).
+    psi = report(20.0, 2, 12.0, Usage(cpu_wait_seconds=5.0, busy_tasks_max=2.0,
+                                      cpu_pressure_seconds=7.0, io_pressure_seconds=0.0))
+    (f,) = [f for f in detect_all(psi, T) if f.name == "cpu_efficiency_low"]
+    assert "mostly idle, not starved" in f.message and "stayed low" not in f.message
+    quiet = report(20.0, 2, 12.0, Usage(cpu_wait_seconds=0.5, busy_tasks_max=2.0,
+                                        cpu_pressure_seconds=0.5, io_pressure_seconds=0.0))
+    (f,) = [f for f in detect_all(quiet, T) if f.name == "cpu_efficiency_low"]
+    assert "Pressure stayed low" in f.message
 
 
 def two_nodes(second_node_cores: float) -> JobReport:

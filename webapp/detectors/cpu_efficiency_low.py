@@ -64,7 +64,7 @@ class LowCpuEfficiencyDetector:
         # Idle, or waiting? Pressure stall data (cgroup v2) or the threads' waits can tell.
         cause = (
             " Pressure stayed low: idle, not starved."
-            if has_pressure(report)
+            if has_pressure(report) and not waited
             else " Its threads seldom waited for a CPU: idle, not starved."
             if can_tell_waiting(report) and not waited_a_little
             else " Its threads waited for a CPU at times, for far fewer core-seconds than "

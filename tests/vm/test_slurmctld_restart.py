@@ -26,7 +26,7 @@ from webapp.archive.store import Archive
 DISTURBS_CLUSTER = True  # tests/vm/conftest.py: this module takes its lock exclusively
 CLUSTER = "v26"
 RUN_S = 45
-# Twins of the session batch's "busy" and "idle" (tests/helpers/vm.py), run longer so the
+# Twins of the session batch's "busy" and "idle" (tests/helpers/vm.py), as long: the
 # restart falls in the middle of both.
 JOBS = {
     "busy": StackJob("ctld-restart-busy", "alice", ("-c1", "--mem=200M", "--time=10"),
@@ -101,7 +101,7 @@ def test_jobs_running_through_a_slurmctld_restart_are_reported_and_archived_as_u
         # while longer (its CPU pressure says so), never lose time. Ran or waited through
         # its loop's wall time (``timeout``), within the job's elapsed, which adds the
         # job's start and end around the loop: seconds in an emulated guest, more on a
-        # loaded host (the twin: 37 s elapsed for its 30-s loop, 31.9 s accounted).
+        # loaded host (a twin of a 30-s loop: 37 s elapsed, 31.9 s accounted).
         for r, loop in ((report, RUN_S), (twin, vm.loop_seconds("busy"))):
             accounted = r["cpu_seconds"] + r["usage"]["cpu_pressure_seconds"]
             if name == "busy":

@@ -16,6 +16,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from tests.helpers import stack
 from tests.helpers.stack import BUSY, STACK_ROOT, StackJob
@@ -173,6 +174,15 @@ def loop_seconds(name: str) -> int:
     """The wall time of a session job's busy loop (``BUSY``'s ``timeout``)."""
     script = next(j.script for j in VM_JOBS if j.name == name)
     return int(script.split()[1])
+
+
+def assert_busy_through(report: dict[str, Any], loop: float) -> None:
+    """A busy job's JSON report ran or waited for a core through its loop's wall time: its
+    CPU seconds and CPU-pressure seconds add up to the loop, within the job's elapsed,
+    which adds the job's start and end around it (seconds in an emulated guest)."""
+    accounted = report["cpu_seconds"] + report["usage"]["cpu_pressure_seconds"]
+    assert loop * 0.95 <= accounted <= report["elapsed_seconds"] + 2, \
+        (report["job_id"], accounted, loop, report["elapsed_seconds"])
 
 
 def session_batch() -> dict[str, dict[str, str]]:
